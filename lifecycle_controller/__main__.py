@@ -1,0 +1,5 @@
+"""Allows ``python -m lifecycle_controller``."""
+
+from lifecycle_controller.cli import main
+
+main()

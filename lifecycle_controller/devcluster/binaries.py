@@ -1,0 +1,213 @@
+"""Build the control-plane binaries from pinned Go modules, once per machine, and cache them.
+
+No container engine or release download is available on the machines this project targets,
+so etcd, kube-apiserver and kube-controller-manager are compiled from their Go modules through
+the Go module proxy. ``k8s.io/kubernetes`` cannot be ``go install``-ed (its go.mod resolves
+the staging modules with replace directives), so each component has a small wrapper module
+under ``gomod/`` that pins the release and replaces every staging module with its published
+``v0.Y.Z`` version.
+
+Results go to a per-user cache folder keyed by version. A file lock serialises concurrent
+builders and a build lands by an atomic rename, so a second process either waits and reuses
+the result or never sees a half-written folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lifecycle_controller.devcluster.versions import ETCD_VERSION, KUBERNETES_VERSION
+
+GOMOD_DIR = Path(__file__).parent / "gomod"
+BIN_DIR_ENV = "LIFECYCLE_DEVCLUSTER_BIN_DIR"
+CACHE_DIR_ENV = "LIFECYCLE_DEVCLUSTER_CACHE"
+
+Log = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """A component could not be built; the message carries the tail of the Go output."""
+
+
+@dataclass(frozen=True)
+class GoComponent:
+    """One cached build: binaries compiled from packages of a wrapper module."""
+
+    name: str
+    version: str
+    module: str
+    packages: Mapping[str, str]
+    ldflags: tuple[str, ...] = field(default=())
+
+    @property
+    def cache_key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+def _kube_version_ldflags(version: str) -> tuple[str, ...]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    prefix = "-X k8s.io/component-base/version."
+    return (
+        f"{prefix}gitVersion={version}",
+        f"{prefix}gitMajor={major}",
+        f"{prefix}gitMinor={minor}",
+        f"{prefix}gitTreeState=clean",
+    )
+
+
+KUBERNETES = GoComponent(
+    name="kubernetes",
+    version=KUBERNETES_VERSION,
+    module="kubernetes",
+    packages={
+        "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+        "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    },
+    ldflags=_kube_version_ldflags(KUBERNETES_VERSION),
+)
+
+ETCD = GoComponent(
+    name="etcd",
+    version=ETCD_VERSION,
+    module="etcd",
+    packages={"etcd": "go.etcd.io/etcd/server/v3"},
+)
+
+
+@dataclass(frozen=True)
+class ControlPlaneBinaries:
+    """Paths of the three control-plane executables."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+
+
+def cache_root() -> Path:
+    """The per-user cache folder: ``$LIFECYCLE_DEVCLUSTER_CACHE``, else the XDG cache dir."""
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lifecycle-controller" / "bin"
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _complete(directory: Path, component: GoComponent) -> bool:
+    return (
+        all((directory / name).is_file() for name in component.packages)
+        and (directory / ".complete").is_file()
+    )
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "the Go toolchain (>= 1.26) is needed to build the local control plane; install Go "
+            f"or point {BIN_DIR_ENV} at a folder holding etcd, kube-apiserver and "
+            "kube-controller-manager"
+        )
+    return go
+
+
+def _build(component: GoComponent, destination: Path, log: Log) -> None:
+    go = _go()
+    source = GOMOD_DIR / component.module
+    with tempfile.TemporaryDirectory(prefix=f"build-{component.name}-") as work:
+        module_dir = Path(work) / "module"
+        shutil.copytree(source, module_dir)
+        env = dict(os.environ)
+        env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false", "GOWORK": "off"})
+        ldflags = " ".join(("-s", "-w", *component.ldflags))
+        for binary, package in component.packages.items():
+            started = time.monotonic()
+            log(f"building {binary} {component.version} (first run on this machine only)")
+            command = [
+                go,
+                "build",
+                "-trimpath",
+                "-ldflags",
+                ldflags,
+                "-o",
+                str(destination / binary),
+            ]
+            result = subprocess.run(
+                [*command, package],
+                cwd=module_dir,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+                raise BuildError(f"go build {package}@{component.version} failed:\n{tail}")
+            log(f"built {binary} in {time.monotonic() - started:.0f}s")
+
+
+def ensure_component(component: GoComponent, *, log: Log = print) -> Path:
+    """Return the cache folder holding the component's binaries, building it if needed."""
+    root = cache_root()
+    final = root / component.cache_key
+    if _complete(final, component):
+        return final
+    with _exclusive_lock(root / f".{component.cache_key}.lock"):
+        if _complete(final, component):
+            return final
+        staging = Path(tempfile.mkdtemp(prefix=f".{component.cache_key}-", dir=root))
+        try:
+            _build(component, staging, log)
+            (staging / ".complete").write_text(component.version + "\n")
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def ensure_binaries(*, log: Log = print) -> ControlPlaneBinaries:
+    """Locate or build etcd, kube-apiserver and kube-controller-manager.
+
+    ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` short-circuits the build with ready-made binaries.
+    """
+    explicit = os.environ.get(BIN_DIR_ENV)
+    if explicit:
+        folder = Path(explicit)
+        binaries = ControlPlaneBinaries(
+            etcd=folder / "etcd",
+            kube_apiserver=folder / "kube-apiserver",
+            kube_controller_manager=folder / "kube-controller-manager",
+        )
+        missing = [str(p) for p in vars(binaries).values() if not Path(p).is_file()]
+        if missing:
+            raise BuildError(f"{BIN_DIR_ENV} is set but lacks: {', '.join(missing)}")
+        return binaries
+    etcd_dir = ensure_component(ETCD, log=log)
+    kube_dir = ensure_component(KUBERNETES, log=log)
+    return ControlPlaneBinaries(
+        etcd=etcd_dir / "etcd",
+        kube_apiserver=kube_dir / "kube-apiserver",
+        kube_controller_manager=kube_dir / "kube-controller-manager",
+    )

@@ -1,0 +1,508 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager.
+
+Started the way controller-runtime's envtest does it, from binaries built by
+:mod:`lifecycle_controller.devcluster.binaries`: free loopback ports, a temporary folder for
+data, certificates, kubeconfigs and logs, RBAC authorization switched on. The integration
+tests and the ``demo`` command share it. The API is synchronous (processes and a tiny admin
+REST helper) so that it serves a pytest session fixture as well as a CLI command.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import http.client
+import json
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import yaml
+
+from lifecycle_controller.devcluster.binaries import ControlPlaneBinaries, ensure_binaries
+from lifecycle_controller.devcluster.pki import CertificateAuthority, service_account_signing_key
+
+Log = Callable[[str], None]
+PolicyRule = Mapping[str, Any]
+
+CONTROLLERS = (
+    "deployment",
+    "replicaset",
+    "statefulset",
+    "daemonset",
+    "namespace",
+    "garbagecollector",
+    "serviceaccount",
+)
+"""kube-controller-manager controllers needed for real rollouts and namespace deletion."""
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane failed to start; the message names the component and its log."""
+
+
+@dataclass(frozen=True)
+class ApiResponse:
+    """Status and decoded JSON body of an admin request."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM the child if the Python process dies, so nothing is orphaned."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+class ControlPlane:
+    """etcd + kube-apiserver (+ kube-controller-manager) on loopback, in a temporary folder.
+
+    Use as a context manager or call :meth:`start` and :meth:`stop`. With ``keep_dir`` the
+    folder (data, certificates, logs) stays after :meth:`stop`; :meth:`stop` with
+    ``keep_logs=True`` does the same for one stop.
+    """
+
+    def __init__(
+        self,
+        *,
+        binaries: ControlPlaneBinaries | None = None,
+        controller_manager: bool = True,
+        workdir: Path | None = None,
+        keep_dir: bool = False,
+        log: Log = print,
+    ) -> None:
+        self._binaries = binaries
+        self._with_controller_manager = controller_manager
+        self._keep_dir = keep_dir
+        self._log = log
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="lifecycle-devcluster-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir = self.workdir / "logs"
+        self.pki_dir = self.workdir / "pki"
+        self._processes: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
+        self._ca = CertificateAuthority()
+        self.port = 0
+        self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
+        self.started_seconds = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop(keep_logs=exc is not None)
+
+    @property
+    def server(self) -> str:
+        """The apiserver URL."""
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki_dir / "ca.crt"
+
+    def start(self, *, timeout: float = 180.0) -> None:
+        """Build or locate the binaries, start every component and wait until usable."""
+        binaries = self._binaries or ensure_binaries(log=self._log)
+        started = time.monotonic()
+        self.logs_dir.mkdir(exist_ok=True)
+        self.pki_dir.mkdir(exist_ok=True)
+        try:
+            etcd_url = self._start_etcd(binaries, deadline=started + timeout)
+            self._start_apiserver(binaries, etcd_url, deadline=started + timeout)
+            if self._with_controller_manager:
+                self._start_controller_manager(binaries, deadline=started + timeout)
+        except BaseException:
+            self.stop(keep_logs=True)
+            raise
+        self.started_seconds = time.monotonic() - started
+        self._log(f"control plane ready at {self.server} in {self.started_seconds:.1f}s")
+
+    def stop(self, *, keep_logs: bool = False) -> None:
+        """Stop every component (newest first) and remove the folder unless asked to keep it."""
+        for _name, process, log_file in reversed(self._processes):
+            if process.poll() is None:
+                process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log_file.close()
+        self._processes.clear()
+        if keep_logs or self._keep_dir:
+            self._log(f"control plane files and logs kept in {self.workdir}")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ components
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        log_file = (self.logs_dir / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+            preexec_fn=_die_with_parent,
+        )
+        self._processes.append((name, process, log_file))
+        return process
+
+    def _wait(
+        self,
+        name: str,
+        process: subprocess.Popen[bytes],
+        ready: Callable[[], bool],
+        deadline: float,
+    ) -> None:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with code {process.returncode}; see "
+                    f"{self.logs_dir / (name + '.log')}:\n{self._log_tail(name)}"
+                )
+            with contextlib.suppress(OSError, ssl.SSLError, http.client.HTTPException):
+                if ready():
+                    return
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"{name} was not ready in time; see {self.logs_dir / (name + '.log')}:\n"
+            f"{self._log_tail(name)}"
+        )
+
+    def _log_tail(self, name: str, lines: int = 20) -> str:
+        path = self.logs_dir / f"{name}.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def _start_etcd(self, binaries: ControlPlaneBinaries, *, deadline: float) -> str:
+        client_port, peer_port = _free_port(), _free_port()
+        client_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        process = self._spawn(
+            "etcd",
+            [
+                str(binaries.etcd),
+                "--name=devcluster",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=devcluster={peer_url}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+
+        def healthy() -> bool:
+            connection = http.client.HTTPConnection("127.0.0.1", client_port, timeout=2)
+            try:
+                connection.request("GET", "/health")
+                response = connection.getresponse()
+                return response.status == 200 and b"true" in response.read()
+            finally:
+                connection.close()
+
+        self._wait("etcd", process, healthy, deadline)
+        return client_url
+
+    def _start_apiserver(
+        self, binaries: ControlPlaneBinaries, etcd_url: str, *, deadline: float
+    ) -> None:
+        self.port = _free_port()
+        self.ca_file.write_bytes(self._ca.cert_pem)
+        serving_cert, serving_key = self._ca.issue(
+            "kube-apiserver",
+            server_hosts=("127.0.0.1", "localhost", "kubernetes.default.svc", "10.0.0.1"),
+        ).write(self.pki_dir, "apiserver")
+        sa_key = self.pki_dir / "service-account.key"
+        sa_key.write_bytes(service_account_signing_key())
+        sa_key.chmod(0o600)
+        admin_cert, admin_key = self._ca.issue(
+            "lifecycle-devcluster-admin", organizations=("system:masters",)
+        ).write(self.pki_dir, "admin")
+        self._write_kubeconfig(
+            self.admin_kubeconfig,
+            user="admin",
+            credentials={
+                "client-certificate-data": _b64(admin_cert.read_bytes()),
+                "client-key-data": _b64(admin_key.read_bytes()),
+            },
+        )
+        process = self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.pki_dir / 'apiserver-generated'}",
+                f"--tls-cert-file={serving_cert}",
+                f"--tls-private-key-file={serving_key}",
+                f"--client-ca-file={self.ca_file}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-signing-key-file={sa_key}",
+                f"--service-account-key-file={sa_key}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--endpoint-reconciler-type=none",
+            ],
+        )
+
+        def ready() -> bool:
+            return self.request("GET", "/readyz", timeout=3).status == 200
+
+        self._wait("kube-apiserver", process, ready, deadline)
+
+    def _start_controller_manager(self, binaries: ControlPlaneBinaries, *, deadline: float) -> None:
+        process = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries.kube_controller_manager),
+                f"--kubeconfig={self.admin_kubeconfig}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--use-service-account-credentials=false",
+                "--concurrent-gc-syncs=5",
+                "--namespace-sync-period=10s",
+            ],
+        )
+
+        def default_service_account_exists() -> bool:
+            path = "/api/v1/namespaces/default/serviceaccounts/default"
+            return self.request("GET", path, timeout=3).status == 200
+
+        self._wait("kube-controller-manager", process, default_service_account_exists, deadline)
+
+    # ------------------------------------------------------------------ access
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        context.load_cert_chain(self.pki_dir / "admin.crt", self.pki_dir / "admin.key")
+        return context
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> ApiResponse:
+        """Send one request as the cluster admin and return the status and JSON body."""
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, context=self._ssl_context(), timeout=timeout
+        )
+        try:
+            headers = {"Accept": "application/json"}
+            payload = None
+            if body is not None:
+                payload = json.dumps(body).encode()
+                headers["Content-Type"] = content_type
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        finally:
+            connection.close()
+        try:
+            decoded = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            decoded = {"raw": raw.decode(errors="replace")}
+        return ApiResponse(response.status, decoded if isinstance(decoded, dict) else {})
+
+    def apply(self, manifest: Mapping[str, Any], *, path: str) -> ApiResponse:
+        """Server-side apply ``manifest`` at the object ``path`` as the admin; raise on failure."""
+        response = self.request(
+            "PATCH",
+            f"{path}?fieldManager=lifecycle-devcluster&force=true",
+            manifest,
+            content_type="application/apply-patch+yaml",
+        )
+        if response.status >= 300:
+            raise ControlPlaneError(f"apply {path} failed ({response.status}): {response.body}")
+        return response
+
+    def _write_kubeconfig(self, path: Path, *, user: str, credentials: Mapping[str, str]) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "devcluster",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": _b64(self._ca.cert_pem),
+                    },
+                }
+            ],
+            "users": [{"name": user, "user": dict(credentials)}],
+            "contexts": [{"name": user, "context": {"cluster": "devcluster", "user": user}}],
+            "current-context": user,
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    # ------------------------------------------------------------------ identities
+
+    def grant(
+        self,
+        subject: Mapping[str, str],
+        *,
+        name: str,
+        cluster_rules: Iterable[PolicyRule] = (),
+        namespaced_rules: Mapping[str, Iterable[PolicyRule]] | None = None,
+    ) -> None:
+        """Bind RBAC rules to ``subject`` (an RBAC subject dict): cluster-wide and per namespace."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        rules = list(cluster_rules)
+        if rules:
+            self.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": name},
+                    "rules": rules,
+                },
+                path=f"{rbac}/clusterroles/{name}",
+            )
+            self.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": name},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": name,
+                    },
+                    "subjects": [dict(subject)],
+                },
+                path=f"{rbac}/clusterrolebindings/{name}",
+            )
+        for namespace, ns_rules in (namespaced_rules or {}).items():
+            self.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "rules": list(ns_rules),
+                },
+                path=f"{rbac}/namespaces/{namespace}/roles/{name}",
+            )
+            self.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Role",
+                        "name": name,
+                    },
+                    "subjects": [dict(subject)],
+                },
+                path=f"{rbac}/namespaces/{namespace}/rolebindings/{name}",
+            )
+
+    def user_kubeconfig(
+        self,
+        user: str,
+        *,
+        groups: Sequence[str] = (),
+        cluster_rules: Iterable[PolicyRule] = (),
+        namespaced_rules: Mapping[str, Iterable[PolicyRule]] | None = None,
+    ) -> Path:
+        """A non-admin identity authenticated by a client certificate, with the given RBAC.
+
+        The certificate's CN is the user name and each group becomes an O entry.
+        """
+        pair = self._ca.issue(user, organizations=tuple(groups))
+        self.grant(
+            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user},
+            name=f"devcluster:{user}",
+            cluster_rules=cluster_rules,
+            namespaced_rules=namespaced_rules,
+        )
+        return self._write_kubeconfig(
+            self.workdir / f"user-{user}.kubeconfig",
+            user=user,
+            credentials={
+                "client-certificate-data": _b64(pair.cert_pem),
+                "client-key-data": _b64(pair.key_pem),
+            },
+        )
+
+    def service_account_kubeconfig(
+        self, namespace: str, name: str, *, expiration_seconds: int = 7200
+    ) -> Path:
+        """A kubeconfig with a bound token for the ServiceAccount (created if missing).
+
+        RBAC for it comes from elsewhere (for example the Helm chart's rendered roles).
+        """
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": name, "namespace": namespace},
+            },
+            path=f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+        )
+        response = self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration_seconds},
+            },
+        )
+        if response.status != 201:
+            raise ControlPlaneError(f"token request failed ({response.status}): {response.body}")
+        token = str(response.body["status"]["token"])
+        return self._write_kubeconfig(
+            self.workdir / f"sa-{namespace}-{name}.kubeconfig",
+            user=f"system:serviceaccount:{namespace}:{name}",
+            credentials={"token": token},
+        )

@@ -1,0 +1,15 @@
+"""The one place that pins the versions of the local control plane.
+
+Everything that builds, caches or names the control-plane binaries reads these constants, so a
+version bump is a one-line change here plus regenerated wrapper modules under ``gomod/``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+KUBERNETES_VERSION: Final = "v1.36.3"
+"""kube-apiserver and kube-controller-manager; matches kubernetes-asyncio 36.x."""
+
+ETCD_VERSION: Final = "v3.6.16"
+"""The etcd release line that Kubernetes 1.36 is tested with."""
