@@ -20,3 +20,17 @@ def main() -> None:
 def version() -> None:
     """Print the version of lifecycle-controller."""
     click.echo(f"lifecycle-controller {__version__}")
+
+
+@main.command()
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Stop after this many seconds (default: run until Ctrl-C).",
+)
+def demo(duration: float | None) -> None:
+    """Start a local control plane (etcd, kube-apiserver, kube-controller-manager)."""
+    from lifecycle_controller.demo import run_demo
+
+    run_demo(duration=duration, echo=click.echo)

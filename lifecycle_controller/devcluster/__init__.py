@@ -1,0 +1,29 @@
+"""A real, local Kubernetes control plane for the test suite and the ``demo`` command.
+
+:mod:`.binaries` builds and caches etcd, kube-apiserver and kube-controller-manager from
+pinned Go modules (:mod:`.versions`); :mod:`.controlplane` runs them on loopback and hands out
+kubeconfigs for the admin and for least-privilege identities.
+"""
+
+from lifecycle_controller.devcluster.binaries import (
+    BuildError,
+    ControlPlaneBinaries,
+    ensure_binaries,
+)
+from lifecycle_controller.devcluster.controlplane import (
+    ApiResponse,
+    ControlPlane,
+    ControlPlaneError,
+)
+from lifecycle_controller.devcluster.versions import ETCD_VERSION, KUBERNETES_VERSION
+
+__all__ = [
+    "ETCD_VERSION",
+    "KUBERNETES_VERSION",
+    "ApiResponse",
+    "BuildError",
+    "ControlPlane",
+    "ControlPlaneBinaries",
+    "ControlPlaneError",
+    "ensure_binaries",
+]
