@@ -1,0 +1,71 @@
+"""The controller's only source of time.
+
+Every engine that waits or timestamps (the work queue's add-after timer, the rate limiters,
+the leader elector, the scheduler's "now") takes a :class:`Clock` instead of calling
+``time`` or ``asyncio.sleep`` directly. Production code passes :class:`RealClock`; tests pass
+:class:`lifecycle_controller.testing.fakeclock.FakeClock` and drive time by hand, so timing
+tests are deterministic and never sleep for real.
+
+Two kinds of time are kept apart on purpose:
+
+* ``now_ns()`` is wall-clock UTC (integer nanoseconds since the Unix epoch). Use it for
+  due times, cron math and anything shown to humans. It can jump (NTP steps).
+* ``monotonic()`` is seconds on a clock that never goes backwards. Use it for delays,
+  deadlines, backoff and lease observations. Its origin is arbitrary.
+
+``sleep()`` waits on the monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "RealClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Wall time, monotonic time and sleeping, injectable for tests."""
+
+    def now_ns(self) -> int:
+        """Return wall-clock UTC time as integer nanoseconds since the Unix epoch."""
+        ...
+
+    def monotonic(self) -> float:
+        """Return seconds on a monotonic clock (arbitrary origin, never goes backwards)."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend the caller for ``seconds`` of monotonic time (<= 0 just yields once).
+
+        Cancellation propagates as :class:`asyncio.CancelledError`, as with
+        :func:`asyncio.sleep`.
+        """
+        ...
+
+
+class RealClock:
+    """The system clock: ``time.time_ns``, ``time.monotonic`` and ``asyncio.sleep``.
+
+    ``monotonic()`` is ``time.monotonic()``, which is also what the default asyncio event loop
+    uses for ``loop.time()``, so deadlines computed here agree with asyncio timers.
+    """
+
+    __slots__ = ()
+
+    def now_ns(self) -> int:
+        """Return ``time.time_ns()`` (UTC nanoseconds since the epoch)."""
+        return time.time_ns()
+
+    def monotonic(self) -> float:
+        """Return ``time.monotonic()`` in seconds."""
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep with :func:`asyncio.sleep`; negative values are treated as 0."""
+        await asyncio.sleep(max(0.0, seconds))
+
+    def __repr__(self) -> str:
+        return "RealClock()"

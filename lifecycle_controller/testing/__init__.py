@@ -1,0 +1,1 @@
+"""Test support shared by unit and integration tests (fakes driven by hand)."""
