@@ -1,0 +1,58 @@
+"""The only package that talks to the Kubernetes API (and the only user of kubernetes-asyncio).
+
+It returns plain dicts and raises the small error tree of :mod:`.errors`.
+"""
+
+from lifecycle_controller.kube.client import (
+    ACCEPT_AGGREGATED_DISCOVERY,
+    ACCEPT_METADATA,
+    ACCEPT_METADATA_LIST,
+    MERGE_PATCH,
+    ConnectionConfigError,
+    KubeClient,
+    Timeouts,
+    load_configuration,
+)
+from lifecycle_controller.kube.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    TransportError,
+    Unauthorized,
+)
+from lifecycle_controller.kube.resources import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
+
+__all__ = [
+    "ACCEPT_AGGREGATED_DISCOVERY",
+    "ACCEPT_METADATA",
+    "ACCEPT_METADATA_LIST",
+    "CRDS",
+    "EVENTS",
+    "LEASES",
+    "MERGE_PATCH",
+    "NAMESPACES",
+    "AlreadyExists",
+    "ApiError",
+    "Conflict",
+    "ConnectionConfigError",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "KubeClient",
+    "KubeError",
+    "NotFound",
+    "ResourceType",
+    "ServerError",
+    "Timeouts",
+    "TooManyRequests",
+    "TransportError",
+    "Unauthorized",
+    "load_configuration",
+]

@@ -1,0 +1,97 @@
+"""The API door (lifecycle_controller.kube) against the real API server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    KubeClient,
+    NotFound,
+    ResourceType,
+    TransportError,
+    load_configuration,
+)
+from tests.integration.support import configmap
+
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+
+
+@pytest.fixture
+async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
+    async with client:
+        yield client
+
+
+async def test_list_watch_patch_delete_round_trip(kube: KubeClient, namespace: str) -> None:
+    created = await kube.create(CONFIGMAPS, namespace, configmap("a", x="1"))
+    with pytest.raises(AlreadyExists):
+        await kube.create(CONFIGMAPS, namespace, configmap("a"))
+
+    page = await kube.list_metadata(CONFIGMAPS, namespace=namespace, limit=1)
+    assert page["kind"] == "PartialObjectMetadataList"
+    assert [i["metadata"]["name"] for i in page["items"]] == ["a"]
+
+    events: list[tuple[str, str]] = []
+
+    async def watch() -> None:
+        async for event in kube.watch_metadata(
+            CONFIGMAPS,
+            namespace=namespace,
+            resource_version=page["metadata"]["resourceVersion"],
+            timeout_seconds=30,
+        ):
+            obj: dict[str, Any] = event["object"]
+            if event["type"] != "BOOKMARK":
+                events.append((event["type"], obj["metadata"]["name"]))
+            if len(events) == 2:
+                return
+
+    watcher = asyncio.create_task(watch())
+    stale_rv = created["metadata"]["resourceVersion"]
+    patched = await kube.merge_patch(
+        CONFIGMAPS,
+        namespace,
+        "a",
+        {"metadata": {"resourceVersion": stale_rv, "annotations": {"x": "2"}}},
+    )
+    assert patched["metadata"]["annotations"]["x"] == "2"
+    with pytest.raises(Conflict):
+        await kube.merge_patch(
+            CONFIGMAPS, namespace, "a", {"metadata": {"resourceVersion": stale_rv}}
+        )
+    with pytest.raises(Conflict):
+        await kube.delete(CONFIGMAPS, namespace, "a", uid="not-the-uid")
+    await kube.delete(
+        CONFIGMAPS,
+        namespace,
+        "a",
+        uid=patched["metadata"]["uid"],
+        resource_version=patched["metadata"]["resourceVersion"],
+    )
+    with pytest.raises(NotFound):
+        await kube.delete(CONFIGMAPS, namespace, "a")
+    async with asyncio.timeout(20):
+        await watcher
+    assert events == [("MODIFIED", "a"), ("DELETED", "a")]
+
+
+async def test_forbidden_and_transport_errors(control_plane: ControlPlane, namespace: str) -> None:
+    kubeconfig = control_plane.user_kubeconfig(f"nobody-{namespace}")
+    async with await KubeClient.connect(str(kubeconfig)) as nobody:
+        with pytest.raises(Forbidden):
+            await nobody.list_metadata(CONFIGMAPS, namespace=namespace)
+
+    configuration, _ = await load_configuration(str(control_plane.admin_kubeconfig))
+    configuration.host = "https://127.0.0.1:1"
+    async with KubeClient(configuration) as unreachable:
+        with pytest.raises(TransportError):
+            await unreachable.list_metadata(CONFIGMAPS, namespace=namespace)
