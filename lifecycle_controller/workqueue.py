@@ -239,10 +239,15 @@ class WorkQueue(Generic[K]):
         self._timer.add_done_callback(self._on_timer_exit)
 
     async def aclose(self) -> None:
-        """Shut down (see :meth:`shutdown`) and wait for the timer task to end. Idempotent."""
+        """Shut down (see :meth:`shutdown`) and wait for the timer task to end. Idempotent.
+
+        Re-raises the timer's exception if it crashed (a cancelled timer is not an error).
+        """
         self.shutdown()
         if self._timer is not None:
-            await self._timer
+            await asyncio.wait((self._timer,))
+            if not self._timer.cancelled():
+                self._timer.result()
 
     async def __aenter__(self) -> Self:
         self.start()
@@ -478,7 +483,8 @@ class WorkQueue(Generic[K]):
                 sleeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sleeper
-        sleeper.result()  # surface a failing clock instead of spinning
+        if not sleeper.cancelled():
+            sleeper.result()  # surface a failing clock instead of spinning on it
 
     def _on_timer_exit(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
