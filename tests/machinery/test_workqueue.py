@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from lifecycle_controller.ratelimit import ItemExponentialFailureRateLimiter
 from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
@@ -794,3 +795,19 @@ def test_property_concurrent_consumers_never_overlap_on_a_key(
             assert started_after.get(key) == count, f"{key}: last add not processed"
 
     asyncio.run(scenario())
+
+
+class _BrokenClock(FakeClock):
+    async def sleep(self, seconds: float) -> None:
+        raise RuntimeError("clock broke")
+
+
+async def test_a_crashed_timer_is_logged_and_reported_by_aclose() -> None:
+    q = WorkQueue[str](clock=_BrokenClock(), name="broken")
+    with capture_logs() as logs:
+        q.start()
+        await _settle()
+    assert logs[0]["event"] == "workqueue timer crashed; delayed keys will not fire"
+    assert logs[0]["queue"] == "broken"
+    with pytest.raises(RuntimeError, match="clock broke"):
+        await q.aclose()
