@@ -11,11 +11,13 @@ object reference); workers call :meth:`WorkQueue.get`, reconcile the key, then
 
 On top of that sit the *delaying* queue (``add_after``: one timer task and a min-heap for every
 future wake-up, keeping the EARLIEST requested time per key) and the *rate-limiting* queue
-(``add_rate_limited`` / ``forget`` / ``num_requeues``, delegated to a
-:class:`~lifecycle_controller.ratelimit.RateLimiter`). This is a port of client-go's
-``util/workqueue`` ``queue.go``, ``delaying_queue.go`` and ``rate_limiting_queue.go`` to a
-single asyncio event loop (no locks needed: every method except ``get`` and
-``shutdown_with_drain`` is synchronous and atomic with respect to other tasks).
+(``add_rate_limited`` / ``forget`` / ``num_requeues``, delegated to an injected
+:class:`RateLimiter`, normally
+:func:`lifecycle_controller.ratelimit.default_controller_rate_limiter`). This is a port of
+client-go's ``util/workqueue`` ``queue.go``, ``delaying_queue.go`` and
+``rate_limiting_queue.go`` to a single asyncio event loop (no locks needed: every method
+except ``get`` and ``shutdown_with_drain`` is synchronous and atomic with respect to other
+tasks).
 
 Shutdown is reported to consumers by :class:`QueueShutDown` raised from ``get()``.
 """
@@ -36,13 +38,13 @@ from typing import Generic, Protocol, Self, TypeVar
 import structlog
 
 from lifecycle_controller.clock import Clock, RealClock
-from lifecycle_controller.ratelimit import RateLimiter, default_controller_rate_limiter
 
 __all__ = [
     "DEFAULT_HEARTBEAT",
     "NoopQueueMetrics",
     "QueueMetrics",
     "QueueShutDown",
+    "RateLimiter",
     "WorkQueue",
 ]
 
@@ -59,6 +61,27 @@ class QueueShutDown(Exception):
 
     Named after ``asyncio.QueueShutDown`` (Python 3.13), which plays the same role.
     """
+
+
+class RateLimiter(Protocol):
+    """What the queue needs from a rate limiter: when / forget / num_requeues.
+
+    The same contract as :class:`lifecycle_controller.ratelimit.RateLimiter` (whose classes
+    satisfy it structurally); declared here because ARCHITECTURE.md keeps modules of one
+    level from importing each other, so the composition root injects the limiter.
+    """
+
+    def when(self, item: Hashable) -> float:
+        """Record one more retry of ``item`` and return how many seconds it must wait."""
+        ...
+
+    def forget(self, item: Hashable) -> None:
+        """Clear ``item``'s retry history."""
+        ...
+
+    def num_requeues(self, item: Hashable) -> int:
+        """Return how many times ``item`` was retried since it was last forgotten."""
+        ...
 
 
 class QueueMetrics(Protocol):
@@ -187,28 +210,25 @@ class WorkQueue(Generic[K]):
     def __init__(
         self,
         *,
+        rate_limiter: RateLimiter,
         clock: Clock | None = None,
-        rate_limiter: RateLimiter | None = None,
         metrics: QueueMetrics | None = None,
         name: str = "",
         heartbeat: float = DEFAULT_HEARTBEAT,
     ) -> None:
         """Build a stopped queue.
 
-        ``clock`` defaults to :class:`RealClock`; ``rate_limiter`` to
-        :func:`default_controller_rate_limiter` on that clock; ``metrics`` to no-op.
-        ``name`` labels the queue for metrics and logs. ``heartbeat`` (seconds, > 0) bounds
-        how long the timer sleeps without re-checking its heap.
+        ``rate_limiter`` decides ``add_rate_limited`` delays (the controller passes
+        :func:`lifecycle_controller.ratelimit.default_controller_rate_limiter`). ``clock``
+        defaults to :class:`RealClock`; ``metrics`` to no-op. ``name`` labels the queue for
+        metrics and logs. ``heartbeat`` (seconds, > 0) bounds how long the timer sleeps
+        without re-checking its heap.
         """
         if not (heartbeat > 0 and math.isfinite(heartbeat)):
             raise ValueError(f"heartbeat must be a positive number of seconds, got {heartbeat}")
         self.name = name
         self._clock: Clock = clock if clock is not None else RealClock()
-        self._limiter: RateLimiter = (
-            rate_limiter
-            if rate_limiter is not None
-            else default_controller_rate_limiter(self._clock)
-        )
+        self._limiter = rate_limiter
         self._metrics: QueueMetrics = metrics if metrics is not None else NoopQueueMetrics()
         self._heartbeat = heartbeat
 

@@ -11,6 +11,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from lifecycle_controller.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 from lifecycle_controller.workers import (
     NoopReconcileObserver,
@@ -62,7 +63,9 @@ class RecordingObserver:
 
 @pytest.fixture
 async def q(clock: FakeClock) -> AsyncIterator[WorkQueue[str]]:
-    async with WorkQueue[str](clock=clock, name="test") as queue:
+    async with WorkQueue[str](
+        clock=clock, rate_limiter=default_controller_rate_limiter(clock), name="test"
+    ) as queue:
         yield queue
 
 
@@ -337,7 +340,7 @@ async def test_key_context_is_bound_per_item_and_cleared_after(clock: FakeClock)
     async def record(key: object) -> None:
         contexts.append(structlog.contextvars.get_contextvars())
 
-    q = WorkQueue[object](clock=clock)
+    q = WorkQueue[object](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.add(ObjKey("ns", "a"))
     q.add("plain")
     q.add(BrokenKey("b"))
@@ -424,7 +427,7 @@ async def test_cancelling_workers_still_marks_keys_done(
 
 
 async def test_process_next_item_reports_shutdown(clock: FakeClock) -> None:
-    q = WorkQueue[str](clock=clock)
+    q = WorkQueue[str](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.shutdown()
     assert await process_next_item(q, Script(clock)) is False
 

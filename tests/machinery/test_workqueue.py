@@ -13,7 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from lifecycle_controller.ratelimit import ItemExponentialFailureRateLimiter
+from lifecycle_controller.ratelimit import (
+    ItemExponentialFailureRateLimiter,
+    default_controller_rate_limiter,
+)
 from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 from lifecycle_controller.workqueue import (
     DEFAULT_HEARTBEAT,
@@ -45,7 +48,9 @@ SHUTDOWNS = pytest.mark.parametrize(
 
 @pytest.fixture
 async def q(clock: FakeClock) -> AsyncIterator[WorkQueue[str]]:
-    async with WorkQueue[str](clock=clock, name="test") as queue:
+    async with WorkQueue[str](
+        clock=clock, rate_limiter=default_controller_rate_limiter(clock), name="test"
+    ) as queue:
         yield queue
 
 
@@ -66,7 +71,7 @@ async def _settle() -> None:
 
 @SHUTDOWNS
 async def test_basic_many_producers_and_consumers(shut_down: Shutdown) -> None:
-    q = WorkQueue[int]()
+    q = WorkQueue[int](rate_limiter=ItemExponentialFailureRateLimiter())
     rng = random.Random(1)
     processed: list[int] = []
 
@@ -98,7 +103,7 @@ async def test_basic_many_producers_and_consumers(shut_down: Shutdown) -> None:
 
 @SHUTDOWNS
 async def test_add_while_processing(shut_down: Shutdown) -> None:
-    q = WorkQueue[int]()
+    q = WorkQueue[int](rate_limiter=ItemExponentialFailureRateLimiter())
     for i in range(50):
         q.add(i)
     counts: dict[int, int] = {}
@@ -126,7 +131,7 @@ async def test_add_while_processing(shut_down: Shutdown) -> None:
 
 
 async def test_len_counts_distinct_queued_keys() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     assert len(q) == 1
     q.add("bar")
@@ -136,14 +141,14 @@ async def test_len_counts_distinct_queued_keys() -> None:
 
 
 async def test_fifo_order() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     for key in ["c", "a", "b", "a"]:
         q.add(key)
     assert [await q.get() for _ in range(3)] == ["c", "a", "b"]
 
 
 async def test_reinsert_while_processing_comes_back_after_done() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     item = await q.get()
     assert item == "foo"
@@ -157,7 +162,7 @@ async def test_reinsert_while_processing_comes_back_after_done() -> None:
 
 
 async def test_many_adds_while_processing_collapse_into_one_more_run() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     await q.get()
     for _ in range(5):
@@ -170,7 +175,7 @@ async def test_many_adds_while_processing_collapse_into_one_more_run() -> None:
 
 
 async def test_get_waits_for_an_add() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     getter = asyncio.create_task(q.get())
     await _settle()
     assert not getter.done()
@@ -179,7 +184,7 @@ async def test_get_waits_for_an_add() -> None:
 
 
 async def test_each_add_wakes_one_waiting_getter() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     getters = [asyncio.create_task(q.get()) for _ in range(3)]
     await _settle()
     q.add("a")
@@ -192,7 +197,7 @@ async def test_each_add_wakes_one_waiting_getter() -> None:
 
 
 async def test_a_cancelled_getter_does_not_swallow_a_wakeup() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     first = asyncio.create_task(q.get())
     second = asyncio.create_task(q.get())
     await _settle()
@@ -204,7 +209,7 @@ async def test_a_cancelled_getter_does_not_swallow_a_wakeup() -> None:
 
 
 async def test_done_for_a_key_not_processing_is_ignored() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.done("never-got")
     q.add("foo")
     q.done("foo")  # queued, not processing: must not duplicate it
@@ -219,7 +224,7 @@ async def test_done_for_a_key_not_processing_is_ignored() -> None:
 
 
 async def test_get_hands_out_queued_keys_after_shutdown_then_raises() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     q.add("bar")
     q.shutdown()
@@ -233,7 +238,7 @@ async def test_get_hands_out_queued_keys_after_shutdown_then_raises() -> None:
 
 
 async def test_shutdown_wakes_every_waiting_getter() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     getters = [asyncio.create_task(q.get()) for _ in range(5)]
     await _settle()
     q.shutdown()
@@ -242,7 +247,7 @@ async def test_shutdown_wakes_every_waiting_getter() -> None:
 
 
 async def test_shutdown_is_idempotent() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.shutdown()
     q.shutdown()
     await q.shutdown_with_drain()
@@ -252,7 +257,7 @@ async def test_shutdown_is_idempotent() -> None:
 
 
 async def test_drain_waits_for_keys_being_processed() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     q.add("bar")
     first, second = await q.get(), await q.get()
@@ -269,7 +274,7 @@ async def test_drain_waits_for_keys_being_processed() -> None:
 
 
 async def test_shutdown_does_not_wait_for_keys_being_processed() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     q.add("bar")
     await q.get()
@@ -278,7 +283,7 @@ async def test_shutdown_does_not_wait_for_keys_being_processed() -> None:
 
 
 async def test_shutdown_forces_a_pending_drain_to_return() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     q.add("bar")
     await q.get()
@@ -293,7 +298,7 @@ async def test_shutdown_forces_a_pending_drain_to_return() -> None:
 
 
 async def test_drain_waits_for_a_dirty_key_to_run_again() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     gotten = await q.get()
     q.add("foo")
@@ -312,7 +317,7 @@ async def test_drain_waits_for_a_dirty_key_to_run_again() -> None:
 
 
 async def test_drain_of_an_idle_queue_returns_at_once() -> None:
-    q = WorkQueue[str]()
+    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
     await asyncio.wait_for(q.shutdown_with_drain(), 1)
 
 
@@ -320,19 +325,19 @@ async def test_drain_of_an_idle_queue_returns_at_once() -> None:
 
 
 async def test_start_twice_or_after_shutdown_is_refused(clock: FakeClock) -> None:
-    q = WorkQueue[str](clock=clock)
+    q = WorkQueue[str](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.start()
     with pytest.raises(RuntimeError, match="already started"):
         q.start()
     await q.aclose()
-    late = WorkQueue[str](clock=clock)
+    late = WorkQueue[str](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     late.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         late.start()
 
 
 async def test_aclose_stops_the_timer_task(clock: FakeClock) -> None:
-    q = WorkQueue[str](clock=clock)
+    q = WorkQueue[str](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.start()
     q.add_after("foo", 60)
     await clock.settle()
@@ -343,7 +348,7 @@ async def test_aclose_stops_the_timer_task(clock: FakeClock) -> None:
 
 
 async def test_cancelling_the_timer_leaves_nothing_behind(clock: FakeClock) -> None:
-    q = WorkQueue[str](clock=clock)
+    q = WorkQueue[str](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.start()
     await clock.settle()
     for task in asyncio.all_tasks():
@@ -356,7 +361,7 @@ async def test_cancelling_the_timer_leaves_nothing_behind(clock: FakeClock) -> N
 
 def test_rejects_a_bad_heartbeat() -> None:
     with pytest.raises(ValueError, match="heartbeat"):
-        WorkQueue[str](heartbeat=0)
+        WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter(), heartbeat=0)
 
 
 # --- the delaying queue (delaying_queue_test.go) ----------------------------------------------
@@ -493,7 +498,9 @@ async def test_heartbeat_bounds_every_timer_sleep(clock: FakeClock, q: WorkQueue
 
 
 async def test_custom_heartbeat(clock: FakeClock) -> None:
-    async with WorkQueue[str](clock=clock, heartbeat=2.5):
+    async with WorkQueue[str](
+        clock=clock, rate_limiter=default_controller_rate_limiter(clock), heartbeat=2.5
+    ):
         await clock.settle()
         assert clock.sleeper_deadlines() == [T0 + 2.5]
 
@@ -534,7 +541,7 @@ async def test_non_finite_delay_is_refused(q: WorkQueue[str], delay: float) -> N
 
 
 async def test_add_after_before_start_fires_once_started(clock: FakeClock) -> None:
-    q = WorkQueue[str](clock=clock)
+    q = WorkQueue[str](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.add_after("foo", 1)
     await clock.advance(5)
     assert len(q) == 0
@@ -594,7 +601,9 @@ async def test_forget_does_not_dequeue(clock: FakeClock, q: WorkQueue[str]) -> N
 
 
 async def test_default_rate_limiter_is_the_controller_default(clock: FakeClock) -> None:
-    async with WorkQueue[str](clock=clock) as q:
+    async with WorkQueue[str](
+        clock=clock, rate_limiter=default_controller_rate_limiter(clock)
+    ) as q:
         q.add_rate_limited("foo")
         await _fires_after(clock, q, 0.005)
         q.add_rate_limited("foo")
@@ -631,7 +640,9 @@ class RecordingMetrics:
 async def test_metrics_hooks_see_adds_depth_and_durations(clock: FakeClock) -> None:
     metrics = RecordingMetrics()
     _protocol_check: QueueMetrics = metrics
-    async with WorkQueue[str](clock=clock, metrics=metrics) as q:
+    async with WorkQueue[str](
+        clock=clock, rate_limiter=default_controller_rate_limiter(clock), metrics=metrics
+    ) as q:
         q.add("a")
         q.add("a")  # deduped: not an add
         q.add("b")
@@ -663,7 +674,9 @@ async def test_metrics_hooks_see_adds_depth_and_durations(clock: FakeClock) -> N
 
 async def test_readd_while_processing_counts_queue_time_from_the_add(clock: FakeClock) -> None:
     metrics = RecordingMetrics()
-    q = WorkQueue[str](clock=clock, metrics=metrics)
+    q = WorkQueue[str](
+        clock=clock, rate_limiter=default_controller_rate_limiter(clock), metrics=metrics
+    )
     q.add("a")
     await q.get()
     await clock.advance(1)
@@ -705,7 +718,7 @@ def test_property_sequential_ops_never_double_hand_and_never_lose(
     key is handed out after its last add."""
 
     async def scenario() -> None:
-        q = WorkQueue[int]()
+        q = WorkQueue[int](rate_limiter=ItemExponentialFailureRateLimiter())
         held: list[int] = []  # keys handed out and not yet done, in hand-out order
         step = 0
         last_add: dict[int, int] = {}
@@ -758,7 +771,7 @@ def test_property_concurrent_consumers_never_overlap_on_a_key(
     two consumers at once, and each key's last processing starts after its last add."""
 
     async def scenario() -> None:
-        q = WorkQueue[int]()
+        q = WorkQueue[int](rate_limiter=ItemExponentialFailureRateLimiter())
         in_flight: set[int] = set()
         started_after: dict[int, int] = {}  # key -> add counter when its last run started
         add_counter: dict[int, int] = {}
@@ -803,7 +816,9 @@ class _BrokenClock(FakeClock):
 
 
 async def test_a_crashed_timer_is_logged_and_reported_by_aclose() -> None:
-    q = WorkQueue[str](clock=_BrokenClock(), name="broken")
+    q = WorkQueue[str](
+        clock=_BrokenClock(), rate_limiter=ItemExponentialFailureRateLimiter(), name="broken"
+    )
     with capture_logs() as logs:
         q.start()
         await _settle()
