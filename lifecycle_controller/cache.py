@@ -1,0 +1,203 @@
+"""The shared metadata cache: what the informers know, and what reconciles read.
+
+Reconciles read objects from here, never from the API (SPEC §2.1: every write is guarded by
+resourceVersion or UID preconditions, so a stale read costs a retry, never a wrong action).
+Informers (:mod:`lifecycle_controller.informers`) are the only writers.
+
+What is stored, and why so little
+---------------------------------
+A :class:`CachedObject` is a slotted, frozen projection of a ``PartialObjectMetadata``: UID,
+resourceVersion, name, namespace, creation and deletion timestamps, generation, and only the
+annotations under ``lifecycle.cezary.dev/``. managedFields, labels, owner references and every
+other annotation are dropped at the door, which keeps an entry well under 1 KB (PYTHON-NOTES
+§1.7).
+
+**Only objects that carry at least one lifecycle annotation are stored.** A cluster has far
+more Pods, ConfigMaps and Secrets than annotated objects, and the controller never acts on an
+unannotated one. The informer still has to deliver old/new pairs for the relevance predicate
+(REFERENCE §2.10), and the rule that makes this work without remembering unannotated objects
+is: *an object absent from the cache had no lifecycle annotation when last seen* (or was never
+seen, which the informer tells apart by the watch event type). So:
+
+* an annotated object that loses its last lifecycle annotation is delivered as an update whose
+  ``old`` is the cached (annotated) record and whose ``new`` has no lifecycle annotations; it
+  is then removed from the cache;
+* an unannotated object that gains one arrives as an update with ``old=None`` (meaning
+  "previously unannotated"), which the relevance predicate reads exactly like an old object
+  without annotations: "an action annotation was added" passes;
+* changes where neither side carries a lifecycle annotation cannot pass any relevance rule and
+  are not delivered at all, so there are no phantom creates for unannotated objects.
+
+The alternative, a set of ``(key, uid)`` seen without annotations, was rejected: it costs memory
+per unannotated object (the thing we wanted to avoid) and buys nothing the predicate uses.
+
+Synced flags are kept per (resource type, scope), where the scope is a namespace for
+per-namespace informers (REFERENCE §5.5) or ``None`` for a cluster-wide one; a type is synced
+when every scope registered for it has completed its first full list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from lifecycle_controller.kube import ResourceType
+
+__all__ = ["LIFECYCLE_PREFIX", "CachedObject", "MetadataCache", "ObjectKey"]
+
+#: Every annotation the controller reads or writes starts with this.
+LIFECYCLE_PREFIX = "lifecycle.cezary.dev/"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectKey:
+    """The identity of one object across every watched type: (type, namespace, name).
+
+    ``namespace`` is ``None`` for cluster-scoped types. Hashable, so it is also the work-queue
+    key. UIDs are not part of the key (a recreated object is the same key, told apart by the
+    ``uid`` of its :class:`CachedObject`).
+    """
+
+    resource: ResourceType
+    namespace: str | None
+    name: str
+
+    def log_context(self) -> dict[str, str]:
+        """Fields to bind into structlog for anything about this object."""
+        return {
+            "kind": self.resource.kind,
+            "apiVersion": self.resource.api_version,
+            "namespace": self.namespace or "",
+            "name": self.name,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.resource.kind}.{self.resource.api_version} {where}"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedObject:
+    """The part of an object's metadata the controller needs (timestamps as the API gives them).
+
+    ``annotations`` holds only ``lifecycle.cezary.dev/`` keys and is read-only.
+    """
+
+    uid: str
+    resource_version: str
+    name: str
+    namespace: str | None
+    creation_timestamp: str
+    deletion_timestamp: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    generation: int | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> CachedObject:
+        """Project an object's ``metadata`` dict (managedFields and the rest are dropped)."""
+        raw = metadata.get("annotations") or {}
+        lifecycle = {str(k): str(v) for k, v in raw.items() if str(k).startswith(LIFECYCLE_PREFIX)}
+        generation = metadata.get("generation")
+        return cls(
+            uid=str(metadata.get("uid", "")),
+            resource_version=str(metadata.get("resourceVersion", "")),
+            name=str(metadata.get("name", "")),
+            namespace=metadata.get("namespace") or None,
+            creation_timestamp=str(metadata.get("creationTimestamp", "")),
+            deletion_timestamp=metadata.get("deletionTimestamp") or None,
+            annotations=MappingProxyType(lifecycle) if lifecycle else _EMPTY,
+            generation=generation if isinstance(generation, int) else None,
+        )
+
+    @property
+    def annotated(self) -> bool:
+        """True when the object carries at least one lifecycle annotation (so it is cached)."""
+        return bool(self.annotations)
+
+
+Scope = str | None
+"""A namespace for a per-namespace informer, ``None`` for a cluster-wide one."""
+
+
+class MetadataCache:
+    """Annotated objects by key, per resource type, plus per-(type, scope) synced flags.
+
+    Not thread-safe; used from one event loop, where every method is atomic.
+    """
+
+    def __init__(self) -> None:
+        self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
+        self._synced: dict[ResourceType, dict[Scope, bool]] = {}
+
+    # ------------------------------------------------------------------ objects
+
+    def get(self, key: ObjectKey) -> CachedObject | None:
+        return self._objects.get(key.resource, {}).get(key)
+
+    def put(self, key: ObjectKey, obj: CachedObject) -> None:
+        """Store ``obj`` under ``key`` (callers store annotated objects only)."""
+        self._objects.setdefault(key.resource, {})[key] = obj
+
+    def delete(self, key: ObjectKey) -> CachedObject | None:
+        """Remove ``key``; return what was stored, or ``None``."""
+        by_type = self._objects.get(key.resource)
+        if by_type is None:
+            return None
+        return by_type.pop(key, None)
+
+    def keys(self, resource: ResourceType, *, namespace: Scope = None) -> list[ObjectKey]:
+        """Keys of ``resource``; only those in ``namespace`` when one is given."""
+        by_type = self._objects.get(resource, {})
+        if namespace is None:
+            return list(by_type)
+        return [key for key in by_type if key.namespace == namespace]
+
+    def items(self, resource: ResourceType) -> Iterator[tuple[ObjectKey, CachedObject]]:
+        """A snapshot of (key, object) pairs of ``resource``."""
+        return iter(list(self._objects.get(resource, {}).items()))
+
+    def count(self, resource: ResourceType) -> int:
+        return len(self._objects.get(resource, {}))
+
+    def counts(self) -> dict[ResourceType, int]:
+        """Objects per resource type (for a gauge); types with a registered scope included."""
+        types = set(self._objects) | set(self._synced)
+        return {resource: self.count(resource) for resource in types}
+
+    def types(self) -> set[ResourceType]:
+        """Types with objects or a registered scope."""
+        return set(self._objects) | set(self._synced)
+
+    def __len__(self) -> int:
+        return sum(len(by_type) for by_type in self._objects.values())
+
+    # ------------------------------------------------------------------ synced flags
+
+    def register_scope(self, resource: ResourceType, namespace: Scope) -> None:
+        """Declare that an informer fills (resource, namespace); not synced until marked."""
+        self._synced.setdefault(resource, {}).setdefault(namespace, False)
+
+    def mark_synced(self, resource: ResourceType, namespace: Scope) -> None:
+        """The first full list of (resource, namespace) is in the cache."""
+        self._synced.setdefault(resource, {})[namespace] = True
+
+    def is_synced(self, resource: ResourceType, namespace: Scope = None) -> bool:
+        return self._synced.get(resource, {}).get(namespace, False)
+
+    def type_synced(self, resource: ResourceType) -> bool:
+        """Every scope registered for ``resource`` has synced (False when none is registered)."""
+        scopes = self._synced.get(resource)
+        return scopes is not None and bool(scopes) and all(scopes.values())
+
+    def all_synced(self, types: Iterable[ResourceType]) -> bool:
+        """Every one of ``types`` has synced (vacuously true for no types)."""
+        return all(self.type_synced(resource) for resource in types)
+
+    def drop_type(self, resource: ResourceType) -> None:
+        """Forget a resource type entirely: its objects and its synced flags."""
+        self._objects.pop(resource, None)
+        self._synced.pop(resource, None)
