@@ -1,0 +1,140 @@
+"""Logging setup: JSON lines with bound context, level filtering, stdlib routing, formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from lifecycle_controller.logs import configure_logging
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    quiet = {n: logging.getLogger(n).level for n in ("aiohttp.access", "kubernetes_asyncio")}
+    quiet["kubernetes_asyncio.client.rest"] = logging.getLogger(
+        "kubernetes_asyncio.client.rest"
+    ).level
+    yield
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, old in quiet.items():
+        logging.getLogger(name).setLevel(old)
+
+
+def setup(level: str = "info", fmt: str = "json") -> io.StringIO:
+    stream = io.StringIO()
+    configure_logging(fmt, level, stream=stream, cache_logger_on_first_use=False)
+    return stream
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_carry_the_bound_object() -> None:
+    stream = setup()
+    log = structlog.get_logger("lifecycle_controller.reconciler")
+    with structlog.contextvars.bound_contextvars(kind="ConfigMap", namespace="ns", name="a"):
+        log.info("deleting", action="delete", due="2026-01-01T00:00:00Z")
+    log.info("outside")
+    inside, outside = lines(stream)
+    assert inside["msg"] == "deleting"
+    assert inside["level"] == "info"
+    assert inside["timestamp"].endswith("Z")
+    assert (inside["kind"], inside["namespace"], inside["name"]) == ("ConfigMap", "ns", "a")
+    assert inside["action"] == "delete"
+    assert inside["due"] == "2026-01-01T00:00:00Z"
+    assert not {"kind", "namespace", "name"} & outside.keys()
+
+
+def test_json_is_compact_and_starts_with_level_and_time() -> None:
+    stream = setup(level="debug")
+    structlog.get_logger().debug("starting manager")
+    line = stream.getvalue()
+    assert line.startswith('{"level":"debug","timestamp":')
+    assert '"msg":"starting manager"' in line
+
+
+@pytest.mark.parametrize(
+    ("level", "shown"),
+    [
+        ("debug", ["debug", "info", "warning", "error"]),
+        ("info", ["info", "warning", "error"]),
+        ("WARNING", ["warning", "error"]),
+        ("error", ["error"]),
+    ],
+)
+def test_level_filtering(level: str, shown: list[str]) -> None:
+    stream = setup(level=level)
+    log = structlog.get_logger()
+    log.debug("d")
+    log.info("i")
+    log.warning("w")
+    log.error("e")
+    assert [line["level"] for line in lines(stream)] == shown
+
+
+def test_stdlib_records_share_the_format_and_noisy_loggers_are_quiet() -> None:
+    stream = setup(level="debug")
+    with structlog.contextvars.bound_contextvars(kind="Deployment", namespace="n", name="d"):
+        logging.getLogger("aiohttp.server").warning("bad request from %s", "1.2.3.4")
+    logging.getLogger("aiohttp.access").info("GET /healthz 200")
+    logging.getLogger("kubernetes_asyncio.client.rest").debug("response body: secret")
+    (line,) = lines(stream)
+    assert line["logger"] == "aiohttp.server"
+    assert line["msg"] == "bad request from 1.2.3.4"
+    assert line["level"] == "warning"
+    assert line["kind"] == "Deployment"
+
+
+def test_exceptions_are_structured_without_local_variables() -> None:
+    stream = setup()
+    secret = "token-value"
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        structlog.get_logger().exception("failed")
+    (line,) = lines(stream)
+    assert line["exception"][0]["exc_type"] == "RuntimeError"
+    assert secret not in stream.getvalue()
+
+
+def test_auto_picks_console_on_a_tty_and_json_otherwise() -> None:
+    assert configure_logging("auto", "info", stream=io.StringIO()) == "json"
+    tty = _Tty()
+    assert configure_logging("auto", "info", stream=tty, cache_logger_on_first_use=False) == (
+        "console"
+    )
+    structlog.get_logger().info("hello", kind="ConfigMap")
+    output = tty.getvalue()
+    assert "hello" in output
+    assert "kind" in output
+    assert not output.startswith("{")
+
+
+def test_reconfiguring_replaces_the_stdlib_handler() -> None:
+    setup()
+    setup()
+    ours = [h for h in logging.getLogger().handlers if type(h).__name__ == "_OurHandler"]
+    assert len(ours) == 1
+
+
+@pytest.mark.parametrize(("fmt", "level"), [("xml", "info"), ("json", "trace")])
+def test_unknown_format_or_level_is_rejected(fmt: str, level: str) -> None:
+    with pytest.raises(ValueError, match="unknown log"):
+        configure_logging(fmt, level, stream=io.StringIO())
