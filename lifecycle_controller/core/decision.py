@@ -1,0 +1,197 @@
+"""The inputs and the output of :func:`decide`: facts, settings and the decision types.
+
+A decision tells the caller everything it needs to carry out at most one API call, and
+what to do around it:
+
+* ``events`` and ``ledger_ops`` apply at once, whatever happens next (warnings emitted
+  before the action, the ``never`` occurrence check, forgetting an arm);
+* a :class:`Patch` or :class:`Delete` carries the write, then an :class:`Outcome` to apply
+  only if the write succeeds (Events, ledger operations, requeue delay) and a
+  :class:`Failure` that turns the error text into the Warning Event to emit if it fails;
+* every other decision writes nothing: :class:`Idle`, :class:`Invalid`, :class:`Wait` and
+  :class:`DryRun` (see their docs for requeueing).
+
+``action``, ``due_ns`` and ``log`` are metadata for metrics and the log line.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
+from typing import Any, NamedTuple
+
+from lifecycle_controller.core.catchup import ALWAYS, CatchUpPolicy, LedgerOp
+from lifecycle_controller.core.events import Event, EventType
+
+__all__ = [
+    "Action",
+    "Decision",
+    "Delete",
+    "DryRun",
+    "Failure",
+    "Idle",
+    "Invalid",
+    "ObjectFacts",
+    "Operation",
+    "Outcome",
+    "Patch",
+    "Settings",
+    "Wait",
+    "WorkKey",
+]
+
+
+class Action(enum.StrEnum):
+    DELETE = "delete"
+    RESTART = "restart"
+
+
+class Operation(enum.StrEnum):
+    """What a write (or, in dry-run, the write that was not made) is for."""
+
+    CONVERT = "convert"  # -after -> -at
+    CLEANUP = "cleanup"  # drop a redundant -after (creationTimestamp with an existing -at)
+    INITIALIZE = "initialize"  # first last-restart-timestamp of a recurring schedule
+    RESTART = "restart"  # template marker + acknowledgement
+    SKIP = "skip"  # acknowledgement only (catch-up policy)
+    DELETE = "delete"
+
+
+class WorkKey(NamedTuple):
+    """The ledger key of an object: version-independent group, kind, namespace and name."""
+
+    group: str
+    kind: str
+    namespace: str | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjectFacts:
+    """What decide() needs to know about the object besides its annotations.
+
+    ``has_pod_template``: pass True for apps Deployments, StatefulSets and DaemonSets (the
+    API requires a template). ``restart_marker`` is the template's current
+    ``lifecycle.cezary.dev/restartedAt`` as last seen by the caller (from its last restart
+    patch response), or None; the new marker always differs from it.
+    """
+
+    group: str
+    version: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+    resource_version: str
+    creation_ns: int | None = None
+    terminating: bool = False
+    has_pod_template: bool = False
+    restart_marker: str | None = None
+
+    @property
+    def key(self) -> WorkKey:
+        return WorkKey(self.group, self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Global configuration that shapes decisions.
+
+    ``local_zone`` is what ``cron-timezone: Local`` means (the container's zone, UTC in the
+    usual images); the composition root supplies it because core reads no system state.
+    """
+
+    dry_run: bool = False
+    delete_catch_up: CatchUpPolicy = ALWAYS
+    restart_catch_up: CatchUpPolicy = ALWAYS
+    max_delete_ttl_ns: int | None = None
+    local_zone: tzinfo = UTC
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    """The Warning to emit when the write fails: ``reason`` and ``prefix + error text``."""
+
+    reason: str
+    message_prefix: str
+
+    def event(self, error: str) -> Event:
+        return Event(EventType.WARNING, self.reason, self.message_prefix + error)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What to do after a successful write (for a delete, NotFound counts as success)."""
+
+    events: tuple[Event, ...] = ()
+    ledger_ops: tuple[LedgerOp, ...] = ()
+    requeue_after_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """Common part of every decision."""
+
+    events: tuple[Event, ...] = ()
+    ledger_ops: tuple[LedgerOp, ...] = ()
+    action: Action | None = None
+    due_ns: int | None = None
+    log: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Idle(Decision):
+    """Nothing to do and nothing to wait for (no action annotations, terminating, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Invalid(Decision):
+    """A misconfiguration blocks the action; ``events`` holds its Warning. No requeue."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wait(Decision):
+    """Nothing to do yet: requeue after ``requeue_after_ns`` (at least 1 ns)."""
+
+    requeue_after_ns: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DryRun(Decision):
+    """Dry-run: ``events`` say what would have been done; no write and no requeue."""
+
+    operation: Operation
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Patch(Decision):
+    """One JSON merge patch (RFC 7386) guarded by the observed resourceVersion.
+
+    ``body`` does not contain ``metadata.resourceVersion``; use :meth:`body_with` to get a
+    fresh copy that does.
+    """
+
+    operation: Operation
+    body: Mapping[str, Any] = field(default_factory=dict)
+    on_success: Outcome = field(default_factory=Outcome)
+    failure: Failure | None = None
+
+    def body_with(self, resource_version: str) -> dict[str, Any]:
+        patch: dict[str, Any] = copy.deepcopy(dict(self.body))
+        patch.setdefault("metadata", {})["resourceVersion"] = resource_version
+        return patch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delete(Decision):
+    """DELETE with preconditions {uid, resourceVersion}; NotFound counts as success."""
+
+    uid: str
+    resource_version: str
+    on_success: Outcome = field(default_factory=Outcome)
+    failure: Failure

@@ -1,0 +1,253 @@
+"""Every Event the controller emits: reasons, types and messages (REFERENCE §6), byte for byte.
+
+Messages are part of the compatibility promise (users grep for them, alerts match them),
+so they are built here and nowhere else. ``dedupe_key`` marks the warnings SPEC §2.9 says
+to send once per object and annotation value; the caller does the deduplication.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+from lifecycle_controller.core import keys
+from lifecycle_controller.core.gotext import format_go_duration, go_quote
+from lifecycle_controller.core.timestamps import format_rfc3339_nano
+
+__all__ = [
+    "ACTION_SKIPPED",
+    "ACTION_SKIP_FAILED",
+    "CONFLICTING_ANNOTATIONS",
+    "DELETED",
+    "DELETE_TTL_EXCEEDED",
+    "DELETION_FAILED",
+    "DELETION_FAILED_PREFIX",
+    "DRY_RUN_ACTION_SKIPPED",
+    "DRY_RUN_DELETE",
+    "DRY_RUN_RESTART",
+    "IGNORED_ANNOTATION",
+    "INVALID_ANNOTATION",
+    "INVALID_ANNOTATION_VALUE",
+    "INVALID_STATE",
+    "INVALID_TIMEZONE",
+    "NOT_POD_SPAWNER",
+    "RESTART_FAILED",
+    "RESTART_PATCH_FAILED_PREFIX",
+    "RESTART_TRIGGERED",
+    "UNSUPPORTED_RESTART_KIND",
+    "Event",
+    "EventType",
+]
+
+
+class EventType(enum.StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One Event to record on the object."""
+
+    type: EventType
+    reason: str
+    message: str
+    dedupe_key: str | None = None
+
+
+CONFLICTING_ANNOTATIONS: Final = "ConflictingAnnotations"
+IGNORED_ANNOTATION: Final = "IgnoredAnnotation"
+INVALID_ANNOTATION_VALUE: Final = "InvalidAnnotationValue"
+INVALID_ANNOTATION: Final = "InvalidAnnotation"
+INVALID_TIMEZONE: Final = "InvalidTimezone"
+INVALID_STATE: Final = "InvalidState"
+UNSUPPORTED_RESTART_KIND: Final = "UnsupportedRestartKind"
+NOT_POD_SPAWNER: Final = "NotPodSpawner"
+DELETION_FAILED: Final = "DeletionFailed"
+DELETED: Final = "Deleted"
+DRY_RUN_DELETE: Final = "DryRunDelete"
+RESTART_FAILED: Final = "RestartFailed"
+RESTART_TRIGGERED: Final = "RestartTriggered"
+DRY_RUN_RESTART: Final = "DryRunRestart"
+ACTION_SKIPPED: Final = "ActionSkipped"
+DRY_RUN_ACTION_SKIPPED: Final = "DryRunActionSkipped"
+ACTION_SKIP_FAILED: Final = "ActionSkipFailed"
+DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
+
+DELETION_FAILED_PREFIX: Final = "Failed to delete resource: "
+RESTART_READ_FAILED_PREFIX: Final = "Could not read pod template annotations: "
+RESTART_SET_FAILED_PREFIX: Final = "Could not set pod template annotations: "
+RESTART_PATCH_FAILED_PREFIX: Final = "Could not patch object to trigger restart: "
+
+
+def _warning(reason: str, message: str, dedupe_key: str | None = None) -> Event:
+    return Event(EventType.WARNING, reason, message, dedupe_key)
+
+
+def _normal(reason: str, message: str) -> Event:
+    return Event(EventType.NORMAL, reason, message)
+
+
+def _dedupe_key(uid: str, annotation: str, value: str) -> str:
+    return f"{uid}:{annotation}={value}"
+
+
+# --- problems -------------------------------------------------------------------------------
+
+
+def conflicting_annotations() -> Event:
+    return _warning(CONFLICTING_ANNOTATIONS, "Resource has both delete and restart annotations.")
+
+
+def ignored_cron_timezone(*, uid: str, value: str) -> Event:
+    message = f"Ignoring {keys.CRON_TIMEZONE} because {keys.RESTART_CRON} is not set."
+    return _warning(IGNORED_ANNOTATION, message, _dedupe_key(uid, keys.CRON_TIMEZONE, value))
+
+
+def invalid_dry_run(value: str) -> Event:
+    message = (
+        f"invalid value {go_quote(value)} for {keys.DRY_RUN}: expected a boolean; taking no action"
+    )
+    return _warning(INVALID_ANNOTATION_VALUE, message)
+
+
+def invalid_reference_point(*, uid: str, value: str) -> Event:
+    message = (
+        f"Invalid value for {keys.REFERENCE_POINT}: '{value}', "
+        f"falling back to '{keys.REFERENCE_POINT_APPLY}'"
+    )
+    return _warning(
+        INVALID_ANNOTATION_VALUE, message, _dedupe_key(uid, keys.REFERENCE_POINT, value)
+    )
+
+
+def invalid_catch_up(error: str) -> Event:
+    """``error`` is the CatchUpError text (``invalid catch-up policy "<v>": ...``)."""
+    return _warning(INVALID_ANNOTATION, f"{error} for {keys.CATCH_UP}; taking no action")
+
+
+def invalid_relative_duration(short_key: str, error: str) -> Event:
+    """``short_key`` is ``delete-after`` or ``restart-after``."""
+    return _warning(INVALID_ANNOTATION, f"Invalid format for {short_key} annotation: {error}")
+
+
+def invalid_timestamp(short_key: str, error: str) -> Event:
+    """``short_key`` is ``delete-at`` or ``restart-at``."""
+    return _warning(INVALID_ANNOTATION, f"Invalid format for {short_key} annotation: {error}")
+
+
+def invalid_cron(error: str) -> Event:
+    return _warning(INVALID_ANNOTATION, f"Invalid cron expression for restart-cron: {error}")
+
+
+def invalid_restart_every(error: str) -> Event:
+    return _warning(INVALID_ANNOTATION, f"Invalid duration for restart-every: {error}")
+
+
+def invalid_timezone(zone: str) -> Event:
+    return _warning(
+        INVALID_TIMEZONE, f"Invalid timezone '{zone}' for restart-cron, taking no action."
+    )
+
+
+def invalid_state(error: str) -> Event:
+    return _warning(INVALID_STATE, f"Could not parse last-restart-timestamp: {error}")
+
+
+def unsupported_restart_kind() -> Event:
+    return _warning(
+        UNSUPPORTED_RESTART_KIND,
+        "Restart requires an apps Deployment, StatefulSet, or DaemonSet; no action taken",
+    )
+
+
+def not_pod_spawner() -> Event:
+    return _warning(
+        NOT_POD_SPAWNER,
+        "Restart annotations are present but resource does not have a spec.template field.",
+    )
+
+
+def delete_ttl_exceeded(*, annotation: str, value: str, ttl_ns: int, max_ns: int) -> Event:
+    message = (
+        f"Ignoring {annotation}={go_quote(value)} because TTL {format_go_duration(ttl_ns)} "
+        f"exceeds maximum {format_go_duration(max_ns)}."
+    )
+    return _warning(DELETE_TTL_EXCEEDED, message)
+
+
+# --- deletion -------------------------------------------------------------------------------
+
+
+def deletion_failed(error: str) -> Event:
+    return _warning(DELETION_FAILED, DELETION_FAILED_PREFIX + error)
+
+
+def deleted(delete_at_value: str) -> Event:
+    return _normal(DELETED, f"Resource deleted based on delete-at annotation: {delete_at_value}")
+
+
+def dry_run_delete_now() -> Event:
+    return _normal(DRY_RUN_DELETE, "Dry-run: Resource would be deleted now.")
+
+
+def dry_run_delete_scheduled(timestamp: str) -> Event:
+    return _normal(
+        DRY_RUN_DELETE, f"Dry-run: Resource would be scheduled for deletion at {timestamp}."
+    )
+
+
+# --- restarts -------------------------------------------------------------------------------
+
+
+def restart_read_failed(error: str) -> Event:
+    return _warning(RESTART_FAILED, RESTART_READ_FAILED_PREFIX + error)
+
+
+def restart_set_failed(error: str) -> Event:
+    return _warning(RESTART_FAILED, RESTART_SET_FAILED_PREFIX + error)
+
+
+def restart_patch_failed(error: str) -> Event:
+    return _warning(RESTART_FAILED, RESTART_PATCH_FAILED_PREFIX + error)
+
+
+def restart_triggered() -> Event:
+    return _normal(RESTART_TRIGGERED, "Updated Pod template for a restart request")
+
+
+def dry_run_restart_now() -> Event:
+    return _normal(DRY_RUN_RESTART, "Dry-run: Resource would be restarted now.")
+
+
+def dry_run_restart_scheduled(timestamp: str) -> Event:
+    return _normal(
+        DRY_RUN_RESTART, f"Dry-run: Resource would be scheduled for restart at {timestamp}."
+    )
+
+
+# --- catch-up skips -------------------------------------------------------------------------
+
+
+def skip_failed_prefix(action: str) -> str:
+    return f"Could not acknowledge skipped {action}: "
+
+
+def action_skipped(action: str, scheduled_ns: int) -> Event:
+    when = format_rfc3339_nano(scheduled_ns)
+    return _normal(
+        ACTION_SKIPPED, f"Skipped {action} scheduled at {when} under the catch-up policy."
+    )
+
+
+def dry_run_action_skipped(action: str, scheduled_ns: int) -> Event:
+    when = format_rfc3339_nano(scheduled_ns)
+    return _normal(
+        DRY_RUN_ACTION_SKIPPED,
+        f"Dry-run: Would skip {action} scheduled at {when} under the catch-up policy.",
+    )
+
+
+def action_skip_failed(action: str, error: str) -> Event:
+    return _warning(ACTION_SKIP_FAILED, skip_failed_prefix(action) + error)

@@ -1,0 +1,77 @@
+"""The annotation API: every ``lifecycle.cezary.dev/`` key and fixed value, in one place.
+
+Both the decision logic and the informer-side relevance filter read these names; keeping
+them here means a key is spelled once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "ACTION_KEYS",
+    "CATCH_UP",
+    "CRON_TIMEZONE",
+    "DELETE_AFTER",
+    "DELETE_AT",
+    "DELETE_FAMILY",
+    "DRY_RUN",
+    "LAST_RESTART_TIMESTAMP",
+    "MANAGED_BY",
+    "MANAGED_BY_VALUE",
+    "PREFIX",
+    "RECURRING_KEYS",
+    "REFERENCE_POINT",
+    "REFERENCE_POINT_APPLY",
+    "REFERENCE_POINT_CREATION",
+    "RELATIVE_KEYS",
+    "RESTARTABLE_GROUP",
+    "RESTARTABLE_KINDS",
+    "RESTARTED_AT",
+    "RESTART_AFTER",
+    "RESTART_AT",
+    "RESTART_CRON",
+    "RESTART_EVERY",
+    "RESTART_FAMILY",
+]
+
+PREFIX: Final = "lifecycle.cezary.dev/"
+
+# User-facing input annotations (REFERENCE §1.1).
+DELETE_AFTER: Final = PREFIX + "delete-after"
+DELETE_AT: Final = PREFIX + "delete-at"
+RESTART_AFTER: Final = PREFIX + "restart-after"
+RESTART_AT: Final = PREFIX + "restart-at"
+RESTART_EVERY: Final = PREFIX + "restart-every"
+RESTART_CRON: Final = PREFIX + "restart-cron"
+CRON_TIMEZONE: Final = PREFIX + "cron-timezone"
+REFERENCE_POINT: Final = PREFIX + "reference-point"
+CATCH_UP: Final = PREFIX + "catch-up"
+DRY_RUN: Final = PREFIX + "dry-run"
+
+# Written by the controller (REFERENCE §1.2).
+LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"
+MANAGED_BY: Final = PREFIX + "managed-by"
+RESTARTED_AT: Final = PREFIX + "restartedAt"  # in spec.template.metadata.annotations
+MANAGED_BY_VALUE: Final = "lifecycle-controller"
+
+REFERENCE_POINT_APPLY: Final = "applyTimestamp"
+REFERENCE_POINT_CREATION: Final = "creationTimestamp"
+
+DELETE_FAMILY: Final = (DELETE_AT, DELETE_AFTER)
+RESTART_FAMILY: Final = (RESTART_AT, RESTART_AFTER, RESTART_CRON, RESTART_EVERY)
+# The six action annotations, in the reference's order.
+ACTION_KEYS: Final = (
+    DELETE_AT,
+    DELETE_AFTER,
+    RESTART_AT,
+    RESTART_AFTER,
+    RESTART_CRON,
+    RESTART_EVERY,
+)
+RELATIVE_KEYS: Final = (DELETE_AFTER, RESTART_AFTER)
+RECURRING_KEYS: Final = (RESTART_CRON, RESTART_EVERY)
+
+# Restarts touch the Pod template of these apps kinds only, in any version (REFERENCE §3.1).
+RESTARTABLE_GROUP: Final = "apps"
+RESTARTABLE_KINDS: Final = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
