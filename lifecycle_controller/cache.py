@@ -43,12 +43,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.kube import ResourceType
 
-__all__ = ["LIFECYCLE_PREFIX", "CachedObject", "MetadataCache", "ObjectKey"]
-
-#: Every annotation the controller reads or writes starts with this.
-LIFECYCLE_PREFIX = "lifecycle.cezary.dev/"
+__all__ = ["CachedObject", "MetadataCache", "ObjectKey"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -100,7 +98,7 @@ class CachedObject:
     def from_metadata(cls, metadata: Mapping[str, Any]) -> CachedObject:
         """Project an object's ``metadata`` dict (managedFields and the rest are dropped)."""
         raw = metadata.get("annotations") or {}
-        lifecycle = {str(k): str(v) for k, v in raw.items() if str(k).startswith(LIFECYCLE_PREFIX)}
+        lifecycle = {str(k): str(v) for k, v in raw.items() if str(k).startswith(PREFIX)}
         generation = metadata.get("generation")
         return cls(
             uid=str(metadata.get("uid", "")),
