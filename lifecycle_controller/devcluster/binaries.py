@@ -25,7 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lifecycle_controller.devcluster.versions import ETCD_VERSION, KUBERNETES_VERSION
+from lifecycle_controller.devcluster.versions import (
+    ETCD_VERSION,
+    HELM_VERSION,
+    KUBERNETES_VERSION,
+)
 
 GOMOD_DIR = Path(__file__).parent / "gomod"
 BIN_DIR_ENV = "LIFECYCLE_DEVCLUSTER_BIN_DIR"
@@ -80,6 +84,14 @@ ETCD = GoComponent(
     version=ETCD_VERSION,
     module="etcd",
     packages={"etcd": "go.etcd.io/etcd/server/v3"},
+)
+
+HELM = GoComponent(
+    name="helm",
+    version=HELM_VERSION,
+    module="helm",
+    packages={"helm": "helm.sh/helm/v4/cmd/helm"},
+    ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM_VERSION}",),
 )
 
 
@@ -211,3 +223,14 @@ def ensure_binaries(*, log: Log = print) -> ControlPlaneBinaries:
         kube_apiserver=kube_dir / "kube-apiserver",
         kube_controller_manager=kube_dir / "kube-controller-manager",
     )
+
+
+def ensure_helm(*, log: Log = print) -> Path:
+    """Return the path of the pinned ``helm`` executable, building it on first use.
+
+    A ``helm`` inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` is used as is when present.
+    """
+    explicit = os.environ.get(BIN_DIR_ENV)
+    if explicit and (Path(explicit) / "helm").is_file():
+        return Path(explicit) / "helm"
+    return ensure_component(HELM, log=log) / "helm"

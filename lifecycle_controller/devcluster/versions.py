@@ -13,3 +13,6 @@ KUBERNETES_VERSION: Final = "v1.36.3"
 
 ETCD_VERSION: Final = "v3.6.16"
 """The etcd release line that Kubernetes 1.36 is tested with."""
+
+HELM_VERSION: Final = "v4.3.2"
+"""helm, built from ``helm.sh/helm/v4/cmd/helm``; used to lint, render and install the chart."""
