@@ -57,6 +57,8 @@ from lifecycle_controller.clock import Clock, RealClock
 from lifecycle_controller.kube import KubeError
 
 __all__ = [
+    "CACHES_PENDING",
+    "DISCOVERY_PENDING",
     "HEALTHZ_CHECK",
     "READYZ_CHECK",
     "ApiRequester",
@@ -68,6 +70,7 @@ __all__ = [
     "ScrapeAuthorizer",
     "UserInfo",
     "parse_bind_address",
+    "resource_coverage",
     "self_signed_certificate",
 ]
 
@@ -175,6 +178,39 @@ def _single_check_handler(check: Check) -> Callable[[web.Request], Awaitable[web
         return web.Response(status=500, text=f"internal server error: {reason}")
 
     return handle
+
+
+#: Readiness reasons of the reference (REFERENCE §7.4).
+DISCOVERY_PENDING = "resource discovery has not completed"
+CACHES_PENDING = "waiting for resource watch caches to synchronize"
+
+
+def resource_coverage(
+    *,
+    leader_election: bool,
+    is_leader: Callable[[], bool],
+    discovery_complete: Callable[[], bool],
+    caches_synced: Callable[[], bool],
+    sync_error: Callable[[], str | None] = lambda: None,
+) -> Check:
+    """The reference's ``resource-coverage`` readiness as a :data:`Check` (AS-67).
+
+    With leader election on, a replica that is not the leader is ready (so a passive
+    replica can take over). Otherwise it is ready only once discovery completed and every
+    watch cache synced; a cache sync error is reported with its own message.
+    """
+
+    def check() -> str | None:
+        if leader_election and not is_leader():
+            return None
+        if not discovery_complete():
+            return DISCOVERY_PENDING
+        error = sync_error()
+        if error:
+            return error
+        return None if caches_synced() else CACHES_PENDING
+
+    return check
 
 
 def _readiness_check(readiness: Check) -> Check:

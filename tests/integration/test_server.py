@@ -22,9 +22,13 @@ from lifecycle_controller.devcluster.pki import CertificateAuthority
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.metrics import Metrics
 from lifecycle_controller.server import (
+    CACHES_PENDING,
+    DISCOVERY_PENDING,
     MetricsServer,
     ProbeServer,
     ScrapeAuthorizer,
+    parse_bind_address,
+    resource_coverage,
 )
 from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.integration.support import eventually
@@ -130,12 +134,59 @@ async def test_probes(http: aiohttp.ClientSession) -> None:
         await server.aclose()  # idempotent
 
 
+@pytest.mark.parametrize(
+    ("election", "leader", "discovered", "synced", "error", "expected"),
+    [
+        (True, False, False, False, None, None),  # passive replica: ready
+        (True, True, False, False, None, DISCOVERY_PENDING),
+        (True, True, True, False, None, CACHES_PENDING),
+        (False, False, True, False, None, CACHES_PENDING),  # no election: always applies
+        (False, False, True, False, "cache sync failed: boom", "cache sync failed: boom"),
+        (False, False, True, True, None, None),
+    ],
+)
+def test_resource_coverage_readiness(
+    election: bool, leader: bool, discovered: bool, synced: bool, error: str | None,
+    expected: str | None,
+) -> None:  # fmt: skip
+    check = resource_coverage(
+        leader_election=election,
+        is_leader=lambda: leader,
+        discovery_complete=lambda: discovered,
+        caches_synced=lambda: synced,
+        sync_error=lambda: error,
+    )
+    assert check() == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("0", None),
+        (":8081", (None, 8081)),
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+        ("[::1]:8443", ("::1", 8443)),
+        ("localhost:9090", ("localhost", 9090)),
+    ],
+)
+def test_bind_addresses(text: str, parsed: tuple[str | None, int] | None) -> None:
+    assert parse_bind_address(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["8080", ":http", "::1:80", "host:70000", ""])
+def test_bad_bind_addresses(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid bind address"):
+        parse_bind_address(text)
+
+
 async def test_disabled_servers_do_not_bind() -> None:
     metrics = MetricsServer(bind_address="0", registry=Metrics().registry)
     await metrics.start()
     assert not metrics.enabled
     assert metrics.port is None
     await metrics.aclose()
+    with pytest.raises(ValueError, match="needs an API client"):
+        MetricsServer(bind_address=":8443", registry=Metrics().registry, secure=True)
 
 
 # --- plain metrics ----------------------------------------------------------------------------
