@@ -267,6 +267,28 @@ async def test_a_direct_takeover_is_noticed_at_the_next_renewal(election: Electi
     assert await election.lease() == lease
 
 
+async def test_failing_work_releases_the_lease_and_is_re_raised(election: Election) -> None:
+    a = await election.candidate("a")
+    b = await election.candidate("b")
+
+    async def crash() -> None:
+        await asyncio.sleep(RETRY * 2)  # long enough for a renewal
+        raise RuntimeError("worker crashed")
+
+    with pytest.raises(RuntimeError, match="worker crashed"):
+        await a.elector.run(crash)
+    lease = await election.lease()
+    assert lease["spec"]["holderIdentity"] == ""
+    assert lease["spec"]["leaseDurationSeconds"] == 1
+    assert lease["spec"]["leaseTransitions"] == 0
+    assert lease["spec"]["acquireTime"] == lease["spec"]["renewTime"]
+    assert_micro_times(lease)
+
+    b.start()
+    await b.leading(within=RETRY * 2.2 + 1)
+    assert (await election.lease())["spec"]["leaseTransitions"] == 1
+
+
 async def test_an_unreachable_api_is_retried_never_crashes(
     control_plane: ControlPlane, namespace: str
 ) -> None:
