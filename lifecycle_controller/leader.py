@@ -277,6 +277,7 @@ class LeaderElector:
         self._rng = rng or random.Random()
         self._seen = _Observation()
         self._leading = False
+        self._started = False
         self._log = _log.bind(
             kind="Lease", namespace=config.namespace, name=config.name, identity=self.identity
         )
@@ -326,8 +327,12 @@ class LeaderElector:
         * ``leading()`` raises: its exception is re-raised after the hand-over.
         * ``leading()`` returns: leadership is handed over and ``run`` returns ``None``.
 
-        An elector runs once: build a new one (or exit) after it returns or raises.
+        An elector runs once (a second call raises RuntimeError): build a new one, or better
+        exit the process, after it returns or raises.
         """
+        if self._started:
+            raise RuntimeError("LeaderElector.run() may be called only once")
+        self._started = True
         self._notify(False)
         await self._acquire()
         lead = asyncio.create_task(_call(leading), name=f"leader:{self.config.name}:leading")

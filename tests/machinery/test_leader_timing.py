@@ -329,6 +329,8 @@ async def test_leading_that_returns_hands_over_and_returns(
     await elector.run(finish)
     assert api.spec()["holderIdentity"] == ""
     assert not elector.is_leader
+    with pytest.raises(RuntimeError, match="only once"):
+        await elector.run(finish)
 
 
 async def test_a_stalled_loop_fences_writes_then_fails_health(no_leaked_tasks: None) -> None:
