@@ -1,0 +1,617 @@
+"""API discovery: which resource types exist, and which of them the controller watches.
+
+The scope rules are pure (:mod:`lifecycle_controller.core.scope`); this module does the I/O
+around them and keeps the watch set current:
+
+* **Fetch.** Aggregated discovery (``GET /api`` and ``GET /apis`` with the
+  ``apidiscovery.k8s.io/v2`` media type: two requests for the whole cluster), falling back to
+  legacy discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>/<v>``) for any document the
+  server answers in the legacy format. One version per group-resource is kept, as client-go's
+  ``ServerPreferredResources`` does. A ``Stale`` version (an aggregated API whose backend is
+  down) or a group version whose list fails makes discovery incomplete (REFERENCE §5.3).
+* **Startup** (:meth:`Discovery.initial`). Explicit mode (``--watch-resource`` set): one
+  attempt; incomplete discovery or a coverage problem is fatal (:class:`DiscoveryFatal`,
+  ``explicit resource discovery failed: ...``), except that a failing group no watch pattern
+  can match is tolerated (SPEC §2.5). Broad mode: retry every 30 s until complete; partial
+  results are never used.
+* **Rediscovery** (:meth:`Discovery.run`, SPEC §2.5). Every ``interval`` (60 s by default)
+  and soon after any CustomResourceDefinition change (a metadata-only watch; if RBAC forbids
+  it, the period alone is used), discovery runs again and the difference is published as
+  ``on_change(added, removed)``. What a later attempt cannot see is treated as unchanged: a
+  failing group keeps its watched types, a total failure changes nothing.
+
+Metrics (``lifecycle_controller_discovery_resources{result,reason}``, reset per attempt) go
+through the small :class:`DiscoveryMetrics` protocol; readiness reads
+:attr:`Discovery.not_ready_reason`. All waiting uses the injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from lifecycle_controller.clock import Clock
+from lifecycle_controller.core.scope import (
+    REASON_GROUP_DISCOVERY,
+    RESULT_FAILED,
+    DiscoveredGroup,
+    DiscoveredResource,
+    DiscoveredVersion,
+    ResourcePlan,
+    ScopeConfig,
+    WatchedResource,
+    carry_over,
+    plan_resources,
+    preferred_resources,
+)
+from lifecycle_controller.kube import (
+    ACCEPT_AGGREGATED_DISCOVERY,
+    CRDS,
+    Forbidden,
+    Gone,
+    KubeClient,
+    KubeError,
+    ResourceType,
+)
+
+__all__ = [
+    "DEFAULT_REDISCOVERY_INTERVAL",
+    "DEFAULT_RETRY_INTERVAL",
+    "NOT_COMPLETED",
+    "Discovery",
+    "DiscoveryAttempt",
+    "DiscoveryFatal",
+    "DiscoveryMetrics",
+    "DiscoverySnapshot",
+    "NoDiscoveryMetrics",
+    "OnChange",
+    "failures_text",
+    "fetch_discovery",
+]
+
+_log = structlog.get_logger(__name__)
+
+#: Broad mode polls this often until discovery is complete (REFERENCE §5.3).
+DEFAULT_RETRY_INTERVAL = 30.0
+#: Periodic rediscovery (SPEC §2.5, ``--rediscovery-interval``).
+DEFAULT_REDISCOVERY_INTERVAL = 60.0
+#: After a CRD event, wait this long so that bursts coalesce and discovery catches up.
+DEFAULT_CRD_SETTLE = 2.0
+#: Readiness reason before the first complete discovery (REFERENCE §7.4).
+NOT_COMPLETED = "resource discovery has not completed"
+
+_AGGREGATED_LIST = "APIGroupDiscoveryList"
+_LEGACY_FETCH_CONCURRENCY = 8
+_CRD_WATCH_TIMEOUT = 290
+_CRD_BACKOFF_MAX = 30.0
+
+OnChange = Callable[[frozenset[ResourceType], frozenset[ResourceType]], Awaitable[None] | None]
+"""Called with (added, removed) resource types whenever the watch set changes."""
+
+
+class DiscoveryFatal(Exception):
+    """Startup cannot continue; ``str()`` is the one line the process prints before exit 1."""
+
+
+class DiscoveryMetrics(Protocol):
+    """Where discovery reports ``lifecycle_controller_discovery_resources`` (REFERENCE §7.1)."""
+
+    def record_discovery_attempt(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Replace every series with ``{(result, reason): count}`` of the latest attempt."""
+        ...
+
+
+class NoDiscoveryMetrics:
+    """The default: metrics go nowhere."""
+
+    def record_discovery_attempt(self, counts: Mapping[tuple[str, str], int]) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+@dataclass(frozen=True)
+class DiscoverySnapshot:
+    """One discovery read: healthy groups, and the group versions that failed (gv -> error)."""
+
+    groups: tuple[DiscoveredGroup, ...]
+    failed: Mapping[str, str] = field(default_factory=dict)
+    aggregated: bool = True
+
+    @property
+    def resources(self) -> tuple[DiscoveredResource, ...]:
+        """One entry per group-resource, in its preferred version (no subresources)."""
+        return preferred_resources(self.groups)
+
+    @property
+    def failed_groups(self) -> frozenset[str]:
+        return frozenset(_group_of(gv) for gv in self.failed)
+
+
+def _group_of(group_version: str) -> str:
+    return group_version.rpartition("/")[0]
+
+
+def _group_version(group: str, version: str) -> str:
+    return f"{group}/{version}" if group else version
+
+
+def failures_text(failed: Mapping[str, str]) -> str:
+    """client-go's ``ErrGroupDiscoveryFailed`` text."""
+    parts = ", ".join(f"{gv}: {failed[gv]}" for gv in sorted(failed))
+    return f"unable to retrieve the complete list of server APIs: {parts}"
+
+
+async def fetch_discovery(client: KubeClient, *, aggregated: bool = True) -> DiscoverySnapshot:
+    """Read the cluster's API resources; raises :class:`KubeError` on a total failure.
+
+    With ``aggregated`` (the default) the server is asked for aggregated discovery and any
+    document it answers in the legacy format is completed the legacy way; without it, only
+    legacy discovery is used.
+    """
+    accept = ACCEPT_AGGREGATED_DISCOVERY if aggregated else "application/json"
+    core_doc = await client.request("GET", "/api", accept=accept)
+    groups_doc = await client.request("GET", "/apis", accept=accept)
+    groups: list[DiscoveredGroup] = []
+    failed: dict[str, str] = {}
+    used_aggregated = True
+    for doc, legacy in ((core_doc, _legacy_core), (groups_doc, _legacy_groups)):
+        if doc.get("kind") == _AGGREGATED_LIST:
+            _parse_aggregated(doc, groups, failed)
+        else:
+            used_aggregated = False
+            await legacy(client, doc, groups, failed)
+    return DiscoverySnapshot(tuple(groups), failed, aggregated=used_aggregated)
+
+
+def _parse_aggregated(
+    doc: Mapping[str, Any], groups: list[DiscoveredGroup], failed: dict[str, str]
+) -> None:
+    """An ``APIGroupDiscoveryList``, converted the way client-go does."""
+    for item in doc.get("items") or ():
+        name = str((item.get("metadata") or {}).get("name") or "")
+        versions: list[DiscoveredVersion] = []
+        for entry in item.get("versions") or ():
+            version = str(entry.get("version") or "")
+            gv = _group_version(name, version)
+            if entry.get("freshness") == "Stale":
+                failed[gv] = f"stale GroupVersion discovery: {gv}"
+                continue
+            resources = tuple(_aggregated_resources(name, version, entry.get("resources") or ()))
+            versions.append(DiscoveredVersion(version, resources))
+        if versions:  # the preferred version is the first one that is not stale
+            groups.append(DiscoveredGroup(name, versions[0].version, tuple(versions)))
+
+
+def _aggregated_resources(
+    group: str, version: str, entries: Iterable[Mapping[str, Any]]
+) -> Iterable[DiscoveredResource]:
+    for entry in entries:
+        plural = str(entry.get("resource") or "")
+        scope = entry.get("scope")
+        kind = str((entry.get("responseKind") or {}).get("kind") or "")
+        if not plural or scope not in ("Namespaced", "Cluster"):
+            continue
+        namespaced = scope == "Namespaced"
+        if kind:  # client-go drops a resource without a response kind, not its subresources
+            verbs = frozenset(entry.get("verbs") or ())
+            yield DiscoveredResource(group, version, plural, kind, namespaced, verbs)
+        for sub in entry.get("subresources") or ():
+            sub_kind = str((sub.get("responseKind") or {}).get("kind") or "")
+            yield DiscoveredResource(
+                group,
+                version,
+                f"{plural}/{sub.get('subresource', '')}",
+                sub_kind,
+                namespaced,
+                frozenset(sub.get("verbs") or ()),
+            )
+
+
+async def _legacy_core(
+    client: KubeClient,
+    doc: Mapping[str, Any],
+    groups: list[DiscoveredGroup],
+    failed: dict[str, str],
+) -> None:
+    """``APIVersions`` from ``/api``: the core group, its lists read from ``/api/<v>``."""
+    if doc.get("kind") not in (None, "APIVersions"):
+        raise KubeError(f"GET /api: unexpected discovery document kind {doc.get('kind')!r}")
+    versions = [str(v) for v in doc.get("versions") or ()]
+    if versions:
+        await _legacy_group(client, "", versions, versions[0], groups, failed)
+
+
+async def _legacy_groups(
+    client: KubeClient,
+    doc: Mapping[str, Any],
+    groups: list[DiscoveredGroup],
+    failed: dict[str, str],
+) -> None:
+    """``APIGroupList`` from ``/apis``: every group's lists read from ``/apis/<g>/<v>``."""
+    if doc.get("kind") not in (None, "APIGroupList"):
+        raise KubeError(f"GET /apis: unexpected discovery document kind {doc.get('kind')!r}")
+    semaphore = asyncio.Semaphore(_LEGACY_FETCH_CONCURRENCY)
+    entries = list(doc.get("groups") or ())
+    results: list[list[DiscoveredGroup]] = [[] for _ in entries]
+
+    async def one(index: int, entry: Mapping[str, Any]) -> None:
+        name = str(entry.get("name") or "")
+        versions = [str(v.get("version") or "") for v in entry.get("versions") or ()]
+        preferred = str((entry.get("preferredVersion") or {}).get("version") or "")
+        async with semaphore:
+            await _legacy_group(client, name, versions, preferred, results[index], failed)
+
+    async with asyncio.TaskGroup() as tasks:
+        for index, entry in enumerate(entries):
+            tasks.create_task(one(index, entry))
+    for found in results:  # keep the server's group order
+        groups.extend(found)
+
+
+async def _legacy_group(
+    client: KubeClient,
+    name: str,
+    versions: list[str],
+    preferred: str,
+    groups: list[DiscoveredGroup],
+    failed: dict[str, str],
+) -> None:
+    healthy: list[DiscoveredVersion] = []
+    for version in versions:
+        gv = _group_version(name, version)
+        path = f"/apis/{gv}" if name else f"/api/{version}"
+        try:
+            doc = await client.request("GET", path)
+        except KubeError as error:
+            failed[gv] = str(error)
+            continue
+        resources = tuple(
+            DiscoveredResource(
+                name,
+                version,
+                str(entry.get("name") or ""),
+                str(entry.get("kind") or ""),
+                bool(entry.get("namespaced")),
+                frozenset(entry.get("verbs") or ()),
+            )
+            for entry in doc.get("resources") or ()
+            if entry.get("name")
+        )
+        healthy.append(DiscoveredVersion(version, resources))
+    if healthy:
+        groups.append(DiscoveredGroup(name, preferred or healthy[0].version, tuple(healthy)))
+
+
+# --------------------------------------------------------------------------- attempts
+
+
+@dataclass(frozen=True)
+class DiscoveryAttempt:
+    """One discovery attempt, planned.
+
+    ``error`` is set when the attempt cannot be trusted as complete for this scope (a total
+    failure, an empty answer, or a failing group some watch pattern could match); then
+    ``plan`` covers the healthy groups only (or is None after a total failure).
+    """
+
+    plan: ResourcePlan | None
+    failed: Mapping[str, str] = field(default_factory=dict)
+    blocking: Mapping[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+def _resource_type(resource: WatchedResource) -> ResourceType:
+    return ResourceType(
+        resource.group,
+        resource.version,
+        resource.resource,
+        resource.kind,
+        namespaced=resource.namespaced,
+    )
+
+
+def _watched(resource: ResourceType) -> WatchedResource:
+    return WatchedResource(
+        resource.group, resource.version, resource.resource, resource.kind, resource.namespaced
+    )
+
+
+Fetch = Callable[[], Awaitable[DiscoverySnapshot]]
+
+
+class Discovery:
+    """Discovers, plans and keeps the watch set current for one scope.
+
+    Typical wiring in the composition root::
+
+        discovery = Discovery(kube, settings.scope, clock=clock, metrics=metrics)
+        initial = await discovery.initial()          # may raise DiscoveryFatal
+        start_informers(initial)
+        tasks.create_task(discovery.run(on_change))  # rediscovery until cancelled
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        scope: ScopeConfig,
+        *,
+        clock: Clock,
+        metrics: DiscoveryMetrics | None = None,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        interval: float = DEFAULT_REDISCOVERY_INTERVAL,
+        crd_settle: float = DEFAULT_CRD_SETTLE,
+        watch_crds: bool = True,
+        fetch: Fetch | None = None,
+    ) -> None:
+        self._client = client
+        self._scope = scope
+        self._clock = clock
+        self._metrics = metrics or NoDiscoveryMetrics()
+        self._retry_interval = retry_interval
+        self._interval = interval
+        self._crd_settle = crd_settle
+        self._watch_crds = watch_crds
+        self._fetch: Fetch = fetch or (lambda: fetch_discovery(client))
+        self._watched: frozenset[ResourceType] = frozenset()
+        self._plan: ResourcePlan | None = None
+        self._not_ready: str | None = NOT_COMPLETED
+        self._trigger = asyncio.Event()
+        self._attempts = 0
+
+    # --- state -----------------------------------------------------------------------------
+
+    @property
+    def watched(self) -> frozenset[ResourceType]:
+        """The current watch set (empty until :meth:`initial` returns)."""
+        return self._watched
+
+    @property
+    def plan(self) -> ResourcePlan | None:
+        """The plan of the latest attempt that produced one."""
+        return self._plan
+
+    @property
+    def complete(self) -> bool:
+        return self._not_ready is None
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        """None once discovery is complete; otherwise why not (for ``/readyz``)."""
+        return self._not_ready
+
+    @property
+    def attempts(self) -> int:
+        """How many discovery attempts ran (for tests and diagnostics)."""
+        return self._attempts
+
+    def trigger(self) -> None:
+        """Ask :meth:`run` for an early rediscovery (after the settle delay)."""
+        self._trigger.set()
+
+    # --- one attempt -----------------------------------------------------------------------
+
+    async def attempt(self) -> DiscoveryAttempt:
+        """Fetch and plan once, record the metric series, log what was found."""
+        self._attempts += 1
+        try:
+            snapshot = await self._fetch()
+        except KubeError as error:
+            text = f"server preferred resources are incomplete: {error}"
+            _log.error("Resource discovery failed", error=str(error))
+            self._metrics.record_discovery_attempt({(RESULT_FAILED, REASON_GROUP_DISCOVERY): 1})
+            return DiscoveryAttempt(plan=None, error=text)
+        resources = snapshot.resources
+        if not resources and not snapshot.failed:
+            self._metrics.record_discovery_attempt({(RESULT_FAILED, REASON_GROUP_DISCOVERY): 1})
+            return DiscoveryAttempt(plan=None, error="server returned no preferred resources")
+        for gv, reason in sorted(snapshot.failed.items()):
+            _log.error("Resource discovery failed for API group", groupVersion=gv, error=reason)
+        blocking = {
+            gv: reason
+            for gv, reason in snapshot.failed.items()
+            if self._scope.may_select_group(_group_of(gv))
+        }
+        plan = plan_resources(resources, self._scope)
+        for key, reason in plan.skipped:
+            _log.debug("Skipping discovered resource", resource=key, reason=reason)
+        failed_count = {(RESULT_FAILED, REASON_GROUP_DISCOVERY): len(snapshot.failed)}
+        if blocking:
+            # Like the reference: an incomplete attempt reports only the failed groups.
+            self._metrics.record_discovery_attempt(failed_count)
+            text = f"server preferred resources are incomplete: {failures_text(blocking)}"
+            return DiscoveryAttempt(plan, snapshot.failed, blocking, text)
+        self._plan = plan
+        if snapshot.failed:
+            _log.warning(
+                "Ignoring failing API groups that no watch pattern can match",
+                groupVersions=sorted(snapshot.failed),
+            )
+            self._metrics.record_discovery_attempt({**plan.counts, **failed_count})
+        else:
+            self._metrics.record_discovery_attempt(plan.counts)
+        self._log_plan_problems(plan)
+        return DiscoveryAttempt(plan, snapshot.failed)
+
+    @staticmethod
+    def _log_plan_problems(plan: ResourcePlan) -> None:
+        for pattern in plan.missing:
+            _log.error("Required resource is missing", pattern=pattern)
+        for key in plan.unwatchable:
+            _log.error("Required resource is unwatchable", resource=key)
+        for key in plan.conflicts:
+            _log.error(
+                "Requested cluster-scoped resource conflicts with namespace filters",
+                resource=key,
+            )
+
+    # --- startup ---------------------------------------------------------------------------
+
+    async def initial(self) -> tuple[ResourceType, ...]:
+        """The first complete discovery; returns the watch set sorted by key.
+
+        Explicit mode raises :class:`DiscoveryFatal` at the first problem. Broad mode
+        retries every ``retry_interval`` until discovery is complete.
+        """
+        deferred = False
+        while True:
+            result = await self.attempt()
+            if result.error is None and result.plan is not None:
+                if result.plan.error is not None:
+                    self._not_ready = result.plan.error
+                    raise DiscoveryFatal(f"explicit resource discovery failed: {result.plan.error}")
+                return self._accept_initial(result.plan)
+            self._not_ready = result.error
+            if self._scope.explicit:
+                raise DiscoveryFatal(f"explicit resource discovery failed: {result.error}")
+            if result.plan is not None:
+                _log.info(
+                    "Discarding partial discovery results; no partial watch set will be started",
+                    resources=len(result.plan.watched),
+                )
+            if not deferred:
+                _log.info(
+                    "Deferring controller setup until complete discovery succeeds",
+                    retryInterval=self._retry_interval,
+                )
+                deferred = True
+            else:
+                _log.info(
+                    "Complete resource discovery still unavailable; controller remains degraded"
+                )
+            await self._clock.sleep(self._retry_interval)
+
+    def _accept_initial(self, plan: ResourcePlan) -> tuple[ResourceType, ...]:
+        ordered = tuple(_resource_type(resource) for resource in plan.watched)
+        self._watched = frozenset(ordered)
+        self._not_ready = None
+        if not ordered:
+            _log.info("No resource watches requested after applying configuration")
+        for resource in ordered:
+            _log.info("Configuring resource watch", resource=resource.key, version=resource.version)
+        return ordered
+
+    # --- rediscovery -----------------------------------------------------------------------
+
+    async def run(self, on_change: OnChange) -> None:
+        """Rediscover every ``interval`` and after CRD changes until cancelled."""
+        async with asyncio.TaskGroup() as tasks:
+            if self._watch_crds:
+                tasks.create_task(self._watch_crds_forever(), name="discovery-crd-watch")
+            await self._rediscover_forever(on_change)
+
+    async def _rediscover_forever(self, on_change: OnChange) -> None:
+        while True:
+            if await self._wait_for_trigger(self._interval):
+                await self._clock.sleep(self._crd_settle)
+            self._trigger.clear()
+            await self.rediscover(on_change)
+
+    async def _wait_for_trigger(self, timeout: float) -> bool:
+        """Sleep up to ``timeout``; True when :meth:`trigger` cut the wait short."""
+        if self._trigger.is_set():
+            return True
+        sleeper = asyncio.ensure_future(self._clock.sleep(timeout))
+        waiter = asyncio.ensure_future(self._trigger.wait())
+        try:
+            done, _ = await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waiter):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return waiter in done
+
+    async def rediscover(self, on_change: OnChange) -> None:
+        """One rediscovery: publish (added, removed) if the watch set changed."""
+        result = await self.attempt()
+        if result.plan is None:
+            _log.warning("Rediscovery failed; keeping the current watch set", error=result.error)
+            return
+        previous = {_watched(resource) for resource in self._watched}
+        failed_groups = {_group_of(gv) for gv in result.failed}
+        new = carry_over(previous, result.plan.watched, failed_groups)
+        if result.error is None:
+            if result.plan.error is not None:
+                _log.error(
+                    "Resource coverage incomplete after rediscovery", error=result.plan.error
+                )
+            self._not_ready = result.plan.error
+        current = frozenset(_resource_type(resource) for resource in new)
+        added = current - self._watched
+        removed = self._watched - current
+        if not added and not removed:
+            return
+        _log.info(
+            "Resource types changed",
+            added=sorted(str(resource) for resource in added),
+            removed=sorted(str(resource) for resource in removed),
+        )
+        try:
+            outcome = on_change(added, removed)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            _log.exception("Applying discovery changes failed; retrying at the next rediscovery")
+            return
+        self._watched = current
+
+    # --- CRD watch -------------------------------------------------------------------------
+
+    async def _watch_crds_forever(self) -> None:
+        """Trigger rediscovery on every CRD change; give up quietly when forbidden."""
+        delay = 1.0
+        resource_version: str | None = None
+        while True:
+            try:
+                if resource_version is None:
+                    page = await self._client.list_metadata(CRDS, limit=1)
+                    resource_version = str(page.get("metadata", {}).get("resourceVersion", ""))
+                    self.trigger()  # catch anything created between discovery and this list
+                resource_version = await self._follow_crds(resource_version)
+                delay = 1.0
+            except Forbidden:
+                _log.info(
+                    "Not allowed to watch CustomResourceDefinitions; rediscovery is periodic only"
+                )
+                return
+            except Gone:
+                resource_version = None
+            except KubeError as error:
+                _log.info(
+                    "CustomResourceDefinition watch failed; retrying",
+                    error=str(error),
+                    delay=delay,
+                )
+                resource_version = None
+                await self._clock.sleep(delay)
+                delay = min(delay * 2, _CRD_BACKOFF_MAX)
+
+    async def _follow_crds(self, resource_version: str) -> str:
+        """Watch CRDs from ``resource_version`` until the stream ends; the last version seen."""
+        async for event in self._client.watch_metadata(
+            CRDS, resource_version=resource_version, timeout_seconds=_CRD_WATCH_TIMEOUT
+        ):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise Gone(410, obj)
+                raise KubeError(str(obj.get("message") or "watch error"))
+            metadata = obj.get("metadata") or {}
+            resource_version = str(metadata.get("resourceVersion") or resource_version)
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                _log.debug(
+                    "CustomResourceDefinition changed",
+                    type=kind,
+                    name=metadata.get("name"),
+                )
+                self.trigger()
+        return resource_version
