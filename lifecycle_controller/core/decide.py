@@ -76,6 +76,12 @@ from lifecycle_controller.core.timestamps import (
 __all__ = ["decide"]
 
 _FORGET = Forget()
+
+
+def _then_forget(ops: tuple[LedgerOp, ...] | list[LedgerOp]) -> tuple[LedgerOp, ...]:
+    """Append a Forget unless the operations already end with one."""
+    ops = tuple(ops)
+    return ops if ops and ops[-1] == _FORGET else (*ops, _FORGET)
 _NO_FUTURE_OCCURRENCE = "cron expression has no future occurrence"
 
 
@@ -233,7 +239,7 @@ class _Pass:
         return Invalid(
             reason=event.reason,
             events=(*self.events, event),
-            ledger_ops=(*self.ops, _FORGET),
+            ledger_ops=_then_forget(self.ops),
             action=self.action,
             log=log,
         )
@@ -255,7 +261,7 @@ class _Pass:
         return DryRun(
             operation=operation,
             events=dry_events,
-            ledger_ops=(*self.ops, _FORGET),
+            ledger_ops=_then_forget(self.ops),
             action=self.action,
             due_ns=due_ns,
             log=log,
@@ -268,7 +274,7 @@ class _Pass:
         requeue_ns: int | None,
     ) -> Outcome:
         if requeue_ns is None:
-            success_ops = (*success_ops, _FORGET)  # a finished handler forgets its arm
+            success_ops = _then_forget(success_ops)  # a finished handler forgets its arm
         return Outcome(events=success_events, ledger_ops=success_ops, requeue_after_ns=requeue_ns)
 
     def patch(
