@@ -365,6 +365,7 @@ class Discovery:
         self._not_ready: str | None = NOT_COMPLETED
         self._trigger = asyncio.Event()
         self._attempts = 0
+        self._crd_watch_state = "not started"
 
     # --- state -----------------------------------------------------------------------------
 
@@ -391,6 +392,11 @@ class Discovery:
     def attempts(self) -> int:
         """How many discovery attempts ran (for tests and diagnostics)."""
         return self._attempts
+
+    @property
+    def crd_watch_state(self) -> str:
+        """``not started``, ``watching``, ``stopped``, or ``forbidden`` (period only)."""
+        return self._crd_watch_state
 
     def trigger(self) -> None:
         """Ask :meth:`run` for an early rediscovery (after the settle delay)."""
@@ -567,6 +573,19 @@ class Discovery:
 
     async def _watch_crds_forever(self) -> None:
         """Trigger rediscovery on every CRD change; give up quietly when forbidden."""
+        self._crd_watch_state = "watching"
+        try:
+            await self._crd_watch_loop()
+        except Forbidden:
+            self._crd_watch_state = "forbidden"
+            _log.info(
+                "Not allowed to watch CustomResourceDefinitions; rediscovery is periodic only"
+            )
+        finally:
+            if self._crd_watch_state == "watching":
+                self._crd_watch_state = "stopped"
+
+    async def _crd_watch_loop(self) -> None:
         delay = 1.0
         resource_version: str | None = None
         while True:
@@ -577,13 +596,10 @@ class Discovery:
                     self.trigger()  # catch anything created between discovery and this list
                 resource_version = await self._follow_crds(resource_version)
                 delay = 1.0
-            except Forbidden:
-                _log.info(
-                    "Not allowed to watch CustomResourceDefinitions; rediscovery is periodic only"
-                )
-                return
             except Gone:
                 resource_version = None
+            except Forbidden:
+                raise
             except KubeError as error:
                 _log.info(
                     "CustomResourceDefinition watch failed; retrying",
