@@ -418,13 +418,13 @@ class Discovery:
         if not resources and not snapshot.failed:
             self._metrics.record_discovery_attempt({(RESULT_FAILED, REASON_GROUP_DISCOVERY): 1})
             return DiscoveryAttempt(plan=None, error="server returned no preferred resources")
-        for gv, reason in sorted(snapshot.failed.items()):
-            _log.error("Resource discovery failed for API group", groupVersion=gv, error=reason)
         blocking = {
             gv: reason
             for gv, reason in snapshot.failed.items()
             if self._scope.may_select_group(_group_of(gv))
         }
+        for gv, reason in sorted(blocking.items()):
+            _log.error("Resource discovery failed for API group", groupVersion=gv, error=reason)
         plan = plan_resources(resources, self._scope)
         for key, reason in plan.skipped:
             _log.debug("Skipping discovered resource", resource=key, reason=reason)
@@ -436,10 +436,12 @@ class Discovery:
             return DiscoveryAttempt(plan, snapshot.failed, blocking, text)
         self._plan = plan
         if snapshot.failed:
-            _log.warning(
-                "Ignoring failing API groups that no watch pattern can match",
-                groupVersions=sorted(snapshot.failed),
-            )
+            for gv, reason in sorted(snapshot.failed.items()):
+                _log.warning(
+                    "Ignoring a failing API group that no watch pattern can match",
+                    groupVersion=gv,
+                    error=reason,
+                )
             self._metrics.record_discovery_attempt({**plan.counts, **failed_count})
         else:
             self._metrics.record_discovery_attempt(plan.counts)
