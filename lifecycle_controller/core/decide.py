@@ -82,6 +82,8 @@ def _then_forget(ops: tuple[LedgerOp, ...] | list[LedgerOp]) -> tuple[LedgerOp, 
     """Append a Forget unless the operations already end with one."""
     ops = tuple(ops)
     return ops if ops and ops[-1] == _FORGET else (*ops, _FORGET)
+
+
 _NO_FUTURE_OCCURRENCE = "cron expression has no future occurrence"
 
 

@@ -329,6 +329,8 @@ def test_horizon_is_about_five_years() -> None:
     # 2096-03-01: the next Feb 29 is in 2104 (2100 is not a leap year): beyond the horizon.
     assert cron_next(parse_cron("0 0 29 2 *"), dt.UTC, ts("2096-03-01T00:00:00Z")) is None
     assert fires("0 0 29 2 *", "UTC", "2095-03-01T00:00:00Z", 1) == ["2096-02-29T00:00:00Z"]
+    # From 2098 the next Feb 29 (2104) is six calendar years away: also too far.
+    assert cron_next(parse_cron("0 0 29 2 *"), dt.UTC, ts("2098-01-01T00:00:00Z")) is None
 
 
 def test_search_from_year_one_and_from_the_far_future() -> None:

@@ -200,7 +200,8 @@ CASES: list[tuple[str, Callable[[], list[tuple[str, str, str]]], list[tuple[str,
         "DryRunActionSkipped",
         lambda: immediate(run({keys.RESTART_AT: PAST, keys.CATCH_UP: "1s", keys.DRY_RUN: "true"})),
         [(N, "DryRunActionSkipped",
-          "Dry-run: Would skip restart scheduled at 2026-10-05T02:00:00Z under the catch-up policy.")],
+          "Dry-run: Would skip restart scheduled at 2026-10-05T02:00:00Z "
+          "under the catch-up policy.")],
     ),
     (
         "ActionSkipFailed",

@@ -145,6 +145,12 @@ def test_ref_016_recurring_window_in_a_zone_with_dst(
         assert found == ts(occurrence)
 
 
+def test_cron_window_without_any_occurrence_in_the_horizon() -> None:
+    leap_day = CronSchedule(parse_cron("0 0 29 2 *"), dt.UTC)
+    last, now = ts("2098-01-01T00:00:00Z"), ts("2098-06-01T00:00:00Z")
+    assert leap_day.recent_occurrence(last, now, WINDOW) == (GO_ZERO_TIME_NS, False)
+
+
 def test_interval_window_needs_an_occurrence_after_the_anchor() -> None:
     schedule = IntervalSchedule(HOUR)
     assert schedule.recent_occurrence(ANCHOR, ANCHOR + 30 * MINUTE, WINDOW) == (

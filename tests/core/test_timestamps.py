@@ -86,6 +86,15 @@ def test_as_03_valid_offsets_and_fractions_are_absolute_instants(value: str, exp
             f'parsing time "26-10-10T03:00:00Z" as {LAYOUT}: '
             'cannot parse "26-10-10T03:00:00Z" as "2006"',
         ),
+        (
+            "2026-aa-10T03:00:00Z",
+            f'parsing time "2026-aa-10T03:00:00Z" as {LAYOUT}: '
+            'cannot parse "aa-10T03:00:00Z" as "01"',
+        ),
+        (
+            "2026-10-10T03:xx:00Z",
+            f'parsing time "2026-10-10T03:xx:00Z" as {LAYOUT}: cannot parse "xx:00Z" as "04"',
+        ),
         ("2026-02-30T00:00:00Z", 'parsing time "2026-02-30T00:00:00Z": day out of range'),
         ("2027-02-29T00:00:00Z", 'parsing time "2027-02-29T00:00:00Z": day out of range'),
         ("2026-04-31T00:00:00Z", 'parsing time "2026-04-31T00:00:00Z": day out of range'),
