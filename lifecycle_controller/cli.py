@@ -118,7 +118,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
 )
 
 
-class _CommaList(click.ParamType):
+class _CommaList(click.ParamType[str]):
     """A string option whose environment variable holds a comma-separated list."""
 
     name = "list"

@@ -72,15 +72,23 @@ def parse_go_bool(value: str, *, flag: str) -> bool:
     return parsed
 
 
-def parse_bind_address(value: str, *, flag: str) -> tuple[str, int] | None:
-    """``host:port`` / ``:port`` → (host, port); ``0`` (or empty) disables the listener."""
+def parse_bind_address(value: str) -> tuple[str | None, int] | None:
+    """Parse a Go-style listen address: ``0`` → None (disabled); ``:8081`` → (None, 8081)
+    (every interface); ``127.0.0.1:0``; ``[::1]:8080``; ``localhost:9090``.
+
+    Raises ValueError with a clear message otherwise.
+    """
     text = value.strip()
-    if text in ("0", ""):
+    if text == "0":
         return None
-    host, separator, port_text = text.rpartition(":")
-    if not separator or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"{flag}: expected host:port, :port or 0, got {value!r}")
-    return host.strip("[]") or "0.0.0.0", int(port_text)
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"invalid bind address {value!r}: expected [host]:port or 0")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"invalid bind address {value!r}: put IPv6 hosts in brackets")
+    return (host or None), int(port_text)
 
 
 @dataclass(frozen=True)
@@ -108,8 +116,8 @@ class LeaderElectionSettings:
 
 @dataclass(frozen=True)
 class ServingSettings:
-    health_probe_address: tuple[str, int] | None = ("0.0.0.0", 8081)
-    metrics_address: tuple[str, int] | None = None
+    health_probe_address: str = ":8081"
+    metrics_address: str = "0"
     metrics_secure: bool = True
     metrics_cert_path: str = ""
     metrics_cert_name: str = "tls.crt"
@@ -193,9 +201,19 @@ def _positive_seconds(flag: str, value: str) -> float:
     return seconds
 
 
+def _address(flag: str, value: str) -> str:
+    """A listen address, checked now and kept as text for the server that binds it."""
+    _checked(flag, parse_bind_address, value)
+    return value.strip()
+
+
 def _split(values: Sequence[str]) -> tuple[str, ...]:
-    """Accept repeated flags and comma-separated lists alike; drop empty entries."""
-    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+    """Repeated flag values, stripped, empty entries dropped.
+
+    Values are not split on commas here (a glob such as ``[a,b]*`` contains one); only the
+    ``LIFECYCLE_*`` environment variables are comma-separated lists.
+    """
+    return tuple(value.strip() for value in values if value.strip())
 
 
 def _choice(flag: str, value: str, choices: tuple[T, ...]) -> T:
@@ -264,10 +282,8 @@ def build_settings(raw: RawFlags) -> Settings:
     )
 
     serving = ServingSettings(
-        health_probe_address=parse_bind_address(
-            raw.health_probe_bind_address, flag="--health-probe-bind-address"
-        ),
-        metrics_address=parse_bind_address(raw.metrics_bind_address, flag="--metrics-bind-address"),
+        health_probe_address=_address("--health-probe-bind-address", raw.health_probe_bind_address),
+        metrics_address=_address("--metrics-bind-address", raw.metrics_bind_address),
         metrics_secure=parse_go_bool(raw.metrics_secure, flag="--metrics-secure"),
         metrics_cert_path=raw.metrics_cert_path,
         metrics_cert_name=raw.metrics_cert_name or "tls.crt",

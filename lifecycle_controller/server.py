@@ -54,6 +54,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from lifecycle_controller.clock import Clock, RealClock
+from lifecycle_controller.config import parse_bind_address
 from lifecycle_controller.kube import KubeError
 
 __all__ = [
@@ -94,25 +95,6 @@ class ApiRequester(Protocol):
     async def request(self, method: str, path: str, *, body: Any = None) -> dict[str, Any]:
         """Send one request; return the decoded JSON answer; raise ``KubeError``."""
         ...
-
-
-def parse_bind_address(value: str) -> tuple[str | None, int] | None:
-    """Parse a Go-style listen address: ``0`` → None (disabled); ``:8081`` → (None, 8081)
-    (every interface); ``127.0.0.1:0``; ``[::1]:8080``; ``localhost:9090``.
-
-    Raises ValueError with a clear message otherwise.
-    """
-    text = value.strip()
-    if text == "0":
-        return None
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"invalid bind address {value!r}: expected [host]:port or 0")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError(f"invalid bind address {value!r}: put IPv6 hosts in brackets")
-    return (host or None), int(port_text)
 
 
 async def _start_site(

@@ -1,0 +1,426 @@
+"""The composition root: builds every component of ``lifecycle-controller run`` and wires them.
+
+The only module that knows the concrete classes. Its shape follows the data flow:
+
+    discovery ─► informers ─► metadata cache ─► (scope + relevance) ─► work queue ─► workers
+                                                                        └─► reconciler ─► API
+
+Leadership gates the whole pipeline: only the leader runs discovery, informers and workers;
+the probes and /metrics run on every replica. Shutdown (SIGTERM/SIGINT, or ``--run-for``):
+the leader's work is cancelled first, then the Lease is released, then the servers close.
+Losing the Lease stops the work at once and exits non-zero, as controller-runtime does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import zoneinfo
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, tzinfo
+
+import structlog
+
+from lifecycle_controller.budget import ActionBudget
+from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.clock import Clock, RealClock
+from lifecycle_controller.config import Settings
+from lifecycle_controller.core import Action, Ledger
+from lifecycle_controller.core import Settings as DecisionSettings
+from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
+from lifecycle_controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.informers import EventHandler, EventKind, InformerSet
+from lifecycle_controller.kube import KubeClient, ResourceType
+from lifecycle_controller.leader import (
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+    default_identity,
+)
+from lifecycle_controller.logs import configure_logging
+from lifecycle_controller.metrics import Metrics
+from lifecycle_controller.ratelimit import default_controller_rate_limiter
+from lifecycle_controller.reconciler import Reconciler
+from lifecycle_controller.recorder import KubeEventRecorder
+from lifecycle_controller.server import MetricsServer, ProbeServer, resource_coverage
+from lifecycle_controller.workers import run_workers
+from lifecycle_controller.workqueue import WorkQueue
+
+_log = structlog.get_logger(__name__)
+CONTROLLER_NAME = "lifecycle"
+EXIT_OK = 0
+EXIT_FAILURE = 1
+
+
+def local_zone() -> tzinfo:
+    """What ``cron-timezone: Local`` means: ``$TZ`` if it names a zone, else UTC."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+    return UTC
+
+
+class _InformerMetrics:
+    """Adapts :class:`Metrics` to the informers' metrics protocol."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def watch_restarted(self, resource: ResourceType, reason: str) -> None:
+        self._metrics.count_watch_restart(resource.key, reason)
+
+    def relisted(self, resource: ResourceType) -> None:
+        self._metrics.count_relist(resource.key)
+
+    def event_received(self, resource: ResourceType, event_type: str) -> None:
+        pass
+
+    def cache_objects(self, resource: ResourceType, count: int) -> None:
+        self._metrics.set_cache_objects(resource.key, count)
+
+
+@dataclass
+class _Pipeline:
+    """What exists while this replica leads: the cache, queue, informers and discovery."""
+
+    discovery: Discovery
+    informers: InformerSet
+    queue: WorkQueue[ObjectKey]
+    reconciler: Reconciler
+
+
+class Controller:
+    """One controller instance: servers on every replica, the pipeline on the leader."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        kube: KubeClient,
+        *,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        identity: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.clock = clock or RealClock()
+        self.identity = identity or default_identity()
+        election = settings.leader_election
+        self.metrics = metrics or Metrics(
+            controller=CONTROLLER_NAME,
+            queue_name=CONTROLLER_NAME,
+            leader_election_id=election.lease_name if election.enabled else "",
+            max_concurrent_reconciles=settings.workers,
+        )
+        self.ledger = Ledger()
+        self.elector: LeaderElector | None = None
+        if election.enabled:
+            self.elector = LeaderElector(
+                kube,
+                LeaderElectionConfig(
+                    namespace=election.namespace or kube.default_namespace,
+                    name=election.lease_name,
+                    lease_duration=election.lease_duration,
+                    renew_deadline=election.renew_deadline,
+                    retry_period=election.retry_period,
+                    release_on_cancel=election.release_on_cancel,
+                ),
+                identity=self.identity,
+                clock=self.clock,
+                on_status=self.metrics.set_leader,
+            )
+        self._pipeline: _Pipeline | None = None
+        self.probes: ProbeServer | None = None
+        self.metrics_server: MetricsServer | None = None
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def pipeline(self) -> _Pipeline | None:
+        return self._pipeline
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def may_write(self) -> bool:
+        return self.elector is None or self.elector.may_write()
+
+    def not_ready_reason(self) -> str | None:
+        """None when ready; the reference's readiness reasons otherwise."""
+        check = resource_coverage(
+            leader_election=self.elector is not None,
+            is_leader=self.is_leader,
+            discovery_complete=lambda: (
+                self._pipeline is not None and self._pipeline.discovery.not_ready_reason is None
+            ),
+            caches_synced=lambda: self._pipeline is not None and self._pipeline.informers.synced(),
+        )
+        reason = check()
+        self.metrics.set_discovery_ready(reason is None and self._pipeline is not None)
+        return reason
+
+    def _liveness(self) -> str | None:
+        if self.elector is not None and not self.elector.healthy():
+            return "leader lease renewal is stuck"
+        return None
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Serve probes and metrics, then lead (or wait to lead) until cancelled.
+
+        Raises DiscoveryFatal (explicit-mode discovery failure) and LeadershipLost.
+        """
+        async with AsyncExitStack() as stack:
+            await self._start_servers(stack)
+            lag = asyncio.create_task(self.metrics.run_loop_lag_monitor(self.clock))
+            stack.push_async_callback(_cancel_and_wait, lag)
+            if self.elector is None:
+                await self._lead()
+            else:
+                await self.elector.run(self._lead)
+
+    async def _start_servers(self, stack: AsyncExitStack) -> None:
+        serving = self.settings.serving
+        self.probes = ProbeServer(
+            bind_address=serving.health_probe_address,
+            readiness=self.not_ready_reason,
+            liveness={"leader-election": self._liveness},
+        )
+        if serving.health_probe_address != "0":
+            await self.probes.start()
+            stack.push_async_callback(self.probes.aclose)
+        self.metrics_server = MetricsServer(
+            bind_address=serving.metrics_address,
+            registry=self.metrics.registry,
+            secure=serving.metrics_secure,
+            api=self.kube,
+            cert_dir=serving.metrics_cert_path or None,
+            cert_name=serving.metrics_cert_name,
+            key_name=serving.metrics_cert_key,
+            enable_http2=serving.enable_http2,
+            clock=self.clock,
+        )
+        if self.metrics_server.enabled:
+            await self.metrics_server.start()
+            stack.push_async_callback(self.metrics_server.aclose)
+
+    async def _lead(self) -> None:
+        """The leader's work: discovery, informers, workers; returns only when cancelled."""
+        settings = self.settings
+        discovery = Discovery(
+            self.kube,
+            settings.scope,
+            clock=self.clock,
+            metrics=self.metrics,
+            interval=settings.rediscovery_interval,
+        )
+        _log.info(
+            "starting",
+            identity=self.identity,
+            dry_run=settings.actions.dry_run,
+            watch_resources=list(settings.scope.watch_resources),
+            ignore_resources=list(settings.scope.ignore_resources),
+            watch_namespaces=list(settings.scope.watch_namespaces),
+            ignore_namespaces=list(settings.scope.ignore_namespaces),
+            workers=settings.workers,
+        )
+        cache = MetadataCache()
+        queue: WorkQueue[ObjectKey] = WorkQueue(
+            rate_limiter=default_controller_rate_limiter(self.clock),
+            clock=self.clock,
+            metrics=(queue_metrics := self.metrics.queue_metrics()),
+            name=CONTROLLER_NAME,
+        )
+        queue_metrics.attach(queue)
+        actions = settings.actions
+        reconciler = Reconciler(
+            cache=cache,
+            kube=self.kube,
+            recorder=KubeEventRecorder(
+                self.kube,
+                clock=self.clock,
+                reporting_instance=os.environ.get("POD_NAME") or socket.gethostname(),
+            ),
+            ledger=self.ledger,
+            settings=DecisionSettings(
+                dry_run=actions.dry_run,
+                delete_catch_up=actions.delete_catch_up,
+                restart_catch_up=actions.restart_catch_up,
+                max_delete_ttl_ns=actions.max_delete_ttl_ns,
+                local_zone=local_zone(),
+            ),
+            clock=self.clock,
+            budgets={
+                Action.DELETE: ActionBudget(actions.max_deletes_per_minute, clock=self.clock),
+                Action.RESTART: ActionBudget(actions.max_restarts_per_minute, clock=self.clock),
+            },
+            may_write=self.may_write,
+            metrics=self.metrics,
+        )
+        informers = InformerSet(
+            source=self.kube,
+            cache=cache,
+            on_event=self._make_handler(queue, reconciler),
+            clock=self.clock,
+            namespaces=settings.scope.informer_namespaces(),
+            metrics=_InformerMetrics(self.metrics),
+            on_resource_gone=lambda _resource: discovery.trigger(),
+        )
+        self._pipeline = _Pipeline(discovery, informers, queue, reconciler)
+        try:
+            watched = await discovery.initial()
+            if not watched:
+                _log.info("No resource watches requested after applying configuration")
+            await self._watch(informers, added=frozenset(watched), removed=frozenset())
+            queue.start()
+
+            async def on_change(
+                added: frozenset[ResourceType], removed: frozenset[ResourceType]
+            ) -> None:
+                await self._watch(informers, added=added, removed=removed)
+
+            async with asyncio.TaskGroup() as group:
+                group.create_task(discovery.run(on_change), name="rediscovery")
+                group.create_task(
+                    run_workers(
+                        queue,
+                        reconciler,
+                        settings.workers,
+                        name=CONTROLLER_NAME,
+                        observer=self.metrics.reconcile_metrics(),
+                    ),
+                    name="workers",
+                )
+        finally:
+            queue.shutdown()
+            await informers.aclose()
+            await queue.aclose()
+            self._pipeline = None
+
+    async def _watch(
+        self,
+        informers: InformerSet,
+        *,
+        added: frozenset[ResourceType],
+        removed: frozenset[ResourceType],
+    ) -> None:
+        for resource in sorted(removed):
+            _log.info("stopping informer", resource=str(resource))
+            await informers.stop(resource)
+            self.metrics.forget_resource(resource.key)
+        for resource in sorted(added):
+            workload = resource.group == "apps" and resource.kind in (
+                "Deployment",
+                "StatefulSet",
+                "DaemonSet",
+            )
+            self.metrics.declare_kind(
+                resource.kind, actions=("delete", "restart") if workload else ("delete",)
+            )
+        started = await informers.ensure(sorted(added))
+        if started:
+            _log.info("watching", resources=[str(r) for r in started])
+
+    def _make_handler(self, queue: WorkQueue[ObjectKey], reconciler: Reconciler) -> EventHandler:
+        scope = self.settings.scope
+
+        def on_event(
+            kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+        ) -> None:
+            if kind == "delete":
+                reconciler.forget(key)
+                return
+            if new is None:
+                return
+            resource = key.resource
+            if not scope.allows(
+                group=resource.group,
+                kind=resource.kind,
+                namespace=key.namespace or "",
+                name=key.name,
+            ):
+                return
+            if kind == "add":
+                relevant = should_enqueue_on_create(new.annotations)
+            else:
+                previous = old.annotations if old is not None else {}
+                relevant = should_enqueue_on_update(previous, new.annotations)
+            if relevant:
+                queue.add(key)
+
+        return on_event
+
+
+async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@asynccontextmanager
+async def _connected(settings: Settings, metrics: Metrics) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(settings.kubeconfig, observe=metrics.observe_request)
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+async def run_async(settings: Settings) -> int:
+    """Run until a signal, ``--run-for`` or a fatal error; return the process exit code."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            _log.info("shutting down")
+            main.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop)
+    if settings.run_for is not None:
+        loop.call_later(settings.run_for, stop)
+    metrics = Metrics(
+        controller=CONTROLLER_NAME,
+        queue_name=CONTROLLER_NAME,
+        leader_election_id=settings.leader_election.lease_name
+        if settings.leader_election.enabled
+        else "",
+        max_concurrent_reconciles=settings.workers,
+    )
+    try:
+        async with _connected(settings, metrics) as kube:
+            controller = Controller(settings, kube, metrics=metrics)
+            await controller.run()
+    except asyncio.CancelledError:
+        if stopping:
+            _log.info("stopped")
+            return EXIT_OK
+        raise
+    except DiscoveryFatal as error:
+        _log.error(str(error))
+        return EXIT_FAILURE
+    except LeadershipLost as error:
+        _log.error("leader election lost", error=str(error))
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def run_controller(settings: Settings) -> int:
+    """Entry of ``lifecycle-controller run``: logging, then the event loop."""
+    configure_logging(settings.log_format, settings.log_level)
+    try:
+        return asyncio.run(run_async(settings))
+    except KeyboardInterrupt:
+        return EXIT_OK
