@@ -13,7 +13,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from lifecycle_controller.devcluster import ControlPlane
+from tests.integration.controller import start_controller
 from tests.integration.support import api_client_for
+
+__all__ = ["admin_api", "control_plane", "namespace", "start_controller"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,103 @@
+"""Run the real controller in-process against the test control plane.
+
+``start_controller(**flags)`` builds settings exactly as ``lifecycle-controller run`` does
+(from the same flag names, as strings), starts a :class:`Controller` in a task and waits until
+it is ready; everything started is stopped at the end of the test. Tests then act on the API
+and poll for the controller's effects with :func:`tests.integration.support.eventually`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pytest
+
+from lifecycle_controller.app import Controller
+from lifecycle_controller.config import RawFlags, build_settings
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import EVENTS, KubeClient
+
+
+@dataclass
+class RunningController:
+    """A controller started by the fixture, with its own API client."""
+
+    controller: Controller
+    task: asyncio.Task[None]
+    kube: KubeClient
+
+    async def stop(self) -> None:
+        """Cancel it like SIGTERM does and wait until it has shut down."""
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.kube.close()
+
+
+class StartController(Protocol):
+    def __call__(
+        self, *, kubeconfig: str | None = ..., ready: bool = ..., **flags: Any
+    ) -> Awaitable[RunningController]: ...
+
+
+async def wait_ready(running: RunningController, *, within: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while running.controller.not_ready_reason() is not None or running.controller.pipeline is None:
+        if running.task.done():
+            running.task.result()  # raises what stopped it
+            raise AssertionError("controller stopped before it became ready")
+        if loop.time() > deadline:
+            raise AssertionError(
+                f"controller not ready after {within}s: {running.controller.not_ready_reason()}"
+            )
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def start_controller(control_plane: ControlPlane) -> AsyncIterator[StartController]:
+    started: list[RunningController] = []
+
+    async def start(
+        *, kubeconfig: str | None = None, ready: bool = True, **flags: Any
+    ) -> RunningController:
+        values: dict[str, Any] = {"health_probe_bind_address": "127.0.0.1:0", **flags}
+        for name, value in list(values.items()):
+            if isinstance(value, list | tuple):
+                values[name] = tuple(value)
+            elif isinstance(value, bool):
+                values[name] = "true" if value else "false"
+            else:
+                values[name] = str(value)
+        settings = build_settings(RawFlags(**values))
+        kube = await KubeClient.connect(kubeconfig or str(control_plane.admin_kubeconfig))
+        controller = Controller(settings, kube)
+        running = RunningController(controller, asyncio.create_task(controller.run()), kube)
+        started.append(running)
+        if ready:
+            await wait_ready(running)
+        return running
+
+    yield start
+    for running in reversed(started):
+        await running.stop()
+
+
+async def events_of(kube: KubeClient, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    """(type, reason, note) of every Event regarding ``name`` in ``namespace``, oldest first."""
+    listing = await kube.request(
+        "GET",
+        EVENTS.collection_path(namespace),
+        query=[("fieldSelector", f"regarding.name={name}")],
+    )
+    items = sorted(listing["items"], key=lambda e: e.get("eventTime") or "")
+    return [(e["type"], e["reason"], e.get("note", "")) for e in items]
+
+
+def has_event(reason: str) -> Callable[[list[tuple[str, str, str]]], bool]:
+    return lambda events: any(event[1] == reason for event in events)
