@@ -1,0 +1,200 @@
+"""Helpers for the chart tests: render, lint and install the Helm chart with the pinned helm.
+
+Rendering runs the real ``helm`` binary (built from its Go module, cached per machine) with
+values written to a temporary file, and returns the documents as dicts. The RBAC helper
+applies exactly what the chart renders for given values to a real control plane and returns
+a kubeconfig for the chart's ServiceAccount, so least-privilege tests can act as the
+controller would in a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lifecycle_controller.devcluster import ControlPlane
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART_DIR = REPO_ROOT / "deploy" / "helm" / "lifecycle-controller"
+KUBECTL = REPO_ROOT / ".venv" / "bin" / "kubectl"
+
+RELEASE = "rel"
+RELEASE_NAMESPACE = "lc"
+FULLNAME = f"{RELEASE}-lifecycle-controller"
+
+RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+
+Doc = dict[str, Any]
+
+
+class HelmError(AssertionError):
+    """helm exited non-zero; ``str()`` carries its stderr."""
+
+
+@dataclass(frozen=True)
+class Helm:
+    """The pinned helm binary and the chart it works on."""
+
+    binary: Path
+    chart: Path = CHART_DIR
+
+    def run(
+        self,
+        *args: str,
+        values: Mapping[str, Any] | None = None,
+        kubeconfig: Path | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        with tempfile.TemporaryDirectory(prefix="chart-values-") as work:
+            command = [str(self.binary), *args]
+            if values is not None:
+                values_file = Path(work) / "values.yaml"
+                values_file.write_text(yaml.safe_dump(dict(values)))
+                command += ["-f", str(values_file)]
+            if kubeconfig is not None:
+                command += ["--kubeconfig", str(kubeconfig)]
+            result = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=120,
+                env={"HOME": work, "HELM_CACHE_HOME": work, "HELM_CONFIG_HOME": work},
+            )
+        if check and result.returncode != 0:
+            raise HelmError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def template_text(
+        self,
+        values: Mapping[str, Any] | None = None,
+        *,
+        release: str = RELEASE,
+        namespace: str = RELEASE_NAMESPACE,
+        show_only: str | None = None,
+    ) -> str:
+        args = ["template", release, str(self.chart), "--namespace", namespace]
+        if show_only is not None:
+            args += ["--show-only", show_only]
+        return self.run(*args, values=values or {}).stdout
+
+    def render(
+        self,
+        values: Mapping[str, Any] | None = None,
+        *,
+        release: str = RELEASE,
+        namespace: str = RELEASE_NAMESPACE,
+        show_only: str | None = None,
+    ) -> list[Doc]:
+        """The rendered documents (empty ones dropped)."""
+        text = self.template_text(values, release=release, namespace=namespace, show_only=show_only)
+        return [doc for doc in yaml.safe_load_all(text) if doc]
+
+    def render_failure(self, values: Mapping[str, Any]) -> str:
+        """helm's error output for values that must not render; fails if they do."""
+        result = self.run(
+            "template", RELEASE, str(self.chart), "--namespace", RELEASE_NAMESPACE,
+            values=values, check=False,
+        )  # fmt: skip
+        if result.returncode == 0:
+            raise AssertionError(f"rendering succeeded unexpectedly for {json.dumps(values)}")
+        return result.stderr
+
+    def notes(self, values: Mapping[str, Any] | None = None) -> str:
+        """NOTES.txt as helm renders it (``helm template --show-only templates/NOTES.txt``
+        does not work, so render through ``install --dry-run``)."""
+        result = self.run(
+            "install", RELEASE, str(self.chart), "--namespace", RELEASE_NAMESPACE,
+            "--dry-run=client", values=values or {},
+        )  # fmt: skip
+        _, _, notes = result.stdout.partition("NOTES:\n")
+        return notes
+
+
+def of_kind(docs: Iterable[Doc], kind: str) -> list[Doc]:
+    return [doc for doc in docs if doc.get("kind") == kind]
+
+
+def one(docs: Iterable[Doc], kind: str, name: str | None = None) -> Doc:
+    """The single document of ``kind`` (and ``name``); fails when absent or ambiguous."""
+    found = [d for d in of_kind(docs, kind) if name is None or d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def manager_container(docs: Iterable[Doc]) -> Doc:
+    deployment = one(docs, "Deployment")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "manager")
+
+
+def args_of(docs: Iterable[Doc]) -> list[str]:
+    return list(manager_container(docs)["args"])
+
+
+def rules(role: Doc) -> list[Doc]:
+    return list(role["rules"])
+
+
+def kubectl(
+    *args: str, kubeconfig: Path, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run the venv's kubectl against a kubeconfig."""
+    result = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def to_yaml_stream(docs: Sequence[Doc]) -> str:
+    return yaml.safe_dump_all(list(docs), sort_keys=False)
+
+
+def ensure_namespaces(plane: ControlPlane, names: Iterable[str]) -> None:
+    """Create the namespaces (idempotent)."""
+    for name in names:
+        plane.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            path=f"/api/v1/namespaces/{name}",
+        )
+
+
+def apply_chart_rbac(
+    plane: ControlPlane,
+    helm: Helm,
+    values: Mapping[str, Any] | None = None,
+    *,
+    release: str = RELEASE,
+    namespace: str = RELEASE_NAMESPACE,
+) -> Path:
+    """Apply the chart's ServiceAccount and RBAC for ``values``; return that identity's kubeconfig.
+
+    Every namespace the RBAC objects live in (the release namespace, the namespaced Roles'
+    namespaces, ``default``) is created first. Only RBAC objects and the ServiceAccount are
+    applied, so no Deployment or admission policy gets in the way. The returned kubeconfig
+    authenticates with a bound token of the chart's ServiceAccount.
+    """
+    docs = helm.render(values, release=release, namespace=namespace)
+    wanted = [d for d in docs if d["kind"] in RBAC_KINDS or d["kind"] == "ServiceAccount"]
+    namespaces = {namespace} | {
+        d["metadata"]["namespace"] for d in wanted if "namespace" in d["metadata"]
+    }
+    ensure_namespaces(plane, sorted(namespaces))
+    kubectl("apply", "-f", "-", kubeconfig=plane.admin_kubeconfig, stdin=to_yaml_stream(wanted))
+    deployment = one(docs, "Deployment")
+    service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    return plane.service_account_kubeconfig(namespace, service_account)
