@@ -487,7 +487,7 @@ def test_ref_044_deadline_crossing_retains_the_timer(action: str) -> None:
     [CONFIGMAP, NAMESPACE, kind("example.test", "Deployment", template=False)],
     ids=["configmap", "namespace", "custom-deployment"],
 )
-def test_as_21_deletion_works_for_any_kind(facts: ObjectFacts) -> None:
+def test_as_20_as_21_deletion_works_for_any_kind(facts: ObjectFacts) -> None:
     decision = run({keys.DELETE_AT: "2000-01-01T00:00:00Z"}, facts=facts)
     assert isinstance(decision, Delete)
     assert decision.uid == facts.uid

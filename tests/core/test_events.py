@@ -251,7 +251,7 @@ def test_the_pod_template_failure_texts_exist_for_callers_that_read_the_template
     assert ev.action_skip_failed("delete", "e").message == "Could not acknowledge skipped delete: e"
 
 
-def test_repeated_warnings_carry_a_dedupe_key_per_object_and_value() -> None:
+def test_as_06_as_13_repeated_warnings_carry_a_dedupe_key_per_object_and_value() -> None:
     # SPEC §2.9 (changes AS-6 and AS-13): the caller sends these once per UID and value.
     ignored = run({keys.DELETE_AT: LATER, keys.CRON_TIMEZONE: "Europe/Warsaw"}).events[0]
     assert ignored.dedupe_key == "uid-1:lifecycle.cezary.dev/cron-timezone=Europe/Warsaw"
