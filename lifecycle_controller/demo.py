@@ -1,30 +1,188 @@
-"""``lifecycle-controller demo``: a local control plane to try the controller on.
+"""``lifecycle-controller demo``: the controller at work on a local control plane.
 
 Starts etcd, kube-apiserver and kube-controller-manager on loopback (building them on first
-use), prints how to point kubectl at them, and keeps them up for ``--duration`` seconds or
-until interrupted.
+use), applies a few annotated sample objects, and runs the real controller on them, so a
+deletion and a restart visibly happen within a minute. It narrates what happens and keeps
+running for ``--duration`` seconds (default: until Ctrl-C), printing how to point kubectl at
+the cluster to experiment further.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import datetime
 import signal
-import threading
 from collections.abc import Callable
+from typing import Any
 
+from lifecycle_controller.app import Controller
+from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType
+from lifecycle_controller.logs import configure_logging
+
+NAMESPACE = "lifecycle-demo"
+PREFIX = "lifecycle.cezary.dev/"
+NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+
+Echo = Callable[[str], None]
 
 
-def run_demo(*, duration: float | None, echo: Callable[[str], None]) -> None:
-    """Run the local control plane until ``duration`` elapses or SIGINT/SIGTERM arrives."""
-    stop = threading.Event()
+def _rfc3339(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sample_objects(now: datetime.datetime) -> list[tuple[ResourceType, dict[str, Any]]]:
+    """The demo's objects: a short-lived ConfigMap and two Deployments to restart."""
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]},
+    }
+
+    def deployment(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {**labels, "demo": name}},
+                "template": {
+                    **template,
+                    "metadata": {"labels": {**labels, "demo": name}},
+                },
+            },
+        }
+
+    return [
+        (
+            CONFIGMAPS,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "preview-env-config",
+                    "annotations": {PREFIX + "delete-after": "20s"},
+                },
+                "data": {"purpose": "deleted by the controller 20 s after it is applied"},
+            },
+        ),
+        (
+            DEPLOYMENTS,
+            deployment(
+                "web",
+                {PREFIX + "restart-at": _rfc3339(now + datetime.timedelta(seconds=15))},
+            ),
+        ),
+        (
+            DEPLOYMENTS,
+            deployment(
+                "worker",
+                {
+                    PREFIX + "restart-cron": "* * * * *",
+                    PREFIX + "cron-timezone": "Europe/Warsaw",
+                },
+            ),
+        ),
+    ]
+
+
+async def _apply_samples(kube: KubeClient, echo: Echo) -> None:
+    await kube.create(
+        NAMESPACES,
+        None,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+    )
+    for resource, body in sample_objects(datetime.datetime.now(datetime.UTC)):
+        await kube.create(resource, NAMESPACE, body)
+        annotations = ", ".join(f"{k}={v}" for k, v in body["metadata"]["annotations"].items())
+        echo(f"applied {body['kind']} {NAMESPACE}/{body['metadata']['name']}  ({annotations})")
+
+
+async def _narrate(kube: KubeClient, echo: Echo) -> None:
+    """Print each Event the controller records in the demo namespace, as it appears."""
+    seen: set[str] = set()
+    while True:
+        listing = await kube.request("GET", EVENTS.collection_path(NAMESPACE))
+        for event in sorted(listing["items"], key=lambda e: e.get("eventTime") or ""):
+            uid = event["metadata"]["uid"]
+            if uid in seen or event.get("reportingController") != "lifecycle-controller":
+                continue
+            seen.add(uid)
+            regarding = event.get("regarding", {})
+            echo(
+                f"[{event.get('eventTime', '')[11:19]}] {regarding.get('kind')} "
+                f"{regarding.get('name')}: {event['reason']}: {event.get('note', '')}"
+            )
+        await asyncio.sleep(1)
+
+
+async def _summary(kube: KubeClient, echo: Echo) -> None:
+    try:
+        await kube.get(CONFIGMAPS, NAMESPACE, "preview-env-config")
+        echo("ConfigMap preview-env-config: still there")
+    except NotFound:
+        echo("ConfigMap preview-env-config: deleted")
+    replicasets = await kube.request("GET", REPLICASETS.collection_path(NAMESPACE))
+    for name in ("web", "worker"):
+        owned = [
+            rs
+            for rs in replicasets["items"]
+            if any(o.get("name") == name for o in rs["metadata"].get("ownerReferences", []))
+        ]
+        echo(f"Deployment {name}: {len(owned)} ReplicaSet(s) (each restart adds one)")
+
+
+async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> None:
+    settings = build_settings(
+        RawFlags(
+            kubeconfig=str(plane.admin_kubeconfig),
+            watch_resource=("configmaps", "deployments.apps"),
+            watch_namespace=(NAMESPACE,),
+            health_probe_bind_address="127.0.0.1:0",
+            log_format="console",
+            log_level="warning",
+        )
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        loop.add_signal_handler(signum, stop.set)
+    async with await KubeClient.connect(str(plane.admin_kubeconfig)) as kube:
+        controller = Controller(settings, kube)
+        running = asyncio.create_task(controller.run())
+        narrator = asyncio.create_task(_narrate(kube, echo))
+        try:
+            await _apply_samples(kube, echo)
+            echo("")
+            echo("The controller is running. Expect within a minute:")
+            echo("  - the ConfigMap deleted 20 s after it was applied,")
+            echo("  - Deployment web restarted at its restart-at time (15 s after start),")
+            echo("  - Deployment worker restarted at the start of every minute (cron).")
+            echo(f"Try it yourself: export KUBECONFIG={plane.admin_kubeconfig}")
+            echo(f"  kubectl -n {NAMESPACE} get deploy,rs,cm,events")
+            echo("Ctrl-C stops the demo." if duration is None else f"Stopping in {duration:g}s.")
+            echo("")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=duration)
+            if running.done():
+                running.result()
+            echo("")
+            await _summary(kube, echo)
+        finally:
+            for task in (narrator, running):
+                task.cancel()
+            await asyncio.gather(narrator, running, return_exceptions=True)
+
+
+def run_demo(*, duration: float | None, echo: Echo) -> None:
+    """Start the local control plane, the samples and the controller; narrate; clean up."""
+    configure_logging("console", "warning")
     with ControlPlane(log=echo) as plane:
-        echo("")
-        echo("A local Kubernetes control plane is running (no kubelet: Pods stay Pending).")
-        echo(f"  export KUBECONFIG={plane.admin_kubeconfig}")
-        echo("  kubectl get namespaces")
-        echo("")
-        echo("Press Ctrl-C to stop it." if duration is None else f"Stopping in {duration:g}s.")
-        stop.wait(timeout=duration)
+        asyncio.run(_run(plane, duration=duration, echo=echo))
     echo("control plane stopped")
