@@ -39,7 +39,6 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -56,6 +55,7 @@ from lifecycle_controller.kube import (
     TransportError,
 )
 from lifecycle_controller.kube.client import Pool
+from lifecycle_controller.kube.microtime import micro_time
 
 __all__ = [
     "DEFAULT_HEALTH_TOLERANCE",
@@ -101,17 +101,6 @@ class LeadershipLost(Exception):
 def default_identity() -> str:
     """A unique holder identity: ``<hostname>_<uuid4>``, as controller-runtime builds it."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def micro_time(now_ns: int) -> str:
-    """Format UTC epoch nanoseconds as a Kubernetes MicroTime: ``2026-01-01T00:00:00.000000Z``.
-
-    Always six fractional digits: the API server rejects MicroTime without them, which
-    ``isoformat()`` omits when the microsecond is 0.
-    """
-    seconds, nanos = divmod(now_ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{nanos // 1000:06d}Z"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

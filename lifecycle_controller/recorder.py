@@ -15,7 +15,6 @@ Writing an Event never fails a reconcile: errors are logged and dropped.
 
 from __future__ import annotations
 
-import datetime
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -24,6 +23,7 @@ import structlog
 
 from lifecycle_controller.clock import Clock
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
+from lifecycle_controller.kube.microtime import micro_time
 
 EventType = Literal["Normal", "Warning"]
 REPORTING_CONTROLLER = "lifecycle-controller"
@@ -78,12 +78,6 @@ class EventRecorder(Protocol):
         *,
         dedupe_key: str | None = None,
     ) -> None: ...
-
-
-def micro_time(now_ns: int) -> str:
-    """MicroTime as the API server parses it: UTC with exactly six fractional digits."""
-    moment = datetime.datetime.fromtimestamp(now_ns // 1000 / 1_000_000, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class _BoundedSet:

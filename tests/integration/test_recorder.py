@@ -10,7 +10,8 @@ import pytest
 from lifecycle_controller.clock import RealClock
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.recorder import KubeEventRecorder, ObjectRef, micro_time
+from lifecycle_controller.kube.microtime import micro_time
+from lifecycle_controller.recorder import KubeEventRecorder, ObjectRef
 from tests.integration.support import configmap
 
 
