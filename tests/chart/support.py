@@ -9,7 +9,10 @@ controller would in a cluster.
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
+import ssl
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO_ROOT / "deploy" / "helm" / "lifecycle-controller"
@@ -198,3 +201,70 @@ def apply_chart_rbac(
     deployment = one(docs, "Deployment")
     service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     return plane.service_account_kubeconfig(namespace, service_account)
+
+
+def can_i(kubeconfig: Path, verb: str, resource: str, *, namespace: str | None = None) -> bool:
+    """``kubectl auth can-i`` for the kubeconfig's identity (``resource`` may be ``kind/name``)."""
+    args = ["auth", "can-i", verb, resource]
+    args += ["--namespace", namespace] if namespace else ["--all-namespaces"]
+    result = kubectl(*args, kubeconfig=kubeconfig, check=False)
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), result.stderr
+    return answer == "yes"
+
+
+class Identity:
+    """Synchronous REST access to the API server with the credentials of one kubeconfig.
+
+    Many admission checks run one request each; going through kubectl would cost a process
+    per request.
+    """
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        server = cluster["server"].removeprefix("https://")
+        host, _, port = server.partition(":")
+        self.host, self.port = host, int(port)
+        self._workdir = tempfile.TemporaryDirectory(prefix="identity-")
+        work = Path(self._workdir.name)
+        ca = work / "ca.crt"
+        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        self._context = ssl.create_default_context(cafile=str(ca))
+        self._headers: dict[str, str] = {"Accept": "application/json"}
+        if "token" in user:
+            self._headers["Authorization"] = f"Bearer {user['token']}"
+        else:
+            cert, key = work / "client.crt", work / "client.key"
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            self._context.load_cert_chain(str(cert), str(key))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        content_type: str = "application/json",
+    ) -> ApiResponse:
+        connection = http.client.HTTPSConnection(
+            self.host, self.port, context=self._context, timeout=30
+        )
+        try:
+            headers = dict(self._headers)
+            payload = None
+            if body is not None:
+                payload = json.dumps(body).encode()
+                headers["Content-Type"] = content_type
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        finally:
+            connection.close()
+        decoded = json.loads(raw) if raw else {}
+        return ApiResponse(response.status, decoded if isinstance(decoded, dict) else {})
+
+    def close(self) -> None:
+        self._workdir.cleanup()
