@@ -114,7 +114,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     ),
     Flag("log-format", "auto", "json, console, or auto (console on a terminal, else JSON)."),
     Flag("log-level", "info", "debug, info, warning or error."),
-    Flag("run-for", "", "Stop cleanly after this long (e.g. 90s); for demos and CI.", hidden=True),
+    Flag("run-for", "", "Stop cleanly after this long (e.g. 90s); for demos and CI."),
 )
 
 
