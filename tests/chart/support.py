@@ -36,6 +36,53 @@ RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBindin
 
 Doc = dict[str, Any]
 
+# The values of a fully featured install (also used by the lint and cluster tests).
+FULL_VALUES: dict[str, Any] = {
+    "replicaCount": 2,
+    "image": {"repository": "registry.invalid/lifecycle-controller", "tag": "test"},
+    "podAnnotations": {"example.com/team": "platform"},
+    "podLabels": {"example.com/tier": "ops"},
+    "controllerManager": {
+        "dryRun": True,
+        "maxDeleteTTL": "30d",
+        "maxDeletesPerMinute": 30,
+        "maxRestartsPerMinute": 10,
+        "workers": 8,
+        "logLevel": "debug",
+        "actionTiming": {"restart": {"catchUp": "15m"}, "delete": {"catchUp": "never"}},
+        "scope": {"ignoreResources": ["secrets"], "ignoreNamespaces": ["kube-system"]},
+    },
+    "metrics": {
+        "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prometheus"}},
+    },
+    "priorityClassName": "lifecycle-test-priority",
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "{{ .Release.Name }}"}},
+        }
+    ],
+    "extraArgs": ["--rediscovery-interval=5m"],
+    "extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "networkPolicy": {"enabled": True},
+    "podDisruptionBudget": {"enabled": True},
+    "admissionPolicy": {"enabled": True},
+    "annotationGuard": {"enabled": True},
+}
+
+NAMESPACED_VALUES: dict[str, Any] = {
+    "controllerManager": {
+        "scope": {
+            "watchResources": ["configmaps", "secrets", "namespaces", "deployments.apps"],
+            "ignoreResources": ["secrets"],
+            "watchNamespaces": ["team-a", "team-b", "team-c"],
+            "ignoreNamespaces": ["team-c"],
+        }
+    }
+}
+
 
 class HelmError(AssertionError):
     """helm exited non-zero; ``str()`` carries its stderr."""

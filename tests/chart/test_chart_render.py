@@ -17,7 +17,9 @@ import yaml
 
 from lifecycle_controller.cli import RUN_FLAGS, run
 from tests.chart.support import (
+    FULL_VALUES,
     FULLNAME,
+    NAMESPACED_VALUES,
     RELEASE_NAMESPACE,
     Doc,
     Helm,
@@ -50,53 +52,6 @@ EVENT_RULES = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
-
-# The values of a fully featured install (also used by the lint and cluster tests).
-FULL_VALUES: dict[str, Any] = {
-    "replicaCount": 2,
-    "image": {"repository": "registry.invalid/lifecycle-controller", "tag": "test"},
-    "podAnnotations": {"example.com/team": "platform"},
-    "podLabels": {"example.com/tier": "ops"},
-    "controllerManager": {
-        "dryRun": True,
-        "maxDeleteTTL": "30d",
-        "maxDeletesPerMinute": 30,
-        "maxRestartsPerMinute": 10,
-        "workers": 8,
-        "logLevel": "debug",
-        "actionTiming": {"restart": {"catchUp": "15m"}, "delete": {"catchUp": "never"}},
-        "scope": {"ignoreResources": ["secrets"], "ignoreNamespaces": ["kube-system"]},
-    },
-    "metrics": {
-        "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prometheus"}},
-    },
-    "priorityClassName": "lifecycle-test-priority",
-    "topologySpreadConstraints": [
-        {
-            "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "ScheduleAnyway",
-            "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "{{ .Release.Name }}"}},
-        }
-    ],
-    "extraArgs": ["--rediscovery-interval=5m"],
-    "extraEnv": [{"name": "TZ", "value": "UTC"}],
-    "networkPolicy": {"enabled": True},
-    "podDisruptionBudget": {"enabled": True},
-    "admissionPolicy": {"enabled": True},
-    "annotationGuard": {"enabled": True},
-}
-
-NAMESPACED_VALUES: dict[str, Any] = {
-    "controllerManager": {
-        "scope": {
-            "watchResources": ["configmaps", "secrets", "namespaces", "deployments.apps"],
-            "ignoreResources": ["secrets"],
-            "watchNamespaces": ["team-a", "team-b", "team-c"],
-            "ignoreNamespaces": ["team-c"],
-        }
-    }
-}
 
 
 def scope(**lists: Any) -> dict[str, Any]:
