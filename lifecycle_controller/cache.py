@@ -43,10 +43,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from lifecycle_controller.core.keys import PREFIX
+from lifecycle_controller.core.decision import ObjectFacts
+from lifecycle_controller.core.keys import PREFIX, RESTARTABLE_GROUP, RESTARTABLE_KINDS
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.kube import ResourceType
 
-__all__ = ["CachedObject", "MetadataCache", "ObjectKey"]
+__all__ = ["CachedObject", "MetadataCache", "ObjectKey", "object_facts"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -199,3 +201,30 @@ class MetadataCache:
         """Forget a resource type entirely: its objects and its synced flags."""
         self._objects.pop(resource, None)
         self._synced.pop(resource, None)
+
+
+def object_facts(
+    resource: ResourceType, obj: CachedObject, *, restart_marker: str | None = None
+) -> ObjectFacts:
+    """What :func:`lifecycle_controller.core.decide` needs to know about a cached object.
+
+    Apps Deployments, StatefulSets and DaemonSets always have a Pod template (API validation
+    requires one), so the metadata-only cache can answer ``has_pod_template`` by kind.
+    """
+    try:
+        creation_ns: int | None = parse_rfc3339(obj.creation_timestamp)
+    except TimestampError:
+        creation_ns = None
+    return ObjectFacts(
+        group=resource.group,
+        version=resource.version,
+        kind=resource.kind,
+        namespace=obj.namespace,
+        name=obj.name,
+        uid=obj.uid,
+        resource_version=obj.resource_version,
+        creation_ns=creation_ns,
+        terminating=obj.deletion_timestamp is not None,
+        has_pod_template=resource.group == RESTARTABLE_GROUP and resource.kind in RESTARTABLE_KINDS,
+        restart_marker=restart_marker,
+    )

@@ -186,6 +186,101 @@ def run(**values: Any) -> None:
     sys.exit(run_controller(settings))
 
 
+_OUTPUT = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "yaml"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+
+
+@cli.command()
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    required=True,
+    type=click.File("r"),
+    help="Manifest file (YAML or JSON, several documents allowed); '-' reads stdin. Repeatable.",
+)
+@click.option("--now", default="", help="Evaluate at this RFC3339 time instead of the clock.")
+@click.option(
+    "--occurrences",
+    type=click.IntRange(min=1, max=100),
+    default=3,
+    show_default=True,
+    help="How many upcoming occurrences of a recurring schedule to list.",
+)
+@click.option("--dry-run", is_flag=True, help="Explain as a controller started with --dry-run.")
+@_OUTPUT
+def plan(files: tuple[Any, ...], now: str, occurrences: int, dry_run: bool, output: str) -> None:
+    """Explain offline what the controller would do with manifests, and when."""
+    from lifecycle_controller.app import local_zone
+    from lifecycle_controller.clock import RealClock
+    from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+    from lifecycle_controller.plan import ManifestError, load_manifests, plan_rows
+    from lifecycle_controller.report import render
+
+    try:
+        now_ns = parse_rfc3339(now) if now else RealClock().now_ns()
+    except TimestampError as error:
+        raise click.UsageError(f"--now: {error}") from error
+    try:
+        objects = load_manifests((handle.name, handle.read()) for handle in files)
+    except ManifestError as error:
+        raise click.UsageError(str(error)) from error
+    rows = plan_rows(
+        objects, now_ns=now_ns, dry_run=dry_run, local_zone=local_zone(), occurrences=occurrences
+    )
+    click.echo(render(rows, output))  # type: ignore[arg-type]
+
+
+@cli.command()
+@click.option("--kubeconfig", default="", envvar="LIFECYCLE_KUBECONFIG", help="kubeconfig file.")
+@click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@click.option("--watch-resource", multiple=True, help="Resource glob to include; repeatable.")
+@click.option("--ignore-resource", multiple=True, help="Resource glob to leave out; repeatable.")
+@_OUTPUT
+def status(
+    kubeconfig: str,
+    namespace: str | None,
+    watch_resource: tuple[str, ...],
+    ignore_resource: tuple[str, ...],
+    output: str,
+) -> None:
+    """List every object with lifecycle annotations in the cluster and its next action."""
+    import asyncio
+
+    from lifecycle_controller.app import local_zone
+    from lifecycle_controller.clock import RealClock
+    from lifecycle_controller.core import Settings
+    from lifecycle_controller.core.scope import ScopeConfig
+    from lifecycle_controller.kube import KubeClient, KubeError
+    from lifecycle_controller.report import render
+    from lifecycle_controller.status import StatusReport, collect_status
+
+    async def collect() -> StatusReport:
+        async with await KubeClient.connect(kubeconfig or None) as kube:
+            return await collect_status(
+                kube,
+                scope=ScopeConfig(watch_resources=watch_resource, ignore_resources=ignore_resource),
+                clock=RealClock(),
+                settings=Settings(local_zone=local_zone()),
+                namespace=namespace,
+            )
+
+    try:
+        report = asyncio.run(collect())
+    except KubeError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(render(report.rows, output))  # type: ignore[arg-type]
+    for problem in report.unreadable:
+        click.echo(f"warning: could not list {problem}", err=True)
+
+
 @cli.command()
 @click.option(
     "--duration",

@@ -73,6 +73,7 @@ __all__ = [
     "OnChange",
     "failures_text",
     "fetch_discovery",
+    "resource_type_of",
 ]
 
 _log = structlog.get_logger(__name__)
@@ -308,7 +309,8 @@ class DiscoveryAttempt:
     error: str | None = None
 
 
-def _resource_type(resource: WatchedResource) -> ResourceType:
+def resource_type_of(resource: WatchedResource) -> ResourceType:
+    """The API door's resource type for a planned (watched) resource."""
     return ResourceType(
         resource.group,
         resource.version,
@@ -497,7 +499,7 @@ class Discovery:
             await self._clock.sleep(self._retry_interval)
 
     def _accept_initial(self, plan: ResourcePlan) -> tuple[ResourceType, ...]:
-        ordered = tuple(_resource_type(resource) for resource in plan.watched)
+        ordered = tuple(resource_type_of(resource) for resource in plan.watched)
         self._watched = frozenset(ordered)
         self._not_ready = None
         if not ordered:
@@ -552,7 +554,7 @@ class Discovery:
                     "Resource coverage incomplete after rediscovery", error=result.plan.error
                 )
             self._not_ready = result.plan.error
-        current = frozenset(_resource_type(resource) for resource in new)
+        current = frozenset(resource_type_of(resource) for resource in new)
         added = current - self._watched
         removed = self._watched - current
         if not added and not removed:

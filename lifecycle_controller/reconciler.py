@@ -29,7 +29,7 @@ import structlog
 from lifecycle_controller.actions import delete_object, patch_object, rollout_blockers
 from lifecycle_controller.actions.restart import blocker_message
 from lifecycle_controller.budget import ActionBudget
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey, object_facts
 from lifecycle_controller.clock import Clock
 from lifecycle_controller.core import (
     Action,
@@ -48,7 +48,7 @@ from lifecycle_controller.core import (
     decide,
     keys,
 )
-from lifecycle_controller.core.timestamps import TimestampError, format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import Conflict, KubeClient, KubeError, NotFound
 from lifecycle_controller.recorder import EventRecorder, ObjectRef
 from lifecycle_controller.workers import Result
@@ -180,27 +180,7 @@ class Reconciler:
     # ------------------------------------------------------------------ reading
 
     def _facts(self, key: ObjectKey, obj: CachedObject) -> ObjectFacts:
-        resource = key.resource
-        try:
-            creation_ns: int | None = parse_rfc3339(obj.creation_timestamp)
-        except TimestampError:
-            creation_ns = None
-        restartable = resource.group == keys.RESTARTABLE_GROUP and (
-            resource.kind in keys.RESTARTABLE_KINDS
-        )
-        return ObjectFacts(
-            group=resource.group,
-            version=resource.version,
-            kind=resource.kind,
-            namespace=key.namespace,
-            name=key.name,
-            uid=obj.uid,
-            resource_version=obj.resource_version,
-            creation_ns=creation_ns,
-            terminating=obj.deletion_timestamp is not None,
-            has_pod_template=restartable,
-            restart_marker=self._markers.get(obj.uid),
-        )
+        return object_facts(key.resource, obj, restart_marker=self._markers.get(obj.uid))
 
     async def _reread(self, key: ObjectKey) -> CachedObject | None:
         """The object's current metadata straight from the API (after a conflict)."""

@@ -1,0 +1,172 @@
+"""What the controller would do with an object, and when: the engine of ``plan`` and ``status``.
+
+:func:`explain` runs :func:`decide` the way the controller would over the object's near
+future: bookkeeping writes that come first (a ``-after`` converted to ``-at``, a redundant
+``-after`` dropped, a recurring anchor initialized) are applied to a copy of the annotations
+and the object is decided again, until a real action, a wait, or a problem remains. For a
+recurring schedule it also lists the next occurrences, so the DST policy is visible.
+
+The ledger starts empty, i.e. as a controller that sees the object for the first time now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lifecycle_controller.core import keys
+from lifecycle_controller.core.catchup import Ledger
+from lifecycle_controller.core.cron import CronError, ZoneError, load_zone, parse_cron
+from lifecycle_controller.core.decide import decide
+from lifecycle_controller.core.decision import (
+    Decision,
+    Delete,
+    DryRun,
+    Idle,
+    Invalid,
+    ObjectFacts,
+    Operation,
+    Patch,
+    Settings,
+    Wait,
+)
+from lifecycle_controller.core.durations import DurationError, parse_restart_every
+from lifecycle_controller.core.events import EventType
+from lifecycle_controller.core.schedules import (
+    CronSchedule,
+    IntervalSchedule,
+    Schedule,
+    next_occurrences,
+)
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+
+__all__ = ["Explanation", "explain"]
+
+_BOOKKEEPING = (Operation.CONVERT, Operation.CLEANUP, Operation.INITIALIZE)
+_MAX_STEPS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The controller's view of one object at ``now``.
+
+    ``action``: ``delete``, ``restart`` or None. ``due_ns``: when it happens (None: nothing
+    scheduled). ``summary``: one line for humans. ``steps``: bookkeeping writes that come
+    first. ``problems``: Warning Event messages (``reason: message``). ``upcoming``: the
+    next occurrences of a recurring schedule (or the one-time due instant).
+    """
+
+    action: str | None
+    due_ns: int | None
+    summary: str
+    steps: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    upcoming: tuple[int, ...] = field(default=())
+    dry_run: bool = False
+
+
+def _apply_patch(annotations: dict[str, str], patch: Mapping[str, object]) -> None:
+    metadata = patch.get("metadata")
+    changes = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(changes, Mapping):
+        return
+    for key, value in changes.items():
+        if value is None:
+            annotations.pop(str(key), None)
+        else:
+            annotations[str(key)] = str(value)
+
+
+def _schedule(annotations: Mapping[str, str], settings: Settings) -> Schedule | None:
+    """The recurring schedule the controller would follow, if one is selected and valid."""
+    if annotations.get(keys.RESTART_AT):
+        return None
+    try:
+        if expression := annotations.get(keys.RESTART_CRON):
+            zone = load_zone(
+                annotations.get(keys.CRON_TIMEZONE, ""), local_zone=settings.local_zone
+            )
+            return CronSchedule(parse_cron(expression), zone)
+        if every := annotations.get(keys.RESTART_EVERY):
+            return IntervalSchedule(parse_restart_every(every))
+    except (CronError, ZoneError, DurationError):
+        return None
+    return None
+
+
+def _upcoming(
+    annotations: Mapping[str, str], settings: Settings, decision: Decision, count: int
+) -> tuple[int, ...]:
+    schedule = _schedule(annotations, settings) if decision.action is not None else None
+    if schedule is None or decision.action is None or decision.action.value != "restart":
+        return (decision.due_ns,) if isinstance(decision, Wait) and decision.due_ns else ()
+    try:
+        anchor = parse_rfc3339(annotations.get(keys.LAST_RESTART_TIMESTAMP, ""))
+    except TimestampError:
+        return ()
+    first = decision.due_ns if isinstance(decision, Wait) and decision.due_ns else None
+    if first is None:
+        return tuple(next_occurrences(schedule, anchor, count))
+    return (first, *next_occurrences(schedule, first, count - 1))
+
+
+def _summary(decision: Decision) -> str:
+    if isinstance(decision, Wait):
+        return decision.log or "waiting"
+    if isinstance(decision, Delete):
+        return "delete now"
+    if isinstance(decision, Patch):
+        if decision.operation is Operation.RESTART:
+            return "restart now"
+        if decision.operation is Operation.SKIP:
+            return decision.log or "skip the overdue occurrence (catch-up policy)"
+        return decision.log or decision.operation.value
+    if isinstance(decision, DryRun):
+        messages = [e.message for e in decision.events if e.type is EventType.NORMAL]
+        return "; ".join(messages) or decision.log or "dry-run"
+    if isinstance(decision, Invalid):
+        return "blocked: " + decision.reason
+    if isinstance(decision, Idle):
+        return decision.log or "nothing to do"
+    return decision.log  # pragma: no cover - every decision type is handled above
+
+
+def explain(
+    *,
+    annotations: Mapping[str, str],
+    facts: ObjectFacts,
+    now_ns: int,
+    settings: Settings,
+    occurrences: int = 3,
+) -> Explanation:
+    """Explain what the controller would do with the object from ``now_ns`` on."""
+    current = dict(annotations)
+    ledger = Ledger()
+    steps: list[str] = []
+    problems: list[str] = []
+    decision: Decision = Idle()
+    for _ in range(_MAX_STEPS):
+        decision = decide(
+            annotations=current, facts=facts, now_ns=now_ns, settings=settings, ledger=ledger
+        )
+        ledger.apply(facts.key, decision.ledger_ops)
+        for event in decision.events:
+            if event.type is EventType.WARNING:
+                problems.append(f"{event.reason}: {event.message}")
+        if not (isinstance(decision, Patch) and decision.operation in _BOOKKEEPING):
+            break
+        steps.append(decision.log or decision.operation.value)
+        _apply_patch(current, decision.body)
+        ledger.apply(facts.key, decision.on_success.ledger_ops)
+    due = decision.due_ns if isinstance(decision, Wait | Delete | Patch | DryRun) else None
+    return Explanation(
+        action=None
+        if decision.action is None or isinstance(decision, Invalid | Idle)
+        else decision.action.value,
+        due_ns=due,
+        summary=_summary(decision),
+        steps=tuple(steps),
+        problems=tuple(dict.fromkeys(problems)),
+        upcoming=_upcoming(current, settings, decision, occurrences),
+        dry_run=isinstance(decision, DryRun),
+    )

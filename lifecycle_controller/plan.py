@@ -1,0 +1,121 @@
+"""``lifecycle-controller plan``: what the controller would do with manifests, offline.
+
+Reads YAML or JSON manifests (several documents per file, ``kind: List`` too) from files or
+stdin and explains each object that carries lifecycle annotations, at ``--now`` or the
+current time, with the next occurrences of recurring schedules (so the DST policy is
+visible before anything is applied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import tzinfo
+from typing import Any
+
+import yaml
+
+from lifecycle_controller.core import ObjectFacts, Settings, keys
+from lifecycle_controller.core.plan import explain
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.report import Row, row_for
+
+
+class ManifestError(ValueError):
+    """A document that is not a Kubernetes object; the message names the source."""
+
+
+def _objects(document: Any, source: str) -> Iterator[Mapping[str, Any]]:
+    if document is None:
+        return
+    if not isinstance(document, Mapping) or "kind" not in document:
+        raise ManifestError(f"{source}: not a Kubernetes object (no kind)")
+    if str(document["kind"]).endswith("List") and isinstance(document.get("items"), list):
+        for item in document["items"]:
+            yield from _objects(item, source)
+        return
+    yield document
+
+
+def load_manifests(texts: Iterable[tuple[str, str]]) -> list[Mapping[str, Any]]:
+    """Every object in ``(source name, text)`` pairs, in order."""
+    objects: list[Mapping[str, Any]] = []
+    for source, text in texts:
+        try:
+            documents = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as error:
+            raise ManifestError(f"{source}: {error}") from error
+        for document in documents:
+            objects.extend(_objects(document, source))
+    return objects
+
+
+def facts_for(obj: Mapping[str, Any]) -> ObjectFacts:
+    """Object facts from a manifest (a missing UID or creation time means "new")."""
+    api_version = str(obj.get("apiVersion", "v1"))
+    group, _, version = api_version.rpartition("/")
+    kind = str(obj.get("kind", ""))
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    try:
+        creation_ns: int | None = parse_rfc3339(str(metadata.get("creationTimestamp", "")))
+    except TimestampError:
+        creation_ns = None
+    name = str(metadata.get("name", ""))
+    namespace = metadata.get("namespace") or None
+    return ObjectFacts(
+        group=group,
+        version=version,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        uid=str(metadata.get("uid") or f"plan:{namespace or ''}/{name}"),
+        resource_version=str(metadata.get("resourceVersion", "")),
+        creation_ns=creation_ns,
+        terminating=bool(metadata.get("deletionTimestamp")),
+        has_pod_template=isinstance(spec, Mapping) and isinstance(spec.get("template"), Mapping),
+    )
+
+
+def lifecycle_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    metadata = obj.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    return {str(k): str(v) for k, v in annotations.items() if str(k).startswith(keys.PREFIX)}
+
+
+def plan_rows(
+    objects: Iterable[Mapping[str, Any]],
+    *,
+    now_ns: int,
+    dry_run: bool = False,
+    local_zone: tzinfo | None = None,
+    occurrences: int = 3,
+) -> list[Row]:
+    """One row per object that carries at least one lifecycle annotation."""
+    settings = (
+        Settings(dry_run=dry_run)
+        if local_zone is None
+        else Settings(dry_run=dry_run, local_zone=local_zone)
+    )
+    rows = []
+    for obj in objects:
+        annotations = lifecycle_annotations(obj)
+        if not annotations:
+            continue
+        facts = facts_for(obj)
+        explanation = explain(
+            annotations=annotations,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            occurrences=occurrences,
+        )
+        rows.append(
+            row_for(
+                api_version=str(obj.get("apiVersion", "")),
+                kind=facts.kind,
+                namespace=facts.namespace,
+                name=facts.name,
+                explanation=explanation,
+            )
+        )
+    return rows

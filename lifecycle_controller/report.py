@@ -1,0 +1,82 @@
+"""Rows and output formats shared by ``plan`` (offline) and ``status`` (live cluster)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import yaml
+
+from lifecycle_controller.core.plan import Explanation
+from lifecycle_controller.core.timestamps import format_rfc3339_nano
+
+OutputFormat = Literal["table", "json", "yaml"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One object and what the controller would do with it."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    action: str
+    next: str
+    summary: str
+    steps: list[str]
+    problems: list[str]
+    upcoming: list[str]
+    dry_run: bool
+
+
+def row_for(
+    *, api_version: str, kind: str, namespace: str | None, name: str, explanation: Explanation
+) -> Row:
+    return Row(
+        api_version=api_version,
+        kind=kind,
+        namespace=namespace or "",
+        name=name,
+        action=explanation.action or "",
+        next=format_rfc3339_nano(explanation.due_ns) if explanation.due_ns is not None else "",
+        summary=explanation.summary,
+        steps=list(explanation.steps),
+        problems=list(explanation.problems),
+        upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
+        dry_run=explanation.dry_run,
+    )
+
+
+def _table(rows: Sequence[Row]) -> str:
+    header = ("KIND", "NAMESPACE", "NAME", "ACTION", "NEXT (UTC)", "DETAIL")
+    lines: list[tuple[str, ...]] = [header]
+    for row in rows:
+        detail = row.summary
+        if row.problems:
+            detail = "; ".join(row.problems)
+        if row.dry_run:
+            detail = f"[dry-run] {detail}"
+        lines.append(
+            (row.kind, row.namespace or "-", row.name, row.action or "-", row.next or "-", detail)
+        )
+        for instant in row.upcoming[1:]:
+            lines.append(("", "", "", "", instant, "(following occurrence)"))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    out = []
+    for line in lines:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        out.append("  ".join([*cells, line[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def render(rows: Sequence[Row], output: OutputFormat) -> str:
+    """The rows as a table (for people) or as JSON/YAML lists (for tools)."""
+    if output == "table":
+        return _table(rows) if rows else "No objects with lifecycle annotations."
+    data = [asdict(row) for row in rows]
+    if output == "json":
+        return json.dumps(data, indent=2)
+    return yaml.safe_dump(data, sort_keys=False).rstrip()

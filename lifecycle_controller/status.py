@@ -1,0 +1,91 @@
+"""``lifecycle-controller status``: every annotated object in a live cluster, and its next action.
+
+Runs discovery with the same scope flags as ``run``, lists metadata only (never specs or
+Secret data) of every selected resource type, and explains each object that carries a
+lifecycle annotation exactly as the controller would decide it now, problems included.
+Resource types the caller may not list are reported, not fatal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lifecycle_controller.cache import CachedObject, object_facts
+from lifecycle_controller.clock import Clock
+from lifecycle_controller.core import Settings
+from lifecycle_controller.core.plan import explain
+from lifecycle_controller.core.scope import ScopeConfig, plan_resources
+from lifecycle_controller.discovery import fetch_discovery, resource_type_of
+from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
+from lifecycle_controller.report import Row, row_for
+
+
+@dataclass
+class StatusReport:
+    rows: list[Row] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+async def _annotated(
+    kube: KubeClient, resource: ResourceType, namespace: str | None
+) -> list[CachedObject]:
+    found: list[CachedObject] = []
+    token: str | None = None
+    while True:
+        page = await kube.list_metadata(resource, namespace=namespace, continue_token=token)
+        for item in page.get("items") or []:
+            obj = CachedObject.from_metadata(item.get("metadata") or {})
+            if obj.annotated:
+                found.append(obj)
+        token = (page.get("metadata") or {}).get("continue") or None
+        if not token:
+            return found
+
+
+async def collect_status(
+    kube: KubeClient,
+    *,
+    scope: ScopeConfig,
+    clock: Clock,
+    settings: Settings,
+    namespace: str | None = None,
+) -> StatusReport:
+    """Explain every annotated object of the selected types (optionally in one namespace)."""
+    snapshot = await fetch_discovery(kube)
+    plan = plan_resources(snapshot.resources, scope)
+    report = StatusReport()
+    now_ns = clock.now_ns()
+    for watched in plan.watched:
+        resource = resource_type_of(watched)
+        if namespace is not None and not resource.namespaced:
+            continue
+        try:
+            objects = await _annotated(kube, resource, namespace if resource.namespaced else None)
+        except KubeError as error:
+            report.unreadable.append(f"{resource.key}: {error}")
+            continue
+        for obj in objects:
+            if not scope.allows(
+                group=resource.group,
+                kind=resource.kind,
+                namespace=obj.namespace or "",
+                name=obj.name,
+            ):
+                continue
+            explanation = explain(
+                annotations=obj.annotations,
+                facts=object_facts(resource, obj),
+                now_ns=now_ns,
+                settings=settings,
+            )
+            report.rows.append(
+                row_for(
+                    api_version=resource.api_version,
+                    kind=resource.kind,
+                    namespace=obj.namespace,
+                    name=obj.name,
+                    explanation=explanation,
+                )
+            )
+    report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
+    return report

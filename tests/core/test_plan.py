@@ -1,0 +1,115 @@
+"""explain(): what `plan` and `status` print, derived from decide() alone."""
+
+from __future__ import annotations
+
+from lifecycle_controller.core import ObjectFacts, Settings, keys
+from lifecycle_controller.core.plan import explain
+from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
+
+NOW = parse_rfc3339("2027-03-27T12:00:00Z")
+
+
+def facts(kind: str = "ConfigMap", group: str = "") -> ObjectFacts:
+    return ObjectFacts(
+        group=group,
+        version="v1",
+        kind=kind,
+        namespace="ns",
+        name="obj",
+        uid="uid-1",
+        resource_version="1",
+        has_pod_template=group == "apps",
+    )
+
+
+def times(instants: tuple[int, ...]) -> list[str]:
+    return [format_rfc3339_nano(i) for i in instants]
+
+
+def test_delete_after_is_converted_then_scheduled() -> None:
+    result = explain(
+        annotations={keys.DELETE_AFTER: "2h"}, facts=facts(), now_ns=NOW, settings=Settings()
+    )
+    assert result.action == "delete"
+    assert result.due_ns == parse_rfc3339("2027-03-27T14:00:00Z")
+    assert len(result.steps) == 1
+    assert "delete-at=2027-03-27T14:00:00Z" in result.steps[0]
+    assert times(result.upcoming) == ["2027-03-27T14:00:00Z"]
+    assert result.problems == ()
+
+
+def test_past_delete_at_is_due_now() -> None:
+    result = explain(
+        annotations={keys.DELETE_AT: "2020-01-01T00:00:00Z"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=Settings(),
+    )
+    assert (result.action, result.summary) == ("delete", "delete now")
+
+
+def test_cron_in_warsaw_shows_the_spring_forward_policy() -> None:
+    # 02:30 does not exist in Warsaw on 2027-03-28: our policy runs it at 03:00 CEST (01:00Z).
+    result = explain(
+        annotations={keys.RESTART_CRON: "30 2 * * *", keys.CRON_TIMEZONE: "Europe/Warsaw"},
+        facts=facts("Deployment", "apps"),
+        now_ns=NOW,
+        settings=Settings(),
+        occurrences=3,
+    )
+    assert result.action == "restart"
+    assert times(result.upcoming) == [
+        "2027-03-28T01:00:00Z",
+        "2027-03-29T00:30:00Z",
+        "2027-03-30T00:30:00Z",
+    ]
+    assert "last-restart-timestamp" in result.steps[0]
+
+
+def test_interval_lists_following_occurrences_from_the_anchor() -> None:
+    result = explain(
+        annotations={
+            keys.RESTART_EVERY: "6h",
+            keys.LAST_RESTART_TIMESTAMP: "2027-03-27T10:00:00Z",
+        },
+        facts=facts("Deployment", "apps"),
+        now_ns=NOW,
+        settings=Settings(),
+    )
+    assert times(result.upcoming) == [
+        "2027-03-27T16:00:00Z",
+        "2027-03-27T22:00:00Z",
+        "2027-03-28T04:00:00Z",
+    ]
+    assert result.steps == ()
+
+
+def test_problems_are_reported_and_nothing_scheduled() -> None:
+    result = explain(
+        annotations={keys.DELETE_AFTER: "2x"}, facts=facts(), now_ns=NOW, settings=Settings()
+    )
+    assert result.action is None
+    assert result.due_ns is None
+    assert result.problems == (
+        "InvalidAnnotation: Invalid format for delete-after annotation: "
+        'invalid duration format: "2x"',
+    )
+
+
+def test_dry_run_is_flagged() -> None:
+    result = explain(
+        annotations={keys.DELETE_AT: "2020-01-01T00:00:00Z"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=Settings(dry_run=True),
+    )
+    assert result.dry_run
+    assert result.summary == "Dry-run: Resource would be deleted now."
+
+
+def test_restart_on_unsupported_kind_is_a_problem() -> None:
+    result = explain(
+        annotations={keys.RESTART_AFTER: "1h"}, facts=facts(), now_ns=NOW, settings=Settings()
+    )
+    assert result.action is None
+    assert result.problems[0].startswith("UnsupportedRestartKind: ")

@@ -1,0 +1,78 @@
+"""`lifecycle-controller plan`: manifests in, explanations out (table, JSON, YAML)."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from click.testing import CliRunner
+
+from lifecycle_controller.cli import cli
+
+MANIFESTS = """
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: preview
+    namespace: team-a
+    annotations:
+      lifecycle.cezary.dev/delete-after: 90m
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: untouched}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  annotations:
+    lifecycle.cezary.dev/restart-cron: "0 3 * * 0"
+spec:
+  template: {}
+"""
+
+
+def run(*args: str, stdin: str = MANIFESTS) -> str:
+    result = CliRunner().invoke(cli, ["plan", *args], input=stdin)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_json_output_lists_annotated_objects_only() -> None:
+    rows = json.loads(run("-f", "-", "--now", "2026-11-30T12:00:00Z", "-o", "json"))
+    assert [(r["kind"], r["name"], r["action"], r["next"]) for r in rows] == [
+        ("ConfigMap", "preview", "delete", "2026-11-30T13:30:00Z"),
+        ("Deployment", "api", "restart", "2026-12-06T03:00:00Z"),
+    ]
+    assert rows[1]["upcoming"] == [
+        "2026-12-06T03:00:00Z",
+        "2026-12-13T03:00:00Z",
+        "2026-12-20T03:00:00Z",
+    ]
+
+
+def test_yaml_output_and_occurrence_count() -> None:
+    rows = yaml.safe_load(
+        run("-f", "-", "--now", "2026-11-30T12:00:00Z", "-o", "yaml", "--occurrences", "2")
+    )
+    assert rows[1]["upcoming"] == ["2026-12-06T03:00:00Z", "2026-12-13T03:00:00Z"]
+
+
+def test_table_output() -> None:
+    table = run("-f", "-", "--now", "2026-11-30T12:00:00Z")
+    lines = table.splitlines()
+    assert lines[0].split() == ["KIND", "NAMESPACE", "NAME", "ACTION", "NEXT", "(UTC)", "DETAIL"]
+    assert "preview" in lines[1]
+    assert "2026-11-30T13:30:00Z" in lines[1]
+
+
+def test_bad_now_and_bad_manifest_are_usage_errors() -> None:
+    result = CliRunner().invoke(cli, ["plan", "-f", "-", "--now", "tomorrow"], input=MANIFESTS)
+    assert result.exit_code != 0
+    assert "--now" in result.output
+    result = CliRunner().invoke(cli, ["plan", "-f", "-"], input="just a string")
+    assert result.exit_code != 0
+    assert "not a Kubernetes object" in result.output
