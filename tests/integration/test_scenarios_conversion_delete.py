@@ -1,0 +1,950 @@
+"""Acceptance scenarios AS-10 … AS-21 (REFERENCE §11.3) against the real controller and API server.
+
+Relative timers are converted into absolute deadlines, and due deadlines delete the object:
+ConfigMaps, Deployments, a Namespace with contents, and a custom resource. Also the SPEC §2
+changes in this area: quiet conflicts (§2.3), terminating objects (§2.4), ``--max-delete-ttl``
+and the deletion budget (§2.12).
+
+Conflicts and a vanished object are produced on the real server at a chosen moment: a small
+wrapper around the controller's own ``KubeClient.delete`` first edits (or deletes) the object
+through the API and then lets the guarded DELETE go out, so the 409 or 404 the controller sees
+is a real answer of the API server, not a mock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import (
+    CRDS,
+    EVENTS,
+    NAMESPACES,
+    Conflict,
+    KubeClient,
+    NotFound,
+    ResourceType,
+)
+from tests.integration.controller import RunningController, StartController
+from tests.integration.support import configmap, deployment, eventually
+
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+
+P = "lifecycle.cezary.dev/"
+DELETE_AFTER = P + "delete-after"
+DELETE_AT = P + "delete-at"
+RESTART_AFTER = P + "restart-after"
+RESTART_AT = P + "restart-at"
+REFERENCE_POINT = P + "reference-point"
+CRON_TIMEZONE = P + "cron-timezone"
+MANAGED_BY = P + "managed-by"
+RESTARTED_AT = P + "restartedAt"
+CONTROLLER = "lifecycle-controller"
+PAST = "2020-01-01T00:00:00Z"
+SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+HOUR = 3600
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def epoch(value: str) -> int:
+    """A written ``*-at`` value (whole-second UTC with ``Z``, strictly) as Unix seconds."""
+    assert SECONDS.fullmatch(value), f"not a whole-second UTC RFC3339 value: {value!r}"
+    return calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def stamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+async def read(
+    kube: KubeClient, resource: ResourceType, namespace: str | None, name: str
+) -> dict[str, Any] | None:
+    try:
+        return await kube.get(resource, namespace, name)
+    except NotFound:
+        return None
+
+
+def annotations_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    assert obj is not None, "the object is gone"
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+async def wait_for(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    name: str,
+    condition: Callable[[dict[str, Any]], bool],
+    *,
+    within: float = 10,
+    what: str,
+) -> dict[str, Any]:
+    """Poll the object until ``condition`` holds on it; return it."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    async def holds() -> bool:
+        obj = await read(kube, resource, namespace, name)
+        if obj is not None and condition(obj):
+            seen["obj"] = obj
+            return True
+        return False
+
+    await eventually(holds, within=within, what=what)
+    return seen["obj"]
+
+
+async def wait_gone(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    name: str,
+    *,
+    within: float = 10,
+) -> None:
+    async def gone() -> bool:
+        return await read(kube, resource, namespace, name) is None
+
+    await eventually(gone, within=within, what=f"{name} to be deleted")
+
+
+async def raw_events(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    """This controller's Events about ``name`` (not kube-controller-manager's), oldest first."""
+    listing = await kube.request(
+        "GET",
+        EVENTS.collection_path(namespace),
+        query=[("fieldSelector", f"regarding.name={name}")],
+    )
+    ours = [e for e in listing["items"] if e.get("reportingController") == CONTROLLER]
+    return sorted(ours, key=lambda e: str(e.get("eventTime") or ""))
+
+
+async def events_of(kube: KubeClient, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    """(type, reason, note) of this controller's Events about ``name``, oldest first."""
+    return [
+        (e["type"], e["reason"], e.get("note", "")) for e in await raw_events(kube, namespace, name)
+    ]
+
+
+async def wait_event(
+    kube: KubeClient, namespace: str, name: str, reason: str, *, within: float = 10
+) -> list[tuple[str, str, str]]:
+    """Poll the Events about ``name`` until one has ``reason``; return them all."""
+    seen: list[tuple[str, str, str]] = []
+
+    async def present() -> bool:
+        seen[:] = await events_of(kube, namespace, name)
+        return any(event[1] == reason for event in seen)
+
+    await eventually(present, within=within, what=f"a {reason} Event about {name}")
+    return seen
+
+
+def next_action(running: RunningController, action: str, kind: str, namespace: str) -> float | None:
+    """``lifecycle_next_action_timestamp`` of the controller under test (None: no series)."""
+    return running.controller.metrics.registry.get_sample_value(
+        "lifecycle_next_action_timestamp",
+        {"action": action, "kind": kind, "namespace": namespace},
+    )
+
+
+async def start_for(
+    start_controller: StartController, namespace: str, *resources: str, **flags: Any
+) -> RunningController:
+    return await start_controller(
+        watch_resource=list(resources or ("configmaps",)), watch_namespace=[namespace], **flags
+    )
+
+
+class DeleteInterference:
+    """Wraps ``KubeClient.delete``: run ``before`` ahead of the next ``times`` DELETEs.
+
+    ``before`` talks to the real API server (edits or deletes the object), so the guarded
+    DELETE that follows meets a real 409 or 404. Conflicts seen are counted.
+    """
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        before: Callable[[str | None, str], Awaitable[None]],
+        *,
+        times: int,
+    ) -> None:
+        self._delete = kube.delete
+        self._before = before
+        self.remaining = times
+        self.calls = 0
+        self.conflicts = 0
+
+    async def delete(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        self.calls += 1
+        if self.remaining > 0:
+            self.remaining -= 1
+            await self._before(namespace, name)
+        try:
+            return await self._delete(
+                resource, namespace, name, uid=uid, resource_version=resource_version
+            )
+        except Conflict:
+            self.conflicts += 1
+            raise
+
+
+def interfere(
+    monkeypatch: pytest.MonkeyPatch,
+    running: RunningController,
+    before: Callable[[str | None, str], Awaitable[None]],
+    *,
+    times: int,
+) -> DeleteInterference:
+    wrapper = DeleteInterference(running.kube, before, times=times)
+    monkeypatch.setattr(running.kube, "delete", wrapper.delete)
+    return wrapper
+
+
+def configmap_edit(
+    kube: KubeClient, patch: Callable[[int], dict[str, Any]]
+) -> Callable[[str | None, str], Awaitable[None]]:
+    """An edit of a ConfigMap through the API; ``patch(n)`` builds the n-th merge patch."""
+    count = 0
+
+    async def edit(namespace: str | None, name: str) -> None:
+        nonlocal count
+        count += 1
+        await kube.merge_patch(CONFIGMAPS, namespace, name, patch(count))
+
+    return edit
+
+
+def label_bump(n: int) -> dict[str, Any]:
+    return {"metadata": {"labels": {"busy": str(n)}}}
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+async def test_as_10_delete_after_converts(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    before = int(time.time())
+    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h"}))
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AT in annotations_of(o),
+        what="delete-at",
+    )
+    after = int(time.time())
+    annotations = annotations_of(obj)
+    assert before + HOUR <= epoch(annotations[DELETE_AT]) <= after + HOUR
+    assert DELETE_AFTER not in annotations
+    assert annotations[MANAGED_BY] == CONTROLLER
+
+    # The immediate requeue reconciles the new deadline: the controller now waits for it.
+    async def waits_for_deadline() -> bool:
+        due = next_action(running, "delete", "ConfigMap", namespace)
+        return due == epoch(annotations[DELETE_AT])
+
+    await eventually(waits_for_deadline, within=5, what="the requeue on the new delete-at")
+    assert await events_of(kube, namespace, "cm") == []
+
+
+async def test_as_11_reapplied_delete_after_overwrites_the_deadline(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h"}))
+    first = annotations_of(
+        await wait_for(
+            kube,
+            CONFIGMAPS,
+            namespace,
+            "cm",
+            lambda o: DELETE_AT in annotations_of(o),
+            what="the first delete-at",
+        )
+    )[DELETE_AT]
+    # Re-apply at T2 in a later second than the first conversion, so the deadline moves.
+    await asyncio.sleep(max(0.0, epoch(first) - HOUR + 1 - time.time()) + 0.05)
+    t2 = int(time.time())
+    await kube.merge_patch(
+        CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "1h"}}}
+    )
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AFTER not in annotations_of(o) and annotations_of(o)[DELETE_AT] != first,
+        what="the recomputed delete-at",
+    )
+    second = annotations_of(obj)[DELETE_AT]
+    assert t2 + HOUR <= epoch(second) <= int(time.time()) + HOUR
+    assert epoch(second) > epoch(first)
+
+
+async def test_as_12_creation_timestamp_reference_point(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    created = await kube.create(
+        CONFIGMAPS,
+        namespace,
+        configmap("cm", **{DELETE_AFTER: "1h", REFERENCE_POINT: "creationTimestamp"}),
+    )
+    expected = stamp(epoch(created["metadata"]["creationTimestamp"]) + HOUR)
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AT in annotations_of(o),
+        what="delete-at",
+    )
+    assert annotations_of(obj)[DELETE_AT] == expected
+    assert DELETE_AFTER not in annotations_of(obj)
+
+    # With a delete-at in place, a re-added delete-after (any value) is dropped, deadline kept.
+    await kube.merge_patch(
+        CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "5m"}}}
+    )
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AFTER not in annotations_of(o),
+        what="the redundant delete-after to be removed",
+    )
+    annotations = annotations_of(obj)
+    assert annotations[DELETE_AT] == expected
+    assert annotations[MANAGED_BY] == CONTROLLER
+    assert await events_of(kube, namespace, "cm") == []
+
+
+async def test_as_13_bogus_reference_point_falls_back_once(
+    start_controller: StartController, namespace: str
+) -> None:
+    # SPEC §2.9 changes AS-13: the fallback warning is sent once per object and value, not on
+    # every conversion.
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    before = int(time.time())
+    await kube.create(
+        CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h", REFERENCE_POINT: "bogus"})
+    )
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AT in annotations_of(o),
+        what="delete-at",
+    )
+    first = annotations_of(obj)[DELETE_AT]
+    assert before + HOUR <= epoch(first) <= int(time.time()) + HOUR
+    warning = (
+        "Warning",
+        "InvalidAnnotationValue",
+        "Invalid value for lifecycle.cezary.dev/reference-point: 'bogus', "
+        "falling back to 'applyTimestamp'",
+    )
+    assert await events_of(kube, namespace, "cm") == [warning]
+
+    # A second conversion with the same bogus value converts again without a second warning.
+    await kube.merge_patch(
+        CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "2h"}}}
+    )
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AFTER not in annotations_of(o),
+        what="the second conversion",
+    )
+    assert epoch(annotations_of(obj)[DELETE_AT]) >= before + 2 * HOUR
+    # Another value is another warning.
+    await kube.merge_patch(
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        {"metadata": {"annotations": {DELETE_AFTER: "3h", REFERENCE_POINT: "Bogus"}}},
+    )
+    events = await wait_event(kube, namespace, "cm", "InvalidAnnotationValue")
+
+    async def two_warnings() -> bool:
+        events[:] = await events_of(kube, namespace, "cm")
+        return len(events) == 2
+
+    await eventually(two_warnings, within=10, what="the warning about the new value")
+    assert events[0] == warning
+    assert events[1] == (warning[0], warning[1], warning[2].replace("'bogus'", "'Bogus'"))
+    series = [e.get("series") for e in await raw_events(kube, namespace, "cm")]
+    assert series == [None, None]
+
+
+async def test_as_14_restart_after_converts_like_delete_after(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace, "configmaps", "deployments.apps")
+    kube = running.kube
+    before = int(time.time())
+    await kube.create(DEPLOYMENTS, namespace, deployment("apply", {RESTART_AFTER: "1h"}))
+    created = await kube.create(
+        DEPLOYMENTS,
+        namespace,
+        deployment("created", {RESTART_AFTER: "1h", REFERENCE_POINT: "creationTimestamp"}),
+    )
+    await kube.create(
+        DEPLOYMENTS, namespace, deployment("bogus", {RESTART_AFTER: "1h", REFERENCE_POINT: "x"})
+    )
+    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{RESTART_AFTER: "1h"}))
+
+    def converted(obj: dict[str, Any]) -> bool:
+        return RESTART_AT in annotations_of(obj)
+
+    results = {
+        name: await wait_for(
+            kube, DEPLOYMENTS, namespace, name, converted, what=f"{name} restart-at"
+        )
+        for name in ("apply", "created", "bogus")
+    }
+    after = int(time.time())
+    for name, obj in results.items():
+        annotations = annotations_of(obj)
+        assert RESTART_AFTER not in annotations, name
+        assert annotations[MANAGED_BY] == CONTROLLER, name
+        template = obj["spec"]["template"]["metadata"].get("annotations") or {}
+        assert RESTARTED_AT not in template, name
+        assert MANAGED_BY not in template, name
+        if name != "created":
+            assert before + HOUR <= epoch(annotations[RESTART_AT]) <= after + HOUR, name
+    creation = epoch(created["metadata"]["creationTimestamp"])
+    assert annotations_of(results["created"])[RESTART_AT] == stamp(creation + HOUR)
+    assert await events_of(kube, namespace, "bogus") == [
+        (
+            "Warning",
+            "InvalidAnnotationValue",
+            "Invalid value for lifecycle.cezary.dev/reference-point: 'x', "
+            "falling back to 'applyTimestamp'",
+        )
+    ]
+
+    # creationTimestamp with an existing restart-at: a re-added restart-after is dropped.
+    kept = annotations_of(results["created"])[RESTART_AT]
+    await kube.merge_patch(
+        DEPLOYMENTS, namespace, "created", {"metadata": {"annotations": {RESTART_AFTER: "5m"}}}
+    )
+    obj = await wait_for(
+        kube,
+        DEPLOYMENTS,
+        namespace,
+        "created",
+        lambda o: RESTART_AFTER not in annotations_of(o),
+        what="the redundant restart-after to be removed",
+    )
+    assert annotations_of(obj)[RESTART_AT] == kept
+
+    # Only supported kinds: a ConfigMap's restart-after stays unconverted.
+    events = await wait_event(kube, namespace, "cm", "UnsupportedRestartKind")
+    assert events == [
+        (
+            "Warning",
+            "UnsupportedRestartKind",
+            "Restart requires an apps Deployment, StatefulSet, or DaemonSet; no action taken",
+        )
+    ]
+    assert annotations_of(await read(kube, CONFIGMAPS, namespace, "cm")) == {RESTART_AFTER: "1h"}
+
+
+async def test_as_15_unrelated_updates_leave_delete_at_alone(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "3s"}))
+    obj = await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "cm",
+        lambda o: DELETE_AT in annotations_of(o),
+        what="delete-at",
+    )
+    deadline = annotations_of(obj)[DELETE_AT]
+    for patch in (
+        {"metadata": {"labels": {"team": "a"}}},
+        {"data": {"k": "changed"}},
+        {"metadata": {"annotations": {"example.com/other": "x"}}},
+        {"metadata": {"annotations": {MANAGED_BY: "someone-else"}}},
+    ):
+        obj = await kube.merge_patch(CONFIGMAPS, namespace, "cm", patch)
+        assert annotations_of(obj)[DELETE_AT] == deadline
+    await wait_gone(kube, CONFIGMAPS, namespace, "cm")
+    assert time.time() >= epoch(deadline)
+    assert await events_of(kube, namespace, "cm") == [
+        ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {deadline}")
+    ]
+
+
+# --------------------------------------------------------------------------- deletion
+
+
+async def test_as_16_due_delete_at_deletes(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    now = stamp(time.time())  # "≤ now" is inclusive: this second is already due
+    await kube.create(CONFIGMAPS, namespace, configmap("past", **{DELETE_AT: PAST}))
+    await kube.create(CONFIGMAPS, namespace, configmap("now", **{DELETE_AT: now}))
+    for name, value in (("past", PAST), ("now", now)):
+        await wait_gone(kube, CONFIGMAPS, namespace, name)
+        events = await wait_event(kube, namespace, name, "Deleted")
+        assert events == [
+            ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {value}")
+        ]
+    assert next_action(running, "delete", "ConfigMap", namespace) is None
+
+
+async def test_as_17_future_delete_at_waits_for_the_deadline(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    deadline = int(time.time()) + 3
+    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: stamp(deadline)}))
+
+    async def waiting() -> bool:
+        return next_action(running, "delete", "ConfigMap", namespace) == deadline
+
+    await eventually(waiting, within=2, what="the requeue at the deadline")
+    while time.time() < deadline - 0.3:
+        assert await read(kube, CONFIGMAPS, namespace, "cm") is not None, "deleted too early"
+        await asyncio.sleep(0.1)
+    await wait_gone(kube, CONFIGMAPS, namespace, "cm", within=5)
+    (event,) = await raw_events(kube, namespace, "cm")
+    assert event["reason"] == "Deleted"
+    acted = calendar.timegm(time.strptime(event["eventTime"][:19], "%Y-%m-%dT%H:%M:%S"))
+    assert deadline <= acted <= deadline + 2, event["eventTime"]
+
+
+async def test_as_18_conflicts_are_retried_quietly_on_fresh_state(
+    start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SPEC §2.3 changes AS-18: a 409 is retried at once on fresh state (up to a small bound)
+    # before any DeletionFailed Warning. Each retry decides again on what it read.
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    wrapper = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=2)
+    await kube.create(CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: PAST}))
+    await wait_gone(kube, CONFIGMAPS, namespace, "busy")
+    assert (wrapper.calls, wrapper.conflicts) == (3, 2)
+    events = await wait_event(kube, namespace, "busy", "Deleted")
+    assert events == [
+        ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
+    ]
+
+
+async def test_as_18_retry_after_conflict_respects_a_concurrent_dry_run(
+    start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    dry_run = configmap_edit(kube, lambda _: {"metadata": {"annotations": {P + "dry-run": "true"}}})
+    postpone = configmap_edit(
+        kube, lambda _: {"metadata": {"annotations": {DELETE_AT: "2999-01-01T00:00:00Z"}}}
+    )
+
+    async def edit(namespace: str | None, name: str) -> None:
+        await (dry_run if name == "dry" else postpone)(namespace, name)
+
+    wrapper = interfere(monkeypatch, running, edit, times=2)
+    await kube.create(CONFIGMAPS, namespace, configmap("dry", **{DELETE_AT: PAST}))
+    await kube.create(CONFIGMAPS, namespace, configmap("later", **{DELETE_AT: PAST}))
+    events = await wait_event(kube, namespace, "dry", "DryRunDelete")
+    assert events == [("Normal", "DryRunDelete", "Dry-run: Resource would be deleted now.")]
+
+    async def waits_for_new_deadline() -> bool:
+        due = next_action(running, "delete", "ConfigMap", namespace)
+        return due == epoch("2999-01-01T00:00:00Z")
+
+    await eventually(waits_for_new_deadline, within=5, what="the postponed deadline")
+    assert (wrapper.calls, wrapper.conflicts) == (2, 2)
+    for name in ("dry", "later"):
+        assert await read(kube, CONFIGMAPS, namespace, name) is not None
+    assert await events_of(kube, namespace, "later") == []
+
+
+async def test_spec_2_3_busy_configmap_is_deleted_without_warning(
+    start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task keeps updating a label while the deletion comes due (a busy object)."""
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    observer = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=0)
+    deadline = int(time.time()) + 2
+    await kube.create(CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: stamp(deadline)}))
+
+    async def race() -> None:
+        n = 0
+        with contextlib.suppress(NotFound):
+            while True:
+                n += 1
+                await kube.merge_patch(CONFIGMAPS, namespace, "busy", label_bump(n))
+                await asyncio.sleep(0.02)
+
+    racer = asyncio.create_task(race())
+    try:
+        await wait_gone(kube, CONFIGMAPS, namespace, "busy")
+    finally:
+        racer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await racer
+    events = await wait_event(kube, namespace, "busy", "Deleted")
+    assert [reason for _, reason, _ in events] == ["Deleted"], (observer.conflicts, events)
+
+
+async def test_spec_2_3_persistent_conflict_warns_then_retries(
+    start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Conflicts beyond the quiet retry bound give DeletionFailed; the backoff retry deletes."""
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    bound = 1 + running.controller.pipeline.reconciler.conflict_retries  # type: ignore[union-attr]
+    wrapper = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=bound)
+    await kube.create(CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: PAST}))
+    await wait_gone(kube, CONFIGMAPS, namespace, "busy")
+    assert (wrapper.calls, wrapper.conflicts) == (bound + 1, bound)
+    events = await wait_event(kube, namespace, "busy", "Deleted")
+    assert [reason for _, reason, _ in events] == ["DeletionFailed", "Deleted"]
+    kind, _, note = events[0]
+    assert kind == "Warning"
+    assert re.fullmatch(
+        r'Failed to delete resource: Operation cannot be fulfilled on ConfigMap "busy": '
+        r"the ResourceVersion in the precondition \(\d+\) does not match the ResourceVersion "
+        r"in record \(\d+\)\. The object might have been modified",
+        note,
+    ), note
+
+
+async def test_as_19_not_found_counts_as_deleted(
+    start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+
+    async def delete_first(namespace: str | None, name: str) -> None:
+        await kube.request("DELETE", CONFIGMAPS.object_path(namespace, name))
+
+    wrapper = interfere(monkeypatch, running, delete_first, times=1)
+    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: PAST}))
+    events = await wait_event(kube, namespace, "cm", "Deleted")
+    assert events == [
+        ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
+    ]
+    assert wrapper.calls == 1
+    assert running.controller.metrics.registry.get_sample_value(
+        "controller_runtime_reconcile_errors_total", {"controller": "lifecycle"}
+    ) in (None, 0.0)
+
+
+async def test_as_19_forbidden_warns_and_retries(
+    start_controller: StartController, namespace: str, control_plane: ControlPlane
+) -> None:
+    user = f"as19-{namespace}"
+    rules: list[dict[str, Any]] = [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch", "patch"],
+        },
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    kubeconfig = control_plane.user_kubeconfig(user, namespaced_rules={namespace: rules})
+    await start_for(start_controller, namespace, kubeconfig=str(kubeconfig))
+    admin = await KubeClient.connect(str(control_plane.admin_kubeconfig))
+    async with admin:
+        await admin.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: PAST}))
+        events = await wait_event(admin, namespace, "cm", "DeletionFailed")
+        assert events[0] == (
+            "Warning",
+            "DeletionFailed",
+            f'Failed to delete resource: configmaps "cm" is forbidden: User "{user}" cannot '
+            f'delete resource "configmaps" in API group "" in the namespace "{namespace}"',
+        )
+        rules[0]["verbs"].append("delete")
+        await asyncio.to_thread(
+            control_plane.grant,
+            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user},
+            name=f"devcluster:{user}",
+            namespaced_rules={namespace: rules},
+        )
+        await wait_gone(admin, CONFIGMAPS, namespace, "cm", within=20)
+        events = await wait_event(admin, namespace, "cm", "Deleted")
+        assert {reason for _, reason, _ in events} == {"DeletionFailed", "Deleted"}
+        assert events[-1][1] == "Deleted"
+
+
+async def test_as_20_namespace_deletion_cascades(
+    start_controller: StartController, control_plane: ControlPlane
+) -> None:
+    doomed = f"t-{uuid.uuid4().hex[:10]}-doomed"
+    running = await start_controller(watch_resource=["namespaces"], watch_namespace=[doomed])
+    kube = running.kube
+    try:
+        await kube.create(
+            NAMESPACES,
+            None,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": doomed}},
+        )
+        await kube.create(CONFIGMAPS, doomed, configmap("content"))
+        await kube.merge_patch(
+            NAMESPACES, None, doomed, {"metadata": {"annotations": {DELETE_AT: PAST}}}
+        )
+        events = await wait_event(kube, "default", doomed, "Deleted")
+        assert events == [
+            ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
+        ]
+        (event,) = await raw_events(kube, "default", doomed)
+        assert event["regarding"]["kind"] == "Namespace"
+        assert "namespace" not in event["regarding"]
+        await wait_gone(kube, CONFIGMAPS, doomed, "content", within=30)
+        await wait_gone(kube, NAMESPACES, None, doomed, within=30)
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete(NAMESPACES, None, doomed)
+
+
+def widget_crd(group: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+async def widgets(control_plane: ControlPlane) -> AsyncIterator[ResourceType]:
+    """A small namespaced CRD of a fresh group, served and discoverable; removed afterwards."""
+    group = f"t{uuid.uuid4().hex[:8]}.lifecycle.test"
+    resource = ResourceType(group, "v1", "widgets", "Widget", namespaced=True)
+    admin = await KubeClient.connect(str(control_plane.admin_kubeconfig))
+    async with admin:
+        await admin.create(CRDS, None, widget_crd(group))
+        try:
+
+            async def discoverable() -> bool:
+                try:
+                    listing = await admin.request("GET", f"/apis/{group}/v1")
+                except NotFound:
+                    return False
+                return any(r.get("name") == "widgets" for r in listing.get("resources", []))
+
+            await eventually(discoverable, within=30, what="the CRD to be served")
+            yield resource
+        finally:
+            with contextlib.suppress(NotFound):
+                await admin.delete(CRDS, None, f"widgets.{group}")
+
+
+async def test_as_21_custom_resources_are_deleted(
+    start_controller: StartController, namespace: str, widgets: ResourceType
+) -> None:
+    running = await start_for(start_controller, namespace, widgets.key)
+    kube = running.kube
+    await kube.create(
+        widgets,
+        namespace,
+        {
+            "apiVersion": widgets.api_version,
+            "kind": "Widget",
+            "metadata": {"name": "w", "annotations": {DELETE_AFTER: "1s"}},
+            "size": 3,
+        },
+    )
+    await wait_gone(kube, widgets, namespace, "w")
+    (event,) = await raw_events(kube, namespace, "w")
+    assert event["reason"] == "Deleted"
+    assert event["regarding"]["apiVersion"] == widgets.api_version
+    assert event["regarding"]["kind"] == "Widget"
+    assert re.fullmatch(
+        r"Resource deleted based on delete-at annotation: " + SECONDS.pattern, event["note"]
+    )
+
+
+# --------------------------------------------------------------------------- SPEC §2 guards
+
+
+async def test_spec_2_4_terminating_object_is_deleted_once(
+    start_controller: StartController, namespace: str
+) -> None:
+    running = await start_for(start_controller, namespace)
+    kube = running.kube
+    body = configmap("held", **{DELETE_AT: PAST})
+    body["metadata"]["finalizers"] = ["lifecycle.test/hold"]
+    await kube.create(CONFIGMAPS, namespace, body)
+    try:
+        await wait_for(
+            kube,
+            CONFIGMAPS,
+            namespace,
+            "held",
+            lambda o: "deletionTimestamp" in o["metadata"],
+            what="the object to be terminating",
+        )
+        # An action annotation change enqueues the terminating object again: left alone.
+        reconciles = reconcile_count(running)
+        await kube.merge_patch(
+            CONFIGMAPS,
+            namespace,
+            "held",
+            {"metadata": {"annotations": {DELETE_AT: "2020-01-02T00:00:00Z"}}},
+        )
+
+        async def reconciled_again() -> bool:
+            return reconcile_count(running) > reconciles
+
+        await eventually(reconciled_again, within=5, what="a reconcile of the terminating object")
+        assert await events_of(kube, namespace, "held") == [
+            ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
+        ]
+        assert (await raw_events(kube, namespace, "held"))[0].get("series") is None
+    finally:
+        await kube.merge_patch(CONFIGMAPS, namespace, "held", {"metadata": {"finalizers": None}})
+
+
+def reconcile_count(running: RunningController) -> float:
+    registry = running.controller.metrics.registry
+    return sum(
+        registry.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "lifecycle", "result": result}
+        )
+        or 0.0
+        for result in ("success", "error", "requeue_after", "terminal")
+    )
+
+
+async def test_spec_2_12_max_delete_ttl(start_controller: StartController, namespace: str) -> None:
+    running = await start_for(start_controller, namespace, max_delete_ttl="1h")
+    kube = running.kube
+    far = stamp(time.time() + 2 * HOUR)
+    await kube.create(CONFIGMAPS, namespace, configmap("over", **{DELETE_AFTER: "61m"}))
+    await kube.create(CONFIGMAPS, namespace, configmap("equal", **{DELETE_AFTER: "1h"}))
+    await kube.create(CONFIGMAPS, namespace, configmap("far", **{DELETE_AT: far}))
+    await kube.create(CONFIGMAPS, namespace, configmap("past", **{DELETE_AT: PAST}))
+
+    events = await wait_event(kube, namespace, "over", "DeleteTTLExceeded")
+    assert events == [
+        (
+            "Warning",
+            "DeleteTTLExceeded",
+            'Ignoring lifecycle.cezary.dev/delete-after="61m" because TTL 1h1m0s exceeds '
+            "maximum 1h0m0s.",
+        )
+    ]
+    (_, _, note), *rest = await wait_event(kube, namespace, "far", "DeleteTTLExceeded")
+    assert rest == []
+    assert re.fullmatch(
+        rf'Ignoring lifecycle\.cezary\.dev/delete-at="{far}" because TTL '
+        r"1h59m\d+(\.\d+)?s exceeds maximum 1h0m0s\.",
+        note,
+    ), note
+    await wait_for(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        "equal",
+        lambda o: DELETE_AT in annotations_of(o),
+        what="the 1h delete-after (equal to the maximum) to convert",
+    )
+    await wait_gone(kube, CONFIGMAPS, namespace, "past")
+    assert annotations_of(await read(kube, CONFIGMAPS, namespace, "over")) == {DELETE_AFTER: "61m"}
+    assert annotations_of(await read(kube, CONFIGMAPS, namespace, "far")) == {DELETE_AT: far}
+
+
+async def test_spec_2_12_delete_budget_throttles(
+    start_controller: StartController, namespace: str
+) -> None:
+    # The bucket starts full at its capacity (1): the first due delete runs, the others wait
+    # for a token (a minute away) with one ActionThrottled each and are never dropped.
+    running = await start_for(start_controller, namespace, max_deletes_per_minute="1")
+    kube = running.kube
+    names = ("one", "two", "three")
+    for name in names:
+        await kube.create(CONFIGMAPS, namespace, configmap(name, **{DELETE_AT: PAST}))
+    throttled_note = (
+        "The delete is due but waits for the action budget (--max-deletes-per-minute); "
+        "it will run as soon as the budget allows."
+    )
+    outcome: dict[str, list[tuple[str, str, str]]] = {}
+
+    async def settled() -> bool:
+        for name in names:
+            outcome[name] = await events_of(kube, namespace, name)
+        return all(outcome.values())
+
+    await eventually(settled, within=10, what="an Event about each ConfigMap")
+    deleted = [
+        n
+        for n in names
+        if outcome[n]
+        == [("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")]
+    ]
+    waiting = [n for n in names if outcome[n] == [("Normal", "ActionThrottled", throttled_note)]]
+    assert len(deleted) == 1, outcome
+    assert len(waiting) == 2, outcome
+    assert await read(kube, CONFIGMAPS, namespace, deleted[0]) is None
+    for name in waiting:
+        assert annotations_of(await read(kube, CONFIGMAPS, namespace, name)) == {DELETE_AT: PAST}
+        (event,) = await raw_events(kube, namespace, name)
+        assert event.get("series") is None
+    throttled = running.controller.metrics.registry.get_sample_value(
+        "lifecycle_actions_total", {"action": "delete", "kind": "ConfigMap", "result": "throttled"}
+    )
+    assert throttled == 2
