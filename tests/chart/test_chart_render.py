@@ -15,6 +15,7 @@ import click
 import pytest
 import yaml
 
+from lifecycle_controller import __version__
 from lifecycle_controller.cli import RUN_FLAGS, run
 from tests.chart.support import (
     FULL_VALUES,
@@ -226,6 +227,11 @@ def test_own_flags_follow_their_values(helm: Helm) -> None:
     ):
         assert expected in args
     assert args[-1] == "--rediscovery-interval=5m"  # extraArgs come last
+
+
+def test_app_version_matches_the_package(helm: Helm) -> None:
+    chart = yaml.safe_load((helm.chart / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
 
 
 def test_max_delete_ttl_absent_by_default(helm: Helm) -> None:

@@ -77,10 +77,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if . }}true{{ else }}false{{ end }}
 {{- end }}
 
-{{- define "lifecycle-controller.metricsEnabled" -}}
-{{- if .Values.metrics.enabled }}true{{ end }}
-{{- end }}
-
 {{- define "lifecycle-controller.metricsScheme" -}}
 {{- if .Values.metrics.secure }}https{{ else }}http{{ end }}
 {{- end }}
