@@ -117,7 +117,13 @@ class InformerMetrics(Protocol):
     """What informers count; the Prometheus side implements it (labels: no per-object ones)."""
 
     def watch_restarted(self, resource: ResourceType, reason: str) -> None:
-        """A list/watch cycle ended; ``reason`` is one of the ``REASON_*`` strings of Informer."""
+        """A watch (or the list before it) ended and is being restarted.
+
+        ``reason``: ``closed`` (normal end), ``closed_early``, ``expired`` (410), ``too_large``
+        (504), ``error`` (other ERROR event), ``transport`` (broken or silent stream),
+        ``server_error``, ``throttled``, ``forbidden``, ``unauthorized``, ``api_error``,
+        ``unexpected``, ``not_found`` (the informer stops).
+        """
 
     def relisted(self, resource: ResourceType) -> None:
         """A full list other than the first one completed."""
@@ -196,7 +202,7 @@ class Backoff:
         self._factor = factor
         self._jitter = jitter
         self._reset_after = reset_after
-        self._rng = rng or random.Random()
+        self._rng = random.Random() if rng is None else rng
         self._base = initial
         self._last: float | None = None
 
@@ -268,10 +274,10 @@ class Informer:
         self._cache = cache
         self._on_event = on_event
         self._clock = clock
-        self._metrics = metrics or NoInformerMetrics()
-        self._settings = settings or InformerSettings()
+        self._metrics = NoInformerMetrics() if metrics is None else metrics
+        self._settings = InformerSettings() if settings is None else settings
         self._on_gone = on_resource_gone
-        self._rng = rng or random.Random()
+        self._rng = random.Random() if rng is None else rng
         s = self._settings
         self._backoff = Backoff(
             clock,
@@ -319,6 +325,8 @@ class Informer:
                     self._on_gone(self.resource)
                 return
             except Exception as error:
+                if _being_cancelled():
+                    raise asyncio.CancelledError from error  # a cancel turned into an error
                 recovery = self._recovery_for(error, step)
             else:
                 recovery = self._recovery_after(end, expired_in_a_row)
@@ -563,10 +571,10 @@ class InformerSet:
         self._on_event = on_event
         self._clock = clock
         self._namespaces = None if namespaces is None else sorted(set(namespaces))
-        self._metrics = metrics or NoInformerMetrics()
-        self._settings = settings or InformerSettings()
+        self._metrics = NoInformerMetrics() if metrics is None else metrics
+        self._settings = InformerSettings() if settings is None else settings
         self._on_gone = on_resource_gone
-        self._rng = rng or random.Random()
+        self._rng = random.Random() if rng is None else rng
         self._tasks: dict[ResourceType, dict[str | None, asyncio.Task[None]]] = {}
 
     def scopes(self, resource: ResourceType) -> list[str | None]:
@@ -646,6 +654,11 @@ class InformerSet:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

@@ -31,6 +31,7 @@ from lifecycle_controller.kube import (
     Gone,
     NotFound,
     ResourceType,
+    TooManyRequests,
     TransportError,
 )
 from lifecycle_controller.testing.fakeclock import FakeClock
@@ -494,3 +495,28 @@ async def test_set_keeps_other_informers_running_and_restarts_gone_ones(
         assert await informers.ensure([CONFIGMAPS, NAMESPACES]) == gone
         await h.clock.settle()
         assert informers.synced()
+
+
+async def test_a_cancel_turned_into_an_error_still_stops_the_loop(h: Harness) -> None:
+    class Swallowing(FakeSource):
+        async def _stream(self, answer: Script | None) -> AsyncIterator[dict[str, Any]]:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                raise RuntimeError("cleanup failed") from None
+            yield {}  # pragma: no cover - never reached
+
+    h.source = Swallowing()
+    task = await run_until_parked(h, h.informer())
+    await stop(task)
+    assert h.metrics.restarts == []
+
+
+async def test_throttling_waits_at_least_retry_after(h: Harness) -> None:
+    h.source.lists.append(TooManyRequests(429, {}, retry_after=20))
+    task = await run_until_parked(h, h.informer())
+    assert h.clock.sleeper_deadlines() == [h.clock.monotonic() + 20]
+    await h.clock.advance(20)
+    assert h.cache.is_synced(CONFIGMAPS, None)
+    assert h.metrics.restarts == ["throttled"]
+    await stop(task)
