@@ -16,7 +16,7 @@ Writing an Event never fails a reconcile: errors are logged and dropped.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -54,16 +54,6 @@ class ObjectRef:
         if self.resource_version:
             reference["resourceVersion"] = self.resource_version
         return reference
-
-
-@dataclass(frozen=True)
-class RecordedEvent:
-    """One Event as the recorder was asked to write it."""
-
-    ref: ObjectRef
-    type: EventType
-    reason: str
-    message: str
 
 
 class EventRecorder(Protocol):
@@ -104,27 +94,6 @@ class _Series:
     namespace: str
     first_ns: int
     count: int = 1
-
-
-@dataclass
-class InMemoryRecorder:
-    """A recorder for tests: keeps what it was asked to send, with the same dedupe rule."""
-
-    events: list[RecordedEvent] = field(default_factory=list)
-    _seen: _BoundedSet = field(default_factory=lambda: _BoundedSet(100_000))
-
-    async def record(
-        self,
-        ref: ObjectRef,
-        type: EventType,
-        reason: str,
-        message: str,
-        *,
-        dedupe_key: str | None = None,
-    ) -> None:
-        if dedupe_key is not None and not self._seen.add((ref.uid, reason, dedupe_key)):
-            return
-        self.events.append(RecordedEvent(ref, type, reason, message))
 
 
 class KubeEventRecorder:
