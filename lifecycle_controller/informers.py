@@ -385,22 +385,23 @@ class Informer:
         later ones are consistent reads. Synthesises deletes for cached keys of this scope
         that are gone, and marks the scope synced. Raises KubeError on failure.
         """
-        first = self._lists == 0
+        relist = self._lists > 0
+        consistent = relist
         restarts = 0
         while True:
             try:
-                resource_version = await self._list_pages("0" if first else None)
+                resource_version = await self._list_pages(None if consistent else "0")
                 break
             except Gone:
                 # An expired continue token: start over with a consistent list.
                 restarts += 1
                 if restarts > _LIST_RESTARTS:
                     raise
-                first = False
+                consistent = True
                 self._log.info("list continue token expired; listing again")
         self._lists += 1
         self._resource_version = resource_version
-        if not first:
+        if relist:
             self._metrics.relisted(self.resource)
         self._cache.mark_synced(self.resource, self.namespace)
         self._log.debug("listed", resource_version=resource_version)

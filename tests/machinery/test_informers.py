@@ -316,6 +316,7 @@ async def test_expired_continue_token_restarts_the_list(h: Harness) -> None:
         (None, None),
     ]
     assert h.recorder.summary() == [("add", "a", None, "5"), ("add", "b", None, "11")]
+    assert h.metrics.relists == 0  # still the first list
 
 
 # ---------------------------------------------------------------------------- watch
