@@ -1,5 +1,4 @@
-"""Fixtures of the chart tests: the pinned helm, and the real control plane of the integration
-tests (re-exported, not duplicated, so both suites share one definition)."""
+"""Fixtures of the chart tests: the pinned helm (the control plane comes from tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +6,6 @@ import pytest
 
 from lifecycle_controller.devcluster.binaries import ensure_helm
 from tests.chart.support import Helm
-from tests.integration.conftest import admin_api, control_plane, namespace
-
-__all__ = ["admin_api", "control_plane", "helm", "namespace"]
 
 
 @pytest.fixture(scope="session")

