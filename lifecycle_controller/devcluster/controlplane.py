@@ -106,6 +106,8 @@ class ControlPlane:
         self._processes: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
         self._ca = CertificateAuthority()
         self.port = 0
+        self.etcd_url = ""
+        """etcd's client URL once started (tests use it, e.g. to compact history)."""
         self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
         self.started_seconds = 0.0
 
@@ -240,6 +242,7 @@ class ControlPlane:
                 connection.close()
 
         self._wait("etcd", process, healthy, deadline)
+        self.etcd_url = client_url
         return client_url
 
     def _start_apiserver(

@@ -337,16 +337,6 @@ async def test_lists_follow_continue_tokens(kube: KubeClient, namespace: str) ->
 # ---------------------------------------------------------------------------- 410 Gone
 
 
-def etcd_url(plane: ControlPlane) -> str:
-    """The etcd client URL, read from the apiserver's command line (no public accessor)."""
-    for name, process, _ in plane._processes:
-        if name == "kube-apiserver":
-            for arg in process.args:  # type: ignore[union-attr]
-                if str(arg).startswith("--etcd-servers="):
-                    return str(arg).split("=", 1)[1]
-    raise AssertionError("kube-apiserver is not running")
-
-
 async def compact_etcd(plane: ControlPlane, kube: KubeClient, namespace: str) -> None:
     """Compact etcd history up to now, so older resourceVersions of Events are gone."""
     revision = (await kube.list_metadata(EVENTS, namespace=namespace, limit=1))["metadata"][
@@ -354,7 +344,7 @@ async def compact_etcd(plane: ControlPlane, kube: KubeClient, namespace: str) ->
     ]
     async with aiohttp.ClientSession() as session:
         response = await session.post(
-            f"{etcd_url(plane)}/v3/kv/compaction",
+            f"{plane.etcd_url}/v3/kv/compaction",
             json={"revision": revision, "physical": True},
         )
         assert response.status == 200, await response.text()
