@@ -68,6 +68,32 @@ def stamp(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
+TEST_MANAGER = "scenario-test"
+
+
+async def create(
+    kube: KubeClient, resource: ResourceType, namespace: str | None, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Create as the test's own field manager (so the controller's writes stay recognisable)."""
+    return await kube.request(
+        "POST",
+        resource.collection_path(namespace),
+        query=[("fieldManager", TEST_MANAGER)],
+        body=body,
+    )
+
+
+async def patch(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    name: str,
+    body: dict[str, Any],
+) -> dict[str, Any]:
+    """A merge patch as the test's own field manager (a user's or another tool's edit)."""
+    return await kube.merge_patch(resource, namespace, name, body, field_manager=TEST_MANAGER)
+
+
 async def read(
     kube: KubeClient, resource: ResourceType, namespace: str | None, name: str
 ) -> dict[str, Any] | None:
@@ -152,12 +178,28 @@ async def wait_event(
     return seen
 
 
+def sample(running: RunningController, metric: str, **labels: str) -> float | None:
+    """One sample of the controller's metrics registry (None: no such series)."""
+    return running.controller.metrics.registry.get_sample_value(metric, labels)
+
+
 def next_action(running: RunningController, action: str, kind: str, namespace: str) -> float | None:
     """``lifecycle_next_action_timestamp`` of the controller under test (None: no series)."""
-    return running.controller.metrics.registry.get_sample_value(
-        "lifecycle_next_action_timestamp",
-        {"action": action, "kind": kind, "namespace": namespace},
+    return sample(
+        running, "lifecycle_next_action_timestamp", action=action, kind=kind, namespace=namespace
     )
+
+
+def requeues(running: RunningController) -> float:
+    """``workqueue_retries_total``: every requeue-after and rate-limited retry so far."""
+    return sample(running, "workqueue_retries_total", name="lifecycle") or 0.0
+
+
+def written_by_controller(obj: dict[str, Any] | None) -> bool:
+    """Whether the controller ever changed the object (its field manager owns fields)."""
+    assert obj is not None, "the object is gone"
+    managers = obj["metadata"].get("managedFields") or []
+    return any(entry.get("manager") == CONTROLLER for entry in managers)
 
 
 async def start_for(
@@ -223,15 +265,15 @@ def interfere(
 
 
 def configmap_edit(
-    kube: KubeClient, patch: Callable[[int], dict[str, Any]]
+    kube: KubeClient, edit_body: Callable[[int], dict[str, Any]]
 ) -> Callable[[str | None, str], Awaitable[None]]:
-    """An edit of a ConfigMap through the API; ``patch(n)`` builds the n-th merge patch."""
+    """An edit of a ConfigMap through the API; ``edit_body(n)`` builds the n-th merge patch."""
     count = 0
 
     async def edit(namespace: str | None, name: str) -> None:
         nonlocal count
         count += 1
-        await kube.merge_patch(CONFIGMAPS, namespace, name, patch(count))
+        await patch(kube, CONFIGMAPS, namespace, name, edit_body(count))
 
     return edit
 
@@ -249,7 +291,7 @@ async def test_as_10_delete_after_converts(
     running = await start_for(start_controller, namespace)
     kube = running.kube
     before = int(time.time())
-    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h"}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h"}))
     obj = await wait_for(
         kube,
         CONFIGMAPS,
@@ -278,7 +320,7 @@ async def test_as_11_reapplied_delete_after_overwrites_the_deadline(
 ) -> None:
     running = await start_for(start_controller, namespace)
     kube = running.kube
-    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h"}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h"}))
     first = annotations_of(
         await wait_for(
             kube,
@@ -292,8 +334,8 @@ async def test_as_11_reapplied_delete_after_overwrites_the_deadline(
     # Re-apply at T2 in a later second than the first conversion, so the deadline moves.
     await asyncio.sleep(max(0.0, epoch(first) - HOUR + 1 - time.time()) + 0.05)
     t2 = int(time.time())
-    await kube.merge_patch(
-        CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "1h"}}}
+    await patch(
+        kube, CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "1h"}}}
     )
     obj = await wait_for(
         kube,
@@ -313,7 +355,8 @@ async def test_as_12_creation_timestamp_reference_point(
 ) -> None:
     running = await start_for(start_controller, namespace)
     kube = running.kube
-    created = await kube.create(
+    created = await create(
+        kube,
         CONFIGMAPS,
         namespace,
         configmap("cm", **{DELETE_AFTER: "1h", REFERENCE_POINT: "creationTimestamp"}),
@@ -331,8 +374,8 @@ async def test_as_12_creation_timestamp_reference_point(
     assert DELETE_AFTER not in annotations_of(obj)
 
     # With a delete-at in place, a re-added delete-after (any value) is dropped, deadline kept.
-    await kube.merge_patch(
-        CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "5m"}}}
+    await patch(
+        kube, CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "5m"}}}
     )
     obj = await wait_for(
         kube,
@@ -356,8 +399,11 @@ async def test_as_13_bogus_reference_point_falls_back_once(
     running = await start_for(start_controller, namespace)
     kube = running.kube
     before = int(time.time())
-    await kube.create(
-        CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "1h", REFERENCE_POINT: "bogus"})
+    await create(
+        kube,
+        CONFIGMAPS,
+        namespace,
+        configmap("cm", **{DELETE_AFTER: "1h", REFERENCE_POINT: "bogus"}),
     )
     obj = await wait_for(
         kube,
@@ -378,8 +424,8 @@ async def test_as_13_bogus_reference_point_falls_back_once(
     assert await events_of(kube, namespace, "cm") == [warning]
 
     # A second conversion with the same bogus value converts again without a second warning.
-    await kube.merge_patch(
-        CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "2h"}}}
+    await patch(
+        kube, CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DELETE_AFTER: "2h"}}}
     )
     obj = await wait_for(
         kube,
@@ -391,7 +437,8 @@ async def test_as_13_bogus_reference_point_falls_back_once(
     )
     assert epoch(annotations_of(obj)[DELETE_AT]) >= before + 2 * HOUR
     # Another value is another warning.
-    await kube.merge_patch(
+    await patch(
+        kube,
         CONFIGMAPS,
         namespace,
         "cm",
@@ -416,16 +463,20 @@ async def test_as_14_restart_after_converts_like_delete_after(
     running = await start_for(start_controller, namespace, "configmaps", "deployments.apps")
     kube = running.kube
     before = int(time.time())
-    await kube.create(DEPLOYMENTS, namespace, deployment("apply", {RESTART_AFTER: "1h"}))
-    created = await kube.create(
+    await create(kube, DEPLOYMENTS, namespace, deployment("apply", {RESTART_AFTER: "1h"}))
+    created = await create(
+        kube,
         DEPLOYMENTS,
         namespace,
         deployment("created", {RESTART_AFTER: "1h", REFERENCE_POINT: "creationTimestamp"}),
     )
-    await kube.create(
-        DEPLOYMENTS, namespace, deployment("bogus", {RESTART_AFTER: "1h", REFERENCE_POINT: "x"})
+    await create(
+        kube,
+        DEPLOYMENTS,
+        namespace,
+        deployment("bogus", {RESTART_AFTER: "1h", REFERENCE_POINT: "x"}),
     )
-    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{RESTART_AFTER: "1h"}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{RESTART_AFTER: "1h"}))
 
     def converted(obj: dict[str, Any]) -> bool:
         return RESTART_AT in annotations_of(obj)
@@ -459,8 +510,12 @@ async def test_as_14_restart_after_converts_like_delete_after(
 
     # creationTimestamp with an existing restart-at: a re-added restart-after is dropped.
     kept = annotations_of(results["created"])[RESTART_AT]
-    await kube.merge_patch(
-        DEPLOYMENTS, namespace, "created", {"metadata": {"annotations": {RESTART_AFTER: "5m"}}}
+    await patch(
+        kube,
+        DEPLOYMENTS,
+        namespace,
+        "created",
+        {"metadata": {"annotations": {RESTART_AFTER: "5m"}}},
     )
     obj = await wait_for(
         kube,
@@ -489,7 +544,7 @@ async def test_as_15_unrelated_updates_leave_delete_at_alone(
 ) -> None:
     running = await start_for(start_controller, namespace)
     kube = running.kube
-    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "3s"}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AFTER: "3s"}))
     obj = await wait_for(
         kube,
         CONFIGMAPS,
@@ -499,13 +554,13 @@ async def test_as_15_unrelated_updates_leave_delete_at_alone(
         what="delete-at",
     )
     deadline = annotations_of(obj)[DELETE_AT]
-    for patch in (
+    for edit in (
         {"metadata": {"labels": {"team": "a"}}},
         {"data": {"k": "changed"}},
         {"metadata": {"annotations": {"example.com/other": "x"}}},
         {"metadata": {"annotations": {MANAGED_BY: "someone-else"}}},
     ):
-        obj = await kube.merge_patch(CONFIGMAPS, namespace, "cm", patch)
+        obj = await patch(kube, CONFIGMAPS, namespace, "cm", edit)
         assert annotations_of(obj)[DELETE_AT] == deadline
     await wait_gone(kube, CONFIGMAPS, namespace, "cm")
     assert time.time() >= epoch(deadline)
@@ -523,8 +578,8 @@ async def test_as_16_due_delete_at_deletes(
     running = await start_for(start_controller, namespace)
     kube = running.kube
     now = stamp(time.time())  # "≤ now" is inclusive: this second is already due
-    await kube.create(CONFIGMAPS, namespace, configmap("past", **{DELETE_AT: PAST}))
-    await kube.create(CONFIGMAPS, namespace, configmap("now", **{DELETE_AT: now}))
+    await create(kube, CONFIGMAPS, namespace, configmap("past", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("now", **{DELETE_AT: now}))
     for name, value in (("past", PAST), ("now", now)):
         await wait_gone(kube, CONFIGMAPS, namespace, name)
         events = await wait_event(kube, namespace, name, "Deleted")
@@ -540,7 +595,7 @@ async def test_as_17_future_delete_at_waits_for_the_deadline(
     running = await start_for(start_controller, namespace)
     kube = running.kube
     deadline = int(time.time()) + 3
-    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: stamp(deadline)}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: stamp(deadline)}))
 
     async def waiting() -> bool:
         return next_action(running, "delete", "ConfigMap", namespace) == deadline
@@ -564,7 +619,7 @@ async def test_as_18_conflicts_are_retried_quietly_on_fresh_state(
     running = await start_for(start_controller, namespace)
     kube = running.kube
     wrapper = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=2)
-    await kube.create(CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: PAST}))
     await wait_gone(kube, CONFIGMAPS, namespace, "busy")
     assert (wrapper.calls, wrapper.conflicts) == (3, 2)
     events = await wait_event(kube, namespace, "busy", "Deleted")
@@ -587,8 +642,8 @@ async def test_as_18_retry_after_conflict_respects_a_concurrent_dry_run(
         await (dry_run if name == "dry" else postpone)(namespace, name)
 
     wrapper = interfere(monkeypatch, running, edit, times=2)
-    await kube.create(CONFIGMAPS, namespace, configmap("dry", **{DELETE_AT: PAST}))
-    await kube.create(CONFIGMAPS, namespace, configmap("later", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("dry", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("later", **{DELETE_AT: PAST}))
     events = await wait_event(kube, namespace, "dry", "DryRunDelete")
     assert events == [("Normal", "DryRunDelete", "Dry-run: Resource would be deleted now.")]
 
@@ -611,14 +666,14 @@ async def test_spec_2_3_busy_configmap_is_deleted_without_warning(
     kube = running.kube
     observer = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=0)
     deadline = int(time.time()) + 2
-    await kube.create(CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: stamp(deadline)}))
+    await create(kube, CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: stamp(deadline)}))
 
     async def race() -> None:
         n = 0
         with contextlib.suppress(NotFound):
             while True:
                 n += 1
-                await kube.merge_patch(CONFIGMAPS, namespace, "busy", label_bump(n))
+                await patch(kube, CONFIGMAPS, namespace, "busy", label_bump(n))
                 await asyncio.sleep(0.02)
 
     racer = asyncio.create_task(race())
@@ -640,7 +695,7 @@ async def test_spec_2_3_persistent_conflict_warns_then_retries(
     kube = running.kube
     bound = 1 + running.controller.pipeline.reconciler.conflict_retries  # type: ignore[union-attr]
     wrapper = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=bound)
-    await kube.create(CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("busy", **{DELETE_AT: PAST}))
     await wait_gone(kube, CONFIGMAPS, namespace, "busy")
     assert (wrapper.calls, wrapper.conflicts) == (bound + 1, bound)
     events = await wait_event(kube, namespace, "busy", "Deleted")
@@ -665,15 +720,16 @@ async def test_as_19_not_found_counts_as_deleted(
         await kube.request("DELETE", CONFIGMAPS.object_path(namespace, name))
 
     wrapper = interfere(monkeypatch, running, delete_first, times=1)
-    await kube.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: PAST}))
     events = await wait_event(kube, namespace, "cm", "Deleted")
     assert events == [
         ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
     ]
     assert wrapper.calls == 1
-    assert running.controller.metrics.registry.get_sample_value(
-        "controller_runtime_reconcile_errors_total", {"controller": "lifecycle"}
-    ) in (None, 0.0)
+    assert sample(running, "controller_runtime_reconcile_errors_total", controller="lifecycle") in (
+        None,
+        0.0,
+    )
 
 
 async def test_as_19_forbidden_warns_and_retries(
@@ -692,7 +748,7 @@ async def test_as_19_forbidden_warns_and_retries(
     await start_for(start_controller, namespace, kubeconfig=str(kubeconfig))
     admin = await KubeClient.connect(str(control_plane.admin_kubeconfig))
     async with admin:
-        await admin.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: PAST}))
+        await create(admin, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: PAST}))
         events = await wait_event(admin, namespace, "cm", "DeletionFailed")
         assert events[0] == (
             "Warning",
@@ -720,14 +776,15 @@ async def test_as_20_namespace_deletion_cascades(
     running = await start_controller(watch_resource=["namespaces"], watch_namespace=[doomed])
     kube = running.kube
     try:
-        await kube.create(
+        await create(
+            kube,
             NAMESPACES,
             None,
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": doomed}},
         )
-        await kube.create(CONFIGMAPS, doomed, configmap("content"))
-        await kube.merge_patch(
-            NAMESPACES, None, doomed, {"metadata": {"annotations": {DELETE_AT: PAST}}}
+        await create(kube, CONFIGMAPS, doomed, configmap("content"))
+        await patch(
+            kube, NAMESPACES, None, doomed, {"metadata": {"annotations": {DELETE_AT: PAST}}}
         )
         events = await wait_event(kube, "default", doomed, "Deleted")
         assert events == [
@@ -776,7 +833,7 @@ async def widgets(control_plane: ControlPlane) -> AsyncIterator[ResourceType]:
     resource = ResourceType(group, "v1", "widgets", "Widget", namespaced=True)
     admin = await KubeClient.connect(str(control_plane.admin_kubeconfig))
     async with admin:
-        await admin.create(CRDS, None, widget_crd(group))
+        await create(admin, CRDS, None, widget_crd(group))
         try:
 
             async def discoverable() -> bool:
@@ -798,7 +855,8 @@ async def test_as_21_custom_resources_are_deleted(
 ) -> None:
     running = await start_for(start_controller, namespace, widgets.key)
     kube = running.kube
-    await kube.create(
+    await create(
+        kube,
         widgets,
         namespace,
         {
@@ -828,7 +886,7 @@ async def test_spec_2_4_terminating_object_is_deleted_once(
     kube = running.kube
     body = configmap("held", **{DELETE_AT: PAST})
     body["metadata"]["finalizers"] = ["lifecycle.test/hold"]
-    await kube.create(CONFIGMAPS, namespace, body)
+    await create(kube, CONFIGMAPS, namespace, body)
     try:
         await wait_for(
             kube,
@@ -840,7 +898,8 @@ async def test_spec_2_4_terminating_object_is_deleted_once(
         )
         # An action annotation change enqueues the terminating object again: left alone.
         reconciles = reconcile_count(running)
-        await kube.merge_patch(
+        await patch(
+            kube,
             CONFIGMAPS,
             namespace,
             "held",
@@ -856,15 +915,12 @@ async def test_spec_2_4_terminating_object_is_deleted_once(
         ]
         assert (await raw_events(kube, namespace, "held"))[0].get("series") is None
     finally:
-        await kube.merge_patch(CONFIGMAPS, namespace, "held", {"metadata": {"finalizers": None}})
+        await patch(kube, CONFIGMAPS, namespace, "held", {"metadata": {"finalizers": None}})
 
 
 def reconcile_count(running: RunningController) -> float:
-    registry = running.controller.metrics.registry
     return sum(
-        registry.get_sample_value(
-            "controller_runtime_reconcile_total", {"controller": "lifecycle", "result": result}
-        )
+        sample(running, "controller_runtime_reconcile_total", controller="lifecycle", result=result)
         or 0.0
         for result in ("success", "error", "requeue_after", "terminal")
     )
@@ -874,10 +930,10 @@ async def test_spec_2_12_max_delete_ttl(start_controller: StartController, names
     running = await start_for(start_controller, namespace, max_delete_ttl="1h")
     kube = running.kube
     far = stamp(time.time() + 2 * HOUR)
-    await kube.create(CONFIGMAPS, namespace, configmap("over", **{DELETE_AFTER: "61m"}))
-    await kube.create(CONFIGMAPS, namespace, configmap("equal", **{DELETE_AFTER: "1h"}))
-    await kube.create(CONFIGMAPS, namespace, configmap("far", **{DELETE_AT: far}))
-    await kube.create(CONFIGMAPS, namespace, configmap("past", **{DELETE_AT: PAST}))
+    await create(kube, CONFIGMAPS, namespace, configmap("over", **{DELETE_AFTER: "61m"}))
+    await create(kube, CONFIGMAPS, namespace, configmap("equal", **{DELETE_AFTER: "1h"}))
+    await create(kube, CONFIGMAPS, namespace, configmap("far", **{DELETE_AT: far}))
+    await create(kube, CONFIGMAPS, namespace, configmap("past", **{DELETE_AT: PAST}))
 
     events = await wait_event(kube, namespace, "over", "DeleteTTLExceeded")
     assert events == [
@@ -917,7 +973,7 @@ async def test_spec_2_12_delete_budget_throttles(
     kube = running.kube
     names = ("one", "two", "three")
     for name in names:
-        await kube.create(CONFIGMAPS, namespace, configmap(name, **{DELETE_AT: PAST}))
+        await create(kube, CONFIGMAPS, namespace, configmap(name, **{DELETE_AT: PAST}))
     throttled_note = (
         "The delete is due but waits for the action budget (--max-deletes-per-minute); "
         "it will run as soon as the budget allows."
@@ -944,7 +1000,7 @@ async def test_spec_2_12_delete_budget_throttles(
         assert annotations_of(await read(kube, CONFIGMAPS, namespace, name)) == {DELETE_AT: PAST}
         (event,) = await raw_events(kube, namespace, name)
         assert event.get("series") is None
-    throttled = running.controller.metrics.registry.get_sample_value(
-        "lifecycle_actions_total", {"action": "delete", "kind": "ConfigMap", "result": "throttled"}
+    throttled = sample(
+        running, "lifecycle_actions_total", action="delete", kind="ConfigMap", result="throttled"
     )
     assert throttled == 2
