@@ -47,6 +47,7 @@ from lifecycle_controller.core import (
     WorkKey,
     decide,
     keys,
+    should_enqueue_on_update,
 )
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import Conflict, KubeClient, KubeError, NotFound
@@ -269,15 +270,19 @@ class Reconciler:
     ) -> Result | None:
         outcome = decision.on_success
         kind = key.resource.kind
+        changed_decision_input = False
         self.ledger.apply(self._work_key(key), outcome.ledger_ops)
         self.metrics.set_ledger_arms(len(self.ledger))
         if isinstance(decision, Delete):
             self.cache.delete(key)
             self.metrics.forget_object(self._key_id(key))
         elif response is not None:
-            self._refresh_cache(
-                key, obj, CachedObject.from_metadata(response.get("metadata") or {})
-            )
+            fresh = CachedObject.from_metadata(response.get("metadata") or {})
+            self._refresh_cache(key, obj, fresh)
+            # The informer's event for this write is now compared with the refreshed entry and
+            # dropped, so a write that changed what decides (a consumed restart-at uncovering
+            # restart-every, REFERENCE §2.11) must ask for the pass that event would have run.
+            changed_decision_input = should_enqueue_on_update(obj.annotations, fresh.annotations)
         await self._emit(key, obj, outcome.events)
         operation = Operation.DELETE if isinstance(decision, Delete) else decision.operation
         if decision.action is not None:
@@ -293,6 +298,8 @@ class Reconciler:
         _log.info("write succeeded", operation=operation.value)
         if outcome.requeue_after_ns:
             return Result(requeue_after=max(outcome.requeue_after_ns, 1) / NS)
+        if changed_decision_input:
+            return Result(requeue_after=1 / NS)
         return None
 
     async def _after_restart(
