@@ -6,6 +6,9 @@ import pytest
 
 from lifecycle_controller.devcluster.binaries import ensure_helm
 from tests.chart.support import Helm
+from tests.integration.controller import start_controller
+
+__all__ = ["helm", "start_controller"]
 
 
 @pytest.fixture(scope="session")

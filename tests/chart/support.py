@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from lifecycle_controller.cli import run
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -317,3 +318,9 @@ class Identity:
 
     def close(self) -> None:
         self._workdir.cleanup()
+
+
+def parse_run_args(args: list[str]) -> dict[str, Any]:
+    """Parse rendered args with the real ``run`` command (without running it)."""
+    context = run.make_context("run", list(args), resilient_parsing=False)
+    return dict(context.params)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from lifecycle_controller import __version__
-from lifecycle_controller.cli import RUN_FLAGS, run
+from lifecycle_controller.cli import RUN_FLAGS
 from tests.chart.support import (
     FULL_VALUES,
     FULLNAME,
@@ -28,6 +28,7 @@ from tests.chart.support import (
     manager_container,
     of_kind,
     one,
+    parse_run_args,
     rules,
 )
 
@@ -140,12 +141,6 @@ def test_reference_default_arguments_are_a_subsequence(helm: Helm) -> None:
     ]
     remaining = iter(args_of(helm.render()))
     assert all(any(arg == wanted for arg in remaining) for wanted in reference)
-
-
-def parse_run_args(args: list[str]) -> dict[str, Any]:
-    """Parse rendered args with the real ``run`` command (without running it)."""
-    context = run.make_context("run", list(args), resilient_parsing=False)
-    return dict(context.params)
 
 
 @pytest.mark.parametrize(
