@@ -137,6 +137,8 @@ class Controller:
                 on_status=self.metrics.set_leader,
             )
         self._pipeline: _Pipeline | None = None
+        # Evaluated at every scrape, so the gauge is right even when nobody probes /readyz.
+        self.metrics.discovery_ready.set_function(self._discovery_ready)
         self.probes: ProbeServer | None = None
         self.metrics_server: MetricsServer | None = None
 
@@ -165,6 +167,10 @@ class Controller:
         reason = check()
         self.metrics.set_discovery_ready(reason is None and self._pipeline is not None)
         return reason
+
+    def _discovery_ready(self) -> float:
+        """``lifecycle_controller_discovery_ready``: 1 when this instance's coverage is complete."""
+        return 1.0 if self.not_ready_reason() is None and self._pipeline is not None else 0.0
 
     def _liveness(self) -> str | None:
         if self.elector is not None and not self.elector.healthy():
