@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,14 +178,21 @@ class ProcessLauncher:
                 await running.process.wait()
 
 
-@pytest.fixture
-async def launcher(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[ProcessLauncher]:
+@asynccontextmanager
+async def launching(control_plane: ControlPlane, directory: Path) -> AsyncIterator[ProcessLauncher]:
+    """A :class:`ProcessLauncher` whose processes are all killed on exit."""
     async with aiohttp.ClientSession() as http:
-        launcher = ProcessLauncher(control_plane, tmp_path, http)
+        launcher = ProcessLauncher(control_plane, directory, http)
         try:
             yield launcher
         finally:
             await launcher.aclose()
+
+
+@pytest.fixture
+async def launcher(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[ProcessLauncher]:
+    async with launching(control_plane, tmp_path) as launcher:
+        yield launcher
 
 
 async def lifecycle_events(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:

@@ -138,6 +138,18 @@ async def lifecycle_events(
     return [(e["type"], e["reason"], e.get("note", "")) for e in ours]
 
 
+async def recorded_events(
+    kube: KubeClient, namespace: str, name: str
+) -> list[tuple[str, str, str]]:
+    """:func:`lifecycle_events` once there are any (an Event is sent after the write)."""
+
+    async def recorded() -> bool:
+        return bool(await lifecycle_events(kube, namespace, name))
+
+    await eventually(recorded, within=10, what=f"an Event about {name}")
+    return await lifecycle_events(kube, namespace, name)
+
+
 def watched_keys(running: RunningController) -> set[str]:
     pipeline = running.controller.pipeline
     assert pipeline is not None
@@ -186,7 +198,7 @@ async def test_as_57_watch_resource_selects_only_deployments(
     assert watched_keys(running) == {"deployments.apps"}
 
     await wait_gone(kube, DEPLOYMENTS, namespace, "web")
-    assert await lifecycle_events(kube, namespace, "web") == [("Normal", "Deleted", DELETED_NOTE)]
+    assert await recorded_events(kube, namespace, "web") == [("Normal", "Deleted", DELETED_NOTE)]
     # Both objects came in the initial lists; the ConfigMap kind is not even watched.
     assert await resource_version(kube, CONFIGMAPS, namespace, "config") == ignored_version
     assert await lifecycle_events(kube, namespace, "config") == []
@@ -263,7 +275,7 @@ async def test_as_60_exact_namespaces_selection_acts_on_namespaces_named_in_the_
 
     await wait_gone(kube, NAMESPACES, None, listed)
     # Events about cluster-scoped objects live in `default`.
-    assert await lifecycle_events(kube, "default", listed) == [("Normal", "Deleted", DELETED_NOTE)]
+    assert await recorded_events(kube, "default", listed) == [("Normal", "Deleted", DELETED_NOTE)]
     assert await resource_version(kube, NAMESPACES, None, unlisted) == unlisted_version
     assert await lifecycle_events(kube, "default", unlisted) == []
 
@@ -373,7 +385,7 @@ async def test_as_63_exact_namespaces_run_with_namespaced_roles_only(
     assert pipeline.informers.scopes(CONFIGMAPS) == sorted([namespace, second])
     for ns in (namespace, second):
         await wait_gone(kube, CONFIGMAPS, ns, "short-lived")
-        reasons = [reason for _, reason, _ in await lifecycle_events(kube, ns, "short-lived")]
+        reasons = [reason for _, reason, _ in await recorded_events(kube, ns, "short-lived")]
         assert reasons == ["Deleted"]
 
 
@@ -581,7 +593,7 @@ async def test_as_65_crd_created_after_startup_is_picked_up_without_restart(
         what="the Widget to be deleted",
     )
     assert widgets.key in watched_keys(running)
-    reasons = [reason for _, reason, _ in await lifecycle_events(kube, namespace, "gizmo")]
+    reasons = [reason for _, reason, _ in await recorded_events(kube, namespace, "gizmo")]
     assert reasons == ["Deleted"]
 
 
