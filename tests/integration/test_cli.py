@@ -8,7 +8,6 @@ control plane. :class:`ControllerProcess` is also used by the leader-election sc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -24,6 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 
 from lifecycle_controller import cli as cli_module
 from lifecycle_controller import config
@@ -87,8 +87,6 @@ class ControllerProcess:
 
     async def metric(self, name: str, labels: Mapping[str, str]) -> float | None:
         """One sample of the process's plain-HTTP /metrics, or None when absent."""
-        from prometheus_client.parser import text_string_to_metric_families
-
         assert self.metrics_port is not None
         status, body = await self.get("/metrics", port=self.metrics_port)
         assert status == 200, body
@@ -115,14 +113,6 @@ class ControllerProcess:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
-
-    def log_events(self) -> list[dict[str, Any]]:
-        """The JSON log lines (``--log-format=json``)."""
-        events = []
-        for line in self.log_text().splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                events.append(json.loads(line))
-        return events
 
 
 @dataclass
