@@ -195,6 +195,15 @@ def requeues(running: RunningController) -> float:
     return sample(running, "workqueue_retries_total", name="lifecycle") or 0.0
 
 
+def reconcile_count(running: RunningController) -> float:
+    """Reconciles finished so far, whatever their outcome."""
+    return sum(
+        sample(running, "controller_runtime_reconcile_total", controller="lifecycle", result=result)
+        or 0.0
+        for result in ("success", "error", "requeue_after", "terminal")
+    )
+
+
 def written_by_controller(obj: dict[str, Any] | None) -> bool:
     """Whether the controller ever changed the object (its field manager owns fields)."""
     assert obj is not None, "the object is gone"
@@ -916,14 +925,6 @@ async def test_spec_2_4_terminating_object_is_deleted_once(
         assert (await raw_events(kube, namespace, "held"))[0].get("series") is None
     finally:
         await patch(kube, CONFIGMAPS, namespace, "held", {"metadata": {"finalizers": None}})
-
-
-def reconcile_count(running: RunningController) -> float:
-    return sum(
-        sample(running, "controller_runtime_reconcile_total", controller="lifecycle", result=result)
-        or 0.0
-        for result in ("success", "error", "requeue_after", "terminal")
-    )
 
 
 async def test_spec_2_12_max_delete_ttl(start_controller: StartController, namespace: str) -> None:
