@@ -51,6 +51,7 @@ MANAGED_BY = P + "managed-by"
 RESTARTED_AT = P + "restartedAt"
 CONTROLLER = "lifecycle-controller"
 PAST = "2020-01-01T00:00:00Z"
+FAR = "2999-01-01T00:00:00Z"
 SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 HOUR = 3600
 
@@ -202,6 +203,17 @@ def reconcile_count(running: RunningController) -> float:
         or 0.0
         for result in ("success", "error", "requeue_after", "terminal")
     )
+
+
+async def idle(running: RunningController) -> None:
+    """Wait until the work queue holds nothing and no reconcile runs."""
+
+    async def quiet() -> bool:
+        depth = sample(running, "workqueue_depth", name="lifecycle") or 0.0
+        busy = sample(running, "controller_runtime_active_workers", controller="lifecycle")
+        return depth == 0 and not busy
+
+    await eventually(quiet, within=10, interval=0.02, what="an idle work queue")
 
 
 def written_by_controller(obj: dict[str, Any] | None) -> bool:
@@ -637,34 +649,52 @@ async def test_as_18_conflicts_are_retried_quietly_on_fresh_state(
     ]
 
 
-async def test_as_18_retry_after_conflict_respects_a_concurrent_dry_run(
+async def test_as_18_retry_after_conflict_decides_on_fresh_state(
     start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Between the read and the DELETE, one object gets dry-run, one a later deadline and one
+    is replaced by a new object of the same name: the retry deletes none of them."""
     running = await start_for(start_controller, namespace)
     kube = running.kube
-    dry_run = configmap_edit(kube, lambda _: {"metadata": {"annotations": {P + "dry-run": "true"}}})
-    postpone = configmap_edit(
-        kube, lambda _: {"metadata": {"annotations": {DELETE_AT: "2999-01-01T00:00:00Z"}}}
-    )
+    edits = {
+        "dry": configmap_edit(kube, lambda _: {"metadata": {"annotations": {P + "dry-run": "1"}}}),
+        "later": configmap_edit(kube, lambda _: {"metadata": {"annotations": {DELETE_AT: FAR}}}),
+    }
+    replacement: dict[str, str] = {}
+
+    async def replace(namespace: str | None, name: str) -> None:
+        await kube.request("DELETE", CONFIGMAPS.object_path(namespace, name))
+        created = await create(kube, CONFIGMAPS, namespace or "", configmap(name))
+        replacement["uid"] = created["metadata"]["uid"]
 
     async def edit(namespace: str | None, name: str) -> None:
-        await (dry_run if name == "dry" else postpone)(namespace, name)
+        await edits.get(name, replace)(namespace, name)
 
-    wrapper = interfere(monkeypatch, running, edit, times=2)
-    await create(kube, CONFIGMAPS, namespace, configmap("dry", **{DELETE_AT: PAST}))
-    await create(kube, CONFIGMAPS, namespace, configmap("later", **{DELETE_AT: PAST}))
+    wrapper = interfere(monkeypatch, running, edit, times=3)
+    for name in ("dry", "later", "replaced"):
+        await create(kube, CONFIGMAPS, namespace, configmap(name, **{DELETE_AT: PAST}))
     events = await wait_event(kube, namespace, "dry", "DryRunDelete")
     assert events == [("Normal", "DryRunDelete", "Dry-run: Resource would be deleted now.")]
 
     async def waits_for_new_deadline() -> bool:
-        due = next_action(running, "delete", "ConfigMap", namespace)
-        return due == epoch("2999-01-01T00:00:00Z")
+        return next_action(running, "delete", "ConfigMap", namespace) == epoch(FAR)
 
     await eventually(waits_for_new_deadline, within=5, what="the postponed deadline")
-    assert (wrapper.calls, wrapper.conflicts) == (2, 2)
-    for name in ("dry", "later"):
-        assert await read(kube, CONFIGMAPS, namespace, name) is not None
+
+    async def all_tried() -> bool:
+        return wrapper.calls == 3
+
+    await eventually(all_tried, within=5, what="the DELETE of the replaced object")
+    assert wrapper.conflicts == 3  # the UID precondition protects the new object
+    await idle(running)
+    for name in ("dry", "later", "replaced"):
+        assert await read(kube, CONFIGMAPS, namespace, name) is not None, name
+    replaced = await read(kube, CONFIGMAPS, namespace, "replaced")
+    assert replaced is not None
+    assert replaced["metadata"]["uid"] == replacement["uid"]
+    assert wrapper.calls == 3
     assert await events_of(kube, namespace, "later") == []
+    assert await events_of(kube, namespace, "replaced") == []
 
 
 async def test_spec_2_3_busy_configmap_is_deleted_without_warning(

@@ -39,6 +39,7 @@ from tests.integration.test_scenarios_conversion_delete import (
     create,
     epoch,
     events_of,
+    idle,
     patch,
     read,
     reconcile_count,
@@ -374,17 +375,6 @@ class Barrier:
             return cached is not None and int(cached.resource_version) >= int(version)
 
         await eventually(seen, within=10, interval=0.02, what="the barrier edit in the cache")
-
-
-async def idle(running: RunningController) -> None:
-    """Wait until no key waits in the queue and no reconcile runs."""
-
-    async def quiet() -> bool:
-        depth = sample(running, "workqueue_depth", name="lifecycle") or 0.0
-        busy = sample(running, "controller_runtime_active_workers", controller="lifecycle")
-        return depth == 0 and not busy
-
-    await eventually(quiet, within=10, interval=0.02, what="an idle work queue")
 
 
 Change = Callable[[], Awaitable[Any]]
