@@ -281,7 +281,8 @@ class Reconciler:
             self._refresh_cache(key, obj, fresh)
             # The informer's event for this write is now compared with the refreshed entry and
             # dropped, so a write that changed what decides (a consumed restart-at uncovering
-            # restart-every, REFERENCE §2.11) must ask for the pass that event would have run.
+            # restart-every, REFERENCE §2.11; a new anchor) must ask for the pass that event
+            # would have run. That pass also publishes the next due time (the metric).
             changed_decision_input = should_enqueue_on_update(obj.annotations, fresh.annotations)
         await self._emit(key, obj, outcome.events)
         operation = Operation.DELETE if isinstance(decision, Delete) else decision.operation
@@ -296,10 +297,10 @@ class Reconciler:
         if operation is Operation.RESTART and response:
             await self._after_restart(key, obj, response)
         _log.info("write succeeded", operation=operation.value)
-        if outcome.requeue_after_ns:
-            return Result(requeue_after=max(outcome.requeue_after_ns, 1) / NS)
         if changed_decision_input:
             return Result(requeue_after=1 / NS)
+        if outcome.requeue_after_ns:
+            return Result(requeue_after=max(outcome.requeue_after_ns, 1) / NS)
         return None
 
     async def _after_restart(
