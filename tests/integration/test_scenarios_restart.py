@@ -16,6 +16,7 @@ The helpers at the top are shared with ``test_scenarios_recurring_catchup.py``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -137,8 +138,20 @@ def committed(writes: list[Write]) -> list[Write]:
     return [w for w in writes if w.error is None]
 
 
-def spy_writes(monkeypatch: pytest.MonkeyPatch, running: RunningController) -> WriteLog:
-    """Record what the controller's client writes (it still goes to the real API server)."""
+BeforeWrite = Callable[[str, str, Any], Awaitable[None]]
+
+
+def spy_writes(
+    monkeypatch: pytest.MonkeyPatch,
+    running: RunningController,
+    *,
+    before: BeforeWrite | None = None,
+) -> WriteLog:
+    """Record what the controller's client writes (it still goes to the real API server).
+
+    ``before(method, path, body)`` runs just before each write is sent: a test uses it to make
+    a concurrent change land exactly between the controller's read and its write.
+    """
     log = WriteLog()
     real: Callable[..., Awaitable[Any]] = running.kube.request
 
@@ -146,6 +159,8 @@ def spy_writes(monkeypatch: pytest.MonkeyPatch, running: RunningController) -> W
         if method == "GET" or "/events" in path:
             return await real(method, path, *args, **kwargs)
         body = kwargs.get("body")
+        if before is not None:
+            await before(method, path, body)
         try:
             result = await real(method, path, *args, **kwargs)
         except KubeError as error:
@@ -290,12 +305,6 @@ async def owned_by(
     ]
 
 
-def cache_key(
-    running: RunningController, resource: ResourceType, namespace: str, name: str
-) -> ObjectKey:
-    return ObjectKey(resource, namespace, name)
-
-
 def cached(
     running: RunningController, resource: ResourceType, namespace: str, name: str
 ) -> CachedObject | None:
@@ -372,8 +381,6 @@ def lag_cache(
 
 async def settle(seconds: float = 1.0) -> None:
     """Give the controller time to act where the scenario expects it NOT to."""
-    import asyncio
-
     await asyncio.sleep(seconds)
 
 
