@@ -9,6 +9,10 @@ Conflicts and a vanished object are produced on the real server at a chosen mome
 wrapper around the controller's own ``KubeClient.delete`` first edits (or deletes) the object
 through the API and then lets the guarded DELETE go out, so the 409 or 404 the controller sees
 is a real answer of the API server, not a mock.
+
+The helpers below (reading objects and this controller's Events, metrics samples, writes as a
+test field manager) are shared with ``test_scenarios_parsing`` and
+``test_scenarios_dryrun_filtering``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from tests.integration.test_scenarios_conversion_delete import (
     DELETE_AFTER,
     DELETE_AT,
     DEPLOYMENTS,
+    FAR,
     MANAGED_BY,
     PAST,
     REFERENCE_POINT,
@@ -57,7 +58,6 @@ CRON_TIMEZONE = P + "cron-timezone"
 CATCH_UP = P + "catch-up"
 DRY_RUN = P + "dry-run"
 LAST_RESTART = P + "last-restart-timestamp"
-FUTURE = "2999-01-01T00:00:00Z"
 DRY_DELETE_NOW = ("Normal", "DryRunDelete", "Dry-run: Resource would be deleted now.")
 DRY_RESTART_NOW = ("Normal", "DryRunRestart", "Dry-run: Resource would be restarted now.")
 HOUR = 3600
@@ -345,7 +345,7 @@ class Barrier:
         self._count = 0
 
     async def create(self) -> None:
-        annotations = {DELETE_AT: FUTURE} if self._resource is CONFIGMAPS else {RESTART_AT: FUTURE}
+        annotations = {DELETE_AT: FAR} if self._resource is CONFIGMAPS else {RESTART_AT: FAR}
         body = (
             configmap(self._name, **annotations)
             if self._resource is CONFIGMAPS
@@ -432,8 +432,8 @@ async def test_as_55_unrelated_changes_do_not_reconcile(
     deployments = Barrier(running, namespace, DEPLOYMENTS)
     await configmaps.create()
     await deployments.create()
-    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: FUTURE}))
-    await create(kube, DEPLOYMENTS, namespace, deployment("web", {RESTART_AT: FUTURE}))
+    await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: FAR}))
+    await create(kube, DEPLOYMENTS, namespace, deployment("web", {RESTART_AT: FAR}))
     await configmaps.wait()
     await deployments.wait()
 
@@ -478,7 +478,7 @@ TABLE: list[tuple[str, dict[str, str] | None, dict[str, Any], bool]] = [
     ("unrelated annotation", ACTION, {"metadata": {"annotations": {"a.io/b": "c"}}}, False),
     ("action added", {"a.io/b": "c"}, {"metadata": {"annotations": ACTION}}, True),
     ("annotations appear", None, {"metadata": {"annotations": ACTION}}, True),
-    ("action value changed", ACTION, {"metadata": {"annotations": {DELETE_AT: FUTURE}}}, True),
+    ("action value changed", ACTION, {"metadata": {"annotations": {DELETE_AT: FAR}}}, True),
     ("action removed", ACTION, {"metadata": {"annotations": {DELETE_AT: None}}}, True),
     ("dry-run changed", ACTION, {"metadata": {"annotations": {DRY_RUN: "false"}}}, True),
     ("dry-run removed", {**ACTION, DRY_RUN: "1"}, {"metadata": {"annotations": {DRY_RUN: None}}},
@@ -498,7 +498,7 @@ TABLE: list[tuple[str, dict[str, str] | None, dict[str, Any], bool]] = [
      True),
     ("last-restart-timestamp removed next to cron", {**CRON, **ANCHOR},
      {"metadata": {"annotations": {LAST_RESTART: None}}}, True),
-    ("last-restart-timestamp next to restart-at", {RESTART_AT: FUTURE},
+    ("last-restart-timestamp next to restart-at", {RESTART_AT: FAR},
      {"metadata": {"annotations": ANCHOR}}, False),
     ("last-restart-timestamp next to delete-after", AFTER, {"metadata": {"annotations": ANCHOR}},
      False),

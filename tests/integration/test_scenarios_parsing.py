@@ -24,6 +24,7 @@ from tests.integration.test_scenarios_conversion_delete import (
     DELETE_AFTER,
     DELETE_AT,
     DEPLOYMENTS,
+    FAR,
     MANAGED_BY,
     PAST,
     RESTART_AFTER,
@@ -53,7 +54,6 @@ CATCH_UP = P + "catch-up"
 DRY_RUN = P + "dry-run"
 LAST_RESTART = P + "last-restart-timestamp"
 LAYOUT = '"2006-01-02T15:04:05Z07:00"'
-FUTURE = "2999-01-01T00:00:00Z"
 
 
 async def expect_only_warning(
@@ -317,7 +317,7 @@ async def test_spec_2_9_ignored_annotation_once_per_object_and_value(
     running = await start_for(start_controller, namespace)
     kube = running.kube
     await create(
-        kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: FUTURE, CRON_TIMEZONE: "UTC"})
+        kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: FAR, CRON_TIMEZONE: "UTC"})
     )
     await expect_only_warning(kube, namespace, "cm", IGNORED[1], IGNORED[2])
 
