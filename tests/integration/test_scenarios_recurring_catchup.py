@@ -36,6 +36,7 @@ from tests.integration.test_scenarios_restart import (
     DRY_RUN,
     LAST_RESTART,
     MANAGED_BY,
+    MODIFIED,
     NANO_FORMAT,
     REFERENCE_POINT,
     RESTART_AT,
@@ -45,6 +46,7 @@ from tests.integration.test_scenarios_restart import (
     api,
     cached,
     committed,
+    conflicting_writer,
     event_records,
     from_now,
     get,
@@ -842,6 +844,36 @@ async def test_as_44_skip_is_guarded_retried_on_fresh_state_and_never_replayed(
     assert [(e.reason, e.count) for e in await event_records(api, namespace, "lost")] == [
         ("ActionSkipped", 1)
     ]
+
+
+async def test_as_44_persistent_conflicts_warn_action_skip_failed_and_keep_the_edit(
+    start_controller: StartController,
+    namespace: str,
+    api: KubeClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SPEC §2.3: the reference's Warning ActionSkipFailed comes only after the bounded quiet
+    # retries of one pass all conflict; the rate-limited retry then skips on fresh state.
+    running = await start_controller(
+        watch_resource=["configmaps"], watch_namespace=[namespace], delete_catch_up="never"
+    )
+    writer = conflicting_writer(api, CONFIGMAPS, namespace, "cm", times=4)
+    writes = spy_writes(monkeypatch, running, before=writer)
+    long_ago = "2020-01-01T00:00:00Z"
+    await api.create(CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: long_ago}))
+
+    await wait_for_event(api, namespace, "cm", "ActionSkipped")
+    assert [w.conflict for w in writes.to("cm")] == [True, True, True, True, False]
+    records = await event_records(api, namespace, "cm")
+    assert [(e.type, e.reason, e.count) for e in records] == [
+        ("Warning", "ActionSkipFailed", 1),
+        ("Normal", "ActionSkipped", 1),
+    ]
+    assert records[0].note.startswith("Could not acknowledge skipped delete: ")
+    assert MODIFIED in records[0].note
+    cm = await get(api, CONFIGMAPS, namespace, "cm")
+    assert cm["metadata"]["labels"] == {"concurrent": "0"}  # the concurrent edit is kept
+    assert DELETE_AT not in lifecycle_annotations(cm)
 
 
 async def test_as_45_many_objects_in_parallel_all_execute(

@@ -477,6 +477,59 @@ async def test_as_23_conflicting_restart_is_retried_quietly_and_keeps_the_concur
     assert await reasons(api, namespace, "web") == ["RestartTriggered"]  # no RestartFailed
 
 
+def conflicting_writer(
+    api: KubeClient, resource: ResourceType, namespace: str, name: str, *, times: int
+) -> BeforeWrite:
+    """A concurrent writer that changes the object just before each of the controller's first
+    ``times`` writes to it, so each of them is rejected with 409 Conflict."""
+    remaining = [times]
+
+    async def edit(method: str, path: str, body: Any) -> None:
+        if method == "PATCH" and path.endswith(f"/{name}") and remaining[0] > 0:
+            remaining[0] -= 1
+            label = {"concurrent": str(remaining[0])}
+            await api.merge_patch(resource, namespace, name, {"metadata": {"labels": label}})
+
+    return edit
+
+
+MODIFIED = "the object has been modified"
+
+
+async def test_as_23_persistent_conflicts_warn_after_the_bounded_quiet_retries(
+    start_controller: StartController,
+    namespace: str,
+    api: KubeClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SPEC §2.3: one pass tries once and retries 3 times on fresh state; only then the
+    # reference's Warning RestartFailed and the rate-limited retry, which succeeds.
+    running = await start_controller(
+        watch_resource=["deployments.apps"], watch_namespace=[namespace]
+    )
+    writer = conflicting_writer(api, DEPLOYMENTS, namespace, "web", times=4)
+    writes = spy_writes(monkeypatch, running, before=writer)
+    await api.create(
+        DEPLOYMENTS,
+        namespace,
+        workload("Deployment", "web", {RESTART_AT: "2020-01-01T00:00:00Z"}, replicas=0),
+    )
+    obj = await wait_restarted(api, DEPLOYMENTS, namespace, "web")
+    await wait_for_event(api, namespace, "web", "RestartTriggered")
+    *rejected, accepted = writes.to("web")
+    assert accepted.error is None
+    assert all(w.conflict for w in rejected)  # 4 by our writer (+ any by status updates)
+    assert len(rejected) >= 4
+    records = await event_records(api, namespace, "web")
+    assert [(e.type, e.reason) for e in records] == [
+        ("Warning", "RestartFailed"),
+        ("Normal", "RestartTriggered"),
+    ]
+    assert records[0].note.startswith("Could not patch object to trigger restart: ")
+    assert MODIFIED in records[0].note
+    assert obj["metadata"]["labels"]["concurrent"] == "0"  # the last concurrent change is kept
+
+
 async def test_as_24_committed_restart_is_not_replayed_after_a_lost_response(
     start_controller: StartController,
     namespace: str,
