@@ -29,7 +29,7 @@ from lifecycle_controller.budget import ActionBudget
 from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
 from lifecycle_controller.clock import Clock, RealClock
 from lifecycle_controller.config import Settings
-from lifecycle_controller.core import Action, Ledger
+from lifecycle_controller.core import Action, Ledger, keys
 from lifecycle_controller.core import Settings as DecisionSettings
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.discovery import Discovery, DiscoveryFatal
@@ -164,9 +164,7 @@ class Controller:
             ),
             caches_synced=lambda: self._pipeline is not None and self._pipeline.informers.synced(),
         )
-        reason = check()
-        self.metrics.set_discovery_ready(reason is None and self._pipeline is not None)
-        return reason
+        return check()
 
     def _discovery_ready(self) -> float:
         """``lifecycle_controller_discovery_ready``: 1 when this instance's coverage is complete."""
@@ -323,10 +321,8 @@ class Controller:
             await informers.stop(resource)
             self.metrics.forget_resource(resource.key)
         for resource in sorted(added):
-            workload = resource.group == "apps" and resource.kind in (
-                "Deployment",
-                "StatefulSet",
-                "DaemonSet",
+            workload = (
+                resource.group == keys.RESTARTABLE_GROUP and resource.kind in keys.RESTARTABLE_KINDS
             )
             self.metrics.declare_kind(
                 resource.kind, actions=("delete", "restart") if workload else ("delete",)
