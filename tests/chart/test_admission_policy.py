@@ -35,10 +35,10 @@ from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from tests.chart.support import Helm, Identity, apply_chart_rbac, kubectl
 from tests.chart.support import to_yaml_stream as yaml_stream
 from tests.core.test_durations import REJECTED as REJECTED_DURATIONS
+from tests.integration.keys import P
 
 pytestmark = pytest.mark.integration
 
-P = "lifecycle.cezary.dev/"
 DEVCLUSTER_ADMIN = "lifecycle-devcluster-admin"  # what kube-controller-manager runs as here
 USER_RULES = [
     {

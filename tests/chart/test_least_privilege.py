@@ -15,16 +15,15 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import LEASES, KubeClient, NotFound, ResourceType
+from lifecycle_controller.kube import LEASES, KubeClient, NotFound
 from tests.chart.support import Helm, apply_chart_rbac, args_of, can_i, parse_run_args
-from tests.integration.controller import StartController, events_of
-from tests.integration.support import configmap, deployment, eventually
+from tests.integration.controller import StartController
+from tests.integration.events import events_of
+from tests.integration.keys import DELETE_AFTER, DELETE_AT, RESTART_AT, RESTARTED_AT
+from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
+from tests.integration.timestamps import PAST
 
 pytestmark = pytest.mark.integration
-
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-PAST = "2020-01-01T00:00:00Z"
 
 
 def chart_flags(
@@ -40,12 +39,8 @@ def chart_flags(
 
 async def exercise(kube: KubeClient, namespace: str) -> None:
     """A delete and a restart carried out, with their Events, in ``namespace``."""
-    await kube.create(
-        CONFIGMAPS, namespace, configmap("expiring", **{"lifecycle.cezary.dev/delete-after": "1s"})
-    )
-    await kube.create(
-        DEPLOYMENTS, namespace, deployment("web", {"lifecycle.cezary.dev/restart-at": PAST})
-    )
+    await kube.create(CONFIGMAPS, namespace, configmap("expiring", **{DELETE_AFTER: "1s"}))
+    await kube.create(DEPLOYMENTS, namespace, deployment("web", {RESTART_AT: PAST}))
 
     async def deleted() -> bool:
         try:
@@ -56,15 +51,15 @@ async def exercise(kube: KubeClient, namespace: str) -> None:
 
     async def restarted() -> bool:
         obj = await kube.get(DEPLOYMENTS, namespace, "web")
-        return "lifecycle.cezary.dev/restartedAt" in (
-            obj["spec"]["template"]["metadata"].get("annotations") or {}
-        )
+        return RESTARTED_AT in (obj["spec"]["template"]["metadata"].get("annotations") or {})
 
     await eventually(deleted, within=20, what="the ConfigMap deletion")
     await eventually(restarted, within=20, what="the Deployment restart")
-    reasons = [reason for _, reason, _ in await events_of(kube, namespace, "expiring")]
+    reasons = [
+        reason for _, reason, _ in await events_of(kube, namespace, "expiring", reporter=None)
+    ]
     assert "Deleted" in reasons
-    reasons = [reason for _, reason, _ in await events_of(kube, namespace, "web")]
+    reasons = [reason for _, reason, _ in await events_of(kube, namespace, "web", reporter=None)]
     assert "RestartTriggered" in reasons
 
 
@@ -118,9 +113,7 @@ async def test_namespaced_values_least_privilege(
 
     async with await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin:
         # The same annotation in a namespace outside the watch list must be left alone.
-        await admin.create(
-            CONFIGMAPS, namespace, configmap("outside", **{"lifecycle.cezary.dev/delete-at": PAST})
-        )
+        await admin.create(CONFIGMAPS, namespace, configmap("outside", **{DELETE_AT: PAST}))
         await exercise(admin, watched)
         lease = flags["leader_election_id"]
         await assert_leads(admin, release_ns, lease, running.controller.identity)

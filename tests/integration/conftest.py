@@ -1,19 +1,46 @@
 """Integration tests: everything here runs against the real control plane (tests/conftest.py).
 
-Every test in this folder is marked ``integration``; ``start_controller`` runs the real
-controller in-process (tests/integration/controller.py).
+Every test in this folder is marked ``integration``. Fixtures for the tests here:
+``start_controller`` runs the real controller in-process (tests/integration/controller.py),
+``launcher`` runs it as real processes (tests/integration/processes.py), ``kube`` (also named
+``api``) is the test's own admin client and ``http`` a plain HTTP session.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import aiohttp
 import pytest
 
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import start_controller
+from tests.integration.processes import launcher
 
-__all__ = ["start_controller"]
+__all__ = ["launcher", "start_controller"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
+    """The test's own admin client (so its requests never pass through the controller's)."""
+    async with await KubeClient.connect(str(control_plane.admin_kubeconfig)) as client:
+        yield client
+
+
+@pytest.fixture
+def api(kube: KubeClient) -> KubeClient:
+    """:func:`kube` under the name the restart and recurring scenarios use."""
+    return kube
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session

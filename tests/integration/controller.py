@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,7 +19,7 @@ import pytest
 from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import EVENTS, KubeClient
+from lifecycle_controller.kube import KubeClient
 
 
 @dataclass
@@ -86,18 +86,3 @@ async def start_controller(control_plane: ControlPlane) -> AsyncIterator[StartCo
     yield start
     for running in reversed(started):
         await running.stop()
-
-
-async def events_of(kube: KubeClient, namespace: str, name: str) -> list[tuple[str, str, str]]:
-    """(type, reason, note) of every Event regarding ``name`` in ``namespace``, oldest first."""
-    listing = await kube.request(
-        "GET",
-        EVENTS.collection_path(namespace),
-        query=[("fieldSelector", f"regarding.name={name}")],
-    )
-    items = sorted(listing["items"], key=lambda e: e.get("eventTime") or "")
-    return [(e["type"], e["reason"], e.get("note", "")) for e in items]
-
-
-def has_event(reason: str) -> Callable[[list[tuple[str, str, str]]], bool]:
-    return lambda events: any(event[1] == reason for event in events)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.kube import NotFound, ResourceType
-from tests.integration.controller import StartController, events_of
-from tests.integration.support import configmap, deployment, eventually
-
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+from lifecycle_controller.kube import NotFound
+from tests.integration.controller import StartController
+from tests.integration.events import events_of
+from tests.integration.keys import DELETE_AFTER, RESTART_AT, RESTARTED_AT
+from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
+from tests.integration.timestamps import PAST
 
 
 async def test_delete_after_deletes_and_restart_at_restarts(
@@ -20,12 +20,12 @@ async def test_delete_after_deletes_and_restart_at_restarts(
     await kube.create(
         CONFIGMAPS,
         namespace,
-        configmap("short-lived", **{"lifecycle.cezary.dev/delete-after": "2s"}),
+        configmap("short-lived", **{DELETE_AFTER: "2s"}),
     )
     await kube.create(
         DEPLOYMENTS,
         namespace,
-        deployment("web", {"lifecycle.cezary.dev/restart-at": "2020-01-01T00:00:00Z"}),
+        deployment("web", {RESTART_AT: PAST}),
     )
 
     async def configmap_gone() -> bool:
@@ -38,13 +38,13 @@ async def test_delete_after_deletes_and_restart_at_restarts(
     async def restarted() -> bool:
         obj = await kube.get(DEPLOYMENTS, namespace, "web")
         template = obj["spec"]["template"]["metadata"].get("annotations") or {}
-        return "lifecycle.cezary.dev/restartedAt" in template
+        return RESTARTED_AT in template
 
     await eventually(restarted, within=15, what="the restart marker")
     await eventually(configmap_gone, within=15, what="the ConfigMap deletion")
-    events = await events_of(kube, namespace, "short-lived")
+    events = await events_of(kube, namespace, "short-lived", reporter=None)
     assert [reason for _, reason, _ in events] == ["Deleted"]
-    restart_events = await events_of(kube, namespace, "web")
+    restart_events = await events_of(kube, namespace, "web", reporter=None)
     assert ("Normal", "RestartTriggered", "Updated Pod template for a restart request") in (
         restart_events
     )

@@ -30,7 +30,7 @@ from lifecycle_controller.kube import (
     load_configuration,
 )
 from lifecycle_controller.testing.fakeclock import FakeClock
-from tests.integration.support import eventually
+from tests.integration.support import broken_api_group, crd_manifest, eventually, group_fails
 
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 COVERAGE_TAIL = (
@@ -60,77 +60,15 @@ class Changes:
 
 
 @pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    async with client:
-        yield client
-
-
-def crd_manifest(group: str, plural: str, kind: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": plural[:-1], "kind": kind},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
-@pytest.fixture
 async def broken_group(control_plane: ControlPlane, kube: KubeClient) -> AsyncIterator[str]:
     """An aggregated API whose backend does not exist: discovery reports it Stale / 503."""
-    group = f"broken-{uuid.uuid4().hex[:6]}.example.test"
-    name = f"v1beta1.{group}"
-    path = f"/apis/apiregistration.k8s.io/v1/apiservices/{name}"
-    control_plane.apply(
-        {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": name},
-            "spec": {
-                "group": group,
-                "version": "v1beta1",
-                "groupPriorityMinimum": 100,
-                "versionPriority": 100,
-                "insecureSkipTLSVerify": True,
-                "service": {"namespace": "default", "name": "nowhere", "port": 443},
-            },
-        },
-        path=path,
-    )
-
-    async def failing() -> bool:
-        return await _group_fails(kube, group)
-
-    await eventually(failing, within=20, what=f"{group} to fail discovery")
-    yield group
-    control_plane.request("DELETE", path)
+    async with broken_api_group(control_plane, kube) as group:
+        yield group
 
     async def gone() -> bool:
-        return not await _group_fails(kube, group)
+        return not await group_fails(kube, group)
 
     await eventually(gone, within=20, what=f"{group} to leave discovery")
-
-
-async def _group_fails(kube: KubeClient, group: str) -> bool:
-    snapshot = await fetch_discovery(kube)
-    return any(gv.startswith(f"{group}/") for gv in snapshot.failed)
 
 
 def _keys(resources: Any) -> set[str]:
@@ -355,7 +293,7 @@ async def test_ref_028_broad_mode_waits_for_complete_discovery(
     )
 
     async def healthy() -> bool:
-        return not await _group_fails(kube, broken_group)
+        return not await group_fails(kube, broken_group)
 
     await eventually(healthy, within=20, what="the broken group to disappear")
     await clock.advance(30)

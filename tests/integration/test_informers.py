@@ -40,12 +40,10 @@ from lifecycle_controller.kube import (
     TransportError,
     load_configuration,
 )
-from tests.integration.support import configmap, eventually
+from tests.integration.keys import DELETE_AFTER, DRY_RUN
+from tests.integration.support import CONFIGMAPS, configmap, eventually
 
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)  # not watch-cached
-DELETE_AFTER = "lifecycle.cezary.dev/delete-after"
-DRY_RUN = "lifecycle.cezary.dev/dry-run"
 
 # Fast recovery so the tests stay short; the protocol is the same as with the defaults.
 FAST = InformerSettings(backoff_initial=0.05, backoff_max=0.2, min_watch_seconds=0.0)
@@ -102,13 +100,6 @@ class Metrics:
 
     def cache_objects(self, resource: ResourceType, count: int) -> None:
         pass
-
-
-@pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    async with client:
-        yield client
 
 
 @asynccontextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,20 +14,10 @@ from lifecycle_controller.kube import (
     Forbidden,
     KubeClient,
     NotFound,
-    ResourceType,
     TransportError,
     load_configuration,
 )
-from tests.integration.support import configmap
-
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-
-
-@pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    async with client:
-        yield client
+from tests.integration.support import CONFIGMAPS, configmap
 
 
 async def test_list_watch_patch_delete_round_trip(kube: KubeClient, namespace: str) -> None:

@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-import pytest
-
 from lifecycle_controller.clock import RealClock
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.recorder import KubeEventRecorder, ObjectRef
+from tests.integration.events import list_events
 from tests.integration.support import configmap
-
-
-@pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    async with await KubeClient.connect(str(control_plane.admin_kubeconfig)) as client:
-        yield client
-
-
-async def events_about(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    listing = await kube.request(
-        "GET",
-        f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
-        query=[("fieldSelector", f"regarding.name={name}")],
-    )
-    return list(listing["items"])
 
 
 def test_micro_time_always_has_six_fraction_digits() -> None:
@@ -50,7 +31,7 @@ async def test_event_regarding_namespaced_object_and_series(
     await recorder.record(ref, "Warning", "IgnoredAnnotation", "once", dedupe_key="tz=x")
     await recorder.record(ref, "Warning", "IgnoredAnnotation", "once", dedupe_key="tz=x")
 
-    events = await events_about(kube, namespace, "subject")
+    events = await list_events(kube, namespace, "subject", reporter=None)
     by_reason = {event["reason"]: event for event in events}
     assert sorted(by_reason) == ["Deleted", "IgnoredAnnotation"]
     assert len(events) == 2
@@ -74,7 +55,7 @@ async def test_cluster_scoped_object_events_go_to_default(
     ref = ObjectRef("v1", "Namespace", "some-cluster-object", None, "uid-cluster-scoped-test")
     recorder = KubeEventRecorder(kube, clock=RealClock(), reporting_instance="test-instance")
     await recorder.record(ref, "Warning", "InvalidAnnotation", "bad value")
-    events = await events_about(kube, "default", "some-cluster-object")
+    events = await list_events(kube, "default", "some-cluster-object", reporter=None)
     assert [e["reason"] for e in events] == ["InvalidAnnotation"]
 
 

@@ -9,10 +9,6 @@ Conflicts and a vanished object are produced on the real server at a chosen mome
 wrapper around the controller's own ``KubeClient.delete`` first edits (or deletes) the object
 through the API and then lets the guarded DELETE go out, so the 409 or 404 the controller sees
 is a real answer of the API server, not a mock.
-
-The helpers below (reading objects and this controller's Events, metrics samples, writes as a
-test field manager) are shared with ``test_scenarios_parsing`` and
-``test_scenarios_dryrun_filtering``.
 """
 
 from __future__ import annotations
@@ -23,289 +19,49 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import (
-    CRDS,
-    EVENTS,
-    NAMESPACES,
-    Conflict,
-    KubeClient,
-    NotFound,
-    ResourceType,
+from lifecycle_controller.kube import CRDS, NAMESPACES, KubeClient, NotFound, ResourceType
+from tests.integration.controller import StartController
+from tests.integration.events import events_of, list_events, wait_event
+from tests.integration.faults import configmap_edit, interfere, label_bump
+from tests.integration.keys import (
+    CONTROLLER,
+    DELETE_AFTER,
+    DELETE_AT,
+    MANAGED_BY,
+    REFERENCE_POINT,
+    RESTART_AFTER,
+    RESTART_AT,
+    RESTARTED_AT,
+    P,
 )
-from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, deployment, eventually
-
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-
-P = "lifecycle.cezary.dev/"
-DELETE_AFTER = P + "delete-after"
-DELETE_AT = P + "delete-at"
-RESTART_AFTER = P + "restart-after"
-RESTART_AT = P + "restart-at"
-REFERENCE_POINT = P + "reference-point"
-CRON_TIMEZONE = P + "cron-timezone"
-MANAGED_BY = P + "managed-by"
-RESTARTED_AT = P + "restartedAt"
-CONTROLLER = "lifecycle-controller"
-PAST = "2020-01-01T00:00:00Z"
-FAR = "2999-01-01T00:00:00Z"
-SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-HOUR = 3600
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def epoch(value: str) -> int:
-    """A written ``*-at`` value (whole-second UTC with ``Z``, strictly) as Unix seconds."""
-    assert SECONDS.fullmatch(value), f"not a whole-second UTC RFC3339 value: {value!r}"
-    return calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
-
-
-def stamp(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-TEST_MANAGER = "scenario-test"
-
-
-async def create(
-    kube: KubeClient, resource: ResourceType, namespace: str | None, body: dict[str, Any]
-) -> dict[str, Any]:
-    """Create as the test's own field manager (so the controller's writes stay recognisable)."""
-    return await kube.request(
-        "POST",
-        resource.collection_path(namespace),
-        query=[("fieldManager", TEST_MANAGER)],
-        body=body,
-    )
-
-
-async def patch(
-    kube: KubeClient,
-    resource: ResourceType,
-    namespace: str | None,
-    name: str,
-    body: dict[str, Any],
-) -> dict[str, Any]:
-    """A merge patch as the test's own field manager (a user's or another tool's edit)."""
-    return await kube.merge_patch(resource, namespace, name, body, field_manager=TEST_MANAGER)
-
-
-async def read(
-    kube: KubeClient, resource: ResourceType, namespace: str | None, name: str
-) -> dict[str, Any] | None:
-    try:
-        return await kube.get(resource, namespace, name)
-    except NotFound:
-        return None
-
-
-def annotations_of(obj: dict[str, Any] | None) -> dict[str, str]:
-    assert obj is not None, "the object is gone"
-    return dict(obj["metadata"].get("annotations") or {})
-
-
-async def wait_for(
-    kube: KubeClient,
-    resource: ResourceType,
-    namespace: str | None,
-    name: str,
-    condition: Callable[[dict[str, Any]], bool],
-    *,
-    within: float = 10,
-    what: str,
-) -> dict[str, Any]:
-    """Poll the object until ``condition`` holds on it; return it."""
-    seen: dict[str, dict[str, Any]] = {}
-
-    async def holds() -> bool:
-        obj = await read(kube, resource, namespace, name)
-        if obj is not None and condition(obj):
-            seen["obj"] = obj
-            return True
-        return False
-
-    await eventually(holds, within=within, what=what)
-    return seen["obj"]
-
-
-async def wait_gone(
-    kube: KubeClient,
-    resource: ResourceType,
-    namespace: str | None,
-    name: str,
-    *,
-    within: float = 10,
-) -> None:
-    async def gone() -> bool:
-        return await read(kube, resource, namespace, name) is None
-
-    await eventually(gone, within=within, what=f"{name} to be deleted")
-
-
-async def raw_events(kube: KubeClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    """This controller's Events about ``name`` (not kube-controller-manager's), oldest first."""
-    listing = await kube.request(
-        "GET",
-        EVENTS.collection_path(namespace),
-        query=[("fieldSelector", f"regarding.name={name}")],
-    )
-    ours = [e for e in listing["items"] if e.get("reportingController") == CONTROLLER]
-    return sorted(ours, key=lambda e: str(e.get("eventTime") or ""))
-
-
-async def events_of(kube: KubeClient, namespace: str, name: str) -> list[tuple[str, str, str]]:
-    """(type, reason, note) of this controller's Events about ``name``, oldest first."""
-    return [
-        (e["type"], e["reason"], e.get("note", "")) for e in await raw_events(kube, namespace, name)
-    ]
-
-
-async def wait_event(
-    kube: KubeClient, namespace: str, name: str, reason: str, *, within: float = 10
-) -> list[tuple[str, str, str]]:
-    """Poll the Events about ``name`` until one has ``reason``; return them all."""
-    seen: list[tuple[str, str, str]] = []
-
-    async def present() -> bool:
-        seen[:] = await events_of(kube, namespace, name)
-        return any(event[1] == reason for event in seen)
-
-    await eventually(present, within=within, what=f"a {reason} Event about {name}")
-    return seen
-
-
-def sample(running: RunningController, metric: str, **labels: str) -> float | None:
-    """One sample of the controller's metrics registry (None: no such series)."""
-    return running.controller.metrics.registry.get_sample_value(metric, labels)
-
-
-def next_action(running: RunningController, action: str, kind: str, namespace: str) -> float | None:
-    """``lifecycle_next_action_timestamp`` of the controller under test (None: no series)."""
-    return sample(
-        running, "lifecycle_next_action_timestamp", action=action, kind=kind, namespace=namespace
-    )
-
-
-def requeues(running: RunningController) -> float:
-    """``workqueue_retries_total``: every requeue-after and rate-limited retry so far."""
-    return sample(running, "workqueue_retries_total", name="lifecycle") or 0.0
-
-
-def reconcile_count(running: RunningController) -> float:
-    """Reconciles finished so far, whatever their outcome."""
-    return sum(
-        sample(running, "controller_runtime_reconcile_total", controller="lifecycle", result=result)
-        or 0.0
-        for result in ("success", "error", "requeue_after", "terminal")
-    )
-
-
-async def idle(running: RunningController) -> None:
-    """Wait until the work queue holds nothing and no reconcile runs."""
-
-    async def quiet() -> bool:
-        depth = sample(running, "workqueue_depth", name="lifecycle") or 0.0
-        busy = sample(running, "controller_runtime_active_workers", controller="lifecycle")
-        return depth == 0 and not busy
-
-    await eventually(quiet, within=10, interval=0.02, what="an idle work queue")
-
-
-def written_by_controller(obj: dict[str, Any] | None) -> bool:
-    """Whether the controller ever changed the object (its field manager owns fields)."""
-    assert obj is not None, "the object is gone"
-    managers = obj["metadata"].get("managedFields") or []
-    return any(entry.get("manager") == CONTROLLER for entry in managers)
-
-
-async def start_for(
-    start_controller: StartController, namespace: str, *resources: str, **flags: Any
-) -> RunningController:
-    return await start_controller(
-        watch_resource=list(resources or ("configmaps",)), watch_namespace=[namespace], **flags
-    )
-
-
-class DeleteInterference:
-    """Wraps ``KubeClient.delete``: run ``before`` ahead of the next ``times`` DELETEs.
-
-    ``before`` talks to the real API server (edits or deletes the object), so the guarded
-    DELETE that follows meets a real 409 or 404. Conflicts seen are counted.
-    """
-
-    def __init__(
-        self,
-        kube: KubeClient,
-        before: Callable[[str | None, str], Awaitable[None]],
-        *,
-        times: int,
-    ) -> None:
-        self._delete = kube.delete
-        self._before = before
-        self.remaining = times
-        self.calls = 0
-        self.conflicts = 0
-
-    async def delete(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        name: str,
-        *,
-        uid: str | None = None,
-        resource_version: str | None = None,
-    ) -> dict[str, Any]:
-        self.calls += 1
-        if self.remaining > 0:
-            self.remaining -= 1
-            await self._before(namespace, name)
-        try:
-            return await self._delete(
-                resource, namespace, name, uid=uid, resource_version=resource_version
-            )
-        except Conflict:
-            self.conflicts += 1
-            raise
-
-
-def interfere(
-    monkeypatch: pytest.MonkeyPatch,
-    running: RunningController,
-    before: Callable[[str | None, str], Awaitable[None]],
-    *,
-    times: int,
-) -> DeleteInterference:
-    wrapper = DeleteInterference(running.kube, before, times=times)
-    monkeypatch.setattr(running.kube, "delete", wrapper.delete)
-    return wrapper
-
-
-def configmap_edit(
-    kube: KubeClient, edit_body: Callable[[int], dict[str, Any]]
-) -> Callable[[str | None, str], Awaitable[None]]:
-    """An edit of a ConfigMap through the API; ``edit_body(n)`` builds the n-th merge patch."""
-    count = 0
-
-    async def edit(namespace: str | None, name: str) -> None:
-        nonlocal count
-        count += 1
-        await patch(kube, CONFIGMAPS, namespace, name, edit_body(count))
-
-    return edit
-
-
-def label_bump(n: int) -> dict[str, Any]:
-    return {"metadata": {"labels": {"busy": str(n)}}}
-
+from tests.integration.scenario_support import (
+    annotations_of,
+    create,
+    idle,
+    next_action,
+    patch,
+    read,
+    reconcile_count,
+    sample,
+    start_for,
+    wait_for,
+    wait_gone,
+)
+from tests.integration.support import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    configmap,
+    crd_manifest,
+    deployment,
+    eventually,
+)
+from tests.integration.timestamps import FAR, HOUR, PAST, SECONDS, epoch, stamp
 
 # --------------------------------------------------------------------------- conversion
 
@@ -478,7 +234,7 @@ async def test_as_13_bogus_reference_point_falls_back_once(
     await eventually(two_warnings, within=10, what="the warning about the new value")
     assert events[0] == warning
     assert events[1] == (warning[0], warning[1], warning[2].replace("'bogus'", "'Bogus'"))
-    series = [e.get("series") for e in await raw_events(kube, namespace, "cm")]
+    series = [e.get("series") for e in await list_events(kube, namespace, "cm")]
     assert series == [None, None]
 
 
@@ -630,7 +386,7 @@ async def test_as_17_future_delete_at_waits_for_the_deadline(
         assert await read(kube, CONFIGMAPS, namespace, "cm") is not None, "deleted too early"
         await asyncio.sleep(0.1)
     await wait_gone(kube, CONFIGMAPS, namespace, "cm", within=5)
-    (event,) = await raw_events(kube, namespace, "cm")
+    (event,) = await list_events(kube, namespace, "cm")
     assert event["reason"] == "Deleted"
     acted = calendar.timegm(time.strptime(event["eventTime"][:19], "%Y-%m-%dT%H:%M:%S"))
     assert deadline <= acted <= deadline + 2, event["eventTime"]
@@ -833,7 +589,7 @@ async def test_as_20_namespace_deletion_cascades(
         assert events == [
             ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
         ]
-        (event,) = await raw_events(kube, "default", doomed)
+        (event,) = await list_events(kube, "default", doomed)
         assert event["regarding"]["kind"] == "Namespace"
         assert "namespace" not in event["regarding"]
         await wait_gone(kube, CONFIGMAPS, doomed, "content", within=30)
@@ -843,32 +599,6 @@ async def test_as_20_namespace_deletion_cascades(
             await kube.delete(NAMESPACES, None, doomed)
 
 
-def widget_crd(group: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 @pytest.fixture
 async def widgets(control_plane: ControlPlane) -> AsyncIterator[ResourceType]:
     """A small namespaced CRD of a fresh group, served and discoverable; removed afterwards."""
@@ -876,7 +606,7 @@ async def widgets(control_plane: ControlPlane) -> AsyncIterator[ResourceType]:
     resource = ResourceType(group, "v1", "widgets", "Widget", namespaced=True)
     admin = await KubeClient.connect(str(control_plane.admin_kubeconfig))
     async with admin:
-        await create(admin, CRDS, None, widget_crd(group))
+        await create(admin, CRDS, None, crd_manifest(group, "widgets", "Widget"))
         try:
 
             async def discoverable() -> bool:
@@ -910,7 +640,7 @@ async def test_as_21_custom_resources_are_deleted(
         },
     )
     await wait_gone(kube, widgets, namespace, "w")
-    (event,) = await raw_events(kube, namespace, "w")
+    (event,) = await list_events(kube, namespace, "w")
     assert event["reason"] == "Deleted"
     assert event["regarding"]["apiVersion"] == widgets.api_version
     assert event["regarding"]["kind"] == "Widget"
@@ -956,7 +686,7 @@ async def test_spec_2_4_terminating_object_is_deleted_once(
         assert await events_of(kube, namespace, "held") == [
             ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {PAST}")
         ]
-        assert (await raw_events(kube, namespace, "held"))[0].get("series") is None
+        assert (await list_events(kube, namespace, "held"))[0].get("series") is None
     finally:
         await patch(kube, CONFIGMAPS, namespace, "held", {"metadata": {"finalizers": None}})
 
@@ -1033,7 +763,7 @@ async def test_spec_2_12_delete_budget_throttles(
     assert await read(kube, CONFIGMAPS, namespace, deleted[0]) is None
     for name in waiting:
         assert annotations_of(await read(kube, CONFIGMAPS, namespace, name)) == {DELETE_AT: PAST}
-        (event,) = await raw_events(kube, namespace, name)
+        (event,) = await list_events(kube, namespace, name)
         assert event.get("series") is None
     throttled = sample(
         running, "lifecycle_actions_total", action="delete", kind="ConfigMap", result="throttled"

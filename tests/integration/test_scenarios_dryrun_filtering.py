@@ -22,45 +22,41 @@ from typing import Any
 from lifecycle_controller.cache import ObjectKey
 from lifecycle_controller.kube import ResourceType
 from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, deployment, eventually
-from tests.integration.test_scenarios_conversion_delete import (
-    CONFIGMAPS,
+from tests.integration.events import events_of, wait_event
+from tests.integration.keys import (
+    CATCH_UP,
+    CRON_TIMEZONE,
     DELETE_AFTER,
     DELETE_AT,
-    DEPLOYMENTS,
-    FAR,
+    DRY_RUN,
+    LAST_RESTART,
     MANAGED_BY,
-    PAST,
     REFERENCE_POINT,
     RESTART_AFTER,
     RESTART_AT,
+    RESTART_CRON,
+    RESTART_EVERY,
     RESTARTED_AT,
-    P,
+)
+from tests.integration.scenario_support import (
     annotations_of,
     create,
-    epoch,
-    events_of,
     idle,
+    lifecycle_annotations,
     patch,
+    queue_adds,
     read,
     reconcile_count,
     requeues,
-    sample,
     start_for,
-    wait_event,
     wait_gone,
     written_by_controller,
 )
+from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
+from tests.integration.timestamps import FAR, HOUR, PAST, epoch
 
-RESTART_EVERY = P + "restart-every"
-RESTART_CRON = P + "restart-cron"
-CRON_TIMEZONE = P + "cron-timezone"
-CATCH_UP = P + "catch-up"
-DRY_RUN = P + "dry-run"
-LAST_RESTART = P + "last-restart-timestamp"
 DRY_DELETE_NOW = ("Normal", "DryRunDelete", "Dry-run: Resource would be deleted now.")
 DRY_RESTART_NOW = ("Normal", "DryRunRestart", "Dry-run: Resource would be restarted now.")
-HOUR = 3600
 
 
 def workload(name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
@@ -77,10 +73,6 @@ def marker(obj: dict[str, Any] | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def lifecycle_annotations(obj: dict[str, Any] | None) -> dict[str, str]:
-    return {k: v for k, v in annotations_of(obj).items() if k.startswith(P)}
-
-
 async def assert_no_writes(
     running: RunningController,
     namespace: str,
@@ -93,10 +85,6 @@ async def assert_no_writes(
         assert not written_by_controller(obj), name
         if resource is DEPLOYMENTS:
             assert marker(obj) is None, name
-
-
-def adds(running: RunningController) -> float:
-    return sample(running, "workqueue_adds_total", name="lifecycle") or 0.0
 
 
 # --------------------------------------------------------------------------- AS-46
@@ -383,10 +371,10 @@ Change = Callable[[], Awaitable[Any]]
 async def enqueues(running: RunningController, barrier: Barrier, change: Change) -> float:
     """How many enqueues one API change caused (0 or 1)."""
     await idle(running)
-    before = adds(running)
+    before = queue_adds(running)
     await change()
     await barrier.wait()
-    return adds(running) - before
+    return queue_adds(running) - before
 
 
 async def test_as_54_objects_without_actions_are_never_reconciled(

@@ -8,50 +8,37 @@ Which replica acted is read from the ``reportingInstance`` of its Events (``POD_
 
 from __future__ import annotations
 
-import calendar
 import functools
 import signal
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import LEASES, KubeClient, NotFound, ResourceType
+from lifecycle_controller.kube import LEASES, KubeClient, NotFound
 from lifecycle_controller.server import CACHES_PENDING
 from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, eventually
-from tests.integration.test_cli import (
-    ControllerProcess,
-    ProcessLauncher,
-    launching,
-    lifecycle_events,
+from tests.integration.events import list_events
+from tests.integration.keys import DELETE_AFTER, DELETE_AT
+from tests.integration.processes import ControllerProcess, ProcessLauncher
+from tests.integration.scenario_support import wait_gone
+from tests.integration.support import (
+    CONFIGMAP_RULE,
+    CONFIGMAPS,
+    EVENT_RULE,
+    configmap,
+    eventually,
 )
+from tests.integration.timestamps import PAST, epoch
 
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DELETE_AT = "lifecycle.cezary.dev/delete-at"
-DELETE_AFTER = "lifecycle.cezary.dev/delete-after"
-PAST = "2020-01-01T00:00:00Z"
 LEASE_SECONDS = 4.0
 ELECTION_FLAGS: dict[str, Any] = {
     "leader_election_lease_duration": "4s",
     "leader_election_renew_deadline": "3s",
     "leader_election_retry_period": "0.5s",
-}
-CONFIGMAP_RULE = {
-    "apiGroups": [""],
-    "resources": ["configmaps"],
-    "verbs": ["get", "list", "watch", "patch", "delete"],
-}
-EVENT_RULE = {
-    "apiGroups": ["", "events.k8s.io"],
-    "resources": ["events"],
-    "verbs": ["create", "patch"],
 }
 LEASE_RULE = {
     "apiGroups": ["coordination.k8s.io"],
@@ -64,19 +51,6 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    async with client:
-        yield client
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def get(http: aiohttp.ClientSession, port: int | None, path: str) -> tuple[int, str]:
@@ -121,21 +95,6 @@ async def probe_port(running: RunningController) -> int | None:
     await serving(running)
     assert running.controller.probes is not None
     return running.controller.probes.port
-
-
-async def wait_gone(kube: KubeClient, namespace: str, name: str, *, within: float = 15) -> None:
-    async def gone() -> bool:
-        try:
-            await kube.get_metadata(CONFIGMAPS, namespace, name)
-        except NotFound:
-            return True
-        return False
-
-    await eventually(gone, within=within, what=f"ConfigMap {namespace}/{name} to be deleted")
-
-
-def unix_seconds(rfc3339_z: str) -> float:
-    return float(calendar.timegm(time.strptime(rfc3339_z, "%Y-%m-%dT%H:%M:%SZ")))
 
 
 @dataclass
@@ -329,11 +288,11 @@ async def test_metrics_expose_reference_controller_and_lifecycle_series(
 
     async def next_action_published() -> bool:
         samples = await scrape(http, running)
-        return sample(samples, "lifecycle_next_action_timestamp", **pending) == unix_seconds(due)
+        return sample(samples, "lifecycle_next_action_timestamp", **pending) == epoch(due)
 
     await eventually(next_action_published, within=5, what="lifecycle_next_action_timestamp")
 
-    await wait_gone(kube, namespace, "soon")
+    await wait_gone(kube, CONFIGMAPS, namespace, "soon", within=15)
 
     async def next_action_removed() -> bool:
         samples = await scrape(http, running)
@@ -358,12 +317,6 @@ async def test_metrics_expose_reference_controller_and_lifecycle_series(
 # --------------------------------------------------------------------------- AS-69
 
 
-@pytest.fixture
-async def processes(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[ProcessLauncher]:
-    async with launching(control_plane, tmp_path) as launcher:
-        yield launcher
-
-
 @dataclass
 class Replicas:
     """Two controller processes on one Lease, the first of them leading."""
@@ -386,7 +339,7 @@ async def leader_status(process: ControllerProcess, lease_name: str) -> float | 
     return await process.metric("leader_election_master_status", {"name": lease_name})
 
 
-async def start_replicas(processes: ProcessLauncher, kube: KubeClient, namespace: str) -> Replicas:
+async def start_replicas(launcher: ProcessLauncher, kube: KubeClient, namespace: str) -> Replicas:
     lease_name = f"ha-{namespace}"
     args = [
         "--leader-elect",
@@ -398,7 +351,7 @@ async def start_replicas(processes: ProcessLauncher, kube: KubeClient, namespace
         "--watch-resource=configmaps",
         f"--watch-namespace={namespace}",
     ]
-    first = await processes.start("replica-a", *args, metrics=True)
+    first = await launcher.start("replica-a", *args, metrics=True)
 
     async def first_leads() -> bool:
         if first.process.returncode is not None:
@@ -411,7 +364,7 @@ async def start_replicas(processes: ProcessLauncher, kube: KubeClient, namespace
     holder = await lease_holder(kube, namespace, lease_name)
     assert holder
 
-    second = await processes.start("replica-b", *args, metrics=True)
+    second = await launcher.start("replica-b", *args, metrics=True)
     await second.wait_ready()  # ready although not elected (AS-67)
     assert await leader_status(second, lease_name) == 0
     assert await lease_holder(kube, namespace, lease_name) == holder
@@ -423,19 +376,19 @@ async def deleted_by(kube: KubeClient, namespace: str, name: str) -> list[str]:
     Events are sent after the write)."""
 
     async def recorded() -> bool:
-        return bool(await lifecycle_events(kube, namespace, name))
+        return bool(await list_events(kube, namespace, name))
 
     await eventually(recorded, within=10, what=f"an Event about {name}")
-    return [str(e.get("reportingInstance")) for e in await lifecycle_events(kube, namespace, name)]
+    return [str(e.get("reportingInstance")) for e in await list_events(kube, namespace, name)]
 
 
 async def test_as_69_only_the_lease_holder_acts_and_sigterm_hands_over_at_once(
-    processes: ProcessLauncher, kube: KubeClient, namespace: str
+    launcher: ProcessLauncher, kube: KubeClient, namespace: str
 ) -> None:
-    replicas = await start_replicas(processes, kube, namespace)
+    replicas = await start_replicas(launcher, kube, namespace)
     leader, follower = replicas.leader, replicas.follower
     await kube.create(CONFIGMAPS, namespace, configmap("first", **{DELETE_AT: PAST}))
-    await wait_gone(kube, namespace, "first")
+    await wait_gone(kube, CONFIGMAPS, namespace, "first", within=15)
     assert await deleted_by(kube, namespace, "first") == ["replica-a"]
     done = {"action": "delete", "kind": "ConfigMap", "result": "success"}
     assert await leader.metric("lifecycle_actions_total", done) == 1
@@ -461,7 +414,7 @@ async def test_as_69_only_the_lease_holder_acts_and_sigterm_hands_over_at_once(
     assert new_holder not in ("", replicas.holder)
 
     await kube.create(CONFIGMAPS, namespace, configmap("second", **{DELETE_AT: PAST}))
-    await wait_gone(kube, namespace, "second")
+    await wait_gone(kube, CONFIGMAPS, namespace, "second", within=15)
     assert await deleted_by(kube, namespace, "second") == ["replica-b"]
 
     follower.send(signal.SIGTERM)
@@ -469,9 +422,9 @@ async def test_as_69_only_the_lease_holder_acts_and_sigterm_hands_over_at_once(
 
 
 async def test_as_69_after_kill_9_the_follower_takes_over_when_the_lease_expires(
-    processes: ProcessLauncher, kube: KubeClient, namespace: str
+    launcher: ProcessLauncher, kube: KubeClient, namespace: str
 ) -> None:
-    replicas = await start_replicas(processes, kube, namespace)
+    replicas = await start_replicas(launcher, kube, namespace)
     leader, follower = replicas.leader, replicas.follower
 
     killed = time.monotonic()
@@ -488,6 +441,6 @@ async def test_as_69_after_kill_9_the_follower_takes_over_when_the_lease_expires
     waited = time.monotonic() - killed
     # The lease was renewed at most one retry period (0.5 s) before the kill.
     assert waited > LEASE_SECONDS - 1, waited
-    await wait_gone(kube, namespace, "orphan")
+    await wait_gone(kube, CONFIGMAPS, namespace, "orphan", within=15)
     assert await deleted_by(kube, namespace, "orphan") == ["replica-b"]
     assert await leader_status(follower, replicas.lease_name) == 1

@@ -18,41 +18,36 @@ from typing import Any
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, deployment, eventually
-from tests.integration.test_scenarios_conversion_delete import (
-    CONFIGMAPS,
+from tests.integration.events import list_events, wait_event
+from tests.integration.keys import (
+    CATCH_UP,
+    CRON_TIMEZONE,
     DELETE_AFTER,
     DELETE_AT,
-    DEPLOYMENTS,
-    FAR,
+    DRY_RUN,
     MANAGED_BY,
-    PAST,
     RESTART_AFTER,
     RESTART_AT,
+    RESTART_CRON,
+    RESTART_EVERY,
     RESTARTED_AT,
-    P,
+)
+from tests.integration.scenario_support import (
     annotations_of,
     create,
-    epoch,
+    lifecycle_annotations,
     next_action,
     patch,
-    raw_events,
     read,
     requeues,
-    stamp,
     start_for,
-    wait_event,
     wait_for,
     wait_gone,
     written_by_controller,
 )
+from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
+from tests.integration.timestamps import FAR, PAST, epoch, stamp
 
-RESTART_EVERY = P + "restart-every"
-RESTART_CRON = P + "restart-cron"
-CRON_TIMEZONE = P + "cron-timezone"
-CATCH_UP = P + "catch-up"
-DRY_RUN = P + "dry-run"
-LAST_RESTART = P + "last-restart-timestamp"
 LAYOUT = '"2006-01-02T15:04:05Z07:00"'
 
 
@@ -76,7 +71,7 @@ async def assert_untouched(
     """
     for name, (resource, wanted, version) in expected.items():
         obj = await read(running.kube, resource, namespace, name)
-        lifecycle = {k: v for k, v in annotations_of(obj).items() if k.startswith(P)}
+        lifecycle = lifecycle_annotations(obj)
         assert lifecycle == wanted, name
         assert not written_by_controller(obj), name
         if version:
@@ -308,7 +303,7 @@ async def test_as_06_stray_cron_timezone_warns_once_and_the_delete_proceeds(
     events = await wait_event(kube, namespace, "cm", "Deleted")
     assert events[0] == IGNORED
     assert [reason for _, reason, _ in events] == ["IgnoredAnnotation", "Deleted"]
-    assert all(e.get("series") is None for e in await raw_events(kube, namespace, "cm"))
+    assert all(e.get("series") is None for e in await list_events(kube, namespace, "cm"))
 
 
 async def test_spec_2_9_ignored_annotation_once_per_object_and_value(
@@ -338,18 +333,18 @@ async def test_spec_2_9_ignored_annotation_once_per_object_and_value(
     # More reconciles with the same value: still the one Event, no repeat counted.
     await reconcile_with({}, "2998-01-01T00:00:00Z")
     await reconcile_with({}, "2997-01-01T00:00:00Z")
-    (event,) = await raw_events(kube, namespace, "cm")
+    (event,) = await list_events(kube, namespace, "cm")
     assert event.get("series") is None
     # A new value warns again (the same text, so the Event's series counts it).
     await reconcile_with({CRON_TIMEZONE: "Europe/Warsaw"}, "2996-01-01T00:00:00Z")
 
     async def warned_again() -> bool:
-        (event,) = await raw_events(kube, namespace, "cm")
+        (event,) = await list_events(kube, namespace, "cm")
         return (event.get("series") or {}).get("count") == 2
 
     await eventually(warned_again, within=5, what="the warning about the new value")
     await reconcile_with({}, "2995-01-01T00:00:00Z")
-    (event,) = await raw_events(kube, namespace, "cm")
+    (event,) = await list_events(kube, namespace, "cm")
     assert event["series"]["count"] == 2
     assert (event["type"], event["reason"], event["note"]) == IGNORED
 

@@ -7,7 +7,7 @@ anchor ourselves (for example now - 1h - 5s with ``restart-every: 1h``); one-tim
 timestamps a few seconds ahead or in the past. The ``never`` policy's in-memory ledger is
 observed through the controller's ``ledger`` to know an occurrence was armed before it is due.
 
-Helpers come from ``test_scenarios_restart.py`` (they are shared by both scenario files).
+Shared helpers: tests/integration/scenario_support.py, faults.py and events.py.
 """
 
 from __future__ import annotations
@@ -22,50 +22,52 @@ import pytest
 
 from lifecycle_controller.core import WorkKey
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
+from lifecycle_controller.kube import KubeClient, ResourceType
 from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, eventually
-from tests.integration.test_scenarios_restart import (
+from tests.integration.events import event_records, reasons, wait_for_event
+from tests.integration.faults import (
+    MODIFIED,
+    committed,
+    conflicting_writer,
+    lag_cache,
+    spy_writes,
+)
+from tests.integration.keys import (
     CATCH_UP,
-    CONFIGMAPS,
     CONTROLLER,
     CRON_TIMEZONE,
     DELETE_AFTER,
     DELETE_AT,
-    DEPLOYMENTS,
     DRY_RUN,
     LAST_RESTART,
     MANAGED_BY,
-    MODIFIED,
-    NANO_FORMAT,
     REFERENCE_POINT,
     RESTART_AT,
     RESTART_CRON,
     RESTART_EVERY,
     RESTARTED_AT,
-    api,
+)
+from tests.integration.scenario_support import (
     cached,
-    committed,
-    conflicting_writer,
-    event_records,
-    from_now,
     get,
-    lag_cache,
+    gone,
     lifecycle_annotations,
-    now_ns,
-    parse_utc,
-    reasons,
-    rfc3339,
-    rfc3339_nano,
+    next_action,
     settle,
-    spy_writes,
     template_annotations,
-    wait_for_event,
+    wait_gone,
     wait_restarted,
     workload,
 )
-
-__all__ = ["api"]  # the fixture, imported so pytest finds it here too
+from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, eventually
+from tests.integration.timestamps import (
+    NANO_FORMAT,
+    from_now,
+    now_ns,
+    parse_utc,
+    rfc3339,
+    rfc3339_nano,
+)
 
 NS = 1_000_000_000
 HOUR_NS = 3600 * NS
@@ -83,10 +85,7 @@ def skipped(action: str, scheduled: str) -> tuple[str, str, str]:
 
 def next_restart_at(running: RunningController, namespace: str) -> float | None:
     """``lifecycle_next_action_timestamp{action="restart",kind="Deployment",namespace}``."""
-    return running.controller.metrics.registry.get_sample_value(
-        "lifecycle_next_action_timestamp",
-        {"action": "restart", "kind": "Deployment", "namespace": namespace},
-    )
+    return next_action(running, "restart", "Deployment", namespace)
 
 
 def armed(running: RunningController, kind: str, namespace: str, name: str) -> bool:
@@ -109,21 +108,6 @@ async def wait_until(moment: datetime) -> None:
     delay = (moment - datetime.now(UTC)).total_seconds()
     if delay > 0:
         await asyncio.sleep(delay + 0.2)
-
-
-async def gone(api: KubeClient, resource: ResourceType, namespace: str, name: str) -> bool:
-    try:
-        await api.get(resource, namespace, name)
-    except NotFound:
-        return True
-    return False
-
-
-async def wait_gone(api: KubeClient, resource: ResourceType, namespace: str, name: str) -> None:
-    async def check() -> bool:
-        return await gone(api, resource, namespace, name)
-
-    await eventually(check, within=15, what=f"{name} deleted")
 
 
 async def wait_annotations(
@@ -383,7 +367,7 @@ async def test_as_35_always_executes_however_late(
         namespace,
         workload("Deployment", "web", {RESTART_AT: long_ago, CATCH_UP: "always"}, replicas=0),
     )
-    await wait_gone(api, CONFIGMAPS, namespace, "cm")
+    await wait_gone(api, CONFIGMAPS, namespace, "cm", within=15)
     await wait_restarted(api, DEPLOYMENTS, namespace, "web")
     deleted = await wait_for_event(api, namespace, "cm", "Deleted")
     assert deleted.note == f"Resource deleted based on delete-at annotation: {long_ago}"
@@ -406,7 +390,7 @@ async def test_as_36_duration_window_executes_late_actions_and_skips_too_late_on
         workload("Deployment", "web", {RESTART_AT: too_late, CATCH_UP: "1h"}, replicas=0),
     )
 
-    await wait_gone(api, CONFIGMAPS, namespace, "late")
+    await wait_gone(api, CONFIGMAPS, namespace, "late", within=15)
     for name, action in (("too-late", "delete"), ("web", "restart")):
         event = await wait_for_event(api, namespace, name, "ActionSkipped")
         assert (event.type, event.reason, event.note) == skipped(action, too_late)
@@ -539,8 +523,8 @@ async def test_as_39_never_executes_occurrences_observed_before_due(
     for kind, name in (("ConfigMap", "at"), ("ConfigMap", "after"), ("Deployment", "web")):
         await wait_armed(running, kind, namespace, name)  # observed (or converted) before due
 
-    await wait_gone(api, CONFIGMAPS, namespace, "at")
-    await wait_gone(api, CONFIGMAPS, namespace, "after")
+    await wait_gone(api, CONFIGMAPS, namespace, "at", within=15)
+    await wait_gone(api, CONFIGMAPS, namespace, "after", within=15)
     await wait_restarted(api, DEPLOYMENTS, namespace, "web")
     assert await reasons(api, namespace, "at") == ["Deleted"]
     assert await reasons(api, namespace, "after") == ["Deleted"]
@@ -746,7 +730,7 @@ async def test_as_42_never_unrelated_modifiers_keep_the_arm(
     )
     assert datetime.now(UTC) < due, "the modifiers must land before the deadline"
 
-    await wait_gone(api, CONFIGMAPS, namespace, "cm")
+    await wait_gone(api, CONFIGMAPS, namespace, "cm", within=15)
     await wait_restarted(api, DEPLOYMENTS, namespace, "web")
     assert await reasons(api, namespace, "cm") == ["Deleted"]
     assert await reasons(api, namespace, "web") == ["RestartTriggered"]

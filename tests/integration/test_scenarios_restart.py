@@ -11,377 +11,73 @@ Rollouts are real: kube-controller-manager runs in the control plane, so a resta
 Deployment produces a new ReplicaSet and one of a StatefulSet or DaemonSet a new
 ControllerRevision (Pods stay Pending: there is no kubelet).
 
-The helpers at the top are shared with ``test_scenarios_recurring_catchup.py``.
+Shared helpers: tests/integration/scenario_support.py (objects, waits, the controller's cache),
+faults.py (the write spy, conflicts, a lagging cache) and events.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from lifecycle_controller.cache import CachedObject, ObjectKey
-from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import CRDS, EVENTS, KubeClient, KubeError, ResourceType
-from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, eventually
+from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
+from tests.integration.controller import StartController
+from tests.integration.events import event_records, reasons, wait_for_event
+from tests.integration.faults import (
+    MODIFIED,
+    committed,
+    conflicting_writer,
+    lag_cache,
+    spy_writes,
+)
+from tests.integration.keys import (
+    CONTROLLER,
+    LAST_RESTART,
+    MANAGED_BY,
+    RESTART_AFTER,
+    RESTART_AT,
+    RESTART_CRON,
+    RESTART_EVERY,
+    RESTARTED_AT,
+)
+from tests.integration.scenario_support import (
+    annotations_of,
+    get,
+    lifecycle_annotations,
+    owned_by,
+    settle,
+    template_annotations,
+    wait_cached,
+    wait_in_sync,
+    wait_restarted,
+    workload,
+)
+from tests.integration.support import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    REPLICASETS,
+    REVISIONS,
+    STATEFULSETS,
+    configmap,
+    crd_manifest,
+    eventually,
+)
+from tests.integration.timestamps import (
+    NANO_FORMAT,
+    SECONDS,
+    from_now,
+    now_ns,
+    parse_utc,
+    rfc3339,
+    rfc3339_nano,
+)
 
-# ---------------------------------------------------------------------------------- shared
-
-P = "lifecycle.cezary.dev/"
-RESTART_AT = P + "restart-at"
-RESTART_AFTER = P + "restart-after"
-RESTART_EVERY = P + "restart-every"
-RESTART_CRON = P + "restart-cron"
-CRON_TIMEZONE = P + "cron-timezone"
-LAST_RESTART = P + "last-restart-timestamp"
-DELETE_AT = P + "delete-at"
-DELETE_AFTER = P + "delete-after"
-CATCH_UP = P + "catch-up"
-DRY_RUN = P + "dry-run"
-REFERENCE_POINT = P + "reference-point"
-MANAGED_BY = P + "managed-by"
-RESTARTED_AT = P + "restartedAt"
-CONTROLLER = "lifecycle-controller"
-
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
-DAEMONSETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
-REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
-REVISIONS = ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision", namespaced=True)
 WORKLOADS = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS, "DaemonSet": DAEMONSETS}
 WATCH_KEYS = {"Deployment": "deployments.apps", "StatefulSet": "statefulsets.apps"}
 WATCH_KEYS["DaemonSet"] = "daemonsets.apps"
-
-SECONDS_FORMAT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-NANO_FORMAT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?Z$")
-
-
-def rfc3339(moment: datetime) -> str:
-    """Whole-second UTC ``Z`` form, as the controller writes ``*-at`` and the marker."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def rfc3339_nano(ns: int) -> str:
-    """Go RFC3339Nano in UTC: trailing zeros of the fraction trimmed, no fraction if whole."""
-    seconds, fraction = divmod(ns, 1_000_000_000)
-    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    digits = f"{fraction:09d}".rstrip("0")
-    return f"{text}.{digits}Z" if digits else f"{text}Z"
-
-
-def parse_utc(value: str) -> datetime:
-    """Parse a ``…Z`` timestamp written by the controller (fraction cut to microseconds)."""
-    match = re.fullmatch(r"(.{19})(?:\.(\d+))?Z", value)
-    assert match is not None, value
-    whole = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
-    micros = int((match.group(2) or "0")[:6].ljust(6, "0"))
-    return whole + timedelta(microseconds=micros)
-
-
-def from_now(seconds: float) -> datetime:
-    return datetime.now(UTC) + timedelta(seconds=seconds)
-
-
-def now_ns() -> int:
-    return time.time_ns()
-
-
-@pytest.fixture
-async def api(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    """The test's own admin client (so its writes never show up in the controller's spy)."""
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    yield client
-    await client.close()
-
-
-@dataclass(frozen=True)
-class Write:
-    """One write the controller sent, and how the server answered (None = success)."""
-
-    method: str
-    path: str
-    body: Any
-    error: str | None
-
-    @property
-    def conflict(self) -> bool:
-        return self.error is not None and "Conflict" in self.error
-
-
-class WriteLog:
-    """Every non-Event write request of one controller, in order."""
-
-    def __init__(self) -> None:
-        self.writes: list[Write] = []
-
-    def to(self, name: str) -> list[Write]:
-        """Writes whose path ends with the object ``name``."""
-        return [w for w in self.writes if w.path.rstrip("/").endswith(f"/{name}")]
-
-
-def committed(writes: list[Write]) -> list[Write]:
-    """The writes the server accepted; every other one must have been a 409 (nothing applied).
-
-    A status update by kube-controller-manager between the controller's read and its write is
-    an ordinary conflict, retried quietly on fresh state (SPEC §2.3).
-    """
-    rejected = [w for w in writes if w.error is not None]
-    assert all(w.conflict for w in rejected), rejected
-    return [w for w in writes if w.error is None]
-
-
-BeforeWrite = Callable[[str, str, Any], Awaitable[None]]
-
-
-def spy_writes(
-    monkeypatch: pytest.MonkeyPatch,
-    running: RunningController,
-    *,
-    before: BeforeWrite | None = None,
-) -> WriteLog:
-    """Record what the controller's client writes (it still goes to the real API server).
-
-    ``before(method, path, body)`` runs just before each write is sent: a test uses it to make
-    a concurrent change land exactly between the controller's read and its write.
-    """
-    log = WriteLog()
-    real: Callable[..., Awaitable[Any]] = running.kube.request
-
-    async def request(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
-        if method == "GET" or "/events" in path:
-            return await real(method, path, *args, **kwargs)
-        body = kwargs.get("body")
-        if before is not None:
-            await before(method, path, body)
-        try:
-            result = await real(method, path, *args, **kwargs)
-        except KubeError as error:
-            log.writes.append(Write(method, path, body, f"{type(error).__name__}: {error}"))
-            raise
-        log.writes.append(Write(method, path, body, None))
-        return result
-
-    monkeypatch.setattr(running.kube, "request", request)
-    return log
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    type: str
-    reason: str
-    note: str
-    count: int
-
-
-async def event_records(kube: KubeClient, namespace: str, name: str) -> list[EventRecord]:
-    """Every Event regarding ``name`` (oldest first), with its series count (1 if none)."""
-    listing = await kube.request(
-        "GET",
-        EVENTS.collection_path(namespace),
-        query=[("fieldSelector", f"regarding.name={name}")],
-    )
-    items = sorted(listing["items"], key=lambda e: e.get("eventTime") or "")
-    return [
-        EventRecord(
-            e["type"], e["reason"], e.get("note", ""), int((e.get("series") or {}).get("count", 1))
-        )
-        for e in items
-    ]
-
-
-async def wait_for_event(
-    kube: KubeClient, namespace: str, name: str, reason: str, *, within: float = 15
-) -> EventRecord:
-    """The first Event with ``reason`` about ``name``, once it exists."""
-    found: list[EventRecord] = []
-
-    async def present() -> bool:
-        found[:] = [e for e in await event_records(kube, namespace, name) if e.reason == reason]
-        return bool(found)
-
-    await eventually(present, within=within, what=f"Event {reason} on {name}")
-    return found[0]
-
-
-async def reasons(kube: KubeClient, namespace: str, name: str) -> list[str]:
-    return [e.reason for e in await event_records(kube, namespace, name)]
-
-
-def top_annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return dict(obj["metadata"].get("annotations") or {})
-
-
-def lifecycle_annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in top_annotations(obj).items() if k.startswith(P)}
-
-
-def template_annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return dict(obj["spec"]["template"]["metadata"].get("annotations") or {})
-
-
-def workload(
-    kind: str,
-    name: str,
-    annotations: dict[str, str] | None = None,
-    *,
-    replicas: int = 1,
-    paused: bool = False,
-    on_delete: bool = False,
-    partition: int | None = None,
-) -> dict[str, Any]:
-    """An apps/v1 Deployment, StatefulSet or DaemonSet with a minimal Pod template."""
-    labels = {"app": name}
-    spec: dict[str, Any] = {
-        "selector": {"matchLabels": labels},
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
-        },
-    }
-    if kind != "DaemonSet":
-        spec["replicas"] = replicas
-    if kind == "Deployment" and paused:
-        spec["paused"] = True
-    if kind == "StatefulSet":
-        spec["serviceName"] = name
-    if on_delete:
-        spec["updateStrategy"] = {"type": "OnDelete"}
-    elif partition is not None:
-        spec["updateStrategy"] = {
-            "type": "RollingUpdate",
-            "rollingUpdate": {"partition": partition},
-        }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": kind,
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": spec,
-    }
-
-
-async def get(api: KubeClient, resource: ResourceType, namespace: str, name: str) -> dict[str, Any]:
-    return await api.get(resource, namespace, name)
-
-
-async def wait_restarted(
-    api: KubeClient,
-    resource: ResourceType,
-    namespace: str,
-    name: str,
-    *,
-    other_than: str | None = None,
-    within: float = 15,
-) -> dict[str, Any]:
-    """The object once its template carries a restart marker (different from ``other_than``)."""
-    seen: list[dict[str, Any]] = []
-
-    async def restarted() -> bool:
-        obj = await get(api, resource, namespace, name)
-        marker = template_annotations(obj).get(RESTARTED_AT)
-        seen[:] = [obj]
-        return marker is not None and marker != other_than
-
-    await eventually(restarted, within=within, what=f"a restart marker on {name}")
-    return seen[0]
-
-
-async def owned_by(
-    api: KubeClient, resource: ResourceType, namespace: str, owner_uid: str
-) -> list[dict[str, Any]]:
-    """Objects of ``resource`` in ``namespace`` whose owner is ``owner_uid``."""
-    listing = await api.request("GET", resource.collection_path(namespace))
-    return [
-        item
-        for item in listing["items"]
-        if any(ref.get("uid") == owner_uid for ref in item["metadata"].get("ownerReferences", []))
-    ]
-
-
-def cached(
-    running: RunningController, resource: ResourceType, namespace: str, name: str
-) -> CachedObject | None:
-    pipeline = running.controller.pipeline
-    assert pipeline is not None
-    return pipeline.reconciler.cache.get(ObjectKey(resource, namespace, name))
-
-
-async def wait_cached(
-    running: RunningController,
-    resource: ResourceType,
-    namespace: str,
-    name: str,
-    *,
-    resource_version: str | None = None,
-) -> CachedObject:
-    """The controller's cached view of ``name`` (at ``resource_version``, if given)."""
-
-    async def present() -> bool:
-        obj = cached(running, resource, namespace, name)
-        return obj is not None and resource_version in (None, obj.resource_version)
-
-    await eventually(present, within=10, interval=0.05, what=f"{name} in the controller's cache")
-    obj = cached(running, resource, namespace, name)
-    assert obj is not None
-    return obj
-
-
-async def wait_in_sync(
-    running: RunningController, api: KubeClient, resource: ResourceType, namespace: str, name: str
-) -> tuple[dict[str, Any], CachedObject]:
-    """Wait until the object is quiet (status caught up) and the cache holds its current state."""
-    found: list[tuple[dict[str, Any], CachedObject]] = []
-
-    async def in_sync() -> bool:
-        obj = await get(api, resource, namespace, name)
-        status = obj.get("status") or {}
-        view = cached(running, resource, namespace, name)
-        quiet = status.get("observedGeneration") == obj["metadata"]["generation"]
-        if (
-            quiet
-            and view is not None
-            and view.resource_version == obj["metadata"]["resourceVersion"]
-        ):
-            found[:] = [(obj, view)]
-            return True
-        return False
-
-    await eventually(in_sync, within=10, interval=0.05, what=f"{name} quiet and cached")
-    return found[0]
-
-
-def lag_cache(
-    running: RunningController,
-    resource: ResourceType,
-    namespace: str,
-    name: str,
-    stale: CachedObject,
-    *,
-    enqueue: bool = False,
-) -> None:
-    """Fault injection: the controller's watch lags, its cache still holds ``stale``.
-
-    The real API server cannot be told to delay one watch event, so the cache entry is set
-    back; every write the controller then makes is still judged by the real server.
-    """
-    pipeline = running.controller.pipeline
-    assert pipeline is not None
-    key = ObjectKey(resource, namespace, name)
-    pipeline.reconciler.cache.put(key, stale)
-    if enqueue:
-        pipeline.queue.add(key)
-
-
-async def settle(seconds: float = 1.0) -> None:
-    """Give the controller time to act where the scenario expects it NOT to."""
-    await asyncio.sleep(seconds)
 
 
 # ------------------------------------------------------------------------------- scenarios
@@ -412,11 +108,11 @@ async def test_as_22_restart_at_due_is_one_guarded_patch(
     assert (event.type, event.reason, event.note) == RESTART_TRIGGERED
 
     marker = template_annotations(obj)[RESTARTED_AT]
-    assert SECONDS_FORMAT.match(marker)
+    assert SECONDS.fullmatch(marker)
     assert before <= marker <= after
     assert template_annotations(obj)[MANAGED_BY] == CONTROLLER
-    assert RESTART_AT not in top_annotations(obj)
-    assert top_annotations(obj)[MANAGED_BY] == CONTROLLER
+    assert RESTART_AT not in annotations_of(obj)
+    assert annotations_of(obj)[MANAGED_BY] == CONTROLLER
 
     await settle()
     [patch] = committed(writes.to("app"))  # exactly one (earlier 409s applied nothing)
@@ -473,27 +169,8 @@ async def test_as_23_conflicting_restart_is_retried_quietly_and_keeps_the_concur
     assert second.error is None
     assert second.body["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
     assert obj["metadata"]["labels"] == {"team": "a"}  # the concurrent change is kept
-    assert RESTART_AT not in top_annotations(obj)
+    assert RESTART_AT not in annotations_of(obj)
     assert await reasons(api, namespace, "web") == ["RestartTriggered"]  # no RestartFailed
-
-
-def conflicting_writer(
-    api: KubeClient, resource: ResourceType, namespace: str, name: str, *, times: int
-) -> BeforeWrite:
-    """A concurrent writer that changes the object just before each of the controller's first
-    ``times`` writes to it, so each of them is rejected with 409 Conflict."""
-    remaining = [times]
-
-    async def edit(method: str, path: str, body: Any) -> None:
-        if method == "PATCH" and path.endswith(f"/{name}") and remaining[0] > 0:
-            remaining[0] -= 1
-            label = {"concurrent": str(remaining[0])}
-            await api.merge_patch(resource, namespace, name, {"metadata": {"labels": label}})
-
-    return edit
-
-
-MODIFIED = "the object has been modified"
 
 
 async def test_as_23_persistent_conflicts_warn_after_the_bounded_quiet_retries(
@@ -574,35 +251,9 @@ async def test_as_24_committed_restart_is_not_replayed_after_a_lost_response(
 CRD_GROUP_SUFFIX = "scenarios.example.com"
 
 
-def deployment_crd(group: str) -> dict[str, Any]:
-    """A custom kind named Deployment (with a spec.template) in a group of our own."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"deployments.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "deployments", "singular": "deployment", "kind": "Deployment"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 async def create_established_crd(api: KubeClient, group: str) -> ResourceType:
-    await api.create(CRDS, None, deployment_crd(group))
+    """A custom kind named Deployment (any fields, so a spec.template too) in ``group``."""
+    await api.create(CRDS, None, crd_manifest(group, "deployments", "Deployment"))
 
     async def established() -> bool:
         crd = await api.get(CRDS, None, f"deployments.{group}")
@@ -680,7 +331,7 @@ async def test_as_27_restart_at_wins_then_the_recurring_schedule_initializes(
     )
 
     async def initialized() -> bool:
-        return LAST_RESTART in top_annotations(await get(api, DEPLOYMENTS, namespace, "web"))
+        return LAST_RESTART in annotations_of(await get(api, DEPLOYMENTS, namespace, "web"))
 
     await eventually(initialized, within=15, what="the recurring anchor")
     await settle()
@@ -689,12 +340,12 @@ async def test_as_27_restart_at_wins_then_the_recurring_schedule_initializes(
     assert RESTART_AT in restart.body["metadata"]["annotations"]
     assert "spec" in restart.body
     assert initialization.body["metadata"]["annotations"] == {
-        LAST_RESTART: top_annotations(obj)[LAST_RESTART],
+        LAST_RESTART: annotations_of(obj)[LAST_RESTART],
         MANAGED_BY: CONTROLLER,
     }
     assert "spec" not in initialization.body  # initialization never restarts
     marker = template_annotations(obj)[RESTARTED_AT]
-    anchor = top_annotations(obj)[LAST_RESTART]
+    anchor = annotations_of(obj)[LAST_RESTART]
     assert NANO_FORMAT.match(anchor)
     assert parse_utc(anchor) >= parse_utc(marker)
     assert lifecycle_annotations(obj) == {
@@ -728,9 +379,9 @@ async def test_as_28_cron_beats_every_silently(
     started = datetime.now(UTC)
     obj = await wait_restarted(api, DEPLOYMENTS, namespace, "web")
     finished = datetime.now(UTC)
-    new_anchor = parse_utc(top_annotations(obj)[LAST_RESTART])
+    new_anchor = parse_utc(annotations_of(obj)[LAST_RESTART])
     assert started - timedelta(seconds=1) <= new_anchor <= finished
-    assert top_annotations(obj)[RESTART_EVERY] == "1h"
+    assert annotations_of(obj)[RESTART_EVERY] == "1h"
     await settle(0.5)
     assert await reasons(api, namespace, "web") == ["RestartTriggered"]  # no warning
 
@@ -797,7 +448,7 @@ async def test_spec_2_7_two_restarts_within_one_second_change_the_marker(
     )
     second = await wait_restarted(api, DEPLOYMENTS, namespace, "web", other_than=first_marker)
     second_marker = template_annotations(second)[RESTARTED_AT]
-    assert SECONDS_FORMAT.match(second_marker)
+    assert SECONDS.fullmatch(second_marker)
     assert second_marker > first_marker  # differs, never goes backwards
     uid = second["metadata"]["uid"]
 

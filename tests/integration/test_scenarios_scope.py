@@ -22,45 +22,35 @@ from lifecycle_controller import app
 from lifecycle_controller.app import Controller
 from lifecycle_controller.config import ConfigError, RawFlags, build_settings
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.discovery import Discovery, DiscoveryFatal, fetch_discovery
-from lifecycle_controller.kube import CRDS, EVENTS, NAMESPACES, KubeClient, NotFound, ResourceType
+from lifecycle_controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.kube import CRDS, NAMESPACES, KubeClient, NotFound, ResourceType
 from lifecycle_controller.server import CACHES_PENDING, DISCOVERY_PENDING
 from tests.integration.controller import RunningController, StartController
-from tests.integration.support import configmap, deployment, eventually
+from tests.integration.events import events_of
+from tests.integration.keys import DELETE_AFTER, DELETE_AT
+from tests.integration.scenario_support import queue_adds
+from tests.integration.support import (
+    CONFIGMAP_RULE,
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    EVENT_RULE,
+    broken_api_group,
+    configmap,
+    crd_manifest,
+    deployment,
+    eventually,
+)
+from tests.integration.timestamps import PAST
 
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-DELETE_AT = "lifecycle.cezary.dev/delete-at"
-DELETE_AFTER = "lifecycle.cezary.dev/delete-after"
-PAST = "2020-01-01T00:00:00Z"
 DELETED_NOTE = f"Resource deleted based on delete-at annotation: {PAST}"
-REPORTER = "lifecycle-controller"
 EXPLICIT_FAILED = "explicit resource discovery failed: "
 CLUSTER_SCOPED_TAIL = (
     "requires an empty namespace watch list; only an exact namespaces resource selection "
     "can be combined with namespace filters"
 )
-#: What the controller needs on the watched resources, and on Events (REFERENCE §6 RBAC).
-CONFIGMAP_RULE = {
-    "apiGroups": [""],
-    "resources": ["configmaps"],
-    "verbs": ["get", "list", "watch", "patch", "delete"],
-}
-EVENT_RULE = {
-    "apiGroups": ["", "events.k8s.io"],
-    "resources": ["events"],
-    "verbs": ["create", "patch"],
-}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    async with client:
-        yield client
 
 
 @pytest.fixture
@@ -121,45 +111,22 @@ async def create_configmap(kube: KubeClient, namespace: str, name: str, **annota
     return str(created["metadata"]["resourceVersion"])
 
 
-async def lifecycle_events(
-    kube: KubeClient, namespace: str, name: str
-) -> list[tuple[str, str, str]]:
-    """(type, reason, note) of the controller's Events about ``name``, oldest first.
-
-    Events from others (kube-controller-manager scaling a Deployment) are left out.
-    """
-    listing = await kube.request(
-        "GET",
-        EVENTS.collection_path(namespace),
-        query=[("fieldSelector", f"regarding.name={name}")],
-    )
-    ours = [e for e in listing["items"] if e.get("reportingController") == REPORTER]
-    ours.sort(key=lambda e: e.get("eventTime") or "")
-    return [(e["type"], e["reason"], e.get("note", "")) for e in ours]
-
-
 async def recorded_events(
     kube: KubeClient, namespace: str, name: str
 ) -> list[tuple[str, str, str]]:
-    """:func:`lifecycle_events` once there are any (an Event is sent after the write)."""
+    """:func:`events_of` once there are any (an Event is sent after the write)."""
 
     async def recorded() -> bool:
-        return bool(await lifecycle_events(kube, namespace, name))
+        return bool(await events_of(kube, namespace, name))
 
     await eventually(recorded, within=10, what=f"an Event about {name}")
-    return await lifecycle_events(kube, namespace, name)
+    return await events_of(kube, namespace, name)
 
 
 def watched_keys(running: RunningController) -> set[str]:
     pipeline = running.controller.pipeline
     assert pipeline is not None
     return {resource.key for resource in pipeline.informers.running()}
-
-
-def queue_adds(running: RunningController) -> float:
-    """``workqueue_adds_total{name="lifecycle"}``: how many keys were queued."""
-    registry = running.controller.metrics.registry
-    return registry.get_sample_value("workqueue_adds_total", {"name": "lifecycle"}) or 0.0
 
 
 async def queue_idle(running: RunningController) -> bool:
@@ -201,7 +168,7 @@ async def test_as_57_watch_resource_selects_only_deployments(
     assert await recorded_events(kube, namespace, "web") == [("Normal", "Deleted", DELETED_NOTE)]
     # Both objects came in the initial lists; the ConfigMap kind is not even watched.
     assert await resource_version(kube, CONFIGMAPS, namespace, "config") == ignored_version
-    assert await lifecycle_events(kube, namespace, "config") == []
+    assert await events_of(kube, namespace, "config") == []
 
 
 async def test_as_58_watch_and_ignore_of_one_resource_watches_nothing_and_is_ready(
@@ -218,7 +185,7 @@ async def test_as_58_watch_and_ignore_of_one_resource_watches_nothing_and_is_rea
     assert pipeline.discovery.watched == frozenset()
     await asyncio.sleep(1)  # nothing is watched, so there is no positive signal to wait for
     assert await resource_version(kube, CONFIGMAPS, namespace, "config") == version
-    assert await lifecycle_events(kube, namespace, "config") == []
+    assert await events_of(kube, namespace, "config") == []
 
 
 # --------------------------------------------------------------------------- AS-59, AS-60
@@ -277,7 +244,7 @@ async def test_as_60_exact_namespaces_selection_acts_on_namespaces_named_in_the_
     # Events about cluster-scoped objects live in `default`.
     assert await recorded_events(kube, "default", listed) == [("Normal", "Deleted", DELETED_NOTE)]
     assert await resource_version(kube, NAMESPACES, None, unlisted) == unlisted_version
-    assert await lifecycle_events(kube, "default", unlisted) == []
+    assert await events_of(kube, "default", unlisted) == []
 
 
 # --------------------------------------------------------------------------- AS-61, AS-62
@@ -298,7 +265,7 @@ async def test_as_61_objects_outside_the_watched_namespaces_are_never_mutated(
     )
     await wait_gone(kube, CONFIGMAPS, namespace, "config")
     assert await resource_version(kube, CONFIGMAPS, other, "config") == other_version
-    assert await lifecycle_events(kube, other, "config") == []
+    assert await events_of(kube, other, "config") == []
     # Only the allowed object was ever queued.
     assert queue_adds(running) == 1
 
@@ -349,9 +316,9 @@ async def test_as_62_ignore_namespace_glob_protects_objects_and_namespace_object
         assert await resource_version(kube, CONFIGMAPS, protected, "config") == (
             protected_cm_version
         )
-        assert await lifecycle_events(kube, protected, "config") == []
-        assert await lifecycle_events(kube, "default", protected) == []
-        assert await lifecycle_events(kube, "default", "kube-system") == []
+        assert await events_of(kube, protected, "config") == []
+        assert await events_of(kube, "default", protected) == []
+        assert await events_of(kube, "default", "kube-system") == []
     finally:
         await kube.merge_patch(
             NAMESPACES, None, "kube-system", {"metadata": {"annotations": {DELETE_AT: None}}}
@@ -442,34 +409,8 @@ def test_as_63_invalid_or_fully_ignored_namespace_lists_fail_startup(
 @pytest.fixture
 async def broken_group(control_plane: ControlPlane, kube: KubeClient) -> AsyncIterator[str]:
     """An aggregated API group whose backend does not exist: discovery reports it failing."""
-    group = f"broken-{uuid.uuid4().hex[:6]}.example.test"
-    path = f"/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.{group}"
-    control_plane.apply(
-        {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": {"name": f"v1beta1.{group}"},
-            "spec": {
-                "group": group,
-                "version": "v1beta1",
-                "groupPriorityMinimum": 100,
-                "versionPriority": 100,
-                "insecureSkipTLSVerify": True,
-                "service": {"namespace": "default", "name": "nowhere", "port": 443},
-            },
-        },
-        path=path,
-    )
-    await eventually(
-        functools.partial(group_fails, kube, group), within=20, what=f"{group} to fail discovery"
-    )
-    yield group
-    control_plane.request("DELETE", path)
-
-
-async def group_fails(kube: KubeClient, group: str) -> bool:
-    snapshot = await fetch_discovery(kube)
-    return any(gv.startswith(f"{group}/") for gv in snapshot.failed)
+    async with broken_api_group(control_plane, kube) as group:
+        yield group
 
 
 async def test_as_64_discovery_failure_with_a_watch_list_stops_the_controller(
@@ -528,32 +469,6 @@ async def test_as_64_broad_mode_stays_unready_until_discovery_completes(
 # --------------------------------------------------------------------------- AS-65
 
 
-def crd_manifest(group: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 @pytest.fixture
 async def crd_group(kube: KubeClient) -> AsyncIterator[str]:
     """A fresh API group name; its CRD (if any) is deleted afterwards."""
@@ -572,7 +487,7 @@ async def test_as_65_crd_created_after_startup_is_picked_up_without_restart(
     widgets = ResourceType(crd_group, "v1", "widgets", "Widget", namespaced=True)
     assert widgets.key not in watched_keys(running)
 
-    await kube.create(CRDS, None, crd_manifest(crd_group))
+    await kube.create(CRDS, None, crd_manifest(crd_group, "widgets", "Widget"))
     widget = {
         "apiVersion": f"{crd_group}/v1",
         "kind": "Widget",

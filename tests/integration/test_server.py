@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +33,6 @@ from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.integration.support import eventually
 
 READ_METRICS = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-
-
-@pytest.fixture
-async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(control_plane.admin_kubeconfig))
-    async with client:
-        yield client
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 def sa_token(control_plane: ControlPlane, namespace: str, name: str) -> str:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from lifecycle_controller.devcluster import ControlPlane
+from tests.integration.keys import DELETE_AT
 from tests.integration.support import configmap
 
 
@@ -14,8 +15,8 @@ def test_status_lists_annotated_objects_with_next_action(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     for body in (
-        configmap("later", **{"lifecycle.cezary.dev/delete-at": "2099-01-01T00:00:00Z"}),
-        configmap("bad", **{"lifecycle.cezary.dev/delete-at": "tomorrow"}),
+        configmap("later", **{DELETE_AT: "2099-01-01T00:00:00Z"}),
+        configmap("bad", **{DELETE_AT: "tomorrow"}),
         configmap("plain"),
     ):
         response = control_plane.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)

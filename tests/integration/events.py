@@ -1,0 +1,112 @@
+"""Reading the Events (events.k8s.io/v1) about an object, the way the tests assert on them.
+
+One reader, :func:`list_events`: the Events regarding an object by name, oldest first, by
+default only those this controller reported (kube-controller-manager reports about
+Deployments too). Views of it:
+
+- :func:`events_of`: ``(type, reason, note)`` tuples of the controller's Events;
+- :func:`event_records`: :class:`EventRecord` with the series count, of every reporter's
+  Events (the restart scenarios assert that nobody warned, kube-controller-manager included);
+
+and waits for an Event with a given reason (:func:`wait_event`, :func:`wait_for_event`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lifecycle_controller.kube import EVENTS, KubeClient
+from tests.integration.keys import CONTROLLER
+from tests.integration.support import eventually
+
+EventTuple = tuple[str, str, str]
+
+
+async def list_events(
+    kube: KubeClient, namespace: str, name: str, *, reporter: str | None = CONTROLLER
+) -> list[dict[str, Any]]:
+    """The Events about ``name`` in ``namespace``, oldest first, as the API returns them.
+
+    Only those whose ``reportingController`` is ``reporter``; every Event when it is None.
+    Cluster-scoped objects have theirs in ``default``.
+    """
+    listing = await kube.request(
+        "GET",
+        EVENTS.collection_path(namespace),
+        query=[("fieldSelector", f"regarding.name={name}")],
+    )
+    items = [
+        event
+        for event in listing["items"]
+        if reporter is None or event.get("reportingController") == reporter
+    ]
+    return sorted(items, key=lambda event: str(event.get("eventTime") or ""))
+
+
+async def events_of(
+    kube: KubeClient, namespace: str, name: str, *, reporter: str | None = CONTROLLER
+) -> list[EventTuple]:
+    """(type, reason, note) of the controller's Events about ``name``, oldest first."""
+    return [
+        (event["type"], event["reason"], event.get("note", ""))
+        for event in await list_events(kube, namespace, name, reporter=reporter)
+    ]
+
+
+async def wait_event(
+    kube: KubeClient, namespace: str, name: str, reason: str, *, within: float = 10
+) -> list[EventTuple]:
+    """Poll the controller's Events about ``name`` until one has ``reason``; return them all."""
+    seen: list[EventTuple] = []
+
+    async def present() -> bool:
+        seen[:] = await events_of(kube, namespace, name)
+        return any(event[1] == reason for event in seen)
+
+    await eventually(present, within=within, what=f"a {reason} Event about {name}")
+    return seen
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One Event; ``count`` is its series count (1 when it has no series)."""
+
+    type: str
+    reason: str
+    note: str
+    count: int
+
+
+async def event_records(
+    kube: KubeClient, namespace: str, name: str, *, reporter: str | None = None
+) -> list[EventRecord]:
+    """Every Event regarding ``name`` (any reporter unless ``reporter``), oldest first."""
+    return [
+        EventRecord(
+            event["type"],
+            event["reason"],
+            event.get("note", ""),
+            int((event.get("series") or {}).get("count", 1)),
+        )
+        for event in await list_events(kube, namespace, name, reporter=reporter)
+    ]
+
+
+async def wait_for_event(
+    kube: KubeClient, namespace: str, name: str, reason: str, *, within: float = 15
+) -> EventRecord:
+    """The first Event (of any reporter) with ``reason`` about ``name``, once it exists."""
+    found: list[EventRecord] = []
+
+    async def present() -> bool:
+        found[:] = [e for e in await event_records(kube, namespace, name) if e.reason == reason]
+        return bool(found)
+
+    await eventually(present, within=within, what=f"Event {reason} on {name}")
+    return found[0]
+
+
+async def reasons(kube: KubeClient, namespace: str, name: str) -> list[str]:
+    """The reasons of every Event (of any reporter) about ``name``, oldest first."""
+    return [e.reason for e in await event_records(kube, namespace, name)]
