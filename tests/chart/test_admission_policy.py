@@ -34,7 +34,7 @@ from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from tests.chart.support import Helm, Identity, apply_chart_rbac, kubectl
 from tests.chart.support import to_yaml_stream as yaml_stream
-from tests.core.test_durations import REJECTED as REJECTED_DURATIONS
+from tests.core.duration_vectors import REJECTED as REJECTED_DURATIONS
 from tests.integration.keys import P
 
 pytestmark = pytest.mark.integration
