@@ -5,6 +5,7 @@ Shared by the core parser tests and the admission-policy tests, which must agree
 
 from __future__ import annotations
 
+# Every value REFERENCE §1.3 lists as rejected, with the text the reference produces.
 REJECTED = [
     ("", 'invalid duration format: ""'),
     ("0", 'invalid duration format: "0"'),

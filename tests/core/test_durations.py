@@ -17,8 +17,6 @@ from tests.core.duration_vectors import REJECTED
 
 from .support import DAY, HOUR, MINUTE, SECOND
 
-# Every value REFERENCE §1.3 lists as rejected, with the text the reference produces.
-
 
 @pytest.mark.parametrize(("value", "message"), REJECTED, ids=[repr(v)[:40] for v, _ in REJECTED])
 def test_ref_036_extended_duration_rejects_invalid_input(value: str, message: str) -> None:
