@@ -32,10 +32,7 @@ denied scrapes are logged at debug level.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import hashlib
-import ipaddress
-import socket
 import ssl
 import tempfile
 from collections import OrderedDict
@@ -46,16 +43,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from lifecycle_controller.clock import Clock, RealClock
 from lifecycle_controller.config import parse_bind_address
 from lifecycle_controller.kube import KubeError
+from lifecycle_controller.tls import self_signed_certificate
 
 __all__ = [
     "CACHES_PENDING",
@@ -432,39 +426,6 @@ def _bearer_token(authorization: str | None) -> str | None:
 
 
 # --- TLS ----------------------------------------------------------------------------------
-
-
-def self_signed_certificate(hosts: tuple[str, ...] = (), *, days: int = 365) -> tuple[bytes, bytes]:
-    """A self-signed serving certificate and its key (PEM) for ``localhost``, loopback
-    addresses, this host's name and ``hosts``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in ("localhost", "127.0.0.1", "::1", socket.gethostname(), *hosts):
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lifecycle-controller")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def _server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:

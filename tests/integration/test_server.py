@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.devcluster.pki import CertificateAuthority
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.metrics import Metrics
 from lifecycle_controller.server import (
@@ -30,6 +29,7 @@ from lifecycle_controller.server import (
     resource_coverage,
 )
 from lifecycle_controller.testing.fakeclock import FakeClock
+from lifecycle_controller.tls import CertificateAuthority
 from tests.integration.support import eventually
 
 READ_METRICS = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]

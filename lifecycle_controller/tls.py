@@ -1,14 +1,18 @@
-"""Certificates and keys for a throw-away local control plane.
+"""X.509 certificates and keys, built in one place.
 
-One CA signs the apiserver's serving certificate and every client certificate (the admin
-identity and any least-privilege identity a test asks for). A separate RSA key signs service
-account tokens. Nothing here is meant for production clusters.
+* :func:`self_signed_certificate`: the metrics server's serving certificate when no
+  certificate folder is configured (``--metrics-secure`` without ``--metrics-cert-path``).
+* :class:`CertificateAuthority`: the local control plane's CA (``devcluster``), which signs
+  the apiserver's serving certificate and every client certificate (the admin identity and
+  least-privilege test identities); :func:`service_account_signing_key` signs its
+  ServiceAccount tokens. Those are for throw-away clusters only.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,34 +101,72 @@ class CertificateAuthority:
 
         Kubernetes maps a client certificate's CN to the user name and each O to a group.
         """
-        key = _new_key()
-        attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attributes))
-            .issuer_name(self._name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        return _certificate(
+            common_name,
+            organizations=organizations,
+            hosts=server_hosts,
+            issuer=(self._name, self._key),
+            validity=_VALIDITY,
         )
-        if server_hosts:
-            names: list[x509.GeneralName] = []
-            for host in server_hosts:
-                try:
-                    names.append(x509.IPAddress(ipaddress.ip_address(host)))
-                except ValueError:
-                    names.append(x509.DNSName(host))
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-            usage = [ExtendedKeyUsageOID.SERVER_AUTH]
-        else:
-            usage = [ExtendedKeyUsageOID.CLIENT_AUTH]
-        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-        cert = builder.sign(self._key, hashes.SHA256())
-        return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def _subject_alternative_names(hosts: tuple[str, ...]) -> x509.SubjectAlternativeName:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
+def _certificate(
+    common_name: str,
+    *,
+    organizations: tuple[str, ...] = (),
+    hosts: tuple[str, ...] = (),
+    issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None = None,
+    validity: datetime.timedelta,
+) -> KeyPair:
+    """A leaf certificate: serving when ``hosts`` are given, client otherwise.
+
+    Signed by ``issuer`` (name, key), or self-signed when there is none.
+    """
+    key = _new_key()
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject = x509.Name(attributes)
+    issuer_name, signing_key = issuer if issuer is not None else (subject, key)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    )
+    if hosts:
+        builder = builder.add_extension(_subject_alternative_names(hosts), critical=False)
+        usage = [ExtendedKeyUsageOID.SERVER_AUTH]
+    else:
+        usage = [ExtendedKeyUsageOID.CLIENT_AUTH]
+    builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+    cert = builder.sign(signing_key, hashes.SHA256())
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def self_signed_certificate(hosts: tuple[str, ...] = (), *, days: int = 365) -> tuple[bytes, bytes]:
+    """A self-signed serving certificate and its key (PEM) for ``localhost``, loopback
+    addresses, this host's name and ``hosts``."""
+    pair = _certificate(
+        "lifecycle-controller",
+        hosts=("localhost", "127.0.0.1", "::1", socket.gethostname(), *hosts),
+        validity=datetime.timedelta(days=days),
+    )
+    return pair.cert_pem, pair.key_pem
 
 
 def service_account_signing_key() -> bytes:
