@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.catchup import Ledger
 from lifecycle_controller.core.cron import CronError, ZoneError, load_zone, parse_cron
 from lifecycle_controller.core.decide import decide
 from lifecycle_controller.core.decision import (
+    Action,
     Decision,
     Delete,
     DryRun,
@@ -65,22 +67,17 @@ class Explanation:
     dry_run: bool = False
 
 
-def _apply_patch(annotations: dict[str, str], patch: Mapping[str, object]) -> None:
-    metadata = patch.get("metadata")
-    changes = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    if not isinstance(changes, Mapping):
-        return
-    for key, value in changes.items():
+def _apply_patch(annotations: dict[str, str], body: Mapping[str, Any]) -> None:
+    """Apply a bookkeeping patch's top-level annotation changes (``None`` removes)."""
+    for key, value in body["metadata"]["annotations"].items():
         if value is None:
-            annotations.pop(str(key), None)
+            annotations.pop(key, None)
         else:
-            annotations[str(key)] = str(value)
+            annotations[key] = value
 
 
 def _schedule(annotations: Mapping[str, str], settings: Settings) -> Schedule | None:
-    """The recurring schedule the controller would follow, if one is selected and valid."""
-    if annotations.get(keys.RESTART_AT):
-        return None
+    """The recurring schedule in force once no ``restart-at`` is pending, if valid."""
     try:
         if expression := annotations.get(keys.RESTART_CRON):
             zone = load_zone(
@@ -95,40 +92,41 @@ def _schedule(annotations: Mapping[str, str], settings: Settings) -> Schedule | 
 
 
 def _upcoming(
-    annotations: Mapping[str, str], settings: Settings, decision: Decision, count: int
+    annotations: Mapping[str, str],
+    settings: Settings,
+    decision: Decision,
+    *,
+    now_ns: int,
+    count: int,
 ) -> tuple[int, ...]:
-    schedule = _schedule(annotations, settings) if decision.action is not None else None
-    if schedule is None or decision.action is None or decision.action.value != "restart":
-        return (decision.due_ns,) if isinstance(decision, Wait) and decision.due_ns else ()
+    """The next occurrences: the one-time due instant, or a recurring schedule's next N."""
+    waiting = decision.due_ns if isinstance(decision, Wait) else None
+    recurring = decision.action is Action.RESTART and not annotations.get(keys.RESTART_AT)
+    schedule = _schedule(annotations, settings) if recurring else None
+    if schedule is None:
+        return (waiting,) if waiting is not None else ()
+    if waiting is not None:
+        return (waiting, *next_occurrences(schedule, waiting, count - 1))
     try:
         anchor = parse_rfc3339(annotations.get(keys.LAST_RESTART_TIMESTAMP, ""))
     except TimestampError:
         return ()
-    first = decision.due_ns if isinstance(decision, Wait) and decision.due_ns else None
-    if first is None:
-        return tuple(next_occurrences(schedule, anchor, count))
-    return (first, *next_occurrences(schedule, first, count - 1))
+    # Due now: the restart (or skip) moves the anchor; list what follows it.
+    return tuple(next_occurrences(schedule, schedule.coalesced_anchor(anchor, now_ns), count))
 
 
 def _summary(decision: Decision) -> str:
-    if isinstance(decision, Wait):
-        return decision.log or "waiting"
     if isinstance(decision, Delete):
         return "delete now"
-    if isinstance(decision, Patch):
-        if decision.operation is Operation.RESTART:
-            return "restart now"
-        if decision.operation is Operation.SKIP:
-            return decision.log or "skip the overdue occurrence (catch-up policy)"
-        return decision.log or decision.operation.value
+    if isinstance(decision, Patch) and decision.operation is Operation.RESTART:
+        return "restart now"
     if isinstance(decision, DryRun):
         messages = [e.message for e in decision.events if e.type is EventType.NORMAL]
-        return "; ".join(messages) or decision.log or "dry-run"
+        if messages:
+            return "; ".join(messages)
     if isinstance(decision, Invalid):
         return "blocked: " + decision.reason
-    if isinstance(decision, Idle):
-        return decision.log or "nothing to do"
-    return decision.log  # pragma: no cover - every decision type is handled above
+    return decision.log or type(decision).__name__.lower()
 
 
 def explain(
@@ -167,6 +165,6 @@ def explain(
         summary=_summary(decision),
         steps=tuple(steps),
         problems=tuple(dict.fromkeys(problems)),
-        upcoming=_upcoming(current, settings, decision, occurrences),
+        upcoming=_upcoming(current, settings, decision, now_ns=now_ns, count=occurrences),
         dry_run=isinstance(decision, DryRun),
     )

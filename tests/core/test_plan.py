@@ -113,3 +113,73 @@ def test_restart_on_unsupported_kind_is_a_problem() -> None:
     )
     assert result.action is None
     assert result.problems[0].startswith("UnsupportedRestartKind: ")
+
+
+def test_due_restart_at_restarts_now_without_a_schedule() -> None:
+    result = explain(
+        annotations={keys.RESTART_AT: "2027-03-27T11:00:00Z"},
+        facts=facts("Deployment", "apps"),
+        now_ns=NOW,
+        settings=Settings(),
+    )
+    assert (result.action, result.summary, result.upcoming) == ("restart", "restart now", ())
+
+
+def test_pending_restart_at_hides_the_recurring_schedule() -> None:
+    result = explain(
+        annotations={keys.RESTART_AT: "2027-03-27T13:00:00Z", keys.RESTART_EVERY: "1h"},
+        facts=facts("Deployment", "apps"),
+        now_ns=NOW,
+        settings=Settings(),
+    )
+    assert times(result.upcoming) == ["2027-03-27T13:00:00Z"]
+
+
+def test_due_interval_lists_what_follows_the_coalesced_anchor() -> None:
+    result = explain(
+        annotations={
+            keys.RESTART_EVERY: "6h",
+            keys.LAST_RESTART_TIMESTAMP: "2027-03-26T10:00:00Z",
+        },
+        facts=facts("Deployment", "apps"),
+        now_ns=NOW,
+        settings=Settings(),
+        occurrences=2,
+    )
+    assert result.summary == "restart now"
+    # Anchor moves to the last grid point <= now (10:00); the next runs follow it.
+    assert times(result.upcoming) == ["2027-03-27T16:00:00Z", "2027-03-27T22:00:00Z"]
+
+
+def test_skip_under_catch_up_never_is_explained() -> None:
+    result = explain(
+        annotations={keys.DELETE_AT: "2027-03-27T11:00:00Z", keys.CATCH_UP: "never"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=Settings(),
+    )
+    assert result.action == "delete"
+    assert "skip" in result.summary.lower()
+
+
+def test_invalid_schedule_and_anchor_list_nothing() -> None:
+    for given in (
+        {keys.RESTART_CRON: "not a cron"},
+        {keys.RESTART_EVERY: "1h", keys.LAST_RESTART_TIMESTAMP: "yesterday"},
+    ):
+        result = explain(
+            annotations=given,
+            facts=facts("Deployment", "apps"),
+            now_ns=NOW,
+            settings=Settings(),
+        )
+        assert result.upcoming == ()
+        assert result.summary.startswith("blocked: ")
+        assert result.problems
+
+
+def test_no_lifecycle_action_is_idle() -> None:
+    result = explain(
+        annotations={keys.CATCH_UP: "always"}, facts=facts(), now_ns=NOW, settings=Settings()
+    )
+    assert (result.action, result.due_ns, result.upcoming) == (None, None, ())
