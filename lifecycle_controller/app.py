@@ -34,7 +34,7 @@ from lifecycle_controller.core import Settings as DecisionSettings
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.informers import EventHandler, EventKind, InformerSet
-from lifecycle_controller.kube import KubeClient, ResourceType
+from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
 from lifecycle_controller.leader import (
     LeaderElectionConfig,
     LeaderElector,
@@ -410,7 +410,7 @@ async def run_async(settings: Settings) -> int:
             _log.info("stopped")
             return EXIT_OK
         raise
-    except DiscoveryFatal as error:
+    except (DiscoveryFatal, ConnectionConfigError) as error:
         _log.error(str(error))
         return EXIT_FAILURE
     except LeadershipLost as error:

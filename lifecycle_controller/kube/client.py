@@ -62,6 +62,24 @@ def _pod_namespace() -> str:
     return namespace or "default"
 
 
+def _kubeconfig_path(explicit: str | None) -> str | None:
+    """The kubeconfig to load (``--kubeconfig``, ``$KUBECONFIG``, ~/.kube/config), or None
+    for in-cluster credentials; raises when nothing usable is configured."""
+    chosen = explicit or os.environ.get("KUBECONFIG", "")
+    if not chosen:
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return None
+        default = Path.home() / ".kube" / "config"
+        if not default.is_file():
+            raise ConnectionConfigError(
+                "no cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a Pod"
+            )
+        return str(default)
+    if not any(Path(part).is_file() for part in chosen.split(os.pathsep) if part):
+        raise ConnectionConfigError(f"kubeconfig {chosen} not found")
+    return chosen
+
+
 async def load_configuration(
     kubeconfig: str | None = None, *, context: str | None = None
 ) -> tuple[k8s_client.Configuration, str]:
@@ -71,12 +89,8 @@ async def load_configuration(
     context's namespace or ``default`` otherwise).
     """
     configuration = k8s_client.Configuration()
-    candidates: list[str] = []
-    if kubeconfig:
-        candidates.append(kubeconfig)
-    elif os.environ.get("KUBECONFIG"):
-        candidates.append(os.environ["KUBECONFIG"])
-    if not candidates and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    path = _kubeconfig_path(kubeconfig)
+    if path is None:
         try:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
@@ -84,22 +98,15 @@ async def load_configuration(
         except ConfigException as error:
             raise ConnectionConfigError(f"in-cluster configuration failed: {error}") from error
         return configuration, _pod_namespace()
-    if not candidates:
-        default = Path.home() / ".kube" / "config"
-        if not default.is_file():
-            raise ConnectionConfigError(
-                "no cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a Pod"
-            )
-        candidates.append(str(default))
     try:
         loader = await k8s_config.load_kube_config(
-            config_file=candidates[0],
+            config_file=path,
             context=context,
             client_configuration=configuration,
             persist_config=False,
         )
     except (ConfigException, OSError) as error:
-        raise ConnectionConfigError(f"cannot load kubeconfig {candidates[0]}: {error}") from error
+        raise ConnectionConfigError(f"cannot load kubeconfig {path}: {error}") from error
     namespace = "default"
     with_context = getattr(loader, "current_context", None)
     if isinstance(with_context, Mapping):
