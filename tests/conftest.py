@@ -7,14 +7,22 @@ every component's log, is kept when a test failed.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings
 from kubernetes_asyncio import client
 
 from lifecycle_controller.devcluster import ControlPlane
 from tests.integration.support import api_client_for
+
+# Property tests are deterministic by default (the same examples on every run, so CI is never
+# flaky); HYPOTHESIS_PROFILE=explore draws fresh random examples to hunt for new bugs.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")
