@@ -29,6 +29,7 @@ from lifecycle_controller.core import (
     keys,
 )
 
+from .duration_vectors import REJECTED
 from .support import (
     CONFIGMAP,
     DAY,
@@ -43,7 +44,6 @@ from .support import (
     run,
     ts,
 )
-from .test_durations import REJECTED
 
 PAST = "2026-10-05T02:00:00Z"
 FUTURE = "2026-10-05T04:00:00Z"
