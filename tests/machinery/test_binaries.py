@@ -1,0 +1,90 @@
+"""The binary cache of the local control plane: build once, reuse, and survive concurrency.
+
+A tiny wrapper module stands in for Kubernetes so the real build path (copy the wrapper,
+``go build``, stage, atomic rename under a file lock) runs in seconds.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lifecycle_controller.devcluster import binaries
+from lifecycle_controller.devcluster.binaries import BuildError, GoComponent
+
+pytestmark = pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain")
+
+HELLO = GoComponent(name="hello", version="v0.0.1", module="hello", packages={"hello": "."})
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    gomod = tmp_path / "gomod" / "hello"
+    gomod.mkdir(parents=True)
+    (gomod / "go.mod").write_text("module example.com/hello\n\ngo 1.21\n")
+    (gomod / "main.go").write_text(
+        'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello") }\n'
+    )
+    monkeypatch.setattr(binaries, "GOMOD_DIR", tmp_path / "gomod")
+    monkeypatch.setenv(binaries.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _build(queue: multiprocessing.Queue[str]) -> None:
+    lines: list[str] = []
+    folder = binaries.ensure_component(HELLO, log=lines.append)
+    queue.put(f"{folder}|{sum(line.startswith('building') for line in lines)}")
+
+
+def test_builds_once_then_reuses(sandbox: Path) -> None:
+    logs: list[str] = []
+    folder = binaries.ensure_component(HELLO, log=logs.append)
+    assert folder == sandbox / "cache" / "hello-v0.0.1"
+    output = subprocess.run([folder / "hello"], capture_output=True, text=True, check=True)
+    assert output.stdout == "hello\n"
+    assert (folder / ".complete").read_text() == "v0.0.1\n"
+    logs.clear()
+    assert binaries.ensure_component(HELLO, log=logs.append) == folder
+    assert logs == []
+
+
+def test_concurrent_builders_share_one_build(sandbox: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[str] = context.Queue()
+    workers = [context.Process(target=_build, args=(queue,)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0
+    results = [queue.get(timeout=5).split("|") for _ in workers]
+    assert {folder for folder, _ in results} == {str(sandbox / "cache" / "hello-v0.0.1")}
+    assert sorted(int(builds) for _, builds in results) == [0, 0, 1]
+    leftovers = [p.name for p in (sandbox / "cache").iterdir() if p.name.startswith(".hello-v")]
+    assert leftovers == [".hello-v0.0.1.lock"]
+
+
+def test_a_failed_build_leaves_nothing_behind(sandbox: Path) -> None:
+    (sandbox / "gomod" / "hello" / "main.go").write_text("package main\n\nthis does not compile\n")
+    with pytest.raises(BuildError, match="go build"):
+        binaries.ensure_component(HELLO, log=lambda _line: None)
+    assert not (sandbox / "cache" / "hello-v0.0.1").exists()
+    staged = [p for p in (sandbox / "cache").iterdir() if not p.name.endswith(".lock")]
+    assert staged == []
+
+
+def test_ready_made_binaries_skip_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+    monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path))
+    found = binaries.ensure_binaries(log=lambda _line: None)
+    assert found.kube_apiserver == tmp_path / "kube-apiserver"
+    (tmp_path / "etcd").unlink()
+    with pytest.raises(BuildError, match="lacks"):
+        binaries.ensure_binaries(log=lambda _line: None)
