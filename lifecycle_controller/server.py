@@ -13,9 +13,11 @@ Two independent aiohttp servers, as in controller-runtime (REFERENCE §7.3, §7.
   scrape like controller-runtime's ``WithAuthenticationAndAuthorization`` filter: the bearer
   token goes to a ``TokenReview``, the user it names to a ``SubjectAccessReview`` for
   ``get`` on the non-resource URL ``/metrics``. Both answers are cached briefly
-  (:class:`ScrapeAuthorizer`). The certificate is self-signed and generated at start, unless
+  (:mod:`lifecycle_controller.scrape_auth`). The certificate is self-signed and generated
+  at start, unless
   ``--metrics-cert-path`` names a directory holding ``tls.crt``/``tls.key`` (names
-  configurable), which is re-read whenever the files change (:class:`ReloadingTls`).
+  configurable), which is re-read whenever the files change
+  (:class:`~lifecycle_controller.reloading_tls.ReloadingTls`).
 
 Response bodies follow controller-runtime's healthz handler (``ok``; on failure one
 ``[+]name ok`` / ``[-]name failed: <reason>`` line per check, then ``healthz check failed``),
@@ -32,41 +34,28 @@ denied scrapes are logged at debug level.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import ssl
-import tempfile
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from lifecycle_controller.clock import Clock, RealClock
+from lifecycle_controller.clock import Clock
 from lifecycle_controller.config import parse_bind_address
-from lifecycle_controller.kube import KubeError
-from lifecycle_controller.tls import self_signed_certificate
+from lifecycle_controller.reloading_tls import ReloadingTls
+from lifecycle_controller.scrape_auth import ApiRequester, ScrapeAuthorizer
 
 __all__ = [
     "CACHES_PENDING",
     "DISCOVERY_PENDING",
     "HEALTHZ_CHECK",
     "READYZ_CHECK",
-    "ApiRequester",
     "Check",
-    "Denial",
     "MetricsServer",
     "ProbeServer",
-    "ReloadingTls",
-    "ScrapeAuthorizer",
-    "UserInfo",
-    "parse_bind_address",
     "resource_coverage",
-    "self_signed_certificate",
 ]
 
 _log = structlog.get_logger(__name__)
@@ -78,17 +67,6 @@ HEALTHZ_CHECK = "healthz"
 READYZ_CHECK = "resource-coverage"
 _READINESS_PREFIX = "resource coverage not ready: "
 _SHUTDOWN_TIMEOUT = 2.0
-
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-
-
-class ApiRequester(Protocol):
-    """The slice of ``kube.KubeClient`` the scrape authoriser needs."""
-
-    async def request(self, method: str, path: str, *, body: Any = None) -> dict[str, Any]:
-        """Send one request; return the decoded JSON answer; raise ``KubeError``."""
-        ...
 
 
 async def _start_site(
@@ -246,274 +224,6 @@ class ProbeServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-
-
-# --- scrape authentication and authorisation ------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class UserInfo:
-    """The identity a ``TokenReview`` returned."""
-
-    username: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-    @classmethod
-    def from_status(cls, user: Mapping[str, Any]) -> UserInfo:
-        extra = user.get("extra") or {}
-        return cls(
-            username=str(user.get("username", "")),
-            uid=str(user.get("uid", "")),
-            groups=tuple(str(g) for g in user.get("groups") or ()),
-            extra=tuple(sorted((str(k), tuple(map(str, v or ()))) for k, v in extra.items())),
-        )
-
-    def spec(self) -> dict[str, Any]:
-        """The user fields of a ``SubjectAccessReview`` spec."""
-        return {
-            "user": self.username,
-            "uid": self.uid,
-            "groups": list(self.groups),
-            "extra": {key: list(values) for key, values in self.extra},
-        }
-
-
-_V = TypeVar("_V")
-
-
-class _TtlCache(Generic[_V]):
-    """A small LRU map whose entries expire ``ttl`` seconds after they were stored."""
-
-    def __init__(self, *, clock: Clock, ttl: float, max_entries: int) -> None:
-        self._clock = clock
-        self._ttl = ttl
-        self._max = max_entries
-        self._items: OrderedDict[Hashable, tuple[float, _V]] = OrderedDict()
-
-    def get(self, key: Hashable) -> tuple[bool, _V | None]:
-        """Return (hit, value)."""
-        item = self._items.get(key)
-        if item is None:
-            return False, None
-        if item[0] <= self._clock.monotonic():
-            del self._items[key]
-            return False, None
-        self._items.move_to_end(key)
-        return True, item[1]
-
-    def put(self, key: Hashable, value: _V) -> None:
-        if self._ttl <= 0 or self._max <= 0:
-            return
-        self._items[key] = (self._clock.monotonic() + self._ttl, value)
-        self._items.move_to_end(key)
-        while len(self._items) > self._max:
-            self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-@dataclass(frozen=True, slots=True)
-class Denial:
-    """Why a scrape was refused: HTTP status and body."""
-
-    status: int
-    text: str
-
-
-class ScrapeAuthorizer:
-    """Bearer token → ``TokenReview`` → ``SubjectAccessReview`` (non-resource URL), cached.
-
-    Positive and negative answers are cached for ``ttl`` seconds (at most ``max_entries``
-    each, least recently used evicted) so a scraper every few seconds costs two API calls
-    per ``ttl``, not per scrape. Failed API calls are not cached: a failed TokenReview means
-    401 "Authentication failed", a failed SubjectAccessReview 500, as in controller-runtime.
-    Tokens are cached by their SHA-256, never stored as they are.
-    """
-
-    def __init__(
-        self,
-        api: ApiRequester,
-        *,
-        clock: Clock | None = None,
-        ttl: float = 10.0,
-        max_entries: int = 1024,
-    ) -> None:
-        self._api = api
-        clock = clock if clock is not None else RealClock()
-        self._users: _TtlCache[UserInfo | None] = _TtlCache(
-            clock=clock, ttl=ttl, max_entries=max_entries
-        )
-        self._decisions: _TtlCache[bool] = _TtlCache(clock=clock, ttl=ttl, max_entries=max_entries)
-
-    async def check(self, authorization: str | None, *, path: str, verb: str) -> Denial | None:
-        """Return None when the request may proceed, else the :class:`Denial` to answer."""
-        token = _bearer_token(authorization)
-        if token is None:
-            return Denial(401, "Unauthorized")
-        try:
-            user = await self.authenticate(token)
-        except KubeError as error:
-            _log.error("scrape authentication failed", error=str(error))
-            return Denial(401, "Authentication failed")
-        if user is None:
-            _log.debug("scrape token not authenticated")
-            return Denial(401, "Unauthorized")
-        try:
-            allowed = await self.authorize(user, path=path, verb=verb)
-        except KubeError as error:
-            message = f"Authorization for user {user.username} failed"
-            _log.error(message, error=str(error))
-            return Denial(500, message)
-        if not allowed:
-            message = f"Authorization denied for user {user.username}"
-            _log.debug(message, path=path, verb=verb)
-            return Denial(403, message)
-        return None
-
-    async def authenticate(self, token: str) -> UserInfo | None:
-        """The user ``token`` belongs to, or None when the apiserver rejects it."""
-        key = hashlib.sha256(token.encode()).hexdigest()
-        hit, cached = self._users.get(key)
-        if hit:
-            return cached
-        review = await self._api.request(
-            "POST",
-            TOKEN_REVIEWS,
-            body={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenReview",
-                "spec": {"token": token},
-            },
-        )
-        status = review.get("status") or {}
-        user = (
-            UserInfo.from_status(status.get("user") or {}) if status.get("authenticated") else None
-        )
-        self._users.put(key, user)
-        return user
-
-    async def authorize(self, user: UserInfo, *, path: str, verb: str) -> bool:
-        """Whether ``user`` may ``verb`` the non-resource URL ``path``."""
-        key = (user, path, verb)
-        hit, cached = self._decisions.get(key)
-        if hit and cached is not None:
-            return cached
-        review = await self._api.request(
-            "POST",
-            SUBJECT_ACCESS_REVIEWS,
-            body={
-                "apiVersion": "authorization.k8s.io/v1",
-                "kind": "SubjectAccessReview",
-                "spec": {**user.spec(), "nonResourceAttributes": {"path": path, "verb": verb}},
-            },
-        )
-        allowed = bool((review.get("status") or {}).get("allowed"))
-        self._decisions.put(key, allowed)
-        return allowed
-
-
-def _bearer_token(authorization: str | None) -> str | None:
-    if not authorization:
-        return None
-    scheme, _, token = authorization.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token
-
-
-# --- TLS ----------------------------------------------------------------------------------
-
-
-def _server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_alpn_protocols(["http/1.1"])
-    context.load_cert_chain(cert_file, key_file)
-    return context
-
-
-def _file_signature(*paths: Path) -> tuple[tuple[int, int, int], ...]:
-    signature = []
-    for path in paths:
-        stat = path.stat()
-        signature.append((stat.st_mtime_ns, stat.st_ino, stat.st_size))
-    return tuple(signature)
-
-
-class ReloadingTls:
-    """The metrics server's TLS: a certificate directory re-read on change, or self-signed.
-
-    The context given to the listener swaps in the current one during each handshake (the
-    SNI callback runs for every ClientHello, with or without SNI). With a directory, at most
-    once per ``check_interval`` seconds a handshake compares the files' mtime, inode and size
-    with what was loaded; if they changed, a new context is built, and swapped in only if
-    the pair loads (a half-written rotation keeps the old certificate).
-    """
-
-    def __init__(
-        self,
-        *,
-        cert_dir: str | None = None,
-        cert_name: str = "tls.crt",
-        key_name: str = "tls.key",
-        clock: Clock | None = None,
-        check_interval: float = 1.0,
-    ) -> None:
-        self._clock: Clock = clock if clock is not None else RealClock()
-        self._interval = check_interval
-        self._files: tuple[Path, Path] | None = None
-        if cert_dir:
-            self._files = (Path(cert_dir) / cert_name, Path(cert_dir) / key_name)
-            self._signature = _file_signature(*self._files)
-            self._current = _server_context(*self._files)
-        else:
-            self._signature = ()
-            self._current = self._self_signed()
-        self._checked_at = self._clock.monotonic()
-        self.reloads = 0
-        self.context = self._current
-        self.context.sni_callback = self._on_hello
-
-    @staticmethod
-    def _self_signed() -> ssl.SSLContext:
-        cert_pem, key_pem = self_signed_certificate()
-        with tempfile.TemporaryDirectory(prefix="lifecycle-metrics-tls-") as tmp:
-            cert_file, key_file = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
-            cert_file.write_bytes(cert_pem)
-            key_file.touch(mode=0o600)
-            key_file.write_bytes(key_pem)
-            return _server_context(cert_file, key_file)
-
-    def maybe_reload(self) -> None:
-        """Re-read the certificate files if they changed since the last load."""
-        if self._files is None:
-            return
-        try:
-            signature = _file_signature(*self._files)
-            if signature == self._signature:
-                return
-            context = _server_context(*self._files)
-        except (OSError, ssl.SSLError) as error:
-            _log.warning("metrics certificate not reloaded", error=str(error))
-            return
-        self._current = context
-        self._signature = signature
-        self.reloads += 1
-        _log.info("metrics certificate reloaded", cert=str(self._files[0]))
-
-    def _on_hello(
-        self, connection: ssl.SSLObject | ssl.SSLSocket, _server_name: str | None, _ctx: object
-    ) -> None:
-        now = self._clock.monotonic()
-        if now - self._checked_at >= self._interval:
-            self._checked_at = now
-            self.maybe_reload()
-        if connection.context is not self._current:
-            connection.context = self._current
 
 
 # --- metrics server -------------------------------------------------------------------------

@@ -16,16 +16,16 @@ import aiohttp
 import pytest
 import yaml
 
+from lifecycle_controller.config import parse_bind_address
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.metrics import Metrics
+from lifecycle_controller.scrape_auth import ScrapeAuthorizer
 from lifecycle_controller.server import (
     CACHES_PENDING,
     DISCOVERY_PENDING,
     MetricsServer,
     ProbeServer,
-    ScrapeAuthorizer,
-    parse_bind_address,
     resource_coverage,
 )
 from lifecycle_controller.testing.fakeclock import FakeClock
