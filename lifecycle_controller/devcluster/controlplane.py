@@ -59,6 +59,38 @@ class ApiResponse:
     body: dict[str, Any]
 
 
+def json_request(
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    method: str,
+    path: str,
+    body: Mapping[str, Any] | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    content_type: str = "application/json",
+    timeout: float = 30.0,
+) -> ApiResponse:
+    """One synchronous HTTPS request with a JSON body; the status and the decoded answer."""
+    connection = http.client.HTTPSConnection(host, port, context=context, timeout=timeout)
+    try:
+        sent = {"Accept": "application/json", **(headers or {})}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            sent["Content-Type"] = content_type
+        connection.request(method, path, body=payload, headers=sent)
+        response = connection.getresponse()
+        raw = response.read()
+    finally:
+        connection.close()
+    try:
+        decoded = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        decoded = {"raw": raw.decode(errors="replace")}
+    return ApiResponse(response.status, decoded if isinstance(decoded, dict) else {})
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -334,25 +366,16 @@ class ControlPlane:
         timeout: float = 30.0,
     ) -> ApiResponse:
         """Send one request as the cluster admin and return the status and JSON body."""
-        connection = http.client.HTTPSConnection(
-            "127.0.0.1", self.port, context=self._ssl_context(), timeout=timeout
+        return json_request(
+            "127.0.0.1",
+            self.port,
+            self._ssl_context(),
+            method,
+            path,
+            body,
+            content_type=content_type,
+            timeout=timeout,
         )
-        try:
-            headers = {"Accept": "application/json"}
-            payload = None
-            if body is not None:
-                payload = json.dumps(body).encode()
-                headers["Content-Type"] = content_type
-            connection.request(method, path, body=payload, headers=headers)
-            response = connection.getresponse()
-            raw = response.read()
-        finally:
-            connection.close()
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except json.JSONDecodeError:
-            decoded = {"raw": raw.decode(errors="replace")}
-        return ApiResponse(response.status, decoded if isinstance(decoded, dict) else {})
 
     def apply(self, manifest: Mapping[str, Any], *, path: str) -> ApiResponse:
         """Server-side apply ``manifest`` at the object ``path`` as the admin; raise on failure."""

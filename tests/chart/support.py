@@ -10,7 +10,6 @@ controller would in a cluster.
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import ssl
 import subprocess
@@ -25,6 +24,7 @@ import yaml
 
 from lifecycle_controller.cli import run
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
+from lifecycle_controller.devcluster.controlplane import json_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO_ROOT / "deploy" / "helm" / "lifecycle-controller"
@@ -282,7 +282,7 @@ class Identity:
         ca = work / "ca.crt"
         ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
         self._context = ssl.create_default_context(cafile=str(ca))
-        self._headers: dict[str, str] = {"Accept": "application/json"}
+        self._headers: dict[str, str] = {}
         if "token" in user:
             self._headers["Authorization"] = f"Bearer {user['token']}"
         else:
@@ -299,22 +299,16 @@ class Identity:
         *,
         content_type: str = "application/json",
     ) -> ApiResponse:
-        connection = http.client.HTTPSConnection(
-            self.host, self.port, context=self._context, timeout=30
+        return json_request(
+            self.host,
+            self.port,
+            self._context,
+            method,
+            path,
+            body,
+            headers=self._headers,
+            content_type=content_type,
         )
-        try:
-            headers = dict(self._headers)
-            payload = None
-            if body is not None:
-                payload = json.dumps(body).encode()
-                headers["Content-Type"] = content_type
-            connection.request(method, path, body=payload, headers=headers)
-            response = connection.getresponse()
-            raw = response.read()
-        finally:
-            connection.close()
-        decoded = json.loads(raw) if raw else {}
-        return ApiResponse(response.status, decoded if isinstance(decoded, dict) else {})
 
     def close(self) -> None:
         self._workdir.cleanup()
