@@ -25,30 +25,30 @@ from datetime import UTC, tzinfo
 
 import structlog
 
-from lifecycle_controller.budget import ActionBudget
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
-from lifecycle_controller.clock import Clock, RealClock
 from lifecycle_controller.config import Settings
-from lifecycle_controller.core import Action, Ledger, keys
-from lifecycle_controller.core import Settings as DecisionSettings
-from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
-from lifecycle_controller.discovery import Discovery, DiscoveryFatal
-from lifecycle_controller.informers import EventHandler, EventKind, InformerSet
-from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
-from lifecycle_controller.leader import (
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
+from lifecycle_controller.controller.leader import (
     LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
     default_identity,
 )
-from lifecycle_controller.logs import configure_logging
-from lifecycle_controller.metrics import Metrics
-from lifecycle_controller.ratelimit import default_controller_rate_limiter
-from lifecycle_controller.reconciler import Reconciler
-from lifecycle_controller.recorder import KubeEventRecorder
-from lifecycle_controller.server import MetricsServer, ProbeServer, resource_coverage
-from lifecycle_controller.workers import run_workers
-from lifecycle_controller.workqueue import WorkQueue
+from lifecycle_controller.controller.reconciler import Reconciler
+from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.workers import run_workers
+from lifecycle_controller.core import Action, Ledger, keys
+from lifecycle_controller.core import Settings as DecisionSettings
+from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
+from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
+from lifecycle_controller.machinery.budget import ActionBudget
+from lifecycle_controller.machinery.clock import Clock, RealClock
+from lifecycle_controller.machinery.logs import configure_logging
+from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
+from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.serving.metrics import Metrics
+from lifecycle_controller.serving.server import MetricsServer, ProbeServer, resource_coverage
 
 _log = structlog.get_logger(__name__)
 CONTROLLER_NAME = "lifecycle"

@@ -219,10 +219,10 @@ _OUTPUT = click.option(
 def plan(files: tuple[Any, ...], now: str, occurrences: int, dry_run: bool, output: str) -> None:
     """Explain offline what the controller would do with manifests, and when."""
     from lifecycle_controller.app import local_zone
-    from lifecycle_controller.clock import RealClock
     from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
-    from lifecycle_controller.plan import ManifestError, load_manifests, plan_rows
-    from lifecycle_controller.report import render
+    from lifecycle_controller.machinery.clock import RealClock
+    from lifecycle_controller.tools.plan import ManifestError, load_manifests, plan_rows
+    from lifecycle_controller.tools.report import render
 
     try:
         now_ns = parse_rfc3339(now) if now else RealClock().now_ns()
@@ -255,12 +255,12 @@ def status(
     import asyncio
 
     from lifecycle_controller.app import local_zone
-    from lifecycle_controller.clock import RealClock
     from lifecycle_controller.core import Settings
     from lifecycle_controller.core.scope import ScopeConfig
     from lifecycle_controller.kube import KubeClient, KubeError
-    from lifecycle_controller.report import render
-    from lifecycle_controller.status import StatusReport, collect_status
+    from lifecycle_controller.machinery.clock import RealClock
+    from lifecycle_controller.tools.report import render
+    from lifecycle_controller.tools.status import StatusReport, collect_status
 
     async def collect() -> StatusReport:
         async with await KubeClient.connect(kubeconfig or None) as kube:
@@ -290,7 +290,7 @@ def status(
 )
 def demo(duration: float | None) -> None:
     """Start a local control plane (etcd, kube-apiserver, kube-controller-manager)."""
-    from lifecycle_controller.demo import run_demo
+    from lifecycle_controller.tools.demo import run_demo
 
     run_demo(duration=duration, echo=click.echo)
 

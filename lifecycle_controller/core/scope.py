@@ -5,7 +5,8 @@ the namespace lists and the per-namespace read scoping (§5.5), the runtime name
 applied to every event (§5.4), the choice of one version per group-resource that client-go's
 ``ServerPreferredResources`` makes, and the eligibility planner (§5.2) that turns a discovery
 result into the sorted set of resource types to watch, with the reference's skip reasons,
-metric counts and startup error texts. :mod:`lifecycle_controller.discovery` does the I/O.
+metric counts and startup error texts.
+:mod:`lifecycle_controller.controller.discovery` does the I/O.
 
 Resource keys are ``<plural>`` for the core group and ``<plural>.<group>`` otherwise; all
 patterns are Go ``filepath.Match`` globs (:mod:`.globs`).

@@ -30,7 +30,7 @@ from typing import IO, Any
 import yaml
 
 from lifecycle_controller.devcluster.binaries import ControlPlaneBinaries, ensure_binaries
-from lifecycle_controller.tls import CertificateAuthority, service_account_signing_key
+from lifecycle_controller.machinery.tls import CertificateAuthority, service_account_signing_key
 
 Log = Callable[[str], None]
 PolicyRule = Mapping[str, Any]

@@ -1,4 +1,4 @@
-"""A hand-driven :class:`~lifecycle_controller.clock.Clock` for deterministic asyncio tests.
+"""A hand-driven :class:`~lifecycle_controller.machinery.clock.Clock` for asyncio tests.
 
 Time stands still until the test calls :meth:`FakeClock.advance`. ``sleep()`` blocks until
 fake monotonic time passes its deadline; ``advance()`` moves time forward *in steps*, waking

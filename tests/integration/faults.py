@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.cache import CachedObject, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, ObjectKey
 from lifecycle_controller.kube import Conflict, KubeClient, KubeError, ResourceType
 from tests.integration.controller import RunningController
 from tests.integration.scenario_support import patch

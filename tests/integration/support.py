@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from lifecycle_controller.controller.discovery import fetch_discovery
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.discovery import fetch_discovery
 from lifecycle_controller.kube import KubeClient, ResourceType
 
 META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"

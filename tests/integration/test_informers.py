@@ -23,16 +23,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
-from lifecycle_controller.clock import RealClock
-from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.informers import (
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.informers import (
     EventKind,
     Informer,
     InformerSet,
     InformerSettings,
     MetadataSource,
 )
+from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
     KubeClient,
     ResourceType,
@@ -40,6 +39,7 @@ from lifecycle_controller.kube import (
     TransportError,
     load_configuration,
 )
+from lifecycle_controller.machinery.clock import RealClock
 from tests.integration.keys import DELETE_AFTER, DRY_RUN
 from tests.integration.support import CONFIGMAPS, configmap, eventually
 

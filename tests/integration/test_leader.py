@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import LEASES, KubeClient, load_configuration
-from lifecycle_controller.leader import (
+from lifecycle_controller.controller.leader import (
     LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
     micro_time,
 )
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import LEASES, KubeClient, load_configuration
 from tests.integration.support import eventually
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.5

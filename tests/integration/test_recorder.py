@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.clock import RealClock
+from lifecycle_controller.controller.recorder import KubeEventRecorder, ObjectRef
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.microtime import micro_time
-from lifecycle_controller.recorder import KubeEventRecorder, ObjectRef
+from lifecycle_controller.machinery.clock import RealClock
 from tests.integration.events import list_events
 from tests.integration.support import configmap
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import LEASES, KubeClient, NotFound
-from lifecycle_controller.server import CACHES_PENDING
+from lifecycle_controller.serving.server import CACHES_PENDING
 from tests.integration.controller import RunningController, StartController
 from tests.integration.events import list_events
 from tests.integration.keys import DELETE_AFTER, DELETE_AT

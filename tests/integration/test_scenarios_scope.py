@@ -21,10 +21,10 @@ import pytest
 from lifecycle_controller import app
 from lifecycle_controller.app import Controller
 from lifecycle_controller.config import ConfigError, RawFlags, build_settings
+from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.kube import CRDS, NAMESPACES, KubeClient, NotFound, ResourceType
-from lifecycle_controller.server import CACHES_PENDING, DISCOVERY_PENDING
+from lifecycle_controller.serving.server import CACHES_PENDING, DISCOVERY_PENDING
 from tests.integration.controller import RunningController, StartController
 from tests.integration.events import events_of
 from tests.integration.keys import DELETE_AFTER, DELETE_AT

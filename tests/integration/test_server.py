@@ -19,9 +19,10 @@ import yaml
 from lifecycle_controller.config import parse_bind_address
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.metrics import Metrics
-from lifecycle_controller.scrape_auth import ScrapeAuthorizer
-from lifecycle_controller.server import (
+from lifecycle_controller.machinery.tls import CertificateAuthority
+from lifecycle_controller.serving.metrics import Metrics
+from lifecycle_controller.serving.scrape_auth import ScrapeAuthorizer
+from lifecycle_controller.serving.server import (
     CACHES_PENDING,
     DISCOVERY_PENDING,
     MetricsServer,
@@ -29,7 +30,6 @@ from lifecycle_controller.server import (
     resource_coverage,
 )
 from lifecycle_controller.testing.fakeclock import FakeClock
-from lifecycle_controller.tls import CertificateAuthority
 from tests.integration.support import eventually
 
 READ_METRICS = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]

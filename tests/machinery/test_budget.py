@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.budget import ActionBudget
+from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.testing.fakeclock import FakeClock
 
 

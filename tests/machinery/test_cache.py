@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
 from lifecycle_controller.kube import NAMESPACES, ResourceType
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)

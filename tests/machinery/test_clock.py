@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lifecycle_controller.clock import Clock, RealClock
+from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.testing.fakeclock import (
     DEFAULT_START_MONOTONIC,
     DEFAULT_START_NS,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
-from lifecycle_controller.informers import (
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.informers import (
     Backoff,
     EventKind,
     Informer,

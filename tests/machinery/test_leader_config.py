@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from lifecycle_controller.leader import (
+from lifecycle_controller.controller.leader import (
     DEFAULT_LEASE_NAME,
     LeaderElectionConfig,
     LeaseRecord,

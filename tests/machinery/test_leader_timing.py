@@ -15,6 +15,12 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.controller.leader import (
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+    micro_time,
+)
 from lifecycle_controller.kube import (
     AlreadyExists,
     Conflict,
@@ -26,12 +32,6 @@ from lifecycle_controller.kube import (
     TransportError,
 )
 from lifecycle_controller.kube.client import Pool
-from lifecycle_controller.leader import (
-    LeaderElectionConfig,
-    LeaderElector,
-    LeadershipLost,
-    micro_time,
-)
 from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 
 T0 = DEFAULT_START_MONOTONIC

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from lifecycle_controller.logs import configure_logging
+from lifecycle_controller.machinery.logs import configure_logging
 
 
 class _Tty(io.StringIO):
@@ -48,7 +48,7 @@ def lines(stream: io.StringIO) -> list[dict[str, Any]]:
 
 def test_json_lines_carry_the_bound_object() -> None:
     stream = setup()
-    log = structlog.get_logger("lifecycle_controller.reconciler")
+    log = structlog.get_logger("lifecycle_controller.controller.reconciler")
     with structlog.contextvars.bound_contextvars(kind="ConfigMap", namespace="ns", name="a"):
         log.info("deleting", action="delete", due="2026-01-01T00:00:00Z")
     log.info("outside")

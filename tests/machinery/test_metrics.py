@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
-from lifecycle_controller.metrics import Metrics
-from lifecycle_controller.ratelimit import ItemExponentialFailureRateLimiter
+from lifecycle_controller.controller.workers import Outcome
+from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter
+from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.testing.fakeclock import FakeClock
-from lifecycle_controller.workers import Outcome
-from lifecycle_controller.workqueue import WorkQueue
 
 NEXT = "lifecycle_next_action_timestamp"
 

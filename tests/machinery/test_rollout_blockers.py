@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.actions.restart import blocker_message, rollout_blockers
+from lifecycle_controller.controller.actions.restart import blocker_message, rollout_blockers
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from lifecycle_controller.ratelimit import default_controller_rate_limiter
-from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
-from lifecycle_controller.workers import (
+from lifecycle_controller.controller.workers import (
     NoopReconcileObserver,
     Outcome,
     ReconcileObserver,
@@ -22,7 +20,9 @@ from lifecycle_controller.workers import (
     process_next_item,
     run_workers,
 )
-from lifecycle_controller.workqueue import WorkQueue
+from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
+from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 
 pytestmark = [pytest.mark.timeout(5), pytest.mark.usefixtures("no_leaked_tasks")]
 

@@ -13,18 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from lifecycle_controller.ratelimit import (
+from lifecycle_controller.machinery.ratelimit import (
     ItemExponentialFailureRateLimiter,
     default_controller_rate_limiter,
 )
-from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
-from lifecycle_controller.workqueue import (
+from lifecycle_controller.machinery.workqueue import (
     DEFAULT_HEARTBEAT,
     NoopQueueMetrics,
     QueueMetrics,
     QueueShutDown,
     WorkQueue,
 )
+from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 
 pytestmark = [pytest.mark.timeout(5), pytest.mark.usefixtures("no_leaked_tasks")]
 

@@ -21,9 +21,9 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from lifecycle_controller.clock import Clock
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.microtime import micro_time
+from lifecycle_controller.machinery.clock import Clock
 
 EventType = Literal["Normal", "Warning"]
 REPORTING_CONTROLLER = "lifecycle-controller"

@@ -15,8 +15,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from lifecycle_controller.clock import Clock, RealClock
 from lifecycle_controller.kube import KubeError
+from lifecycle_controller.machinery.clock import Clock, RealClock
 
 __all__ = ["ApiRequester", "Denial", "ScrapeAuthorizer", "UserInfo"]
 

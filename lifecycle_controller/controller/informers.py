@@ -26,8 +26,8 @@ Only ``metadata`` is read from each object, projected into :class:`CachedObject`
 (managedFields and everything else are never kept). Changes are reported to one synchronous,
 non-blocking handler ``on_event(kind, key, old, new)``; the composition root applies the scope
 and relevance predicates there and adds keys to the work queue. What is delivered follows the
-cache's rule (see :mod:`lifecycle_controller.cache`): only changes where the old or the new
-state carries a lifecycle annotation, with ``old=None`` meaning "not annotated before":
+cache's rule (see :mod:`~lifecycle_controller.controller.cache`): only changes where the old
+or the new state carries a lifecycle annotation, with ``old=None`` meaning "not annotated before":
 
 * ``"add"``: new object (initial list included, REFERENCE §2.10 "Create"); ``old`` is None.
 * ``"update"``: ``old`` is the cached record or None, ``new`` the current state (possibly with
@@ -50,8 +50,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey
-from lifecycle_controller.clock import Clock
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
 from lifecycle_controller.kube import (
     ApiError,
     Forbidden,
@@ -63,6 +62,7 @@ from lifecycle_controller.kube import (
     TransportError,
     Unauthorized,
 )
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
     "Backoff",

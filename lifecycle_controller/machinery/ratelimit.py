@@ -17,7 +17,7 @@ import math
 from collections.abc import Hashable
 from typing import Protocol, runtime_checkable
 
-from lifecycle_controller.clock import Clock
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
     "BucketRateLimiter",

@@ -43,7 +43,6 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from lifecycle_controller.clock import Clock, RealClock
 from lifecycle_controller.kube import (
     LEASES,
     Conflict,
@@ -56,6 +55,7 @@ from lifecycle_controller.kube import (
 )
 from lifecycle_controller.kube.client import Pool
 from lifecycle_controller.kube.microtime import micro_time
+from lifecycle_controller.machinery.clock import Clock, RealClock
 
 __all__ = [
     "DEFAULT_HEALTH_TOLERANCE",

@@ -2,7 +2,7 @@
 
 ``Reconciler.__call__(key)`` is what the workers run. It never decides (that is
 :func:`lifecycle_controller.core.decide`) and never builds API requests (that is
-:mod:`lifecycle_controller.actions`); it sequences them:
+:mod:`lifecycle_controller.controller.actions`); it sequences them:
 
 1. read the object from the metadata cache (gone: forget its ledger arm, done);
 2. ``decide()`` at ``now``; apply the decision's ledger operations and emit its Events;
@@ -26,11 +26,16 @@ from typing import Any, Protocol
 
 import structlog
 
-from lifecycle_controller.actions import delete_object, patch_object, rollout_blockers
-from lifecycle_controller.actions.restart import blocker_message
-from lifecycle_controller.budget import ActionBudget
-from lifecycle_controller.cache import CachedObject, MetadataCache, ObjectKey, object_facts
-from lifecycle_controller.clock import Clock
+from lifecycle_controller.controller.actions import delete_object, patch_object, rollout_blockers
+from lifecycle_controller.controller.actions.restart import blocker_message
+from lifecycle_controller.controller.cache import (
+    CachedObject,
+    MetadataCache,
+    ObjectKey,
+    object_facts,
+)
+from lifecycle_controller.controller.recorder import EventRecorder, ObjectRef
+from lifecycle_controller.controller.workers import Result
 from lifecycle_controller.core import (
     Action,
     Decision,
@@ -51,8 +56,8 @@ from lifecycle_controller.core import (
 )
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import Conflict, KubeClient, KubeError, NotFound
-from lifecycle_controller.recorder import EventRecorder, ObjectRef
-from lifecycle_controller.workers import Result
+from lifecycle_controller.machinery.budget import ActionBudget
+from lifecycle_controller.machinery.clock import Clock
 
 _log = structlog.get_logger(__name__)
 NS = 1_000_000_000
@@ -64,7 +69,7 @@ class NotLeading(Exception):
 
 
 class ReconcileMetrics(Protocol):
-    """The metrics a reconcile feeds (:class:`lifecycle_controller.metrics.Metrics` has them)."""
+    """The metrics a reconcile feeds (:class:`~lifecycle_controller.serving.metrics.Metrics`)."""
 
     def count_action(self, action: str, kind: str, result: str) -> None: ...
     def count_misconfiguration(self, kind: str, reason: str) -> None: ...

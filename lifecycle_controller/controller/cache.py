@@ -2,7 +2,7 @@
 
 Reconciles read objects from here, never from the API (SPEC §2.1: every write is guarded by
 resourceVersion or UID preconditions, so a stale read costs a retry, never a wrong action).
-Informers (:mod:`lifecycle_controller.informers`) are the only writers.
+Informers (:mod:`lifecycle_controller.controller.informers`) are the only writers.
 
 What is stored, and why so little
 ---------------------------------

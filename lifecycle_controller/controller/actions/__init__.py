@@ -3,8 +3,8 @@
 Dry-run never reaches this package: the decision core turns it into Events only.
 """
 
-from lifecycle_controller.actions.delete import delete_object
-from lifecycle_controller.actions.patch import patch_object
-from lifecycle_controller.actions.restart import rollout_blockers
+from lifecycle_controller.controller.actions.delete import delete_object
+from lifecycle_controller.controller.actions.patch import patch_object
+from lifecycle_controller.controller.actions.restart import rollout_blockers
 
 __all__ = ["delete_object", "patch_object", "rollout_blockers"]

@@ -20,7 +20,7 @@ from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType
-from lifecycle_controller.logs import configure_logging
+from lifecycle_controller.machinery.logs import configure_logging
 
 NAMESPACE = "lifecycle-demo"
 PREFIX = "lifecycle.cezary.dev/"

@@ -1,6 +1,7 @@
 """Reconcile workers: turn queued keys into reconcile calls, and results into queue actions.
 
-``run_workers`` runs N worker tasks over one :class:`~lifecycle_controller.workqueue.WorkQueue`.
+``run_workers`` runs N worker tasks over one
+:class:`~lifecycle_controller.machinery.workqueue.WorkQueue`.
 Each worker loops ``get -> reconcile(key) -> done`` and maps the outcome exactly like
 controller-runtime's ``processNextWorkItem``:
 
@@ -30,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from lifecycle_controller.workqueue import QueueShutDown, WorkQueue
+from lifecycle_controller.machinery.workqueue import QueueShutDown, WorkQueue
 
 __all__ = [
     "NoopReconcileObserver",

@@ -13,7 +13,7 @@ On top of that sit the *delaying* queue (``add_after``: one timer task and a min
 future wake-up, keeping the EARLIEST requested time per key) and the *rate-limiting* queue
 (``add_rate_limited`` / ``forget`` / ``num_requeues``, delegated to an injected
 :class:`RateLimiter`, normally
-:func:`lifecycle_controller.ratelimit.default_controller_rate_limiter`). This is a port of
+:func:`lifecycle_controller.machinery.ratelimit.default_controller_rate_limiter`). This is a port of
 client-go's ``util/workqueue`` ``queue.go``, ``delaying_queue.go`` and
 ``rate_limiting_queue.go`` to a single asyncio event loop (no locks needed: every method
 except ``get`` and ``shutdown_with_drain`` is synchronous and atomic with respect to other
@@ -37,7 +37,7 @@ from typing import Generic, Protocol, Self, TypeVar
 
 import structlog
 
-from lifecycle_controller.clock import Clock, RealClock
+from lifecycle_controller.machinery.clock import Clock, RealClock
 
 __all__ = [
     "DEFAULT_HEARTBEAT",
@@ -66,7 +66,7 @@ class QueueShutDown(Exception):
 class RateLimiter(Protocol):
     """What the queue needs from a rate limiter: when / forget / num_requeues.
 
-    The same contract as :class:`lifecycle_controller.ratelimit.RateLimiter` (whose classes
+    The same contract as :class:`~lifecycle_controller.machinery.ratelimit.RateLimiter` (whose
     satisfy it structurally); declared here because ARCHITECTURE.md keeps modules of one
     level from importing each other, so the composition root injects the limiter.
     """
@@ -219,7 +219,7 @@ class WorkQueue(Generic[K]):
         """Build a stopped queue.
 
         ``rate_limiter`` decides ``add_rate_limited`` delays (the controller passes
-        :func:`lifecycle_controller.ratelimit.default_controller_rate_limiter`). ``clock``
+        :func:`lifecycle_controller.machinery.ratelimit.default_controller_rate_limiter`). ``clock``
         defaults to :class:`RealClock`; ``metrics`` to no-op. ``name`` labels the queue for
         metrics and logs. ``heartbeat`` (seconds, > 0) bounds how long the timer sleeps
         without re-checking its heap.

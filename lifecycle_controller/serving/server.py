@@ -13,11 +13,11 @@ Two independent aiohttp servers, as in controller-runtime (REFERENCE §7.3, §7.
   scrape like controller-runtime's ``WithAuthenticationAndAuthorization`` filter: the bearer
   token goes to a ``TokenReview``, the user it names to a ``SubjectAccessReview`` for
   ``get`` on the non-resource URL ``/metrics``. Both answers are cached briefly
-  (:mod:`lifecycle_controller.scrape_auth`). The certificate is self-signed and generated
+  (:mod:`lifecycle_controller.serving.scrape_auth`). The certificate is self-signed and generated
   at start, unless
   ``--metrics-cert-path`` names a directory holding ``tls.crt``/``tls.key`` (names
   configurable), which is re-read whenever the files change
-  (:class:`~lifecycle_controller.reloading_tls.ReloadingTls`).
+  (:class:`~lifecycle_controller.serving.reloading_tls.ReloadingTls`).
 
 Response bodies follow controller-runtime's healthz handler (``ok``; on failure one
 ``[+]name ok`` / ``[-]name failed: <reason>`` line per check, then ``healthz check failed``),
@@ -42,10 +42,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from lifecycle_controller.clock import Clock
 from lifecycle_controller.config import parse_bind_address
-from lifecycle_controller.reloading_tls import ReloadingTls
-from lifecycle_controller.scrape_auth import ApiRequester, ScrapeAuthorizer
+from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.serving.reloading_tls import ReloadingTls
+from lifecycle_controller.serving.scrape_auth import ApiRequester, ScrapeAuthorizer
 
 __all__ = [
     "CACHES_PENDING",

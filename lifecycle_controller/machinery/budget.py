@@ -8,7 +8,7 @@ dropped; the caller waits (requeues) for the time this module says and tries aga
 
 from __future__ import annotations
 
-from lifecycle_controller.clock import Clock
+from lifecycle_controller.machinery.clock import Clock
 
 
 class ActionBudget:

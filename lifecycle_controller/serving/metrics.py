@@ -56,7 +56,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from lifecycle_controller.clock import Clock
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
     "ACTIONS",

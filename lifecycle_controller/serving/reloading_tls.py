@@ -12,8 +12,8 @@ from pathlib import Path
 
 import structlog
 
-from lifecycle_controller.clock import Clock, RealClock
-from lifecycle_controller.tls import self_signed_certificate
+from lifecycle_controller.machinery.clock import Clock, RealClock
+from lifecycle_controller.machinery.tls import self_signed_certificate
 
 __all__ = ["ReloadingTls"]
 

@@ -17,7 +17,7 @@ import yaml
 from lifecycle_controller.core import ObjectFacts, Settings, keys
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
-from lifecycle_controller.report import Row, row_for
+from lifecycle_controller.tools.report import Row, row_for
 
 
 class ManifestError(ValueError):

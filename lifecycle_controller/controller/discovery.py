@@ -36,7 +36,6 @@ from typing import Any, Protocol
 
 import structlog
 
-from lifecycle_controller.clock import Clock
 from lifecycle_controller.core.scope import (
     REASON_GROUP_DISCOVERY,
     RESULT_FAILED,
@@ -59,6 +58,7 @@ from lifecycle_controller.kube import (
     KubeError,
     ResourceType,
 )
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
     "DEFAULT_REDISCOVERY_INTERVAL",

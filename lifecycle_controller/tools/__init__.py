@@ -1,0 +1,1 @@
+"""Operator tools beside ``run``: ``plan`` (offline), ``status`` (live), their report, ``demo``."""
