@@ -1,0 +1,66 @@
+"""An in-memory Kubernetes API server for fast, cluster-free tests of the side-effecting half.
+
+:class:`FakeApiServer` is an aiohttp server on ``127.0.0.1`` that speaks the REST API the
+controller uses, so the project's real :class:`~lifecycle_controller.kube.KubeClient` talks to
+it over loopback and the tests cover the API door too. It is a *tiny API server*, not a mock
+that answers what it is told: objects, one global resourceVersion, preconditions (409),
+absent objects (404), compacted history (410), pagination and watches behave as the real one
+does, and faults (any status for the next N matching requests, ``Retry-After``, hung
+requests) are armed explicitly. Every request is recorded for assertions.
+
+Why not ``kmock`` (the aiohttp Kubernetes mock by kopf's author)? We looked at 0.8 first. Its
+emulator stores objects but gives them no resourceVersion (lists answer ``"..."``), ignores
+``metadata.resourceVersion`` in patches and DELETE preconditions, has no pagination, and
+its watches replay every object whatever resourceVersion they start from, with no 410 for
+compacted history and no bookmarks. Those are exactly the behaviours the controller's
+correctness rests on (guarded writes, conflict retries, relists), so a fake that got them
+wrong would let the tests pass against bugs. This one is small and keeps them.
+
+The real control plane (``tests/integration``) stays the proof of every scenario; this fake is
+for speed, for faults that are hard to provoke on a real server, and for the fake clock.
+
+Typical use::
+
+    clock = FakeClock()
+    async with FakeApiServer(now_ns=clock.now_ns) as api:
+        api.store.create(CONFIGMAPS, "default", {"metadata": {"name": "x"}})
+        api.fail(409, method="PATCH", times=1)
+        async with api.client() as kube:
+            ...
+"""
+
+from lifecycle_controller.testing.fakeapi.discovery import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DEFAULT_RESOURCES,
+    DEPLOYMENTS,
+    PODS,
+    SECRETS,
+    STATEFULSETS,
+    Catalogue,
+    ServedResource,
+    resource_of,
+)
+from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
+from lifecycle_controller.testing.fakeapi.server import TOKEN, FakeApiServer
+from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, merge_patch
+
+__all__ = [
+    "CONFIGMAPS",
+    "DAEMONSETS",
+    "DEFAULT_RESOURCES",
+    "DEPLOYMENTS",
+    "PODS",
+    "SECRETS",
+    "STATEFULSETS",
+    "TOKEN",
+    "ApiStatus",
+    "Catalogue",
+    "FakeApiServer",
+    "Fault",
+    "RecordedRequest",
+    "ServedResource",
+    "Store",
+    "merge_patch",
+    "resource_of",
+]

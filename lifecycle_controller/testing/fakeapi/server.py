@@ -1,0 +1,452 @@
+"""The fake API server over HTTP: an aiohttp app on 127.0.0.1 speaking the Kubernetes REST API.
+
+The controller's own :class:`~lifecycle_controller.kube.KubeClient` connects to it (through
+:meth:`FakeApiServer.client` or a kubeconfig from :meth:`FakeApiServer.write_kubeconfig`),
+so the unit tests exercise the real request building, media types, error mapping and watch
+streaming, only without a cluster. Served: discovery (see
+:mod:`~lifecycle_controller.testing.fakeapi.discovery`), list (``limit``/``continue``,
+metadata-only with the ``PartialObjectMetadataList`` media type), watch (from a
+resourceVersion, bookmarks when asked, ``timeoutSeconds``, ERROR 410 for a compacted
+resourceVersion), get, create, merge patch, PUT and delete with the store's preconditions,
+and ``TokenReview``/``SubjectAccessReview`` answered from :attr:`FakeApiServer.tokens` and
+:attr:`FakeApiServer.grants`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio import client as k8s_client
+
+from lifecycle_controller.kube import KubeClient, ResourceType, Timeouts
+from lifecycle_controller.testing.fakeapi.discovery import Catalogue, ServedResource
+from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
+from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, WatchEvent
+
+__all__ = ["FakeApiServer"]
+
+TOKEN = "fake-api-token"
+_JSON = "application/json"
+
+
+def _metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata", {}),
+    }
+
+
+def _status_response(error: ApiStatus, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(error.status(), status=error.code, headers=headers)
+
+
+class FakeApiServer:
+    """An in-memory Kubernetes API server on a loopback port; use ``async with``.
+
+    ``now_ns`` (for example ``FakeClock.now_ns``) stamps creation and deletion timestamps.
+    ``aggregated_discovery=False`` makes it an old server that answers discovery only in the
+    legacy format. ``token`` is the bearer token every request must carry (401 otherwise).
+    """
+
+    def __init__(
+        self,
+        *,
+        now_ns: Callable[[], int] | None = None,
+        aggregated_discovery: bool = True,
+        token: str = TOKEN,
+    ) -> None:
+        self.store = Store(now_ns=now_ns)
+        self.catalogue = Catalogue()
+        self.aggregated_discovery = aggregated_discovery
+        self.token = token
+        self.requests: list[RecordedRequest] = []
+        self.faults: list[Fault] = []
+        #: TokenReview answers: bearer token -> ``status.user`` (absent = not authenticated).
+        self.tokens: dict[str, dict[str, Any]] = {}
+        #: SubjectAccessReview grants: (username, non-resource path, verb).
+        self.grants: set[tuple[str, str, str]] = set()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._activity = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """End every watch, release hung requests, stop serving. Idempotent."""
+        self.close_watches()
+        for fault in self.faults:
+            fault.release()
+        runner, self._runner = self._runner, None
+        self._port = None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._port is None:
+            raise RuntimeError("the fake API server is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    def configuration(self) -> k8s_client.Configuration:
+        """A kubernetes-asyncio configuration pointing at this server with its token."""
+        configuration = k8s_client.Configuration(host=self.url)
+        configuration.api_key = {"BearerToken": self.token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        return configuration
+
+    def client(self, *, timeouts: Timeouts | None = None, **kwargs: Any) -> KubeClient:
+        """A real :class:`KubeClient` connected to this server (close it after use)."""
+        return KubeClient(
+            self.configuration(),
+            default_namespace=kwargs.pop("default_namespace", "default"),
+            timeouts=timeouts or Timeouts(connect=2.0, request=10.0, watch_idle=30.0),
+            **kwargs,
+        )
+
+    def write_kubeconfig(self, path: Path, *, namespace: str = "default") -> Path:
+        """Write a kubeconfig for this server (JSON is valid YAML) and return its path."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": self.token}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                }
+            ],
+            "current-context": "fake",
+        }
+        path.write_text(json.dumps(config))
+        return path
+
+    # ------------------------------------------------------------------ test controls
+
+    def fail(
+        self,
+        status: int,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+        retry_after: int | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+        hang: bool = False,
+        when: Callable[[RecordedRequest], bool] | None = None,
+    ) -> Fault:
+        """Arm a :class:`Fault` for the next ``times`` matching requests; return it."""
+        fault = Fault(
+            status,
+            method=method,
+            path=path,
+            times=times,
+            retry_after=retry_after,
+            reason=reason,
+            message=message,
+            hang=hang,
+            when=when,
+        )
+        self.faults.append(fault)
+        return fault
+
+    def serve(self, resource: ResourceType | ServedResource) -> None:
+        """Start serving a resource type (a CRD installed); discovery lists it at once."""
+        self.catalogue.add(resource)
+
+    def unserve(self, resource: ResourceType) -> None:
+        """Stop serving a resource type: discovery drops it, its paths answer 404."""
+        self.catalogue.remove(resource)
+        self.close_watches(resource)
+
+    def close_watches(self, resource: ResourceType | None = None) -> None:
+        """End open watch streams normally (as ``timeoutSeconds`` does)."""
+        for watcher in self.store.watchers(resource):
+            watcher.queue.put_nowait(None)
+
+    def bookmark(self, resource: ResourceType | None = None) -> None:
+        """Send a BOOKMARK at the current resourceVersion to watches that asked for them."""
+        for watcher in self.store.watchers(resource):
+            if watcher.bookmarks:
+                obj = {
+                    "kind": watcher.resource.kind,
+                    "apiVersion": watcher.resource.api_version,
+                    "metadata": {"resourceVersion": str(self.store.revision)},
+                }
+                watcher.queue.put_nowait({"type": "BOOKMARK", "object": obj})
+
+    def watch_error(
+        self, code: int, resource: ResourceType | None = None, message: str = ""
+    ) -> None:
+        """Send an ERROR event (``code`` 410 also compacts the history) and end the streams."""
+        if code == 410:
+            self.store.compact()
+        error = ApiStatus(code, "Expired" if code == 410 else "InternalError", message or "")
+        for watcher in self.store.watchers(resource):
+            watcher.queue.put_nowait({"type": "ERROR", "object": error.status()})
+            watcher.queue.put_nowait(None)
+
+    async def until(self, predicate: Callable[[], bool], *, timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds, re-checking whenever the server sees activity
+        (a request arrives or is answered, a watch opens). ``timeout`` (seconds of real
+        time) only guards against a test that would otherwise hang."""
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._activity.clear()
+                await self._activity.wait()
+
+    def _active(self) -> None:
+        self._activity.set()
+
+    def requests_to(self, method: str, path: str | None = None) -> list[RecordedRequest]:
+        """Recorded requests with ``method`` whose path contains ``path``."""
+        return [
+            r
+            for r in self.requests
+            if r.method == method.upper() and (path is None or path in r.path)
+        ]
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = raw.decode(errors="replace")
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            query=tuple(request.query.items()),
+            headers=dict(request.headers),
+            body=body,
+        )
+        self.requests.append(recorded)
+        self._active()
+        try:
+            response = await self._answer(request, recorded)
+        finally:
+            self._active()
+        recorded.status = response.status
+        return response
+
+    async def _answer(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return _status_response(ApiStatus(401, "Unauthorized", "Unauthorized"))
+        for fault in self.faults:
+            if fault.matches(recorded):
+                fault.hits += 1
+                self._active()
+                if fault.hang:
+                    await fault.held()
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else None
+                return web.json_response(fault.status_body(), status=fault.status, headers=headers)
+        try:
+            return await self._route(request, recorded)
+        except ApiStatus as error:
+            return _status_response(error)
+
+    async def _route(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        accept = request.headers.get("Accept", "")
+        aggregated = self.aggregated_discovery and "as=APIGroupDiscoveryList" in accept
+        if parts == ["api"]:
+            return web.json_response(
+                self.catalogue.aggregated(core=True) if aggregated else self.catalogue.legacy_core()
+            )
+        if parts == ["apis"]:
+            return web.json_response(
+                self.catalogue.aggregated(core=False)
+                if aggregated
+                else self.catalogue.legacy_groups()
+            )
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            return self._group_version(group, version)
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        resource = self.catalogue.lookup(group, version, rest[0])
+        if resource is None or len(rest) > 2:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        if resource.group == "authentication.k8s.io" and request.method == "POST":
+            return web.json_response(self._token_review(recorded.body), status=201)
+        if resource.group == "authorization.k8s.io" and request.method == "POST":
+            return web.json_response(self._access_review(recorded.body), status=201)
+        if len(rest) == 1:
+            return await self._collection(request, recorded, resource, namespace)
+        return self._object(request, recorded, resource, namespace, rest[1])
+
+    def _group_version(self, group: str, version: str) -> web.Response:
+        gv = f"{group}/{version}" if group else version
+        if gv in self.catalogue.unavailable:
+            raise ApiStatus(503, "ServiceUnavailable", "the server is currently unable to handle")
+        document = self.catalogue.legacy_resources(group, version)
+        if document is None:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        return web.json_response(document)
+
+    async def _collection(
+        self,
+        request: web.Request,
+        recorded: RecordedRequest,
+        resource: ResourceType,
+        namespace: str | None,
+    ) -> web.StreamResponse:
+        metadata_only = "as=PartialObjectMetadata" in request.headers.get("Accept", "")
+        if request.method == "POST":
+            created = self.store.create(resource, namespace, recorded.body or {})
+            return web.json_response(created, status=201)
+        if request.method != "GET":
+            raise ApiStatus(405, "MethodNotAllowed", f"{request.method} is not allowed here")
+        if recorded.is_watch:
+            return await self._watch(request, recorded, resource, namespace, metadata_only)
+        limit = recorded.param("limit")
+        items, version, token = self.store.list_page(
+            resource,
+            namespace,
+            limit=int(limit) if limit else None,
+            continue_token=recorded.param("continue"),
+            resource_version=recorded.param("resourceVersion"),
+        )
+        list_meta: dict[str, Any] = {"resourceVersion": version}
+        if token:
+            list_meta["continue"] = token
+        if metadata_only:
+            document = {
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": list_meta,
+                "items": [_metadata_only(item) for item in items],
+            }
+        else:
+            document = {
+                "kind": f"{resource.kind}List",
+                "apiVersion": resource.api_version,
+                "metadata": list_meta,
+                "items": items,
+            }
+        return web.json_response(document)
+
+    def _object(
+        self,
+        request: web.Request,
+        recorded: RecordedRequest,
+        resource: ResourceType,
+        namespace: str | None,
+        name: str,
+    ) -> web.Response:
+        store = self.store
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        if request.method == "GET":
+            obj = store.get(resource, namespace, name)
+            if "as=PartialObjectMetadata" in request.headers.get("Accept", ""):
+                obj = _metadata_only(obj)
+            return web.json_response(obj)
+        if request.method == "PATCH":
+            if request.headers.get("Content-Type") != "application/merge-patch+json":
+                raise ApiStatus(415, "UnsupportedMediaType", "only merge patches are served")
+            return web.json_response(store.patch(resource, namespace, name, body))
+        if request.method == "PUT":
+            return web.json_response(store.replace(resource, namespace, name, body))
+        if request.method == "DELETE":
+            preconditions = body.get("preconditions") or {}
+            deleted = store.delete(
+                resource,
+                namespace,
+                name,
+                uid=preconditions.get("uid"),
+                resource_version=preconditions.get("resourceVersion"),
+            )
+            return web.json_response(deleted)
+        raise ApiStatus(405, "MethodNotAllowed", f"{request.method} is not allowed here")
+
+    async def _watch(
+        self,
+        request: web.Request,
+        recorded: RecordedRequest,
+        resource: ResourceType,
+        namespace: str | None,
+        metadata_only: bool,
+    ) -> web.StreamResponse:
+        watcher = self.store.watch(
+            resource,
+            namespace,
+            recorded.param("resourceVersion"),
+            bookmarks=recorded.param("allowWatchBookmarks") == "true",
+        )
+        timeout = recorded.param("timeoutSeconds")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(timeout) if timeout else None
+        response = web.StreamResponse(headers={"Content-Type": _JSON})
+        await response.prepare(request)
+        recorded.status = response.status
+        self._active()
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(watcher.queue.get(), remaining)
+                except TimeoutError:
+                    break
+                if item is None:
+                    break
+                if isinstance(item, WatchEvent):
+                    obj = _metadata_only(item.object) if metadata_only else item.object
+                    line: dict[str, Any] = {"type": item.type, "object": obj}
+                else:
+                    line = item
+                await response.write(json.dumps(line).encode() + b"\n")
+        finally:
+            self.store.unwatch(watcher)
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
+        return response
+
+    # ------------------------------------------------------------------ reviews
+
+    def _token_review(self, body: Any) -> dict[str, Any]:
+        token = ((body or {}).get("spec") or {}).get("token", "")
+        user = self.tokens.get(token)
+        status: dict[str, Any] = {"authenticated": user is not None}
+        if user is not None:
+            status["user"] = user
+        return {**(body or {}), "status": status}
+
+    def _access_review(self, body: Any) -> dict[str, Any]:
+        spec = (body or {}).get("spec") or {}
+        attributes = spec.get("nonResourceAttributes") or {}
+        wanted = (spec.get("user", ""), attributes.get("path", ""), attributes.get("verb", ""))
+        allowed = wanted in self.grants
+        return {**(body or {}), "status": {"allowed": allowed}}

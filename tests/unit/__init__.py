@@ -1,0 +1,1 @@
+"""Fast tests of the side-effecting half: the fake API server (loopback) and the fake clock."""

@@ -1,0 +1,32 @@
+"""Fixtures of the unit layer: a fake clock, the in-memory API server, a real client to it.
+
+Nothing here sleeps for real: time moves only through ``FakeClock.advance``, and the only I/O
+is HTTP on the loopback interface to :class:`FakeApiServer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.testing.fakeapi import FakeApiServer
+from lifecycle_controller.testing.fakeclock import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def api(clock: FakeClock) -> AsyncIterator[FakeApiServer]:
+    async with FakeApiServer(now_ns=clock.now_ns) as server:
+        yield server
+
+
+@pytest.fixture
+async def kube(api: FakeApiServer) -> AsyncIterator[KubeClient]:
+    async with api.client() as client:
+        yield client
