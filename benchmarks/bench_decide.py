@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-from lifecycle_controller.core import Ledger, ObjectFacts, Settings, decide, keys
+from lifecycle_controller.core import DecisionSettings, Ledger, ObjectFacts, ObjectKey, decide, keys
 from lifecycle_controller.core.timestamps import parse_rfc3339
 
 NOW = parse_rfc3339("2026-11-30T12:00:00Z")
@@ -33,15 +33,17 @@ MIX: list[tuple[str, dict[str, str]]] = [
 
 
 def main(count: int) -> None:
-    settings = Settings()
+    settings = DecisionSettings()
     ledger = Ledger()
     facts = [
         ObjectFacts(
-            group="apps" if kind == "Deployment" else "",
-            version="v1",
-            kind=kind,
-            namespace="bench",
-            name=f"obj-{i}",
+            key=ObjectKey.for_kind(
+                group="apps" if kind == "Deployment" else "",
+                version="v1",
+                kind=kind,
+                namespace="bench",
+                name=f"obj-{i}",
+            ),
             uid=f"uid-{i}",
             resource_version="1",
             has_pod_template=kind == "Deployment",

@@ -26,8 +26,9 @@ from datetime import UTC, tzinfo
 import structlog
 
 from lifecycle_controller.config import Settings
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
 from lifecycle_controller.controller.leader import (
     LeaderElectionConfig,
@@ -38,14 +39,15 @@ from lifecycle_controller.controller.leader import (
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.workers import run_workers
-from lifecycle_controller.core import Action, Ledger, keys
-from lifecycle_controller.core import Settings as DecisionSettings
+from lifecycle_controller.core import Action, DecisionSettings, Ledger
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.machinery.logs import configure_logging
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
+from lifecycle_controller.machinery.tasks import cancel_and_wait
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.serving.server import MetricsServer, ProbeServer, resource_coverage
@@ -185,7 +187,7 @@ class Controller:
         async with AsyncExitStack() as stack:
             await self._start_servers(stack)
             lag = asyncio.create_task(self.metrics.run_loop_lag_monitor(self.clock))
-            stack.push_async_callback(_cancel_and_wait, lag)
+            stack.push_async_callback(cancel_and_wait, lag)
             if self.elector is None:
                 await self._lead()
             else:
@@ -245,7 +247,7 @@ class Controller:
         )
         queue_metrics.attach(queue)
         actions = settings.actions
-        reconciler = Reconciler(
+        executor = Executor(
             cache=cache,
             kube=self.kube,
             recorder=KubeEventRecorder(
@@ -253,6 +255,16 @@ class Controller:
                 clock=self.clock,
                 reporting_instance=os.environ.get("POD_NAME") or socket.gethostname(),
             ),
+            clock=self.clock,
+            budgets={
+                Action.DELETE: ActionBudget(actions.max_deletes_per_minute, clock=self.clock),
+                Action.RESTART: ActionBudget(actions.max_restarts_per_minute, clock=self.clock),
+            },
+            may_write=self.may_write,
+            metrics=self.metrics,
+        )
+        reconciler = Reconciler.build(
+            executor=executor,
             ledger=self.ledger,
             settings=DecisionSettings(
                 dry_run=actions.dry_run,
@@ -261,12 +273,6 @@ class Controller:
                 max_delete_ttl_ns=actions.max_delete_ttl_ns,
                 local_zone=local_zone(),
             ),
-            clock=self.clock,
-            budgets={
-                Action.DELETE: ActionBudget(actions.max_deletes_per_minute, clock=self.clock),
-                Action.RESTART: ActionBudget(actions.max_restarts_per_minute, clock=self.clock),
-            },
-            may_write=self.may_write,
             metrics=self.metrics,
         )
         informers = InformerSet(
@@ -321,11 +327,9 @@ class Controller:
             await informers.stop(resource)
             self.metrics.forget_resource(resource.key)
         for resource in sorted(added):
-            workload = (
-                resource.group == keys.RESTARTABLE_GROUP and resource.kind in keys.RESTARTABLE_KINDS
-            )
             self.metrics.declare_kind(
-                resource.kind, actions=("delete", "restart") if workload else ("delete",)
+                resource.kind,
+                actions=("delete", "restart") if resource.restartable else ("delete",),
             )
         started = await informers.ensure(sorted(added))
         if started:
@@ -359,11 +363,6 @@ class Controller:
                 queue.add(key)
 
         return on_event
-
-
-async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 @asynccontextmanager

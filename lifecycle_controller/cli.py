@@ -255,7 +255,7 @@ def status(
     import asyncio
 
     from lifecycle_controller.app import local_zone
-    from lifecycle_controller.core import Settings
+    from lifecycle_controller.core import DecisionSettings
     from lifecycle_controller.core.scope import ScopeConfig
     from lifecycle_controller.kube import KubeClient, KubeError
     from lifecycle_controller.machinery.clock import RealClock
@@ -268,7 +268,7 @@ def status(
                 kube,
                 scope=ScopeConfig(watch_resources=watch_resource, ignore_resources=ignore_resource),
                 clock=RealClock(),
-                settings=Settings(local_zone=local_zone()),
+                settings=DecisionSettings(local_zone=local_zone()),
                 namespace=namespace,
             )
 

@@ -1,8 +1,10 @@
 """The shared metadata cache: what the informers know, and what reconciles read.
 
-Reconciles read objects from here, never from the API (SPEC §2.1: every write is guarded by
-resourceVersion or UID preconditions, so a stale read costs a retry, never a wrong action).
-Informers (:mod:`lifecycle_controller.controller.informers`) are the only writers.
+Reconciles read objects from here, never from the API (docs/behaviour.md, "Guarded writes":
+every write is guarded by resourceVersion or UID preconditions, so a stale read costs a retry,
+never a wrong action). Informers (:mod:`lifecycle_controller.controller.informers`) fill it;
+the only other writes are two named operations for the controller's own writes,
+:meth:`MetadataCache.refresh` and :meth:`MetadataCache.forget_deleted` (see there why).
 
 What is stored, and why so little
 ---------------------------------
@@ -44,40 +46,13 @@ from types import MappingProxyType
 from typing import Any
 
 from lifecycle_controller.core.decision import ObjectFacts
-from lifecycle_controller.core.keys import PREFIX, RESTARTABLE_GROUP, RESTARTABLE_KINDS
+from lifecycle_controller.core.keys import PREFIX
+from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
-from lifecycle_controller.kube import ResourceType
 
-__all__ = ["CachedObject", "MetadataCache", "ObjectKey", "object_facts"]
+__all__ = ["CachedObject", "MetadataCache", "object_facts"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectKey:
-    """The identity of one object across every watched type: (type, namespace, name).
-
-    ``namespace`` is ``None`` for cluster-scoped types. Hashable, so it is also the work-queue
-    key. UIDs are not part of the key (a recreated object is the same key, told apart by the
-    ``uid`` of its :class:`CachedObject`).
-    """
-
-    resource: ResourceType
-    namespace: str | None
-    name: str
-
-    def log_context(self) -> dict[str, str]:
-        """Fields to bind into structlog for anything about this object."""
-        return {
-            "kind": self.resource.kind,
-            "apiVersion": self.resource.api_version,
-            "namespace": self.namespace or "",
-            "name": self.name,
-        }
-
-    def __str__(self) -> str:
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.resource.kind}.{self.resource.api_version} {where}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +124,42 @@ class MetadataCache:
             return None
         return by_type.pop(key, None)
 
+    # ------------------------------------------------------------------ our own writes
+
+    def refresh(
+        self, key: ObjectKey, fresh: CachedObject, *, decided_on: CachedObject | None = None
+    ) -> None:
+        """Store a state the controller got from the API itself: a patch's response
+        (``decided_on`` is the state the patch was decided on) or a re-read after a conflict.
+
+        Without it, the next pass over ``key`` (a requeue can come before the watch event)
+        would decide on the old state and spend a conflict. When the informer has already
+        stored a different state than the one a patch was decided on, that state is at least
+        as new and is kept. The watch event of the patch then finds the same annotations here
+        and is not delivered again, so the writer runs the pass that event would have run.
+        """
+        current = self.get(key)
+        if (
+            decided_on is not None
+            and current is not None
+            and current is not decided_on
+            and current.resource_version != decided_on.resource_version
+        ):
+            return
+        if fresh.annotated:
+            self.put(key, fresh)
+        else:
+            self.delete(key)
+
+    def forget_deleted(self, key: ObjectKey) -> None:
+        """The controller deleted ``key``: drop it now, before the watch event confirms it.
+
+        A pass in between would otherwise see the object again and send a second delete.
+        """
+        self.delete(key)
+
+    # ------------------------------------------------------------------ reading
+
     def keys(self, resource: ResourceType, *, namespace: Scope = None) -> list[ObjectKey]:
         """Keys of ``resource``; only those in ``namespace`` when one is given."""
         by_type = self._objects.get(resource, {})
@@ -216,15 +227,11 @@ def object_facts(
     except TimestampError:
         creation_ns = None
     return ObjectFacts(
-        group=resource.group,
-        version=resource.version,
-        kind=resource.kind,
-        namespace=obj.namespace,
-        name=obj.name,
+        key=ObjectKey(resource, obj.namespace, obj.name),
         uid=obj.uid,
         resource_version=obj.resource_version,
         creation_ns=creation_ns,
         terminating=obj.deletion_timestamp is not None,
-        has_pod_template=resource.group == RESTARTABLE_GROUP and resource.kind in RESTARTABLE_KINDS,
+        has_pod_template=resource.restartable,
         restart_marker=restart_marker,
     )

@@ -44,7 +44,6 @@ from lifecycle_controller.core.scope import (
     DiscoveredVersion,
     ResourcePlan,
     ScopeConfig,
-    WatchedResource,
     carry_over,
     plan_resources,
     preferred_resources,
@@ -73,7 +72,6 @@ __all__ = [
     "OnChange",
     "failures_text",
     "fetch_discovery",
-    "resource_type_of",
 ]
 
 _log = structlog.get_logger(__name__)
@@ -309,23 +307,6 @@ class DiscoveryAttempt:
     error: str | None = None
 
 
-def resource_type_of(resource: WatchedResource) -> ResourceType:
-    """The API door's resource type for a planned (watched) resource."""
-    return ResourceType(
-        resource.group,
-        resource.version,
-        resource.resource,
-        resource.kind,
-        namespaced=resource.namespaced,
-    )
-
-
-def _watched(resource: ResourceType) -> WatchedResource:
-    return WatchedResource(
-        resource.group, resource.version, resource.resource, resource.kind, resource.namespaced
-    )
-
-
 Fetch = Callable[[], Awaitable[DiscoverySnapshot]]
 
 
@@ -499,7 +480,7 @@ class Discovery:
             await self._clock.sleep(self._retry_interval)
 
     def _accept_initial(self, plan: ResourcePlan) -> tuple[ResourceType, ...]:
-        ordered = tuple(resource_type_of(resource) for resource in plan.watched)
+        ordered = tuple(plan.watched)
         self._watched = frozenset(ordered)
         self._not_ready = None
         if not ordered:
@@ -545,7 +526,7 @@ class Discovery:
         if result.plan is None:
             _log.warning("Rediscovery failed; keeping the current watch set", error=result.error)
             return
-        previous = {_watched(resource) for resource in self._watched}
+        previous = set(self._watched)
         failed_groups = {_group_of(gv) for gv in result.failed}
         new = carry_over(previous, result.plan.watched, failed_groups)
         if result.error is None:
@@ -554,7 +535,7 @@ class Discovery:
                     "Resource coverage incomplete after rediscovery", error=result.plan.error
                 )
             self._not_ready = result.plan.error
-        current = frozenset(resource_type_of(resource) for resource in new)
+        current = frozenset(new)
         added = current - self._watched
         removed = self._watched - current
         if not added and not removed:

@@ -50,7 +50,8 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
     ApiError,
     Forbidden,
@@ -63,6 +64,7 @@ from lifecycle_controller.kube import (
     Unauthorized,
 )
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.tasks import being_cancelled
 
 __all__ = [
     "Backoff",
@@ -325,7 +327,7 @@ class Informer:
                     self._on_gone(self.resource)
                 return
             except Exception as error:
-                if _being_cancelled():
+                if being_cancelled():
                     raise asyncio.CancelledError from error  # a cancel turned into an error
                 recovery = self._recovery_for(error, step)
             else:
@@ -655,11 +657,6 @@ class InformerSet:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

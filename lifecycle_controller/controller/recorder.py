@@ -15,17 +15,18 @@ Writing an Event never fails a reconcile: errors are logged and dropped.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import structlog
+from cachetools import LRUCache
 
+from lifecycle_controller.core.events import Event, EventType
+from lifecycle_controller.core.resources import ObjectRef
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.machinery.clock import Clock
 
-EventType = Literal["Normal", "Warning"]
 REPORTING_CONTROLLER = "lifecycle-controller"
 ACTION = "Reconcile"
 NOTE_LIMIT = 1024
@@ -34,58 +35,39 @@ SERIES_WINDOW_NS = 30 * 60 * 1_000_000_000
 _log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True)
-class ObjectRef:
-    """Enough of an object to name it in an Event."""
+def regarding(ref: ObjectRef) -> dict[str, str]:
+    """The Event's ``regarding`` reference to ``ref``."""
+    key = ref.key
+    reference = {
+        "apiVersion": key.resource.api_version,
+        "kind": key.resource.kind,
+        "name": key.name,
+    }
+    if key.namespace:
+        reference["namespace"] = key.namespace
+    if ref.uid:
+        reference["uid"] = ref.uid
+    if ref.resource_version:
+        reference["resourceVersion"] = ref.resource_version
+    return reference
 
-    api_version: str
-    kind: str
-    name: str
-    namespace: str | None
-    uid: str
-    resource_version: str = ""
 
-    def as_reference(self) -> dict[str, str]:
-        reference = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
-        if self.namespace:
-            reference["namespace"] = self.namespace
-        if self.uid:
-            reference["uid"] = self.uid
-        if self.resource_version:
-            reference["resourceVersion"] = self.resource_version
-        return reference
+def truncate_note(message: str, limit: int = NOTE_LIMIT) -> str:
+    """``message`` cut to at most ``limit`` UTF-8 bytes on a character boundary, with "...".
+
+    The API server measures an Event's note in bytes; a note cut by characters could still
+    be too long when it holds multi-byte characters, and the Event would be rejected.
+    """
+    encoded = message.encode("utf-8")
+    if len(encoded) <= limit:
+        return message
+    return encoded[: limit - 3].decode("utf-8", errors="ignore") + "..."
 
 
 class EventRecorder(Protocol):
     """Where reconciles send their Events."""
 
-    async def record(
-        self,
-        ref: ObjectRef,
-        type: EventType,
-        reason: str,
-        message: str,
-        *,
-        dedupe_key: str | None = None,
-    ) -> None: ...
-
-
-class _BoundedSet:
-    """A set that forgets its oldest members beyond ``limit`` entries."""
-
-    def __init__(self, limit: int) -> None:
-        self._items: OrderedDict[tuple[str, ...], None] = OrderedDict()
-        self._limit = limit
-
-    def add(self, item: tuple[str, ...]) -> bool:
-        """Add ``item``; False if it was already there."""
-        if item in self._items:
-            self._items.move_to_end(item)
-            return False
-        self._items[item] = None
-        if len(self._items) > self._limit:
-            self._items.popitem(last=False)
-        return True
+    async def record(self, ref: ObjectRef, event: Event) -> None: ...
 
 
 @dataclass
@@ -111,38 +93,29 @@ class KubeEventRecorder:
         self._kube = kube
         self._clock = clock
         self._instance = reporting_instance[:128]
-        self._deduped = _BoundedSet(dedupe_limit)
-        self._series: OrderedDict[tuple[str, str, str, str], _Series] = OrderedDict()
-        self._series_limit = series_limit
+        # Bounded memories, least recently used entries forgotten first.
+        self._deduped: LRUCache[tuple[str, str, str], None] = LRUCache(maxsize=dedupe_limit)
+        self._series: LRUCache[tuple[str, str, str, str], _Series] = LRUCache(maxsize=series_limit)
 
-    async def record(
-        self,
-        ref: ObjectRef,
-        type: EventType,
-        reason: str,
-        message: str,
-        *,
-        dedupe_key: str | None = None,
-    ) -> None:
-        if dedupe_key is not None and not self._deduped.add((ref.uid, reason, dedupe_key)):
-            return
-        note = message if len(message) <= NOTE_LIMIT else message[: NOTE_LIMIT - 3] + "..."
+    async def record(self, ref: ObjectRef, event: Event) -> None:
+        reason = event.reason
+        if event.dedupe_key is not None:
+            once = (ref.uid, reason, event.dedupe_key)
+            if once in self._deduped:
+                return
+            self._deduped[once] = None
+        note = truncate_note(event.message)
         now_ns = self._clock.now_ns()
-        isomorphic = (ref.uid or f"{ref.namespace}/{ref.kind}/{ref.name}", type, reason, note)
+        isomorphic = (ref.uid or ref.key.id, event.type.value, reason, note)
         try:
             series = self._series.get(isomorphic)
             recent = series is not None and now_ns - series.first_ns <= SERIES_WINDOW_NS
             if series is not None and recent and await self._bump_series(series, now_ns):
                 return
-            await self._create(ref, type, reason, note, now_ns, isomorphic)
+            await self._create(ref, event.type, reason, note, now_ns, isomorphic)
         except KubeError as error:
             _log.warning(
-                "event not recorded",
-                reason=reason,
-                error=str(error),
-                kind=ref.kind,
-                namespace=ref.namespace,
-                name=ref.name,
+                "event not recorded", reason=reason, error=str(error), **ref.key.log_context()
             )
 
     async def _create(
@@ -154,8 +127,8 @@ class KubeEventRecorder:
         now_ns: int,
         isomorphic: tuple[str, str, str, str],
     ) -> None:
-        namespace = ref.namespace or "default"
-        name = f"{ref.name}.{now_ns:x}"[:253]
+        namespace = ref.key.namespace or "default"
+        name = f"{ref.key.name}.{now_ns:x}"[:253]
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -165,14 +138,12 @@ class KubeEventRecorder:
             "reportingInstance": self._instance,
             "action": ACTION,
             "reason": reason[:128],
-            "type": type,
+            "type": type.value,
             "note": note,
-            "regarding": ref.as_reference(),
+            "regarding": regarding(ref),
         }
         await self._kube.create(EVENTS, namespace, body)
         self._series[isomorphic] = _Series(name=name, namespace=namespace, first_ns=now_ns)
-        if len(self._series) > self._series_limit:
-            self._series.popitem(last=False)
 
     async def _bump_series(self, series: _Series, now_ns: int) -> bool:
         """Count one more occurrence on an existing Event; False if it no longer exists."""

@@ -17,29 +17,31 @@ raises any other ``Exception``        ``add_rate_limited(key)`` (logged)
 ``done(key)`` is always called, even on cancellation. The queue guarantees a key is never
 reconciled by two workers at once. A failing reconcile never kills its worker; workers exit
 when the queue is shut down and empty. Each item is logged with its key bound into structlog's
-context variables (``key.log_context()`` if the key offers it, else ``key=str(key)``).
+context variables (``key.log_context()`` if the key offers it, else ``key=str(key)``), plus a
+``reconcile_id`` shared by every line of that one reconcile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import math
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass
+import itertools
+from collections.abc import Hashable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from lifecycle_controller.controller.result import (
+    ReconcileFunc,
+    ReconcileOutcome,
+    Result,
+    TerminalError,
+)
+from lifecycle_controller.machinery.tasks import being_cancelled
 from lifecycle_controller.machinery.workqueue import QueueShutDown, WorkQueue
 
 __all__ = [
     "NoopReconcileObserver",
-    "Outcome",
     "ReconcileObserver",
-    "Reconciler",
-    "Result",
-    "TerminalError",
     "process_next_item",
     "run_workers",
 ]
@@ -47,45 +49,15 @@ __all__ = [
 K = TypeVar("K", bound=Hashable)
 
 _log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """What a successful reconcile asks for next (controller-runtime ``reconcile.Result``).
-
-    ``requeue_after``: seconds after which the key must be reconciled again, or ``None`` (or
-    0) for "only when something changes". Must be finite and ``>= 0``.
-    """
-
-    requeue_after: float | None = None
-
-    def __post_init__(self) -> None:
-        value = self.requeue_after
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"requeue_after must be None or finite and >= 0, got {value}")
-
-
-class TerminalError(Exception):
-    """A reconcile failure that retrying cannot fix: logged, counted, never retried.
-
-    Raise it directly or wrap the cause: ``raise TerminalError("bad spec") from err``.
-    """
-
-
-class Outcome(enum.StrEnum):
-    """How one reconcile ended (the ``result`` label of controller-runtime's metrics)."""
-
-    SUCCESS = "success"
-    REQUEUE_AFTER = "requeue_after"
-    ERROR = "error"
-    TERMINAL = "terminal"
+#: Numbers every reconcile, so all log lines of one reconcile share a ``reconcile_id``.
+_reconcile_ids = itertools.count(1)
 
 
 class ReconcileObserver(Protocol):
     """Hook for reconcile metrics (e.g. ``controller_runtime_reconcile_total{result}`` and
     ``controller_runtime_reconcile_time_seconds``)."""
 
-    def observe(self, outcome: Outcome, seconds: float) -> None:
+    def observe(self, outcome: ReconcileOutcome, seconds: float) -> None:
         """One reconcile ended with ``outcome`` after ``seconds`` (queue clock)."""
         ...
 
@@ -95,17 +67,13 @@ class NoopReconcileObserver:
 
     __slots__ = ()
 
-    def observe(self, outcome: Outcome, seconds: float) -> None:
+    def observe(self, outcome: ReconcileOutcome, seconds: float) -> None:
         """Ignore."""
-
-
-#: The reconcile function: one key in, a :class:`Result` (or ``None`` = success) out.
-Reconciler = Callable[[K], Awaitable[Result | None]]
 
 
 async def run_workers(
     queue: WorkQueue[K],
-    reconcile: Callable[[K], Awaitable[Result | None]],
+    reconcile: ReconcileFunc[K],
     n: int,
     *,
     name: str = "",
@@ -129,7 +97,7 @@ async def run_workers(
 
 async def process_next_item(
     queue: WorkQueue[K],
-    reconcile: Callable[[K], Awaitable[Result | None]],
+    reconcile: ReconcileFunc[K],
     *,
     name: str = "",
     observer: ReconcileObserver | None = None,
@@ -145,7 +113,8 @@ async def process_next_item(
         return False
     obs = observer if observer is not None else NoopReconcileObserver()
     try:
-        context = {"controller": name, **_log_context(key)} if name else _log_context(key)
+        context = {"controller": name, **_log_context(key)} if name else dict(_log_context(key))
+        context["reconcile_id"] = f"{next(_reconcile_ids):x}"
         with structlog.contextvars.bound_contextvars(**context):
             await _reconcile_one(queue, reconcile, key, obs)
     finally:
@@ -155,7 +124,7 @@ async def process_next_item(
 
 async def _worker(
     queue: WorkQueue[K],
-    reconcile: Callable[[K], Awaitable[Result | None]],
+    reconcile: ReconcileFunc[K],
     name: str,
     observer: ReconcileObserver,
 ) -> None:
@@ -165,7 +134,7 @@ async def _worker(
 
 async def _reconcile_one(
     queue: WorkQueue[K],
-    reconcile: Callable[[K], Awaitable[Result | None]],
+    reconcile: ReconcileFunc[K],
     key: K,
     observer: ReconcileObserver,
 ) -> None:
@@ -176,10 +145,10 @@ async def _reconcile_one(
         if result is not None and not isinstance(result, Result):
             raise TypeError(f"reconcile must return Result or None, got {type(result).__name__}")
     except TerminalError as err:
-        outcome = Outcome.TERMINAL
+        outcome = ReconcileOutcome.TERMINAL
         _log.error("reconcile failed permanently; not retrying", error=str(err), exc_info=err)
     except asyncio.CancelledError as err:
-        if _being_cancelled():
+        if being_cancelled():
             raise
         # A CancelledError that is not ours (e.g. from a task the reconciler awaited):
         # a failure like any other.
@@ -190,10 +159,10 @@ async def _reconcile_one(
         queue.forget(key)
         if result is not None and result.requeue_after:
             queue.add_after(key, result.requeue_after)
-            outcome = Outcome.REQUEUE_AFTER
+            outcome = ReconcileOutcome.REQUEUE_AFTER
             _log.debug("reconciled; requeue after", requeue_after=result.requeue_after)
         else:
-            outcome = Outcome.SUCCESS
+            outcome = ReconcileOutcome.SUCCESS
             _log.debug("reconciled")
     try:
         observer.observe(outcome, clock.monotonic() - started)
@@ -201,7 +170,7 @@ async def _reconcile_one(
         _log.exception("reconcile observer failed")
 
 
-def _retry_after_error(queue: WorkQueue[K], key: K, err: BaseException) -> Outcome:
+def _retry_after_error(queue: WorkQueue[K], key: K, err: BaseException) -> ReconcileOutcome:
     queue.add_rate_limited(key)
     _log.error(
         "reconcile failed; retrying with backoff",
@@ -209,12 +178,7 @@ def _retry_after_error(queue: WorkQueue[K], key: K, err: BaseException) -> Outco
         requeues=queue.num_requeues(key),
         exc_info=err,
     )
-    return Outcome.ERROR
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+    return ReconcileOutcome.ERROR
 
 
 def _log_context(key: Hashable) -> Mapping[str, Any]:

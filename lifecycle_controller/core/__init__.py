@@ -26,6 +26,7 @@ from lifecycle_controller.core.decide import decide
 from lifecycle_controller.core.decision import (
     Action,
     Decision,
+    DecisionSettings,
     Delete,
     DryRun,
     Failure,
@@ -35,9 +36,7 @@ from lifecycle_controller.core.decision import (
     Operation,
     Outcome,
     Patch,
-    Settings,
     Wait,
-    WorkKey,
 )
 from lifecycle_controller.core.durations import (
     DurationError,
@@ -53,6 +52,7 @@ from lifecycle_controller.core.relevance import (
     should_enqueue_on_create,
     should_enqueue_on_update,
 )
+from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
@@ -80,6 +80,7 @@ __all__ = [
     "CronSchedule",
     "CronSpec",
     "Decision",
+    "DecisionSettings",
     "Delete",
     "DryRun",
     "DurationError",
@@ -95,15 +96,16 @@ __all__ = [
     "LedgerOp",
     "LedgerView",
     "ObjectFacts",
+    "ObjectKey",
+    "ObjectRef",
     "Observe",
     "Operation",
     "Outcome",
     "Patch",
+    "ResourceType",
     "Schedule",
-    "Settings",
     "TimestampError",
     "Wait",
-    "WorkKey",
     "ZoneError",
     "decide",
     "format_go_duration",

@@ -34,6 +34,7 @@ from lifecycle_controller.core.cron import CronError, ZoneError, load_zone, pars
 from lifecycle_controller.core.decision import (
     Action,
     Decision,
+    DecisionSettings,
     Delete,
     DryRun,
     Failure,
@@ -43,7 +44,6 @@ from lifecycle_controller.core.decision import (
     Operation,
     Outcome,
     Patch,
-    Settings,
     Wait,
 )
 from lifecycle_controller.core.durations import (
@@ -92,7 +92,7 @@ def decide(
     annotations: Mapping[str, str],
     facts: ObjectFacts,
     now_ns: int,
-    settings: Settings,
+    settings: DecisionSettings,
     ledger: LedgerView,
 ) -> Decision:
     """Decide what to do with one object at ``now_ns``.
@@ -160,7 +160,7 @@ class _Pass:
     annotations: Mapping[str, str]
     facts: ObjectFacts
     now: int
-    settings: Settings
+    settings: DecisionSettings
     ledger: LedgerView
     dry_run: bool
     events: list[Event]
@@ -510,7 +510,7 @@ def _restart(run: _Pass) -> Decision:
     if problem is not None:
         return problem
     facts = run.facts
-    if facts.group != keys.RESTARTABLE_GROUP or facts.kind not in keys.RESTARTABLE_KINDS:
+    if not facts.key.resource.restartable:
         return run.invalid(events.unsupported_restart_kind(), "restart on an unsupported kind")
     if not facts.has_pod_template:
         return run.invalid(events.not_pod_spawner(), "restart without a Pod template")

@@ -21,14 +21,16 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
-from typing import Any, NamedTuple
+from typing import Any
 
 from lifecycle_controller.core.catchup import ALWAYS, CatchUpPolicy, LedgerOp
 from lifecycle_controller.core.events import Event, EventType
+from lifecycle_controller.core.resources import ObjectKey
 
 __all__ = [
     "Action",
     "Decision",
+    "DecisionSettings",
     "Delete",
     "DryRun",
     "Failure",
@@ -38,9 +40,7 @@ __all__ = [
     "Operation",
     "Outcome",
     "Patch",
-    "Settings",
     "Wait",
-    "WorkKey",
 ]
 
 
@@ -60,30 +60,18 @@ class Operation(enum.StrEnum):
     DELETE = "delete"
 
 
-class WorkKey(NamedTuple):
-    """The ledger key of an object: version-independent group, kind, namespace and name."""
-
-    group: str
-    kind: str
-    namespace: str | None
-    name: str
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectFacts:
     """What decide() needs to know about the object besides its annotations.
 
-    ``has_pod_template``: pass True for apps Deployments, StatefulSets and DaemonSets (the
-    API requires a template). ``restart_marker`` is the template's current
-    ``lifecycle.cezary.dev/restartedAt`` as last seen by the caller (from its last restart
-    patch response), or None; the new marker always differs from it.
+    ``key`` names the object (and its resource type). ``has_pod_template``: pass True for
+    apps Deployments, StatefulSets and DaemonSets (the API requires a template).
+    ``restart_marker`` is the template's current ``lifecycle.cezary.dev/restartedAt`` as last
+    seen by the caller (from its last restart patch response), or None; the new marker
+    always differs from it.
     """
 
-    group: str
-    version: str
-    kind: str
-    namespace: str | None
-    name: str
+    key: ObjectKey
     uid: str
     resource_version: str
     creation_ns: int | None = None
@@ -92,12 +80,20 @@ class ObjectFacts:
     restart_marker: str | None = None
 
     @property
-    def key(self) -> WorkKey:
-        return WorkKey(self.group, self.kind, self.namespace, self.name)
+    def kind(self) -> str:
+        return self.key.resource.kind
+
+    @property
+    def namespace(self) -> str | None:
+        return self.key.namespace
+
+    @property
+    def name(self) -> str:
+        return self.key.name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
+class DecisionSettings:
     """Global configuration that shapes decisions.
 
     ``local_zone`` is what ``cron-timezone: Local`` means (the container's zone, UTC in the

@@ -18,6 +18,7 @@ from lifecycle_controller.core.timestamps import format_rfc3339_nano
 __all__ = [
     "ACTION_SKIPPED",
     "ACTION_SKIP_FAILED",
+    "ACTION_THROTTLED",
     "CONFLICTING_ANNOTATIONS",
     "DELETED",
     "DELETE_TTL_EXCEEDED",
@@ -31,13 +32,18 @@ __all__ = [
     "INVALID_ANNOTATION_VALUE",
     "INVALID_STATE",
     "INVALID_TIMEZONE",
+    "MISCONFIGURATION_LABELS",
     "NOT_POD_SPAWNER",
     "RESTART_FAILED",
     "RESTART_PATCH_FAILED_PREFIX",
     "RESTART_TRIGGERED",
+    "ROLLOUT_BLOCKED",
     "UNSUPPORTED_RESTART_KIND",
     "Event",
     "EventType",
+    "action_throttled",
+    "misconfiguration_label",
+    "rollout_blocked",
 ]
 
 
@@ -251,3 +257,55 @@ def dry_run_action_skipped(action: str, scheduled_ns: int) -> Event:
 
 def action_skip_failed(action: str, error: str) -> Event:
     return _warning(ACTION_SKIP_FAILED, skip_failed_prefix(action) + error)
+
+
+# --- guardrails around a write ------------------------------------------------------------
+
+ACTION_THROTTLED: Final = "ActionThrottled"
+ROLLOUT_BLOCKED: Final = "RolloutBlocked"
+
+_BUDGET_FLAGS: Final = {
+    "delete": "--max-deletes-per-minute",
+    "restart": "--max-restarts-per-minute",
+}
+
+
+def action_throttled(action: str, due_ns: int | None) -> Event:
+    """A due action waits for its per-minute budget; sent once per occurrence."""
+    return Event(
+        EventType.NORMAL,
+        ACTION_THROTTLED,
+        f"The {action} is due but waits for the action budget ({_BUDGET_FLAGS[action]}); "
+        "it will run as soon as the budget allows.",
+        dedupe_key=f"{action}@{due_ns}",
+    )
+
+
+def rollout_blocked(reasons: list[str]) -> Event:
+    """The restart patch landed, but settings of the workload keep its Pods from changing."""
+    return _warning(
+        ROLLOUT_BLOCKED,
+        "Pod template updated for a restart, but Pods may not be replaced: "
+        + "; ".join(reasons)
+        + ".",
+    )
+
+
+# --- misconfiguration metric labels ---------------------------------------------------------
+
+#: The ``reason`` label of ``lifecycle_misconfigurations_total`` for each problem Event.
+MISCONFIGURATION_LABELS: Final = {
+    INVALID_ANNOTATION: "invalid_annotation",
+    INVALID_ANNOTATION_VALUE: "invalid_annotation",
+    INVALID_TIMEZONE: "invalid_timezone",
+    INVALID_STATE: "invalid_state",
+    NOT_POD_SPAWNER: "not_pod_spawner",
+    UNSUPPORTED_RESTART_KIND: "unsupported_restart_kind",
+    CONFLICTING_ANNOTATIONS: "conflicting_annotations",
+    DELETE_TTL_EXCEEDED: "delete_ttl_exceeded",
+}
+
+
+def misconfiguration_label(event_reason: str) -> str:
+    """The metric label for a problem Event's reason (``invalid_annotation`` if unknown)."""
+    return MISCONFIGURATION_LABELS.get(event_reason, "invalid_annotation")

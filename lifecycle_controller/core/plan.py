@@ -22,6 +22,7 @@ from lifecycle_controller.core.decide import decide
 from lifecycle_controller.core.decision import (
     Action,
     Decision,
+    DecisionSettings,
     Delete,
     DryRun,
     Idle,
@@ -29,7 +30,6 @@ from lifecycle_controller.core.decision import (
     ObjectFacts,
     Operation,
     Patch,
-    Settings,
     Wait,
 )
 from lifecycle_controller.core.durations import DurationError, parse_restart_every
@@ -76,7 +76,7 @@ def _apply_patch(annotations: dict[str, str], body: Mapping[str, Any]) -> None:
             annotations[key] = value
 
 
-def _schedule(annotations: Mapping[str, str], settings: Settings) -> Schedule | None:
+def _schedule(annotations: Mapping[str, str], settings: DecisionSettings) -> Schedule | None:
     """The recurring schedule in force once no ``restart-at`` is pending, if valid."""
     try:
         if expression := annotations.get(keys.RESTART_CRON):
@@ -93,7 +93,7 @@ def _schedule(annotations: Mapping[str, str], settings: Settings) -> Schedule | 
 
 def _upcoming(
     annotations: Mapping[str, str],
-    settings: Settings,
+    settings: DecisionSettings,
     decision: Decision,
     *,
     now_ns: int,
@@ -134,7 +134,7 @@ def explain(
     annotations: Mapping[str, str],
     facts: ObjectFacts,
     now_ns: int,
-    settings: Settings,
+    settings: DecisionSettings,
     occurrences: int = 3,
 ) -> Explanation:
     """Explain what the controller would do with the object from ``now_ns`` on."""

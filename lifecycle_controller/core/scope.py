@@ -27,6 +27,7 @@ from lifecycle_controller.core.globs import (
     matching_patterns,
 )
 from lifecycle_controller.core.gotext import go_quote
+from lifecycle_controller.core.resources import ResourceType, resource_key
 
 __all__ = [
     "REASON_CACHE_SYNC",
@@ -48,7 +49,6 @@ __all__ = [
     "ResourcePlan",
     "ScopeConfig",
     "ScopeError",
-    "WatchedResource",
     "carry_over",
     "go_string_list",
     "plan_resources",
@@ -75,11 +75,6 @@ REASON_CACHE_SYNC: Final = "cache_sync"
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_LABEL_MAX = 63
-
-
-def resource_key(resource: str, group: str) -> str:
-    """``pods`` for the core group, ``deployments.apps`` otherwise."""
-    return f"{resource}.{group}" if group else resource
 
 
 def go_string_list(values: Iterable[str]) -> str:
@@ -199,21 +194,6 @@ class ScopeConfig:
 # --------------------------------------------------------------------------- discovery data
 
 
-@dataclass(frozen=True, order=True)
-class WatchedResource:
-    """A resource type the plan watches: group, preferred version, plural, kind, scope."""
-
-    group: str
-    version: str
-    resource: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def key(self) -> str:
-        return resource_key(self.resource, self.group)
-
-
 @dataclass(frozen=True)
 class DiscoveredResource:
     """One entry of a discovery resource list (``resource`` may be ``pods/status``)."""
@@ -233,8 +213,8 @@ class DiscoveredResource:
     def is_subresource(self) -> bool:
         return "/" in self.resource
 
-    def watched(self) -> WatchedResource:
-        return WatchedResource(self.group, self.version, self.resource, self.kind, self.namespaced)
+    def watched(self) -> ResourceType:
+        return ResourceType(self.group, self.version, self.resource, self.kind, self.namespaced)
 
 
 @dataclass(frozen=True)
@@ -288,7 +268,7 @@ class ResourcePlan:
     ``lifecycle_controller_discovery_resources{result,reason}``.
     """
 
-    watched: tuple[WatchedResource, ...] = ()
+    watched: tuple[ResourceType, ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
     missing: tuple[str, ...] = ()
     unwatchable: tuple[str, ...] = ()
@@ -326,7 +306,7 @@ def plan_resources(resources: Iterable[DiscoveredResource], scope: ScopeConfig) 
     """
     counts: Counter[tuple[str, str]] = Counter()
     resolved: set[str] = set()
-    watched: list[WatchedResource] = []
+    watched: list[ResourceType] = []
     skipped: list[tuple[str, str]] = []
     unwatchable: list[str] = []
     conflicts: list[str] = []
@@ -390,10 +370,10 @@ def plan_resources(resources: Iterable[DiscoveredResource], scope: ScopeConfig) 
 
 
 def carry_over(
-    previous: Collection[WatchedResource],
-    current: Sequence[WatchedResource],
+    previous: Collection[ResourceType],
+    current: Sequence[ResourceType],
     failed_groups: Collection[str],
-) -> frozenset[WatchedResource]:
+) -> frozenset[ResourceType]:
     """The watch set after a rediscovery in which ``failed_groups`` could not be read.
 
     What discovery could not see is treated as unchanged: every previously watched type of

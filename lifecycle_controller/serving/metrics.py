@@ -56,6 +56,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 
+from lifecycle_controller.core.events import MISCONFIGURATION_LABELS
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
@@ -75,12 +76,8 @@ __all__ = [
 
 ACTIONS = ("delete", "restart")
 ACTION_RESULTS = ("success", "error", "dry_run", "skipped", "throttled")
-MISCONFIGURATION_REASONS = (
-    "invalid_annotation",
-    "invalid_timezone",
-    "invalid_state",
-    "not_pod_spawner",
-)
+#: Every ``reason`` label, in the order the Event catalogue defines them.
+MISCONFIGURATION_REASONS = tuple(dict.fromkeys(MISCONFIGURATION_LABELS.values()))
 DISCOVERY_RESULTS = ("discovered", "skipped", "failed")
 DISCOVERY_REASONS = (
     "watchable",
@@ -583,7 +580,7 @@ class QueueMetricsAdapter:
 class ReconcileMetrics:
     """``workers.ReconcileObserver`` on top of :class:`Metrics` (controller-runtime names).
 
-    ``outcome`` is a ``workers.Outcome`` (a ``str`` enum: success, error, requeue_after,
+    ``outcome`` is a ``ReconcileOutcome`` (a ``str`` enum: success, error, requeue_after,
     terminal). Errors and terminal errors both count in ``reconcile_errors_total``, as in
     controller-runtime.
     """

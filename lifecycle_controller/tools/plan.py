@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from lifecycle_controller.core import ObjectFacts, Settings, keys
+from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.tools.report import Row, row_for
@@ -63,11 +63,13 @@ def facts_for(obj: Mapping[str, Any]) -> ObjectFacts:
     name = str(metadata.get("name", ""))
     namespace = metadata.get("namespace") or None
     return ObjectFacts(
-        group=group,
-        version=version,
-        kind=kind,
-        namespace=namespace,
-        name=name,
+        key=ObjectKey.for_kind(
+            group=group,
+            version=version,
+            kind=kind,
+            namespace=namespace,
+            name=name,
+        ),
         uid=str(metadata.get("uid") or f"plan:{namespace or ''}/{name}"),
         resource_version=str(metadata.get("resourceVersion", "")),
         creation_ns=creation_ns,
@@ -92,9 +94,9 @@ def plan_rows(
 ) -> list[Row]:
     """One row per object that carries at least one lifecycle annotation."""
     settings = (
-        Settings(dry_run=dry_run)
+        DecisionSettings(dry_run=dry_run)
         if local_zone is None
-        else Settings(dry_run=dry_run, local_zone=local_zone)
+        else DecisionSettings(dry_run=dry_run, local_zone=local_zone)
     )
     rows = []
     for obj in objects:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lifecycle_controller.controller.cache import CachedObject, object_facts
-from lifecycle_controller.controller.discovery import fetch_discovery, resource_type_of
-from lifecycle_controller.core import Settings
+from lifecycle_controller.controller.discovery import fetch_discovery
+from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
@@ -47,7 +47,7 @@ async def collect_status(
     *,
     scope: ScopeConfig,
     clock: Clock,
-    settings: Settings,
+    settings: DecisionSettings,
     namespace: str | None = None,
 ) -> StatusReport:
     """Explain every annotated object of the selected types (optionally in one namespace)."""
@@ -55,8 +55,7 @@ async def collect_status(
     plan = plan_resources(snapshot.resources, scope)
     report = StatusReport()
     now_ns = clock.now_ns()
-    for watched in plan.watched:
-        resource = resource_type_of(watched)
+    for resource in plan.watched:
         if namespace is not None and not resource.namespaced:
             continue
         try:

@@ -14,12 +14,13 @@ from typing import Any
 
 from lifecycle_controller.core import (
     Decision,
+    DecisionSettings,
     Delete,
     Event,
     Ledger,
     ObjectFacts,
+    ObjectKey,
     Patch,
-    Settings,
     decide,
     keys,
     parse_rfc3339,
@@ -39,36 +40,61 @@ def ts(value: str) -> int:
 NOW = ts("2026-10-05T03:00:00Z")
 
 DEPLOYMENT = ObjectFacts(
-    group="apps",
-    version="v1",
-    kind="Deployment",
-    namespace="team-a",
-    name="web",
+    key=ObjectKey.for_kind(
+        group="apps",
+        version="v1",
+        kind="Deployment",
+        namespace="team-a",
+        name="web",
+    ),
     uid="uid-1",
     resource_version="100",
     creation_ns=ts("2026-10-05T02:00:00Z"),
     has_pod_template=True,
 )
 CONFIGMAP = ObjectFacts(
-    group="",
-    version="v1",
-    kind="ConfigMap",
-    namespace="team-a",
-    name="cfg",
+    key=ObjectKey.for_kind(
+        group="",
+        version="v1",
+        kind="ConfigMap",
+        namespace="team-a",
+        name="cfg",
+    ),
     uid="uid-cm",
     resource_version="7",
     creation_ns=ts("2026-10-05T02:00:00Z"),
 )
 NAMESPACE = ObjectFacts(
-    group="",
-    version="v1",
-    kind="Namespace",
-    namespace=None,
-    name="scratch",
+    key=ObjectKey.for_kind(
+        group="",
+        version="v1",
+        kind="Namespace",
+        namespace=None,
+        name="scratch",
+    ),
     uid="uid-ns",
     resource_version="9",
     creation_ns=ts("2026-10-05T02:00:00Z"),
 )
+
+
+def rekey(
+    facts: ObjectFacts,
+    *,
+    group: str | None = None,
+    version: str | None = None,
+    kind: str | None = None,
+    name: str | None = None,
+) -> ObjectKey:
+    """``facts.key`` with some of group, version, kind and name changed."""
+    resource = facts.key.resource
+    return ObjectKey.for_kind(
+        group=resource.group if group is None else group,
+        version=resource.version if version is None else version,
+        kind=resource.kind if kind is None else kind,
+        namespace=facts.key.namespace,
+        name=facts.key.name if name is None else name,
+    )
 
 
 def run(
@@ -76,7 +102,7 @@ def run(
     *,
     now: int = NOW,
     facts: ObjectFacts = DEPLOYMENT,
-    settings: Settings | None = None,
+    settings: DecisionSettings | None = None,
     ledger: Ledger | None = None,
 ) -> Decision:
     """One decide() call with defaults."""
@@ -84,7 +110,7 @@ def run(
         annotations=annotations,
         facts=facts,
         now_ns=now,
-        settings=settings or Settings(),
+        settings=settings or DecisionSettings(),
         ledger=ledger or Ledger(),
     )
 
@@ -113,13 +139,13 @@ class World:
         annotations: Mapping[str, str],
         *,
         facts: ObjectFacts = DEPLOYMENT,
-        settings: Settings | None = None,
+        settings: DecisionSettings | None = None,
         ledger: Ledger | None = None,
     ) -> None:
         self.annotations = dict(annotations)
         self.template: dict[str, str] = {}
         self.facts = facts
-        self.settings = settings or Settings()
+        self.settings = settings or DecisionSettings()
         self.ledger = ledger if ledger is not None else Ledger()
         self.deleted = False
         self.writes = 0

@@ -12,6 +12,7 @@ from lifecycle_controller.core import (
     CatchUpError,
     CatchUpMode,
     CatchUpPolicy,
+    DecisionSettings,
     Delete,
     DryRun,
     Identity,
@@ -19,7 +20,6 @@ from lifecycle_controller.core import (
     Invalid,
     Ledger,
     Patch,
-    Settings,
     Wait,
     keys,
     parse_catch_up_policy,
@@ -36,11 +36,12 @@ from .support import (
     SECOND,
     World,
     reasons,
+    rekey,
     run,
     ts,
 )
 
-GLOBAL_NEVER = Settings(delete_catch_up=NEVER, restart_catch_up=NEVER)
+GLOBAL_NEVER = DecisionSettings(delete_catch_up=NEVER, restart_catch_up=NEVER)
 DUE = NOW + MINUTE
 DUE_TEXT = "2026-10-05T03:01:00Z"
 WINDOW_15M = CatchUpPolicy(CatchUpMode.WINDOW, 15 * MINUTE)
@@ -110,7 +111,7 @@ def test_ref_011_catch_up_policy_parsing_rejects(value: str, detail: str) -> Non
 
 
 def test_ref_012_as_46_per_action_defaults_and_annotation_override() -> None:
-    settings = Settings(delete_catch_up=NEVER, restart_catch_up=WINDOW_15M)
+    settings = DecisionSettings(delete_catch_up=NEVER, restart_catch_up=WINDOW_15M)
     overdue_delete = {keys.DELETE_AT: "2026-10-05T02:50:00Z"}  # 10 minutes late
     overdue_restart = {keys.RESTART_AT: "2026-10-05T02:50:00Z"}
     # No annotation: delete uses `never` (never observed: skip), restart the 15m window.
@@ -127,7 +128,7 @@ def test_ref_012_as_46_per_action_defaults_and_annotation_override() -> None:
     assert isinstance(late_restart, Patch)
     assert late_restart.operation == "restart"
     # Zero configuration means always.
-    assert Settings().delete_catch_up == ALWAYS == Settings().restart_catch_up
+    assert DecisionSettings().delete_catch_up == ALWAYS == DecisionSettings().restart_catch_up
     assert isinstance(run(overdue_delete), Delete)
 
 
@@ -510,7 +511,9 @@ def test_ref_024_as_45_many_objects_share_one_ledger() -> None:
     worlds = [
         World(
             one_time("delete" if n % 2 else "restart"),
-            facts=dataclasses.replace(DEPLOYMENT, name=f"web-{n}", uid=f"uid-{n}"),
+            facts=dataclasses.replace(
+                DEPLOYMENT, key=rekey(DEPLOYMENT, name=f"web-{n}"), uid=f"uid-{n}"
+            ),
             settings=GLOBAL_NEVER,
             ledger=ledger,
         )

@@ -14,6 +14,7 @@ import pytest
 from lifecycle_controller.core import (
     NEVER,
     Decision,
+    DecisionSettings,
     Delete,
     DryRun,
     Forget,
@@ -23,7 +24,6 @@ from lifecycle_controller.core import (
     ObjectFacts,
     Observe,
     Patch,
-    Settings,
     Wait,
     format_rfc3339_seconds,
     keys,
@@ -41,6 +41,7 @@ from .support import (
     SECOND,
     World,
     reasons,
+    rekey,
     run,
     ts,
 )
@@ -51,7 +52,9 @@ MANAGED = {keys.MANAGED_BY: "lifecycle-controller"}
 
 
 def kind(group: str, name: str, *, template: bool = True) -> ObjectFacts:
-    return dataclasses.replace(DEPLOYMENT, group=group, kind=name, has_pod_template=template)
+    return dataclasses.replace(
+        DEPLOYMENT, key=rekey(DEPLOYMENT, group=group, kind=name), has_pod_template=template
+    )
 
 
 def annotations_patch(changes: dict[str, str | None]) -> dict[str, object]:
@@ -109,7 +112,9 @@ def test_ref_032_as_07_false_spellings_disable_dry_run(value: str) -> None:
 
 
 def test_ref_033_as_51_global_dry_run_beats_an_annotation_false() -> None:
-    decision = run({keys.DELETE_AT: PAST, keys.DRY_RUN: "false"}, settings=Settings(dry_run=True))
+    decision = run(
+        {keys.DELETE_AT: PAST, keys.DRY_RUN: "false"}, settings=DecisionSettings(dry_run=True)
+    )
     assert isinstance(decision, DryRun)
 
 
@@ -307,7 +312,7 @@ def test_as_05_ref_076_invalid_timezone() -> None:
 def test_local_cron_timezone_uses_the_configured_zone() -> None:
     from zoneinfo import ZoneInfo
 
-    settings = Settings(local_zone=ZoneInfo("Asia/Kolkata"))
+    settings = DecisionSettings(local_zone=ZoneInfo("Asia/Kolkata"))
     annotations = {
         keys.RESTART_CRON: "30 9 * * *",
         keys.CRON_TIMEZONE: "Local",
@@ -430,7 +435,7 @@ def test_as_14_creation_timestamp_with_existing_restart_at_drops_restart_after()
             keys.RESTART_AT: FUTURE,
             keys.REFERENCE_POINT: "creationTimestamp",
         },
-        settings=Settings(restart_catch_up=NEVER),
+        settings=DecisionSettings(restart_catch_up=NEVER),
     )
     assert isinstance(decision, Patch)
     assert decision.body == annotations_patch({keys.RESTART_AFTER: None})
@@ -603,7 +608,9 @@ def test_as_25_ref_059_ref_075_unsupported_kinds_do_not_mutate_or_schedule(
 
 @pytest.mark.parametrize("name", ["Deployment", "StatefulSet", "DaemonSet"])
 def test_ref_043_every_apps_workload_kind_restarts(name: str) -> None:
-    facts = dataclasses.replace(kind("apps", name), version="v1beta2")
+    facts = dataclasses.replace(
+        kind("apps", name), key=rekey(kind("apps", name), version="v1beta2")
+    )
     decision = run({keys.RESTART_AT: "2000-01-01T00:00:00Z"}, facts=facts)
     assert isinstance(decision, Patch)
     assert decision.operation == "restart"
@@ -718,7 +725,7 @@ def test_as_33_warsaw_spring_forward_restart_runs_at_three_local() -> None:
 
 # --- max delete TTL (REFERENCE §4; tests 153-159) ------------------------------------------------
 
-MAX_30D = Settings(max_delete_ttl_ns=30 * DAY)
+MAX_30D = DecisionSettings(max_delete_ttl_ns=30 * DAY)
 
 
 def test_ref_153_ref_156_delete_after_above_the_maximum_is_not_converted() -> None:

@@ -14,10 +14,10 @@ import pytest
 from lifecycle_controller.core import (
     NEVER,
     Decision,
+    DecisionSettings,
     Delete,
     Event,
     Patch,
-    Settings,
     keys,
 )
 from lifecycle_controller.core import events as ev
@@ -164,7 +164,7 @@ CASES: list[tuple[str, Callable[[], list[tuple[str, str, str]]], list[tuple[str,
     ),
     (
         "DryRunDelete scheduled",
-        lambda: immediate(run({keys.DELETE_AFTER: "1h"}, settings=Settings(dry_run=True))),
+        lambda: immediate(run({keys.DELETE_AFTER: "1h"}, settings=DecisionSettings(dry_run=True))),
         [(N, "DryRunDelete",
           "Dry-run: Resource would be scheduled for deletion at 2026-10-05T04:00:00Z.")],
     ),
@@ -211,14 +211,14 @@ CASES: list[tuple[str, Callable[[], list[tuple[str, str, str]]], list[tuple[str,
     (
         "DeleteTTLExceeded delete-after",
         lambda: immediate(run({keys.DELETE_AFTER: "31d"},
-                              settings=Settings(max_delete_ttl_ns=30 * DAY))),
+                              settings=DecisionSettings(max_delete_ttl_ns=30 * DAY))),
         [(W, "DeleteTTLExceeded", 'Ignoring lifecycle.cezary.dev/delete-after="31d" because TTL '
           "744h0m0s exceeds maximum 720h0m0s.")],
     ),
     (
         "DeleteTTLExceeded delete-at",
         lambda: immediate(run({keys.DELETE_AT: "2026-11-05T03:00:00Z"},
-                              settings=Settings(max_delete_ttl_ns=30 * DAY))),
+                              settings=DecisionSettings(max_delete_ttl_ns=30 * DAY))),
         [(W, "DeleteTTLExceeded", "Ignoring lifecycle.cezary.dev/delete-at="
           '"2026-11-05T03:00:00Z" because TTL 744h0m0s exceeds maximum 720h0m0s.')],
     ),
@@ -265,7 +265,7 @@ def test_as_06_as_13_repeated_warnings_carry_a_dedupe_key_per_object_and_value()
 
 
 def test_never_without_observation_skips_with_exact_instant() -> None:
-    decision = run({keys.DELETE_AT: PAST_NANO}, settings=Settings(delete_catch_up=NEVER))
+    decision = run({keys.DELETE_AT: PAST_NANO}, settings=DecisionSettings(delete_catch_up=NEVER))
     assert on_success(decision)[0][2].endswith(
         "at 2026-10-05T02:00:00.5Z under the catch-up policy."
     )

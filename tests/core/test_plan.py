@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.core import ObjectFacts, Settings, keys
+from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
 
@@ -11,11 +11,13 @@ NOW = parse_rfc3339("2027-03-27T12:00:00Z")
 
 def facts(kind: str = "ConfigMap", group: str = "") -> ObjectFacts:
     return ObjectFacts(
-        group=group,
-        version="v1",
-        kind=kind,
-        namespace="ns",
-        name="obj",
+        key=ObjectKey.for_kind(
+            group=group,
+            version="v1",
+            kind=kind,
+            namespace="ns",
+            name="obj",
+        ),
         uid="uid-1",
         resource_version="1",
         has_pod_template=group == "apps",
@@ -28,7 +30,10 @@ def times(instants: tuple[int, ...]) -> list[str]:
 
 def test_delete_after_is_converted_then_scheduled() -> None:
     result = explain(
-        annotations={keys.DELETE_AFTER: "2h"}, facts=facts(), now_ns=NOW, settings=Settings()
+        annotations={keys.DELETE_AFTER: "2h"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
     )
     assert result.action == "delete"
     assert result.due_ns == parse_rfc3339("2027-03-27T14:00:00Z")
@@ -43,7 +48,7 @@ def test_past_delete_at_is_due_now() -> None:
         annotations={keys.DELETE_AT: "2020-01-01T00:00:00Z"},
         facts=facts(),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
     )
     assert (result.action, result.summary) == ("delete", "delete now")
 
@@ -54,7 +59,7 @@ def test_cron_in_warsaw_shows_the_spring_forward_policy() -> None:
         annotations={keys.RESTART_CRON: "30 2 * * *", keys.CRON_TIMEZONE: "Europe/Warsaw"},
         facts=facts("Deployment", "apps"),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
         occurrences=3,
     )
     assert result.action == "restart"
@@ -74,7 +79,7 @@ def test_interval_lists_following_occurrences_from_the_anchor() -> None:
         },
         facts=facts("Deployment", "apps"),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
     )
     assert times(result.upcoming) == [
         "2027-03-27T16:00:00Z",
@@ -86,7 +91,10 @@ def test_interval_lists_following_occurrences_from_the_anchor() -> None:
 
 def test_problems_are_reported_and_nothing_scheduled() -> None:
     result = explain(
-        annotations={keys.DELETE_AFTER: "2x"}, facts=facts(), now_ns=NOW, settings=Settings()
+        annotations={keys.DELETE_AFTER: "2x"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
     )
     assert result.action is None
     assert result.due_ns is None
@@ -101,7 +109,7 @@ def test_dry_run_is_flagged() -> None:
         annotations={keys.DELETE_AT: "2020-01-01T00:00:00Z"},
         facts=facts(),
         now_ns=NOW,
-        settings=Settings(dry_run=True),
+        settings=DecisionSettings(dry_run=True),
     )
     assert result.dry_run
     assert result.summary == "Dry-run: Resource would be deleted now."
@@ -109,7 +117,10 @@ def test_dry_run_is_flagged() -> None:
 
 def test_restart_on_unsupported_kind_is_a_problem() -> None:
     result = explain(
-        annotations={keys.RESTART_AFTER: "1h"}, facts=facts(), now_ns=NOW, settings=Settings()
+        annotations={keys.RESTART_AFTER: "1h"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
     )
     assert result.action is None
     assert result.problems[0].startswith("UnsupportedRestartKind: ")
@@ -120,7 +131,7 @@ def test_due_restart_at_restarts_now_without_a_schedule() -> None:
         annotations={keys.RESTART_AT: "2027-03-27T11:00:00Z"},
         facts=facts("Deployment", "apps"),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
     )
     assert (result.action, result.summary, result.upcoming) == ("restart", "restart now", ())
 
@@ -130,7 +141,7 @@ def test_pending_restart_at_hides_the_recurring_schedule() -> None:
         annotations={keys.RESTART_AT: "2027-03-27T13:00:00Z", keys.RESTART_EVERY: "1h"},
         facts=facts("Deployment", "apps"),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
     )
     assert times(result.upcoming) == ["2027-03-27T13:00:00Z"]
 
@@ -143,7 +154,7 @@ def test_due_interval_lists_what_follows_the_coalesced_anchor() -> None:
         },
         facts=facts("Deployment", "apps"),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
         occurrences=2,
     )
     assert result.summary == "restart now"
@@ -156,7 +167,7 @@ def test_skip_under_catch_up_never_is_explained() -> None:
         annotations={keys.DELETE_AT: "2027-03-27T11:00:00Z", keys.CATCH_UP: "never"},
         facts=facts(),
         now_ns=NOW,
-        settings=Settings(),
+        settings=DecisionSettings(),
     )
     assert result.action == "delete"
     assert "skip" in result.summary.lower()
@@ -171,7 +182,7 @@ def test_invalid_schedule_and_anchor_list_nothing() -> None:
             annotations=given,
             facts=facts("Deployment", "apps"),
             now_ns=NOW,
-            settings=Settings(),
+            settings=DecisionSettings(),
         )
         assert result.upcoming == ()
         assert result.summary.startswith("blocked: ")
@@ -180,6 +191,9 @@ def test_invalid_schedule_and_anchor_list_nothing() -> None:
 
 def test_no_lifecycle_action_is_idle() -> None:
     result = explain(
-        annotations={keys.CATCH_UP: "always"}, facts=facts(), now_ns=NOW, settings=Settings()
+        annotations={keys.CATCH_UP: "always"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
     )
     assert (result.action, result.due_ns, result.upcoming) == (None, None, ())

@@ -13,6 +13,7 @@ from lifecycle_controller.core import (
     CatchUpMode,
     CatchUpPolicy,
     Decision,
+    DecisionSettings,
     Delete,
     DryRun,
     Forget,
@@ -21,7 +22,6 @@ from lifecycle_controller.core import (
     Invalid,
     Ledger,
     Patch,
-    Settings,
     Wait,
     decide,
     format_rfc3339_seconds,
@@ -88,7 +88,7 @@ ANNOTATIONS = st.dictionaries(
 )
 POLICIES = st.sampled_from([ALWAYS, NEVER, CatchUpPolicy(CatchUpMode.WINDOW, 15 * MINUTE)])
 SETTINGS = st.builds(
-    Settings,
+    DecisionSettings,
     dry_run=st.booleans(),
     delete_catch_up=POLICIES,
     restart_catch_up=POLICIES,
@@ -153,7 +153,7 @@ def test_decide_never_raises_and_keeps_its_invariants(
     annotations: dict[str, str],
     facts: object,
     now: int,
-    config: Settings,
+    config: DecisionSettings,
     arm_due: int | None,
 ) -> None:
     assert isinstance(facts, type(DEPLOYMENT))
@@ -173,7 +173,7 @@ WRITTEN_SECONDS = (keys.DELETE_AT, keys.RESTART_AT)
 @settings(max_examples=300, deadline=None)
 @given(ANNOTATIONS, NOWS, SETTINGS)
 def test_every_timestamp_we_write_parses_back_to_the_same_instant(
-    annotations: dict[str, str], now: int, config: Settings
+    annotations: dict[str, str], now: int, config: DecisionSettings
 ) -> None:
     decision = decide(
         annotations=annotations, facts=DEPLOYMENT, now_ns=now, settings=config, ledger=Ledger()
@@ -215,7 +215,11 @@ def test_conversion_is_idempotent(
         annotations[at_key] = "2026-10-05T05:00:00Z"
     now = NOW + jitter
     first = decide(
-        annotations=annotations, facts=DEPLOYMENT, now_ns=now, settings=Settings(), ledger=Ledger()
+        annotations=annotations,
+        facts=DEPLOYMENT,
+        now_ns=now,
+        settings=DecisionSettings(),
+        ledger=Ledger(),
     )
     assert isinstance(first, Patch)
     assert first.operation in ("convert", "cleanup")
@@ -226,7 +230,7 @@ def test_conversion_is_idempotent(
             annotations=converted,
             facts=DEPLOYMENT,
             now_ns=later,
-            settings=Settings(),
+            settings=DecisionSettings(),
             ledger=Ledger(),
         )
         assert not (isinstance(again, Patch) and again.operation in ("convert", "cleanup"))

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.actions.restart import blocker_message, rollout_blockers
+from lifecycle_controller.core.events import EventType, rollout_blocked
+from lifecycle_controller.core.rollout import restart_marker_of, rollout_blockers
 
 
 @pytest.mark.parametrize(
@@ -50,5 +51,15 @@ def test_rollout_blockers(obj: dict[str, Any], expected: list[str]) -> None:
 
 
 def test_blocker_message_lists_every_reason() -> None:
-    message = blocker_message(["a", "b"])
-    assert message.endswith("may not be replaced: a; b.")
+    event = rollout_blocked(["a", "b"])
+    assert event.type is EventType.WARNING
+    assert event.reason == "RolloutBlocked"
+    assert event.message.endswith("may not be replaced: a; b.")
+
+
+def test_restart_marker_is_read_from_the_pod_template() -> None:
+    marker = "lifecycle.cezary.dev/restartedAt"
+    obj = {"spec": {"template": {"metadata": {"annotations": {marker: "2026-01-01T00:00:00Z"}}}}}
+    assert restart_marker_of(obj, marker) == "2026-01-01T00:00:00Z"
+    assert restart_marker_of({"spec": {"template": {}}}, marker) is None
+    assert restart_marker_of({"spec": "not a mapping"}, marker) is None

@@ -7,11 +7,11 @@ import pytest
 
 from lifecycle_controller.core import (
     CatchUpError,
+    DecisionSettings,
     Delete,
     DryRun,
     Invalid,
     Patch,
-    Settings,
     Wait,
     format_rfc3339_seconds,
     keys,
@@ -78,7 +78,7 @@ def test_ref_072_ref_132_reapplied_restart_after_moves_the_deadline_later() -> N
 
 
 def test_ref_079_global_dry_run_with_a_past_deadline() -> None:
-    world = World({keys.DELETE_AT: "2026-10-05T02:00:00Z"}, settings=Settings(dry_run=True))
+    world = World({keys.DELETE_AT: "2026-10-05T02:00:00Z"}, settings=DecisionSettings(dry_run=True))
     world.reconcile(NOW)
     assert reasons(world.events) == ["DryRunDelete"]
     assert not world.deleted

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import (
     REQUIRED_VERBS,
     DiscoveredGroup,
@@ -13,7 +14,6 @@ from lifecycle_controller.core.scope import (
     DiscoveredVersion,
     ScopeConfig,
     ScopeError,
-    WatchedResource,
     carry_over,
     go_string_list,
     plan_resources,
@@ -321,7 +321,7 @@ def test_ignored_glob_still_resolves_its_pattern() -> None:
 def test_as_057_explicit_watch_list_selects_only_matches() -> None:
     plan = plan_resources(CLUSTER, scope(watch=("deployments.apps",)))
     assert plan.error is None
-    assert plan.watched == (WatchedResource("apps", "v1", "deployments", "Deployment", True),)
+    assert plan.watched == (ResourceType("apps", "v1", "deployments", "Deployment", True),)
 
 
 def test_as_058_watch_and_ignore_same_resource() -> None:
@@ -397,7 +397,7 @@ def test_plan_keeps_preferred_version_and_kind() -> None:
     hpa = res("horizontalpodautoscalers.autoscaling", "HorizontalPodAutoscaler", version="v2")
     plan = plan_resources([hpa], scope())
     assert plan.watched == (
-        WatchedResource(
+        ResourceType(
             "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True
         ),
     )
@@ -445,9 +445,9 @@ def test_preferred_resources_follow_client_go() -> None:
 # ------------------------------------------------------------------ carry-over and SPEC §2.5
 
 
-def _w(key: str, version: str = "v1") -> WatchedResource:
+def _w(key: str, version: str = "v1") -> ResourceType:
     plural, _, group = key.partition(".")
-    return WatchedResource(group, version, plural, plural.title(), True)
+    return ResourceType(group, version, plural, plural.title(), True)
 
 
 def test_carry_over_keeps_failed_groups_unchanged() -> None:

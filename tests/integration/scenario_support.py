@@ -16,7 +16,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from tests.integration.controller import RunningController, StartController
 from tests.integration.keys import CONTROLLER, RESTARTED_AT, P

@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informers import (
     EventKind,
     Informer,
@@ -31,6 +31,7 @@ from lifecycle_controller.controller.informers import (
     InformerSettings,
     MetadataSource,
 )
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
     KubeClient,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.controller.recorder import KubeEventRecorder, ObjectRef
+from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.core import Event, EventType, ObjectKey, ObjectRef
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube import NAMESPACES, KubeClient
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.machinery.clock import RealClock
 from tests.integration.events import list_events
-from tests.integration.support import configmap
+from tests.integration.support import CONFIGMAPS, configmap
 
 
 def test_micro_time_always_has_six_fraction_digits() -> None:
@@ -23,13 +24,15 @@ async def test_event_regarding_namespaced_object_and_series(
         "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=configmap("subject")
     )
     meta = created["metadata"]
-    ref = ObjectRef("v1", "ConfigMap", "subject", namespace, meta["uid"], meta["resourceVersion"])
+    ref = ObjectRef(
+        ObjectKey(CONFIGMAPS, namespace, "subject"), meta["uid"], meta["resourceVersion"]
+    )
     recorder = KubeEventRecorder(kube, clock=RealClock(), reporting_instance="test-instance")
 
-    await recorder.record(ref, "Normal", "Deleted", "Resource deleted: 100% sure")
-    await recorder.record(ref, "Normal", "Deleted", "Resource deleted: 100% sure")
-    await recorder.record(ref, "Warning", "IgnoredAnnotation", "once", dedupe_key="tz=x")
-    await recorder.record(ref, "Warning", "IgnoredAnnotation", "once", dedupe_key="tz=x")
+    await recorder.record(ref, Event(EventType.NORMAL, "Deleted", "Resource deleted: 100% sure"))
+    await recorder.record(ref, Event(EventType.NORMAL, "Deleted", "Resource deleted: 100% sure"))
+    await recorder.record(ref, Event(EventType.WARNING, "IgnoredAnnotation", "once", "tz=x"))
+    await recorder.record(ref, Event(EventType.WARNING, "IgnoredAnnotation", "once", "tz=x"))
 
     events = await list_events(kube, namespace, "subject", reporter=None)
     by_reason = {event["reason"]: event for event in events}
@@ -52,9 +55,9 @@ async def test_event_regarding_namespaced_object_and_series(
 async def test_cluster_scoped_object_events_go_to_default(
     kube: KubeClient, control_plane: ControlPlane
 ) -> None:
-    ref = ObjectRef("v1", "Namespace", "some-cluster-object", None, "uid-cluster-scoped-test")
+    ref = ObjectRef(ObjectKey(NAMESPACES, None, "some-cluster-object"), "uid-cluster-scoped-test")
     recorder = KubeEventRecorder(kube, clock=RealClock(), reporting_instance="test-instance")
-    await recorder.record(ref, "Warning", "InvalidAnnotation", "bad value")
+    await recorder.record(ref, Event(EventType.WARNING, "InvalidAnnotation", "bad value"))
     events = await list_events(kube, "default", "some-cluster-object", reporter=None)
     assert [e["reason"] for e in events] == ["InvalidAnnotation"]
 
@@ -63,8 +66,8 @@ async def test_event_failure_is_swallowed(control_plane: ControlPlane, namespace
     kubeconfig = control_plane.user_kubeconfig(f"no-events-{namespace}")
     async with await KubeClient.connect(str(kubeconfig)) as powerless:
         recorder = KubeEventRecorder(powerless, clock=RealClock(), reporting_instance="x")
-        ref = ObjectRef("v1", "ConfigMap", "x", namespace, "uid-x")
-        await recorder.record(ref, "Normal", "Deleted", "forbidden but harmless")
+        ref = ObjectRef(ObjectKey(CONFIGMAPS, namespace, "x"), "uid-x")
+        await recorder.record(ref, Event(EventType.NORMAL, "Deleted", "forbidden but harmless"))
     response = control_plane.request("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     assert response.status == 200
     assert response.body["items"] == []

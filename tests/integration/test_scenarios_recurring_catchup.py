@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from lifecycle_controller.core import WorkKey
+from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, ResourceType
 from tests.integration.controller import RunningController, StartController
@@ -91,7 +91,12 @@ def next_restart_at(running: RunningController, namespace: str) -> float | None:
 def armed(running: RunningController, kind: str, namespace: str, name: str) -> bool:
     """Whether the controller's ``never`` ledger holds an arm for the object."""
     group = "apps" if kind == "Deployment" else ""
-    return running.controller.ledger.peek(WorkKey(group, kind, namespace, name)) is not None
+    return (
+        running.controller.ledger.peek(
+            ObjectKey.for_kind(group=group, version="v1", kind=kind, namespace=namespace, name=name)
+        )
+        is not None
+    )
 
 
 async def wait_armed(

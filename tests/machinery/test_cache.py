@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import NAMESPACES, ResourceType
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
@@ -86,13 +87,13 @@ class TestObjectKey:
     def test_log_context(self) -> None:
         assert ObjectKey(DEPLOYMENTS, "ns", "web").log_context() == {
             "kind": "Deployment",
-            "apiVersion": "apps/v1",
+            "api_version": "apps/v1",
             "namespace": "ns",
             "name": "web",
         }
         assert ObjectKey(NAMESPACES, None, "prod").log_context() == {
             "kind": "Namespace",
-            "apiVersion": "v1",
+            "api_version": "v1",
             "namespace": "",
             "name": "prod",
         }

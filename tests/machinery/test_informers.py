@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, ObjectKey
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informers import (
     Backoff,
     EventKind,
@@ -25,6 +25,7 @@ from lifecycle_controller.controller.informers import (
     InformerSettings,
     WatchEnd,
 )
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
     NAMESPACES,
     Forbidden,

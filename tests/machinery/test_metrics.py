@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
-from lifecycle_controller.controller.workers import Outcome
+from lifecycle_controller.controller.result import ReconcileOutcome
 from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.serving.metrics import Metrics
@@ -196,10 +196,10 @@ async def test_queue_adapter_follows_a_work_queue(clock: FakeClock) -> None:
 
 def test_reconcile_adapter_counts_results_errors_and_time(metrics: Metrics) -> None:
     observer = metrics.reconcile_metrics()
-    observer.observe(Outcome.SUCCESS, 0.01)
-    observer.observe(Outcome.REQUEUE_AFTER, 0.02)
-    observer.observe(Outcome.ERROR, 0.03)
-    observer.observe(Outcome.TERMINAL, 0.04)
+    observer.observe(ReconcileOutcome.SUCCESS, 0.01)
+    observer.observe(ReconcileOutcome.REQUEUE_AFTER, 0.02)
+    observer.observe(ReconcileOutcome.ERROR, 0.03)
+    observer.observe(ReconcileOutcome.TERMINAL, 0.04)
     labels = {"controller": "lifecycle"}
     for result in ("success", "requeue_after", "error", "terminal"):
         assert sample(metrics, "controller_runtime_reconcile_total", result=result, **labels) == 1

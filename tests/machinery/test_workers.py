@@ -11,12 +11,10 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from lifecycle_controller.controller.result import ReconcileOutcome, Result, TerminalError
 from lifecycle_controller.controller.workers import (
     NoopReconcileObserver,
-    Outcome,
     ReconcileObserver,
-    Result,
-    TerminalError,
     process_next_item,
     run_workers,
 )
@@ -55,9 +53,9 @@ class Script:
 
 @dataclass
 class RecordingObserver:
-    seen: list[tuple[Outcome, float]] = field(default_factory=list)
+    seen: list[tuple[ReconcileOutcome, float]] = field(default_factory=list)
 
-    def observe(self, outcome: Outcome, seconds: float) -> None:
+    def observe(self, outcome: ReconcileOutcome, seconds: float) -> None:
         self.seen.append((outcome, seconds))
 
 
@@ -120,7 +118,7 @@ async def test_none_means_success(
     q.add("k")
     await clock.advance(100)
     assert script.times("k") == [0]
-    assert observer.seen == [(Outcome.SUCCESS, 0.0)]
+    assert observer.seen == [(ReconcileOutcome.SUCCESS, 0.0)]
 
 
 async def test_error_retries_with_exponential_backoff(
@@ -157,7 +155,7 @@ async def test_terminal_error_is_not_retried_and_not_forgotten(
     await clock.advance(3600)
     assert script.times("k") == [0, pytest.approx(0.005)]
     assert q.num_requeues("k") == 1  # controller-runtime does not forget on terminal errors
-    assert [o for o, _ in observer.seen] == [Outcome.ERROR, Outcome.TERMINAL]
+    assert [o for o, _ in observer.seen] == [ReconcileOutcome.ERROR, ReconcileOutcome.TERMINAL]
 
 
 async def test_requeue_after_forgets_then_adds_after(
@@ -250,7 +248,7 @@ async def test_observer_failure_does_not_kill_the_worker(
     clock: FakeClock, q: WorkQueue[str], workers: Callable[..., asyncio.Task[None]]
 ) -> None:
     class Broken:
-        def observe(self, outcome: Outcome, seconds: float) -> None:
+        def observe(self, outcome: ReconcileOutcome, seconds: float) -> None:
             raise RuntimeError("metrics down")
 
     script = Script(clock)
@@ -306,12 +304,12 @@ async def test_observer_gets_outcomes_and_durations(
     await clock.advance(100)
     await clock.advance(0.005)
     assert observer.seen == [
-        (Outcome.REQUEUE_AFTER, 2.0),
-        (Outcome.ERROR, 0.0),
-        (Outcome.TERMINAL, 0.0),
+        (ReconcileOutcome.REQUEUE_AFTER, 2.0),
+        (ReconcileOutcome.ERROR, 0.0),
+        (ReconcileOutcome.TERMINAL, 0.0),
     ]
     _check: ReconcileObserver = NoopReconcileObserver()
-    _check.observe(Outcome.SUCCESS, 0.0)
+    _check.observe(ReconcileOutcome.SUCCESS, 0.0)
 
 
 # --- logging --------------------------------------------------------------------------------
@@ -347,6 +345,8 @@ async def test_key_context_is_bound_per_item_and_cleared_after(clock: FakeClock)
     with capture_logs() as logs:
         for _ in range(3):
             assert await process_next_item(q, record, name="ctl")
+    ids = [context.pop("reconcile_id") for context in contexts]
+    assert len(set(ids)) == 3, "every reconcile has its own id"
     assert contexts[0] == {"controller": "ctl", "namespace": "ns", "name": "a"}
     assert contexts[1] == {"controller": "ctl", "key": "plain"}
     assert contexts[2] == {"controller": "ctl", "key": "BrokenKey(name='b')"}
@@ -370,6 +370,7 @@ async def test_errors_are_logged_with_the_key_context(
     assert errors[0]["error"] == "boom"
     assert errors[0]["requeues"] == 1
     assert isinstance(errors[0]["exc_info"], RuntimeError)
+    assert script.contexts[0].pop("reconcile_id")
     assert script.contexts[0] == {"controller": "ctl", "key": "k"}
 
 

@@ -1,0 +1,307 @@
+"""Carrying out one decision: the guarded write, its Events, its metrics, its guardrails.
+
+The reconciler (:mod:`~lifecycle_controller.controller.reconciler`) decides what to do; this
+module is the one place that does it and accounts for it:
+
+* **guardrails before a write**: the per-minute action budgets (over budget, the item waits
+  with a Normal ``ActionThrottled`` Event once per occurrence and is never dropped) and the
+  leader's fencing check (:class:`~lifecycle_controller.controller.result.NotLeading`);
+* **the write**: exactly one guarded API call. A merge patch carries the
+  ``metadata.resourceVersion`` it was decided on, a delete carries UID and resourceVersion
+  preconditions, so a stale read costs a retry, never a wrong action (docs/behaviour.md,
+  "Guarded writes"). A delete that finds the object gone counts as done; a patch that finds
+  it gone drops the object;
+* **after the write**: the outcome's Events, the action and lateness metrics, the restart
+  marker memory (so the next marker differs) and the rollout-blocker Warning after a restart;
+* **after a failure**: the decision's failure Warning and the error metric, unless the
+  caller retries a conflict quietly.
+
+Every Event text comes from :mod:`lifecycle_controller.core.events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from cachetools import LRUCache
+
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.controller.result import NotLeading, Result
+from lifecycle_controller.core import (
+    Action,
+    Decision,
+    Delete,
+    DryRun,
+    Event,
+    Invalid,
+    ObjectKey,
+    ObjectRef,
+    Operation,
+    Patch,
+    Wait,
+    keys,
+)
+from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.rollout import restart_marker_of, rollout_blockers
+from lifecycle_controller.kube import Conflict, KubeClient, KubeError, NotFound
+from lifecycle_controller.machinery.budget import ActionBudget
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["ActionMetrics", "Executed", "Executor", "NoActionMetrics", "guarded"]
+
+_log = structlog.get_logger(__name__)
+NS = 1_000_000_000
+_ACTING = (Operation.DELETE, Operation.RESTART)
+
+
+class ActionMetrics(Protocol):
+    """The metrics execution feeds (:class:`~lifecycle_controller.serving.metrics.Metrics`)."""
+
+    def count_action(self, action: str, kind: str, result: str) -> None: ...
+    def count_misconfiguration(self, kind: str, reason: str) -> None: ...
+    def observe_lateness(self, seconds: float) -> None: ...
+    def set_next_action(
+        self, key_id: str, action: str, kind: str, namespace: str, due_ts: float | None
+    ) -> None: ...
+    def forget_object(self, key_id: str) -> None: ...
+    def set_ledger_arms(self, n: int) -> None: ...
+
+
+class NoActionMetrics:
+    """The default :class:`ActionMetrics`: records nothing."""
+
+    def count_action(self, action: str, kind: str, result: str) -> None:
+        pass
+
+    def count_misconfiguration(self, kind: str, reason: str) -> None:
+        pass
+
+    def observe_lateness(self, seconds: float) -> None:
+        pass
+
+    def set_next_action(
+        self, key_id: str, action: str, kind: str, namespace: str, due_ts: float | None
+    ) -> None:
+        pass
+
+    def forget_object(self, key_id: str) -> None:
+        pass
+
+    def set_ledger_arms(self, n: int) -> None:
+        pass
+
+
+def guarded(patch: Mapping[str, Any], resource_version: str) -> dict[str, Any]:
+    """A copy of ``patch`` with ``metadata.resourceVersion`` set (other metadata kept)."""
+    body = dict(patch)
+    metadata = dict(body.get("metadata") or {})
+    metadata["resourceVersion"] = resource_version
+    body["metadata"] = metadata
+    return body
+
+
+def operation_of(decision: Patch | Delete) -> Operation:
+    return Operation.DELETE if isinstance(decision, Delete) else decision.operation
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """How a write decision ended when it did not raise.
+
+    ``result`` is what the reconcile returns; ``fresh`` is the object the patch returned
+    (None for deletes, throttled actions and objects that turned out to be gone); ``gone``
+    says a patch found the object deleted.
+    """
+
+    result: Result | None
+    fresh: CachedObject | None = None
+    gone: bool = False
+
+
+@dataclass
+class Executor:
+    """Carries out write decisions and accounts for every decision (see the module doc)."""
+
+    cache: MetadataCache
+    kube: KubeClient
+    recorder: EventRecorder
+    clock: Clock
+    budgets: Mapping[Action, ActionBudget]
+    may_write: Callable[[], bool] = lambda: True
+    metrics: ActionMetrics = field(default_factory=NoActionMetrics)
+    # The last restart marker written per object UID, so the next one differs.
+    _markers: LRUCache[str, str] = field(default_factory=lambda: LRUCache(maxsize=100_000))
+
+    # ------------------------------------------------------------------ facts
+
+    def restart_marker(self, uid: str) -> str | None:
+        """The restart marker this process last wrote on the object with ``uid``."""
+        return self._markers.get(uid)
+
+    # ------------------------------------------------------------------ Events
+
+    async def emit(self, ref: ObjectRef, events: Iterable[Event]) -> None:
+        for event in events:
+            await self.recorder.record(ref, event)
+
+    # ------------------------------------------------------------------ decisions without a write
+
+    def settle(self, key: ObjectKey, decision: Decision) -> Result | None:
+        """Metrics and the requeue of a decision that writes nothing."""
+        kind = key.resource.kind
+        if isinstance(decision, Invalid):
+            label = catalogue.misconfiguration_label(decision.reason)
+            self.metrics.count_misconfiguration(kind, label)
+        elif (
+            isinstance(decision, DryRun)
+            and decision.action is not None
+            and decision.operation in (*_ACTING, Operation.SKIP)
+        ):
+            self.metrics.count_action(decision.action.value, kind, "dry_run")
+        if isinstance(decision, Wait):
+            return Result(requeue_after=max(decision.requeue_after_ns, 1) / NS)
+        return None
+
+    def publish_next_action(self, key: ObjectKey, decision: Decision) -> None:
+        """``lifecycle_next_action_timestamp``: the due time of a waiting action, per action."""
+        for action in Action:
+            due = (
+                decision.due_ns
+                if isinstance(decision, Wait) and decision.action is action
+                else None
+            )
+            self.metrics.set_next_action(
+                key.id,
+                action.value,
+                key.resource.kind,
+                key.namespace or "",
+                None if due is None else due / NS,
+            )
+
+    def forget(self, key: ObjectKey) -> None:
+        """The object is gone: drop its next-action series."""
+        self.metrics.forget_object(key.id)
+
+    # ------------------------------------------------------------------ writes
+
+    async def carry_out(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        decision: Patch | Delete,
+        *,
+        quiet_conflict: bool,
+    ) -> Executed:
+        """Guardrails, the one guarded write, then its accounting.
+
+        Raises :class:`~lifecycle_controller.kube.Conflict` when the object changed since it
+        was read (after the failure Warning, unless ``quiet_conflict``), any other
+        :class:`~lifecycle_controller.kube.KubeError` after the failure Warning, and
+        :class:`NotLeading` when this replica may not write.
+        """
+        ref = ObjectRef(key, obj.uid, obj.resource_version)
+        throttled = await self._throttle(key, ref, decision)
+        if throttled is not None:
+            return Executed(throttled)
+        if not self.may_write():
+            raise NotLeading("leader lease not fresh; write postponed")
+        try:
+            response = await self._write(key, obj, decision)
+        except NotFound:
+            if isinstance(decision, Patch):
+                return Executed(None, gone=True)  # nothing left to patch
+            response = None  # a delete that finds the object gone is done
+        except Conflict as error:
+            if not quiet_conflict:
+                await self._fail(key, ref, decision, error)
+            raise
+        except KubeError as error:
+            await self._fail(key, ref, decision, error)
+            raise
+        return await self._succeed(key, obj, ref, decision, response)
+
+    async def _throttle(
+        self, key: ObjectKey, ref: ObjectRef, decision: Patch | Delete
+    ) -> Result | None:
+        if operation_of(decision) not in _ACTING or decision.action is None:
+            return None
+        budget = self.budgets.get(decision.action)
+        wait = budget.take() if budget is not None else 0.0
+        if wait <= 0:
+            return None
+        action = decision.action.value
+        self.metrics.count_action(action, key.resource.kind, "throttled")
+        await self.recorder.record(ref, catalogue.action_throttled(action, decision.due_ns))
+        _log.info("action throttled by budget", action=action, wait_s=wait)
+        return Result(requeue_after=wait)
+
+    async def _write(
+        self, key: ObjectKey, obj: CachedObject, decision: Patch | Delete
+    ) -> dict[str, Any] | None:
+        if isinstance(decision, Delete):
+            await self.kube.delete(
+                key.resource,
+                key.namespace,
+                key.name,
+                uid=decision.uid,
+                resource_version=decision.resource_version,
+            )
+            return None
+        body = guarded(decision.body, obj.resource_version)
+        return await self.kube.merge_patch(key.resource, key.namespace, key.name, body)
+
+    async def _succeed(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        ref: ObjectRef,
+        decision: Patch | Delete,
+        response: dict[str, Any] | None,
+    ) -> Executed:
+        outcome = decision.on_success
+        operation = operation_of(decision)
+        fresh: CachedObject | None = None
+        if isinstance(decision, Delete):
+            self.cache.forget_deleted(key)
+            self.forget(key)
+        elif response is not None:
+            fresh = CachedObject.from_metadata(response.get("metadata") or {})
+            self.cache.refresh(key, fresh, decided_on=obj)
+        await self.emit(ref, outcome.events)
+        self._count_success(key, decision, operation)
+        if operation is Operation.RESTART and response:
+            await self._after_restart(ref, response)
+        _log.info("write succeeded", operation=operation.value)
+        requeue = outcome.requeue_after_ns
+        return Executed(Result(requeue_after=max(requeue, 1) / NS) if requeue else None, fresh)
+
+    def _count_success(self, key: ObjectKey, decision: Patch | Delete, op: Operation) -> None:
+        if decision.action is None:
+            return
+        if op in _ACTING:
+            self.metrics.count_action(decision.action.value, key.resource.kind, "success")
+            if decision.due_ns is not None:
+                self.metrics.observe_lateness((self.clock.now_ns() - decision.due_ns) / NS)
+        elif op is Operation.SKIP:
+            self.metrics.count_action(decision.action.value, key.resource.kind, "skipped")
+
+    async def _after_restart(self, ref: ObjectRef, response: dict[str, Any]) -> None:
+        marker = restart_marker_of(response, keys.RESTARTED_AT)
+        if marker is not None:
+            self._markers[ref.uid] = marker
+        reasons = rollout_blockers(response)
+        if reasons:
+            await self.recorder.record(ref, catalogue.rollout_blocked(reasons))
+
+    async def _fail(
+        self, key: ObjectKey, ref: ObjectRef, decision: Patch | Delete, error: KubeError
+    ) -> None:
+        if decision.failure is not None:
+            await self.emit(ref, (decision.failure.event(str(error)),))
+        if decision.action is not None:
+            self.metrics.count_action(decision.action.value, key.resource.kind, "error")
+        _log.warning("write failed", error=str(error))
