@@ -19,13 +19,13 @@ from lifecycle_controller.kube.errors import (
     Conflict,
     Forbidden,
     Gone,
-    Invalid,
     KubeError,
     NotFound,
     ServerError,
     TooManyRequests,
     TransportError,
     Unauthorized,
+    Unprocessable,
 )
 from lifecycle_controller.kube.resources import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
 
@@ -44,7 +44,6 @@ __all__ = [
     "ConnectionConfigError",
     "Forbidden",
     "Gone",
-    "Invalid",
     "KubeClient",
     "KubeError",
     "NotFound",
@@ -54,5 +53,6 @@ __all__ = [
     "TooManyRequests",
     "TransportError",
     "Unauthorized",
+    "Unprocessable",
     "load_configuration",
 ]

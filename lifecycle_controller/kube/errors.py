@@ -1,8 +1,8 @@
 """The small error tree every API call raises, so callers never see library exceptions.
 
 Status codes map to classes (404 NotFound, 409 Conflict or AlreadyExists, 410 Gone, 403
-Forbidden, 401 Unauthorized, 422 Invalid, 429 TooManyRequests, 5xx ServerError); network
-failures and timeouts become TransportError. The original exception is chained.
+Forbidden, 401 Unauthorized, 422 Unprocessable (the API's reason ``Invalid``), 429
+TooManyRequests, 5xx ServerError); network failures and timeouts become TransportError. The original exception is chained.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Forbidden(ApiError):
     """403: RBAC (or admission) refused the request."""
 
 
-class Invalid(ApiError):
+class Unprocessable(ApiError):
     """422: the object or patch failed validation."""
 
 
@@ -104,7 +104,7 @@ def error_for_status(
         403: Forbidden,
         404: NotFound,
         410: Gone,
-        422: Invalid,
+        422: Unprocessable,
     }
     cls = mapped.get(status, ServerError if status >= 500 else ApiError)
     return cls(status, body, method=method, path=path)

@@ -38,13 +38,13 @@ from typing import Generic, Protocol, Self, TypeVar
 import structlog
 
 from lifecycle_controller.machinery.clock import Clock, RealClock
+from lifecycle_controller.machinery.ratelimit import RateLimiter
 
 __all__ = [
     "DEFAULT_HEARTBEAT",
     "NoopQueueMetrics",
     "QueueMetrics",
     "QueueShutDown",
-    "RateLimiter",
     "WorkQueue",
 ]
 
@@ -61,27 +61,6 @@ class QueueShutDown(Exception):
 
     Named after ``asyncio.QueueShutDown`` (Python 3.13), which plays the same role.
     """
-
-
-class RateLimiter(Protocol):
-    """What the queue needs from a rate limiter: when / forget / num_requeues.
-
-    The same contract as :class:`~lifecycle_controller.machinery.ratelimit.RateLimiter` (whose
-    satisfy it structurally); declared here because ARCHITECTURE.md keeps modules of one
-    level from importing each other, so the composition root injects the limiter.
-    """
-
-    def when(self, item: Hashable) -> float:
-        """Record one more retry of ``item`` and return how many seconds it must wait."""
-        ...
-
-    def forget(self, item: Hashable) -> None:
-        """Clear ``item``'s retry history."""
-        ...
-
-    def num_requeues(self, item: Hashable) -> int:
-        """Return how many times ``item`` was retried since it was last forgotten."""
-        ...
 
 
 class QueueMetrics(Protocol):
