@@ -15,10 +15,10 @@ import pytest
 from lifecycle_controller.kube import (
     CRDS,
     AlreadyExists,
+    ApiError,
     Conflict,
     Forbidden,
     Gone,
-    Invalid,
     KubeClient,
     NotFound,
     ServerError,
@@ -131,8 +131,9 @@ async def test_put_needs_the_current_resource_version(kube: KubeClient) -> None:
     with pytest.raises(Conflict):
         await kube.replace(CONFIGMAPS, "default", "a", created)
     without = {**updated, "metadata": {"name": "a"}}
-    with pytest.raises(Invalid):
+    with pytest.raises(ApiError) as invalid:
         await kube.replace(CONFIGMAPS, "default", "a", without)
+    assert (invalid.value.status, invalid.value.reason) == (422, "Invalid")
     with pytest.raises(NotFound):
         await kube.replace(CONFIGMAPS, "default", "b", updated)
 

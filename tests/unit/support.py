@@ -1,0 +1,44 @@
+"""Helpers shared by the unit tests (not a test module, so test modules may import it).
+
+:func:`eventually` waits for loopback I/O to the fake API server to complete without ever
+sleeping for real: it yields to the event loop (which polls sockets on every iteration) until
+the condition holds. Time on the controller's side moves only through ``FakeClock.advance``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lifecycle_controller.kube import ResourceType
+from lifecycle_controller.testing.fakeclock import FakeClock
+
+#: Real seconds after which a condition that never came true fails the test (a guard only).
+GUARD = 5.0
+
+
+async def eventually(condition: Callable[[], object], *, guard: float = GUARD) -> None:
+    """Yield to the loop until ``condition()`` is truthy; AssertionError after ``guard`` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + guard
+    # sleep(0) is a yield, not a wait: the loop polls the sockets, then comes straight back.
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {guard} s: {condition}")
+        await asyncio.sleep(0)
+
+
+async def sleeping(clock: FakeClock, count: int = 1) -> None:
+    """Wait until at least ``count`` tasks are blocked on a fake sleep (the system is idle)."""
+    await eventually(lambda: len(clock.sleeper_deadlines()) >= count)
+
+
+def annotated(name: str, annotations: Mapping[str, str], **metadata: Any) -> dict[str, Any]:
+    """An object body with ``annotations`` (and any other metadata fields)."""
+    return {"metadata": {"name": name, "annotations": dict(annotations), **metadata}}
+
+
+def widget_type(version: str = "v1") -> ResourceType:
+    """A custom resource type, as a CRD would add it."""
+    return ResourceType("example.com", version, "widgets", "Widget", namespaced=True)
