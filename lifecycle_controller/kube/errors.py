@@ -2,7 +2,8 @@
 
 Status codes map to classes (404 NotFound, 409 Conflict or AlreadyExists, 410 Gone, 403
 Forbidden, 401 Unauthorized, 422 Unprocessable (the API's reason ``Invalid``), 429
-TooManyRequests, 5xx ServerError); network failures and timeouts become TransportError. The original exception is chained.
+TooManyRequests, 5xx ServerError); network failures and timeouts become TransportError.
+The original exception is chained.
 """
 
 from __future__ import annotations
