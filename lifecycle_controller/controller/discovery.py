@@ -8,17 +8,18 @@ around them and keeps the watch set current:
   legacy discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>/<v>``) for any document the
   server answers in the legacy format. One version per group-resource is kept, as client-go's
   ``ServerPreferredResources`` does. A ``Stale`` version (an aggregated API whose backend is
-  down) or a group version whose list fails makes discovery incomplete (REFERENCE §5.3).
+  down) or a group version whose list fails makes discovery incomplete
+  (docs/behaviour.md#discovery-modes).
 * **Startup** (:meth:`Discovery.initial`). Explicit mode (``--watch-resource`` set): one
   attempt; incomplete discovery or a coverage problem is fatal (:class:`DiscoveryFatal`,
   ``explicit resource discovery failed: ...``), except that a failing group no watch pattern
-  can match is tolerated (SPEC §2.5). Broad mode: retry every 30 s until complete; partial
-  results are never used.
-* **Rediscovery** (:meth:`Discovery.run`, SPEC §2.5). Every ``interval`` (60 s by default)
-  and soon after any CustomResourceDefinition change (a metadata-only watch; if RBAC forbids
-  it, the period alone is used), discovery runs again and the difference is published as
-  ``on_change(added, removed)``. What a later attempt cannot see is treated as unchanged: a
-  failing group keeps its watched types, a total failure changes nothing.
+  can match is tolerated (docs/behaviour.md#discovery-modes). Broad mode: retry every 30 s
+  until complete; partial results are never used.
+* **Rediscovery** (:meth:`Discovery.run`, docs/behaviour.md#rediscovery). Every ``interval``
+  (60 s by default) and soon after any CustomResourceDefinition change (a metadata-only watch;
+  if RBAC forbids it, the period alone is used), discovery runs again and the difference is
+  published as ``on_change(added, removed)``. What a later attempt cannot see is treated as
+  unchanged: a failing group keeps its watched types, a total failure changes nothing.
 
 Metrics (``lifecycle_controller_discovery_resources{result,reason}``, reset per attempt) go
 through the small :class:`DiscoveryMetrics` protocol; readiness reads
@@ -76,13 +77,13 @@ __all__ = [
 
 _log = structlog.get_logger(__name__)
 
-#: Broad mode polls this often until discovery is complete (REFERENCE §5.3).
+#: Broad mode polls this often until discovery is complete (docs/behaviour.md#discovery-modes).
 DEFAULT_RETRY_INTERVAL = 30.0
-#: Periodic rediscovery (SPEC §2.5, ``--rediscovery-interval``).
+#: Periodic rediscovery (docs/behaviour.md#rediscovery, ``--rediscovery-interval``).
 DEFAULT_REDISCOVERY_INTERVAL = 60.0
 #: After a CRD event, wait this long so that bursts coalesce and discovery catches up.
 DEFAULT_CRD_SETTLE = 2.0
-#: Readiness reason before the first complete discovery (REFERENCE §7.4).
+#: Readiness reason before the first complete discovery (docs/behaviour.md#readiness).
 NOT_COMPLETED = "resource discovery has not completed"
 
 _AGGREGATED_LIST = "APIGroupDiscoveryList"
@@ -99,7 +100,10 @@ class DiscoveryFatal(Exception):
 
 
 class DiscoveryMetrics(Protocol):
-    """Where discovery reports ``lifecycle_controller_discovery_resources`` (REFERENCE §7.1)."""
+    """Where discovery reports ``lifecycle_controller_discovery_resources``.
+
+    See docs/behaviour.md#metrics.
+    """
 
     def record_discovery_attempt(self, counts: Mapping[tuple[str, str], int]) -> None:
         """Replace every series with ``{(result, reason): count}`` of the latest attempt."""

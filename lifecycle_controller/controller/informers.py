@@ -1,7 +1,7 @@
 """Informers: keep the metadata cache in step with the API server and report every change.
 
 One asyncio task per (resource type, namespace or cluster-wide) runs client-go's reflector
-loop over metadata-only requests (PYTHON-NOTES §1.4, §2.5):
+loop over metadata-only requests (docs/architecture.md#informer-loop):
 
 1. **List** ``PartialObjectMetadata`` in pages (``limit``, following ``continue``). The first
    list asks for ``resourceVersion=0`` (served from the API server's watch cache); every later
@@ -29,7 +29,8 @@ and relevance predicates there and adds keys to the work queue. What is delivere
 cache's rule (see :mod:`~lifecycle_controller.controller.cache`): only changes where the old
 or the new state carries a lifecycle annotation, with ``old=None`` meaning "not annotated before":
 
-* ``"add"``: new object (initial list included, REFERENCE §2.10 "Create"); ``old`` is None.
+* ``"add"``: new object (initial list included, see docs/behaviour.md#relevance-predicate);
+  ``old`` is None.
 * ``"update"``: ``old`` is the cached record or None, ``new`` the current state (possibly with
   no lifecycle annotations left: it has then been dropped from the cache).
 * ``"delete"``: ``old`` is the last cached record (None if it was never annotated), ``new`` the
@@ -551,9 +552,9 @@ class Informer:
 class InformerSet:
     """Informers for a changing set of resource types, one task per (type, scope).
 
-    With ``namespaces`` (exact names, REFERENCE §5.5) every namespaced type gets one informer
-    per namespace, so namespaced Roles suffice; cluster-scoped types are always watched
-    cluster-wide. ``None`` means cluster-wide for every type.
+    With ``namespaces`` (exact names, docs/behaviour.md#read-scoping) every namespaced type
+    gets one informer per namespace, so namespaced Roles suffice; cluster-scoped types are
+    always watched cluster-wide. ``None`` means cluster-wide for every type.
     """
 
     def __init__(

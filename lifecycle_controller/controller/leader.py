@@ -2,7 +2,7 @@
 
 Only the leader may reconcile, so this module is where split-brain bugs would live. It is our
 own port of client-go (kubernetes-asyncio's bundled elector has no per-request timeout, crashes
-on transport errors and never releases; PYTHON-NOTES §1.11), with these properties:
+on transport errors and never releases; docs/architecture.md#leader-elector), with these properties:
 
 * **Acquire**: try every ``retry_period * (1 + rand * 1.2)`` until it works or the caller is
   cancelled. ``try_acquire_or_renew`` is client-go's: fast path update when we lead; else GET,

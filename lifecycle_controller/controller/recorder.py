@@ -4,8 +4,9 @@ Every Event names the object (``regarding``), the reporting controller ``lifecyc
 and the action ``Reconcile``, and lives in the object's namespace (``default`` for
 cluster-scoped objects). Two kinds of repetition are folded:
 
-* warnings the core marks with a dedupe key (SPEC §2.9: ``IgnoredAnnotation`` and the
-  ``reference-point`` fallback) are sent once per object and annotation value;
+* warnings the core marks with a dedupe key (``IgnoredAnnotation`` and the
+  ``reference-point`` fallback) are sent once per object and annotation value
+  (docs/behaviour.md#repeated-warnings);
 * an Event identical to one sent recently for the same object (same type, reason and note)
   is not created again: its ``series`` count is bumped instead, as client-go's events
   library does.

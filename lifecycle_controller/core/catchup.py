@@ -1,4 +1,7 @@
-"""Catch-up policies and the in-memory "observed before due" ledger (REFERENCE §2.6).
+"""Catch-up policies and the in-memory "observed before due" ledger.
+
+The contract: docs/behaviour.md#occurrence-check and
+docs/annotations.md#missed-actions-catch-up-policies.
 
 A policy says whether an occurrence may still run after its scheduled time: ``always``, a
 window (``15m``: at most that late, inclusive), or ``never`` (only if this process saw it
@@ -87,7 +90,7 @@ def parse_catch_up_policy(value: str) -> CatchUpPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """What an armed occurrence belongs to (REFERENCE §2.6.2).
+    """What an armed occurrence belongs to (docs/behaviour.md#occurrence-check).
 
     ``config`` is the selected action's configuration: (``delete-at``, value),
     (``restart-at``, value), (``restart-cron``, expression, zone value, anchor) or

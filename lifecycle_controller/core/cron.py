@@ -12,10 +12,11 @@ Three jobs, kept together because they only make sense together:
   a canonical expression built from the parsed sets (plain lists or ``*``, with the day-of-month
   / day-of-week rule already decided), never the user's text, and only naive wall-clock
   times, so its own DST handling is never involved.
-* **DST policy** (SPEC §2.6). A cron expression matches wall-clock minutes in its zone, and
-  each matching wall-clock minute fires once: in a fall-back overlap only its first instance
-  (``fold=0``); a matching minute inside a spring-forward gap fires at the first instant after
-  the gap, and several gap minutes that land on that instant fire once.
+* **DST policy** (docs/annotations.md#cron-and-daylight-saving-time). A cron expression
+  matches wall-clock minutes in its zone, and each matching wall-clock minute fires once:
+  in a fall-back overlap only its first instance (``fold=0``); a matching minute inside a
+  spring-forward gap fires at the first instant after the gap, and several gap minutes
+  that land on that instant fire once.
 """
 
 from __future__ import annotations

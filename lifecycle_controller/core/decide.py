@@ -1,11 +1,11 @@
-"""decide(): one pass of the reference's decision logic (REFERENCE §2), as a pure function.
+"""decide(): one decision pass (docs/behaviour.md#decision-order), as a pure function.
 
-The order of checks is the contract, so this module follows REFERENCE §2 step by step:
-top-level gate (§2.1), catch-up resolution (§2.2), deletion (§2.3), restart (§2.4),
-recurring restarts (§2.5), the catch-up rules (§2.6), skips (§2.7) and dry-run (§2.8), with
-the SPEC §2 changes: terminating objects are left alone (§2.4), the restart marker always
-changes (§2.7), cron uses our DST policy (§2.6), repeated warnings carry a dedupe key
-(§2.9) and ``--max-delete-ttl`` guards deletions (§2.12).
+The order of checks is the contract, so this module follows that section step by step:
+top-level gate, catch-up resolution, deletion, restart, recurring restarts, the occurrence
+check and the ``never`` record, skips and dry-run, with the deliberate differences
+(docs/behaviour.md#deliberate-differences): terminating objects are left alone, the
+restart marker always changes, cron uses our DST rule, repeated warnings carry a dedupe
+key and ``--max-delete-ttl`` guards deletions.
 
 Nothing here reads the clock or talks to the API; the ledger is only read. Whatever the
 annotations contain, decide() returns a decision rather than raising.
@@ -102,8 +102,8 @@ def decide(
     ``on_success.ledger_ops`` after a successful write.
     """
     if facts.terminating:
-        # SPEC §2.4: never restart, never DELETE again, and nothing else either (no
-        # conversion or initialization on an object that is going away).
+        # docs/behaviour.md#terminating-objects: never restart, never DELETE again, and
+        # nothing else either (no conversion or initialization on an object going away).
         return Idle(ledger_ops=(_FORGET,), log="object is terminating; nothing to do")
     if not annotations:
         return Idle(ledger_ops=(_FORGET,), log="no annotations")
@@ -178,7 +178,7 @@ class _Pass:
     # --- catch-up ------------------------------------------------------------------------
 
     def resolve_policy(self, default: CatchUpPolicy) -> Invalid | None:
-        """REFERENCE §2.2; returns an Invalid decision when the annotation is bad."""
+        """docs/behaviour.md#catch-up-resolution; an Invalid decision for a bad annotation."""
         policy = default
         if keys.CATCH_UP in self.annotations:
             try:
@@ -218,7 +218,7 @@ class _Pass:
         return Identity(self.facts.uid, self.action.value, self.policy, config)
 
     def allowed(self, due_ns: int, identity: Identity) -> bool:
-        """The occurrence check (REFERENCE §2.6): may an occurrence due at ``due_ns`` run?"""
+        """The occurrence check (docs/behaviour.md#occurrence-check): may ``due_ns`` run?"""
         if self.policy.mode is CatchUpMode.ALWAYS:
             return True
         if self.policy.mode is CatchUpMode.WINDOW:
@@ -309,7 +309,7 @@ class _Pass:
         then: tuple[LedgerOp, ...] = (),
         requeue_ns: int | None = None,
     ) -> Decision:
-        """REFERENCE §2.7: acknowledge an occurrence the catch-up policy does not allow."""
+        """docs/behaviour.md#skip-acknowledgement: acknowledge a refused occurrence."""
         if self.dry_run:
             return self.dry(
                 Operation.SKIP,
@@ -341,7 +341,7 @@ class _Pass:
         then: tuple[LedgerOp, ...] = (),
         requeue_ns: int | None = None,
     ) -> Decision:
-        """REFERENCE §3.2: the template marker and the acknowledgement in one patch."""
+        """docs/behaviour.md#guarded-writes: marker and acknowledgement in one patch."""
         if self.dry_run:
             return self.dry(
                 Operation.RESTART,
@@ -362,7 +362,7 @@ class _Pass:
         )
 
 
-# --- relative timers (REFERENCE §2.3 step 2, §2.4 step 4) ---------------------------------
+# --- relative timers (docs/behaviour.md#deletion step 1, restart step 4) ------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,7 +452,7 @@ def _convert(run: _Pass, relative: _Relative) -> Decision:
     )
 
 
-# --- deletion (REFERENCE §2.3) --------------------------------------------------------------
+# --- deletion (docs/behaviour.md#deletion) --------------------------------------------------
 
 
 def _deletion(run: _Pass) -> Decision:
@@ -501,7 +501,7 @@ def _deletion(run: _Pass) -> Decision:
     )
 
 
-# --- restarts (REFERENCE §2.4, §2.5) -------------------------------------------------------
+# --- restarts (docs/behaviour.md#restart, docs/behaviour.md#recurring-restarts) ------------
 
 
 def _restart(run: _Pass) -> Decision:
@@ -554,7 +554,7 @@ def _restart(run: _Pass) -> Decision:
 
 
 def _recurring(run: _Pass, schedule: Schedule) -> Decision:
-    """REFERENCE §2.5: initialize the anchor, or wait, or act once on due occurrences."""
+    """docs/behaviour.md#recurring-restarts: start, wait, or act once on due occurrences."""
     anchor_value = run.get(keys.LAST_RESTART_TIMESTAMP)
     if not anchor_value:
         following = schedule.next_after(run.now)

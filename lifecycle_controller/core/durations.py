@@ -2,9 +2,9 @@
 
 ``delete-after``, ``restart-after``, ``restart-every``, a ``catch-up`` window and the
 ``--*-catch-up`` / ``--max-delete-ttl`` flags all accept exactly one unsigned integer and one
-unit out of ``s``, ``m``, ``h``, ``d`` (REFERENCE §1.3). The reference stores durations as
-Go ``time.Duration`` (int64 nanoseconds), so values that overflow int64 are rejected with the
-same texts Go produces; durations here are Python ints of nanoseconds.
+unit out of ``s``, ``m``, ``h``, ``d`` (docs/annotations.md#durations). The reference stores
+durations as Go ``time.Duration`` (int64 nanoseconds), so values that overflow int64 are
+rejected with the same texts Go produces; durations here are Python ints of nanoseconds.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def parse_max_delete_ttl(value: str) -> int | None:
     """``--max-delete-ttl``: the strict grammar; empty or zero disables it (None).
 
     A signed value (``-1h``) or any other invalid text raises DurationError, so the
-    process refuses to start (REFERENCE §4).
+    process refuses to start (docs/behaviour.md#max-delete-ttl).
     """
     if value in ("", "0"):
         return None

@@ -1,8 +1,9 @@
-"""Every Event the controller emits: reasons, types and messages (REFERENCE §6), byte for byte.
+"""Every Event the controller emits: reasons, types and messages, byte for byte.
 
-Messages are part of the compatibility promise (users grep for them, alerts match them),
-so they are built here and nowhere else. ``dedupe_key`` marks the warnings SPEC §2.9 says
-to send once per object and annotation value; the caller does the deduplication.
+Messages are part of the compatibility promise (users grep for them, alerts match them;
+the catalogue is docs/annotations.md#events), so they are built here and nowhere else.
+``dedupe_key`` marks the warnings sent once per object and annotation value
+(docs/behaviour.md#repeated-warnings); the caller does the deduplication.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ matched code point by code point; for the valid UTF-8 that Kubernetes names are,
 what Go's byte-wise loop does.
 
 :func:`example_with_suffix` answers a different question for discovery: can a pattern match
-*some* resource key of an API group (SPEC §2.5: a failing group that no watch pattern can
-match does not block startup)?
+*some* resource key of an API group (docs/behaviour.md#discovery-modes: a failing group that no
+watch pattern can match does not block startup)?
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 SEPARATOR = "/"
-#: Characters that make a scope entry a pattern rather than an exact name (reference §5.5).
+#: Characters that make a scope entry a pattern, not an exact name (docs/behaviour.md#read-scoping).
 GLOB_META = "*?[]\\"
 
 

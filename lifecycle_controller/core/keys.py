@@ -37,7 +37,7 @@ __all__ = [
 
 PREFIX: Final = "lifecycle.cezary.dev/"
 
-# User-facing input annotations (REFERENCE §1.1).
+# User-facing input annotations (docs/annotations.md#annotations-you-write).
 DELETE_AFTER: Final = PREFIX + "delete-after"
 DELETE_AT: Final = PREFIX + "delete-at"
 RESTART_AFTER: Final = PREFIX + "restart-after"
@@ -49,7 +49,7 @@ REFERENCE_POINT: Final = PREFIX + "reference-point"
 CATCH_UP: Final = PREFIX + "catch-up"
 DRY_RUN: Final = PREFIX + "dry-run"
 
-# Written by the controller (REFERENCE §1.2).
+# Written by the controller (docs/annotations.md#annotations-the-controller-writes).
 LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"
 MANAGED_BY: Final = PREFIX + "managed-by"
 RESTARTED_AT: Final = PREFIX + "restartedAt"  # in spec.template.metadata.annotations
@@ -72,6 +72,6 @@ ACTION_KEYS: Final = (
 RELATIVE_KEYS: Final = (DELETE_AFTER, RESTART_AFTER)
 RECURRING_KEYS: Final = (RESTART_CRON, RESTART_EVERY)
 
-# Restarts touch the Pod template of these apps kinds only, in any version (REFERENCE §3.1).
+# Restarts touch the Pod template of these apps kinds only, any version (docs/behaviour.md#restart).
 RESTARTABLE_GROUP: Final = "apps"
 RESTARTABLE_KINDS: Final = frozenset({"Deployment", "StatefulSet", "DaemonSet"})

@@ -3,13 +3,14 @@
 Every write is one JSON merge patch (RFC 7386): ``null`` removes an annotation. Each one
 also sets the top-level ``managed-by`` annotation. A restart adds the template marker and
 the template ``managed-by`` in the same patch as its acknowledgement, so a committed
-restart can never be replayed (REFERENCE §3.2).
+restart can never be replayed (docs/behaviour.md#guarded-writes).
 
-SPEC §2.7: the marker must change on every restart, even two restarts within one second
-(the reference writes the current second, so the second restart would not roll Pods). Our
-rule: write the current second, unless the previous marker (as the caller last saw it) is
-at or after it; then write the previous marker plus one second. The marker therefore
-always differs from the previous one and never goes backwards.
+The marker must change on every restart (docs/behaviour.md#restart-marker), even for two
+restarts within one second (the reference writes the current second, so the second
+restart would not roll Pods). Our rule: write the current second, unless the previous
+marker (as the caller last saw it) is at or after it; then write the previous marker plus
+one second. The marker therefore always differs from the previous one and never goes
+backwards.
 """
 
 from __future__ import annotations

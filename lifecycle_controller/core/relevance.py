@@ -1,4 +1,4 @@
-"""Which watch events deserve a reconcile (REFERENCE §2.10), as pure predicates.
+"""Which watch events deserve a reconcile (docs/behaviour.md#relevance-predicate), as predicates.
 
 Timers drive all scheduled work, so a watch event only matters when it changes what the
 controller would decide: an action annotation, ``dry-run``, or a modifier that the current

@@ -1,6 +1,6 @@
 """Recurring schedules (``restart-every`` and ``restart-cron``) and their planning rules.
 
-Both kinds answer the same three questions (REFERENCE §2.5, §2.6.3): when is the next
+Both kinds answer the same three questions (docs/behaviour.md#recurring-restarts): when is the next
 occurrence after an anchor, where does the anchor move when one or more occurrences are
 due (coalescing: one restart however many were missed), and which recent occurrence, if
 any, falls inside a catch-up window.
@@ -89,7 +89,7 @@ class CronSchedule:
 
 @dataclass(frozen=True, slots=True)
 class RecurringPlan:
-    """Where a recurring schedule stands at ``now`` (REFERENCE §2.5 step 4).
+    """Where a recurring schedule stands at ``now`` (docs/behaviour.md#recurring-restarts).
 
     ``scheduled_ns`` is the first occurrence after the anchor (the first missed one when
     due). When nothing follows the anchor, it is Go's zero time and the plan is due, as in

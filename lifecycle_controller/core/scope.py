@@ -1,9 +1,10 @@
-"""Which resources and namespaces the controller may touch (REFERENCE §5, SPEC §2.5).
+"""Which resources and namespaces the controller may touch (docs/behaviour.md#discovery-and-scope).
 
 Everything here is pure: the four scope flags (:class:`ScopeConfig`), the startup checks of
-the namespace lists and the per-namespace read scoping (§5.5), the runtime namespace filter
-applied to every event (§5.4), the choice of one version per group-resource that client-go's
-``ServerPreferredResources`` makes, and the eligibility planner (§5.2) that turns a discovery
+the namespace lists and the per-namespace read scoping (docs/behaviour.md#read-scoping), the
+runtime namespace filter applied to every event (docs/behaviour.md#namespace-scoping), the
+choice of one version per group-resource that client-go's ``ServerPreferredResources``
+makes, and the eligibility planner (docs/behaviour.md#eligibility) that turns a discovery
 result into the sorted set of resource types to watch, with the reference's skip reasons,
 metric counts and startup error texts.
 :mod:`lifecycle_controller.controller.discovery` does the I/O.
@@ -59,7 +60,7 @@ __all__ = [
 #: Verbs a resource must serve to be watched (``update`` is not required: we merge-patch).
 REQUIRED_VERBS: Final = frozenset({"get", "list", "watch", "patch", "delete"})
 
-# Labels of lifecycle_controller_discovery_resources{result, reason} (REFERENCE §7.1).
+# Labels of lifecycle_controller_discovery_resources{result, reason} (docs/behaviour.md#metrics).
 RESULT_DISCOVERED: Final = "discovered"
 RESULT_SKIPPED: Final = "skipped"
 RESULT_FAILED: Final = "failed"
@@ -141,7 +142,7 @@ class ScopeConfig:
         return "namespaces" in self.watch_resources and self.is_resource_allowed("namespaces")
 
     def allows(self, *, group: str, kind: str, namespace: str, name: str) -> bool:
-        """The runtime namespace filter (§5.4) for one object of a watched type.
+        """The namespace filter (docs/behaviour.md#namespace-scoping) for one watched object.
 
         ``group`` and ``kind`` are those of the watched resource type; only the core
         ``Namespace`` kind counts as a Namespace (a custom kind of that name does not).
@@ -156,7 +157,7 @@ class ScopeConfig:
         return not self.watch_namespaces
 
     def informer_namespaces(self) -> tuple[str, ...] | None:
-        """Where namespaced informers list and watch (§5.5); None means cluster-wide.
+        """Where namespaced informers read (docs/behaviour.md#read-scoping); None: cluster-wide.
 
         With only exact names in ``--watch-namespace``, the sorted names that survive the
         ignore rules (so namespaced Roles suffice). Raises :class:`ScopeError` for an
@@ -177,7 +178,7 @@ class ScopeConfig:
         self.informer_namespaces()
 
     def may_select_group(self, group: str) -> bool:
-        """Whether some resource key of ``group`` could be watched (SPEC §2.5).
+        """Whether a key of ``group`` could be watched (docs/behaviour.md#discovery-modes).
 
         Always true in broad mode. In explicit mode, true when a watch pattern can match
         some ``<plural>.<group>`` key (plurals are DNS labels: no dots, no slashes).
@@ -259,7 +260,7 @@ def preferred_resources(groups: Iterable[DiscoveredGroup]) -> tuple[DiscoveredRe
 
 @dataclass(frozen=True)
 class ResourcePlan:
-    """What discovery planning decided (§5.2).
+    """What discovery planning decided (docs/behaviour.md#eligibility).
 
     ``watched`` is sorted by key. ``skipped`` holds (key, reason) pairs. ``missing`` are
     watch patterns that matched nothing (and are not literally ignored), ``unwatchable``
@@ -298,7 +299,7 @@ class ResourcePlan:
 
 
 def plan_resources(resources: Iterable[DiscoveredResource], scope: ScopeConfig) -> ResourcePlan:
-    """Apply the eligibility rules of §5.2 to discovered resources.
+    """Apply the eligibility rules (docs/behaviour.md#eligibility) to discovered resources.
 
     Resources are considered in key order, so the first conflict named by
     :attr:`ResourcePlan.error` is deterministic. Planning never raises: callers decide

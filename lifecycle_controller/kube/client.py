@@ -1,9 +1,10 @@
 """The one door to the Kubernetes API: generic requests for any resource type, as plain dicts.
 
 Built on kubernetes-asyncio's low-level ``ApiClient.call_api`` (typed models are slow and
-rewrite ``Accept`` headers; see docs/architecture.md#raw-requests). Every call has a timeout, every non-2xx
-answer raises from :mod:`.errors`, and three separate connection pools keep long-running
-watches from starving ordinary requests or the leader-election renewals.
+rewrite ``Accept`` headers; see docs/architecture.md#raw-requests). Every call has a timeout,
+every non-2xx answer raises from :mod:`.errors`, and three separate connection pools keep
+long-running watches from starving ordinary requests or the leader-election renewals
+(docs/architecture.md#connection-pools).
 """
 
 from __future__ import annotations

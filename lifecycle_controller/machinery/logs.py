@@ -5,7 +5,8 @@ loop binds ``kind``/``namespace``/``name`` (and friends) into structlog's contex
 around each reconcile, so every line written while handling an object carries them.
 :func:`configure_logging` is called once by the CLI, before anything logs.
 
-Decisions (SPEC §3, PYTHON-NOTES §4):
+Decisions (docs/behaviour.md#configuration-logging-and-exit-codes, and
+docs/architecture.md#structured-logging for the library):
 
 * **Everything goes to stderr**, in both formats. That is where controller-runtime's zap logger
   writes too, and it keeps stdout clean for the output of the user tools (``plan``,

@@ -14,7 +14,7 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
 
 * reference discovery metrics: ``lifecycle_controller_discovery_resources{result,reason}``
   (reset on every attempt) and ``lifecycle_controller_discovery_ready``;
-* SPEC §2.13: ``lifecycle_actions_total{action,kind,result}``,
+* beyond the reference (docs/behaviour.md#metrics): ``lifecycle_actions_total{action,kind,result}``,
   ``lifecycle_next_action_timestamp{action,kind,namespace}``,
   ``lifecycle_misconfigurations_total{kind,reason}``, ``lifecycle_action_lateness_seconds``;
 * client-go workqueue metrics ``workqueue_*{name}``;
@@ -407,7 +407,7 @@ class Metrics:
         """Discovery complete and every required watch cache synced (1) or not (0)."""
         self.discovery_ready.set(1 if ready else 0)
 
-    # --- actions (SPEC §2.13) -------------------------------------------------------------
+    # --- actions (docs/behaviour.md#metrics) ----------------------------------------------
 
     def declare_kind(self, kind: str, *, actions: Iterable[str] = ACTIONS) -> None:
         """Pre-create the zero series of ``kind`` (call when discovery starts watching it).

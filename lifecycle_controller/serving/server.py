@@ -1,6 +1,7 @@
 """The controller's HTTP surface: health probes and the Prometheus scrape endpoint.
 
-Two independent aiohttp servers, as in controller-runtime (REFERENCE §7.3, §7.4):
+Two independent aiohttp servers, as in controller-runtime (docs/behaviour.md#readiness and
+docs/behaviour.md#metrics):
 
 * :class:`ProbeServer` on ``--health-probe-bind-address`` (default ``:8081``): ``/healthz``
   (check ``healthz``, a plain ping, plus any liveness checks the app adds, such as the leader
@@ -134,7 +135,7 @@ def _single_check_handler(check: Check) -> Callable[[web.Request], Awaitable[web
     return handle
 
 
-#: Readiness reasons of the reference (REFERENCE §7.4).
+#: Readiness reasons of the reference (docs/behaviour.md#readiness).
 DISCOVERY_PENDING = "resource discovery has not completed"
 CACHES_PENDING = "waiting for resource watch caches to synchronize"
 
@@ -179,10 +180,10 @@ class ProbeServer:
     """``/healthz`` and ``/readyz`` on the health probe address.
 
     ``readiness`` returns ``None`` when resource coverage is complete (or when this replica is
-    a passive follower, REFERENCE §7.4: the app decides) and a reason otherwise; the failure
-    text is "resource coverage not ready: <reason>". ``liveness`` adds named checks to
-    ``/healthz`` next to the ``healthz`` ping (keep them about process health, never about
-    apiserver reachability).
+    a passive follower, docs/behaviour.md#readiness: the app decides) and a reason
+    otherwise; the failure text is "resource coverage not ready: <reason>". ``liveness`` adds
+    named checks to ``/healthz`` next to the ``healthz`` ping (keep them about process health,
+    never about apiserver reachability).
     """
 
     def __init__(
