@@ -8,12 +8,12 @@ briefly so a scraper every few seconds costs two API calls per cache period, not
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
+from cachetools import TTLCache
 
 from lifecycle_controller.kube import KubeError
 from lifecycle_controller.machinery.clock import Clock, RealClock
@@ -67,35 +67,34 @@ _V = TypeVar("_V")
 
 
 class _TtlCache(Generic[_V]):
-    """A small LRU map whose entries expire ``ttl`` seconds after they were stored."""
+    """``cachetools.TTLCache`` on the injected clock, telling a cached ``None`` from a miss.
+
+    Entries expire ``ttl`` seconds after they were stored; beyond ``max_entries`` the least
+    recently used one is evicted. A non-positive ``ttl`` or ``max_entries`` disables caching.
+    """
 
     def __init__(self, *, clock: Clock, ttl: float, max_entries: int) -> None:
-        self._clock = clock
-        self._ttl = ttl
-        self._max = max_entries
-        self._items: OrderedDict[Hashable, tuple[float, _V]] = OrderedDict()
+        self._items: TTLCache[Hashable, _V] | None = (
+            TTLCache(maxsize=max_entries, ttl=ttl, timer=clock.monotonic)
+            if ttl > 0 and max_entries > 0
+            else None
+        )
 
     def get(self, key: Hashable) -> tuple[bool, _V | None]:
         """Return (hit, value)."""
-        item = self._items.get(key)
-        if item is None:
+        if self._items is None:
             return False, None
-        if item[0] <= self._clock.monotonic():
-            del self._items[key]
+        try:
+            return True, self._items[key]
+        except KeyError:
             return False, None
-        self._items.move_to_end(key)
-        return True, item[1]
 
     def put(self, key: Hashable, value: _V) -> None:
-        if self._ttl <= 0 or self._max <= 0:
-            return
-        self._items[key] = (self._clock.monotonic() + self._ttl, value)
-        self._items.move_to_end(key)
-        while len(self._items) > self._max:
-            self._items.popitem(last=False)
+        if self._items is not None:
+            self._items[key] = value
 
     def __len__(self) -> int:
-        return len(self._items)
+        return 0 if self._items is None else len(self._items)
 
 
 @dataclass(frozen=True, slots=True)
