@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
-from lifecycle_controller.controller.execution import ActionMetrics, Executor, NoActionMetrics
+from lifecycle_controller.controller.execution import NS, ActionMetrics, Executor, NoActionMetrics
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import (
     Decision,
@@ -47,7 +47,6 @@ from lifecycle_controller.machinery.clock import Clock
 __all__ = ["Reconciler"]
 
 _log = structlog.get_logger(__name__)
-NS = 1_000_000_000
 
 
 @dataclass

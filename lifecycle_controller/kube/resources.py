@@ -1,4 +1,4 @@
-"""The resource types the API door itself needs (Namespaces, Leases, Events, CRDs).
+"""Well-known built-in resource types, defined once (Namespaces, Leases, Events, CRDs, …).
 
 :class:`~lifecycle_controller.core.resources.ResourceType` is defined in the core.
 """
@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from lifecycle_controller.core.resources import ResourceType
 
-__all__ = ["CRDS", "EVENTS", "LEASES", "NAMESPACES", "ResourceType"]
+__all__ = [
+    "CONFIGMAPS",
+    "CRDS",
+    "DEPLOYMENTS",
+    "EVENTS",
+    "LEASES",
+    "NAMESPACES",
+    "REPLICASETS",
+    "ResourceType",
+]
 
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
@@ -19,3 +28,6 @@ CRDS = ResourceType(
     "CustomResourceDefinition",
     namespaced=False,
 )
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)

@@ -18,16 +18,13 @@ from typing import Any
 
 from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
+from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType
+from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, REPLICASETS
 from lifecycle_controller.machinery.logs import configure_logging
 
 NAMESPACE = "lifecycle-demo"
-PREFIX = "lifecycle.cezary.dev/"
-NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 
 Echo = Callable[[str], None]
 
