@@ -270,12 +270,12 @@ def _croniter_form(spec: CronSpec) -> tuple[str, bool] | None:
     return " ".join(fields), day_or
 
 
-_EPOCH: Final = datetime(1970, 1, 1)
 _EPOCH_UTC: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_SECOND: Final = timedelta(seconds=1)
 # Keep a day of margin from datetime's limits so zone conversions cannot overflow.
-_MIN_SECONDS: Final = (datetime(1, 1, 2) - _EPOCH) // _ONE_SECOND
-_MAX_SECONDS: Final = (datetime(9999, 12, 30) - _EPOCH) // _ONE_SECOND
+_LATEST_UTC: Final = datetime(9999, 12, 30, tzinfo=UTC)
+_MIN_SECONDS: Final = (datetime(1, 1, 2, tzinfo=UTC) - _EPOCH_UTC) // _ONE_SECOND
+_MAX_SECONDS: Final = (_LATEST_UTC - _EPOCH_UTC) // _ONE_SECOND
 
 
 def _wall(seconds: int, zone: tzinfo) -> datetime:
@@ -288,7 +288,8 @@ def _first_instant(wall: datetime, zone: tzinfo) -> int:
     candidates = set()
     for fold in (0, 1):
         offset = wall.replace(tzinfo=zone, fold=fold).utcoffset() or timedelta(0)
-        candidates.add((wall - offset - _EPOCH) // _ONE_SECOND)
+        # The wall time read as if it were UTC, less the zone's offset: the UTC instant.
+        candidates.add((wall.replace(tzinfo=UTC) - offset - _EPOCH_UTC) // _ONE_SECOND)
     existing = [seconds for seconds in candidates if _wall(seconds, zone) == wall]
     if existing:
         return min(existing)  # unique, or the first instance of a repeated wall time
@@ -327,7 +328,8 @@ def cron_next(spec: CronSpec, zone: tzinfo, after_ns: int) -> int | None:
             candidate: datetime = iterator.get_next(datetime)
         except (ValueError, OverflowError):  # CroniterBadDateError is a ValueError
             return None
-        if candidate.year > horizon_year or candidate > datetime(9999, 12, 30):
+        # croniter answers naive wall-clock times; compare them on one (UTC) footing.
+        if candidate.year > horizon_year or candidate.replace(tzinfo=UTC) > _LATEST_UTC:
             return None
         instant = _first_instant(candidate, zone) * NS_PER_SECOND
         if instant > after_ns:

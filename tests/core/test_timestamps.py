@@ -1,4 +1,7 @@
-"""RFC 3339 parsing like Go's time.Parse, and the formats the controller writes (§1.2, §1.4)."""
+"""RFC 3339 parsing like Go's time.Parse, and the formats the controller writes.
+
+See docs/annotations.md#timestamps and docs/annotations.md#annotations-the-controller-writes.
+"""
 
 from __future__ import annotations
 
@@ -187,7 +190,11 @@ def test_every_deadline_we_write_parses_back_to_its_whole_second(instant: int) -
 
 
 @given(
-    st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)),
+    # Naive wall-clock times (hypothesis takes naive bounds); the zone is attached below.
+    st.datetimes(
+        min_value=dt.datetime(1, 1, 2, tzinfo=dt.UTC).replace(tzinfo=None),
+        max_value=dt.datetime(9999, 12, 30, tzinfo=dt.UTC).replace(tzinfo=None),
+    ),
     st.integers(min_value=-23 * 60, max_value=23 * 60),
 )
 def test_offsets_are_honoured_like_datetime(local: dt.datetime, offset_minutes: int) -> None:
