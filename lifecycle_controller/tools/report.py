@@ -62,7 +62,10 @@ def _table(rows: Sequence[Row]) -> str:
         lines.append(
             (row.kind, row.namespace or "-", row.name, row.action or "-", row.next or "-", detail)
         )
-        for instant in row.upcoming[1:]:
+        # ``upcoming`` starts with ``next`` when that is the next recurring occurrence; when
+        # ``next`` is a due occurrence (restart now), every upcoming one follows it.
+        following = row.upcoming[1:] if row.upcoming[:1] == [row.next] else row.upcoming
+        for instant in following:
             lines.append(("", "", "", "", instant, "(following occurrence)"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     out = []

@@ -69,6 +69,30 @@ def test_table_output() -> None:
     assert "2026-11-30T13:30:00Z" in lines[1]
 
 
+DUE_WARSAW_CRON = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nightly
+  namespace: prod
+  annotations:
+    lifecycle.cezary.dev/restart-cron: "30 2 * * *"
+    lifecycle.cezary.dev/cron-timezone: Europe/Warsaw
+    lifecycle.cezary.dev/last-restart-timestamp: "2027-10-29T00:00:00Z"
+spec:
+  template: {}
+"""
+
+
+def test_table_of_a_due_recurring_restart_lists_every_following_occurrence() -> None:
+    # Due at --now (the 2027-10-30 run was missed): the table shows the due occurrence,
+    # then all of the following ones, starting with the DST fall-back day.
+    table = run("-f", "-", "--now", "2027-10-30T12:00:00Z", stdin=DUE_WARSAW_CRON)
+    times = [line.split()[-3] for line in table.splitlines()[2:]]
+    assert "restart now" in table.splitlines()[1]
+    assert times == ["2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z", "2027-11-02T01:30:00Z"]
+
+
 def test_bad_now_and_bad_manifest_are_usage_errors() -> None:
     result = CliRunner().invoke(cli, ["plan", "-f", "-", "--now", "tomorrow"], input=MANIFESTS)
     assert result.exit_code != 0
