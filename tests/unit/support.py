@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lifecycle_controller.kube import ResourceType
+from lifecycle_controller.kube import KubeClient, ResourceType
+from lifecycle_controller.kube.client import Pool
 from lifecycle_controller.testing.fakeclock import FakeClock
 
 #: Real seconds after which a condition that never came true fails the test (a guard only).
@@ -42,3 +43,68 @@ def annotated(name: str, annotations: Mapping[str, str], **metadata: Any) -> dic
 def widget_type(version: str = "v1") -> ResourceType:
     """A custom resource type, as a CRD would add it."""
     return ResourceType("example.com", version, "widgets", "Widget", namespaced=True)
+
+
+class TrackedLeases:
+    """The elector's three Lease calls, counted while in flight, so a test can tell "idle"
+    (no request pending, every task blocked on the fake clock) from "waiting on loopback"."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+        self.in_flight = 0
+
+    async def get(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        pool: Pool = "requests",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        self.in_flight += 1
+        try:
+            return await self._kube.get(resource, namespace, name, pool=pool, timeout=timeout)
+        finally:
+            self.in_flight -= 1
+
+    async def create(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        *,
+        pool: Pool = "requests",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        self.in_flight += 1
+        try:
+            return await self._kube.create(resource, namespace, body, pool=pool, timeout=timeout)
+        finally:
+            self.in_flight -= 1
+
+    async def replace(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        pool: Pool = "requests",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        self.in_flight += 1
+        try:
+            return await self._kube.replace(
+                resource, namespace, name, body, pool=pool, timeout=timeout
+            )
+        finally:
+            self.in_flight -= 1
+
+    async def idle(self, clock: FakeClock) -> None:
+        """Wait until no call is in flight and the loop has settled (everyone sleeps)."""
+        while True:
+            await eventually(lambda: self.in_flight == 0)
+            await clock.settle()
+            if self.in_flight == 0:
+                return
