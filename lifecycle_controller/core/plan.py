@@ -99,7 +99,13 @@ def _upcoming(
     now_ns: int,
     count: int,
 ) -> tuple[int, ...]:
-    """The next occurrences: the one-time due instant, or a recurring schedule's next N."""
+    """The next occurrences: the one-time due instant, or a recurring schedule's next N.
+
+    None for an object the controller will not act on (an invalid, conflicting or
+    unsupported annotation): its problem is all there is to show.
+    """
+    if isinstance(decision, Invalid | Idle):
+        return ()
     waiting = decision.due_ns if isinstance(decision, Wait) else None
     recurring = decision.action is Action.RESTART and not annotations.get(keys.RESTART_AT)
     schedule = _schedule(annotations, settings) if recurring else None

@@ -197,3 +197,19 @@ def test_no_lifecycle_action_is_idle() -> None:
         settings=DecisionSettings(),
     )
     assert (result.action, result.due_ns, result.upcoming) == (None, None, ())
+
+
+def test_objects_that_will_never_act_show_their_problem_and_no_occurrences() -> None:
+    cron = {keys.RESTART_CRON: "0 3 * * *", keys.LAST_RESTART_TIMESTAMP: "2027-03-27T00:00:00Z"}
+    cases = {
+        "unsupported kind": (cron, facts("ConfigMap")),
+        "conflicting families": ({**cron, keys.DELETE_AFTER: "1h"}, facts("Deployment", "apps")),
+        "invalid zone": ({**cron, keys.CRON_TIMEZONE: "Mars/Olympus"}, facts("Deployment", "apps")),
+    }
+    for name, (annotations, subject) in cases.items():
+        result = explain(
+            annotations=annotations, facts=subject, now_ns=NOW, settings=DecisionSettings()
+        )
+        assert result.problems, name
+        assert result.upcoming == (), name
+        assert result.action is None, name
