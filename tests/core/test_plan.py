@@ -206,10 +206,8 @@ def test_objects_that_will_never_act_show_their_problem_and_no_occurrences() -> 
         "conflicting families": ({**cron, keys.DELETE_AFTER: "1h"}, facts("Deployment", "apps")),
         "invalid zone": ({**cron, keys.CRON_TIMEZONE: "Mars/Olympus"}, facts("Deployment", "apps")),
     }
-    for name, (annotations, subject) in cases.items():
-        result = explain(
-            annotations=annotations, facts=subject, now_ns=NOW, settings=DecisionSettings()
-        )
+    for name, (given, subject) in cases.items():
+        result = explain(annotations=given, facts=subject, now_ns=NOW, settings=DecisionSettings())
         assert result.problems, name
         assert result.upcoming == (), name
         assert result.action is None, name
