@@ -1,4 +1,6 @@
-"""The chart's ValidatingAdmissionPolicies, installed on the real API server (SPEC §2.15).
+"""The chart's ValidatingAdmissionPolicies, installed on the real API server.
+
+What they must do: docs/operator-guide.md#admission-time-validation.
 
 Both policies are bound to labelled namespaces of this module only, so the rest of the
 session is never affected. Requests come from least-privilege users with client
@@ -7,7 +9,8 @@ kube-controller-manager (which runs as the control plane's admin here and is lis
 test's ``admissionExemptions``, as ``system:kube-controller-manager`` is by default).
 
 The grammar checks are differential where possible: every vector is sent to the API server
-and its verdict must equal the core parser's (REFERENCE §1 grammar, ported from Go).
+and its verdict must equal the core parser's (the grammar of
+docs/annotations.md#value-formats, ported from Go).
 """
 
 from __future__ import annotations

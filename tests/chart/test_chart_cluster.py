@@ -181,7 +181,7 @@ def test_chart_rbac_default_values(control_plane: ControlPlane, helm: Helm) -> N
 
 
 def test_chart_rbac_namespaced_values(control_plane: ControlPlane, helm: Helm) -> None:
-    """REFERENCE 147 from the ServiceAccount's side: Roles per namespace, Namespace objects
+    """Reference test 147 from the ServiceAccount's side: Roles per namespace, Namespace objects
     limited by name, Events about them in default, nothing outside the allowed namespaces."""
     tag = uuid.uuid4().hex[:8]
     release, namespace = f"nsr-{tag}", f"nsr-{tag}"

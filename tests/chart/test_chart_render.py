@@ -1,7 +1,8 @@
 """helm lint / helm template of the chart: arguments, RBAC, validation failures, features.
 
-Covers every reference chart test (REFERENCE §11.2 cases 85-125 and 164) as the documented
-superset AS-70 allows: our RBAC has no ``update`` verb (SPEC §2.2, we only patch), our log
+Covers every reference chart test (numbers 85-125 and 164, see
+docs/acceptance-scenarios.md#reference-test-numbers) as the documented superset AS-70 allows: our
+RBAC has no ``update`` verb (we only patch, docs/behaviour.md#guarded-writes), our log
 flag is ``--log-level`` (the reference's ``--zap-log-level``), and the Deployment carries our
 own flags (leader-election timings, workers, budgets, rediscovery) after the reference's.
 No cluster is needed.
@@ -126,7 +127,7 @@ def test_default_arguments_are_exact(helm: Helm) -> None:
 
 
 def test_reference_default_arguments_are_a_subsequence(helm: Helm) -> None:
-    """REFERENCE case 93, with --zap-log-level renamed to our --log-level."""
+    """Reference test 93, with --zap-log-level renamed to our --log-level."""
     reference = [
         "--health-probe-bind-address=:8081",
         "--leader-elect",
@@ -173,7 +174,7 @@ def test_unknown_flag_is_refused_by_the_run_command() -> None:
         parse_run_args(["--zap-log-level=info"])
 
 
-# REFERENCE 85-91: catch-up arguments.
+# Reference tests 85-91: catch-up arguments.
 @pytest.mark.parametrize(
     ("timing", "restart", "delete"),
     [
@@ -230,7 +231,7 @@ def test_app_version_matches_the_package(helm: Helm) -> None:
 
 
 def test_max_delete_ttl_absent_by_default(helm: Helm) -> None:
-    """REFERENCE 164."""
+    """Reference test 164."""
     assert not [a for a in args_of(helm.render()) if a.startswith("--max-delete-ttl")]
 
 
@@ -274,7 +275,7 @@ def test_enable_http2_only_when_true(helm: Helm) -> None:
     assert "--enable-http2" in args_of(helm.render({"controllerManager": {"enableHTTP2": True}}))
 
 
-# --- RBAC (REFERENCE 92-125) ----------------------------------------------------------------
+# --- RBAC (reference tests 92-125) ----------------------------------------------------------
 
 
 def resource_rule(entry: str) -> dict[str, Any]:
@@ -283,7 +284,7 @@ def resource_rule(entry: str) -> dict[str, Any]:
 
 
 def test_default_cluster_role_rules_are_exact(helm: Helm) -> None:
-    """REFERENCE 92, without the update verb."""
+    """Reference test 92, without the update verb."""
     assert rules(manager_role(helm.render())) == [
         *[resource_rule(entry) for entry in DEFAULT_RESOURCES],
         *EVENT_RULES,
@@ -301,7 +302,7 @@ def test_no_rule_grants_update_except_the_lease(helm: Helm) -> None:
 
 
 def test_custom_watch_list_replaces_defaults(helm: Helm) -> None:
-    """REFERENCE 94."""
+    """Reference test 94."""
     watch = ["configmaps", "deployments.apps", "ingresses.networking.k8s.io"]
     docs = helm.render(scope(watchResources=watch))
     assert rules(manager_role(docs)) == [*[resource_rule(e) for e in watch], *EVENT_RULES]
@@ -309,7 +310,7 @@ def test_custom_watch_list_replaces_defaults(helm: Helm) -> None:
 
 @pytest.mark.parametrize("watch", [[], ["*"]], ids=["empty", "star"])
 def test_wildcard_rule(helm: Helm, watch: list[str]) -> None:
-    """REFERENCE 95 and 113."""
+    """Reference tests 95 and 113."""
     first = rules(manager_role(helm.render(scope(watchResources=watch))))[0]
     assert first == {"apiGroups": ["*"], "resources": ["*"], "verbs": VERBS}
 
@@ -406,12 +407,12 @@ def test_wildcard_rule(helm: Helm, watch: list[str]) -> None:
     ],
 )
 def test_validation_failure_messages(helm: Helm, values: dict[str, Any], message: str) -> None:
-    """REFERENCE 96-99, 105, 106, 109-111, plus the bind-address and our own checks."""
+    """Reference tests 96-99, 105, 106, 109-111, plus the bind-address and our own checks."""
     assert message in helm.render_failure(values)
 
 
 def test_namespaced_roles_per_namespace(helm: Helm) -> None:
-    """REFERENCE 100."""
+    """Reference test 100."""
     docs = by_template(helm, scope(watchNamespaces=["team-a", "team-b"]))["rbac.yaml"]
     # helm sorts the output by kind (Roles before RoleBindings), keeping template order within.
     assert [(d["kind"], d["metadata"]["namespace"]) for d in docs] == [
@@ -435,14 +436,14 @@ def test_namespaced_roles_per_namespace(helm: Helm) -> None:
 
 
 def test_namespaced_roles_dedupe_and_ignore(helm: Helm) -> None:
-    """REFERENCE 101."""
+    """Reference test 101."""
     values = scope(watchNamespaces=["team-a", "team-b", "team-a"], ignoreNamespaces=["team-b"])
     docs = by_template(helm, values)["rbac.yaml"]
     assert [d["metadata"]["namespace"] for d in docs] == ["team-a", "team-a"]
 
 
 def test_ignored_resources_are_left_out(helm: Helm) -> None:
-    """REFERENCE 102 and 103."""
+    """Reference tests 102 and 103."""
     values = scope(
         watchResources=["configmaps", "secrets", "configmaps"], ignoreResources=["secrets"]
     )
@@ -460,7 +461,7 @@ def test_ignoring_everything_leaves_only_event_rules(helm: Helm) -> None:
 
 
 def test_glob_watch_namespace_keeps_cluster_role(helm: Helm) -> None:
-    """REFERENCE 104."""
+    """Reference test 104."""
     docs = helm.render(scope(watchNamespaces=["dev-*"]))
     manager_role(docs)
     assert not of_kind(docs, "Role") or all(
@@ -469,7 +470,7 @@ def test_glob_watch_namespace_keeps_cluster_role(helm: Helm) -> None:
 
 
 def test_supplied_rbac_passes_globs_verbatim(helm: Helm) -> None:
-    """REFERENCE 107 and 112; no RBAC object at all."""
+    """Reference tests 107 and 112; no RBAC object at all."""
     docs = helm.render(
         {
             "rbac": {"create": False},
@@ -488,7 +489,7 @@ def test_supplied_rbac_passes_globs_verbatim(helm: Helm) -> None:
 
 
 def test_namespace_filters_drop_persistent_volumes_from_args(helm: Helm) -> None:
-    """REFERENCE 108."""
+    """Reference test 108."""
     args = args_of(helm.render(scope(watchNamespaces=["team-a"])))
     assert "--watch-namespace=team-a" in args
     assert "--watch-resource=pods" in args
@@ -497,7 +498,7 @@ def test_namespace_filters_drop_persistent_volumes_from_args(helm: Helm) -> None
 
 
 def test_leader_election_rbac(helm: Helm) -> None:
-    """REFERENCE 114, 115, 119."""
+    """Reference tests 114, 115, 119."""
     docs = by_template(helm)["leader-election-rbac.yaml"]
     assert [d["kind"] for d in docs] == ["Role", "RoleBinding"]
     assert all(d["metadata"]["namespace"] == RELEASE_NAMESPACE for d in docs)
@@ -512,7 +513,7 @@ def test_leader_election_rbac(helm: Helm) -> None:
 
 
 def test_metrics_auth_rbac(helm: Helm) -> None:
-    """REFERENCE 116-118, 120."""
+    """Reference tests 116-118, 120."""
     docs = by_template(helm)["metrics-rbac.yaml"]
     assert [d["kind"] for d in docs] == ["ClusterRole", "ClusterRoleBinding"]
     assert rules(docs[0]) == [
@@ -543,7 +544,7 @@ def test_metrics_reader_cluster_role(helm: Helm) -> None:
 
 
 def test_namespace_object_rbac(helm: Helm) -> None:
-    """REFERENCE 121-123, 125."""
+    """Reference tests 121-123, 125."""
     assert len(by_template(helm, scope(watchNamespaces=["team-a"]))["namespace-rbac.yaml"]) == 4
     ignored = scope(
         watchNamespaces=["team-a"], watchResources=["namespaces"], ignoreResources=["namespaces"]
@@ -574,7 +575,7 @@ def test_namespace_object_rbac(helm: Helm) -> None:
 
 
 def test_namespaced_role_excludes_namespaces(helm: Helm) -> None:
-    """REFERENCE 124."""
+    """Reference test 124."""
     values = scope(watchNamespaces=["team-a"], watchResources=["namespaces", "deployments.apps"])
     role = one(by_template(helm, values)["rbac.yaml"], "Role")
     assert len(rules(role)) == 3

@@ -1,11 +1,11 @@
-"""Rejected duration values with the reference's exact error texts (REFERENCE §1.3).
+"""Rejected duration values with the reference's exact error texts (docs/annotations.md#durations).
 
 Shared by the core parser tests and the admission-policy tests, which must agree.
 """
 
 from __future__ import annotations
 
-# Every value REFERENCE §1.3 lists as rejected, with the text the reference produces.
+# Every value the reference's own tests reject, with the text the reference produces.
 REJECTED = [
     ("", 'invalid duration format: ""'),
     ("0", 'invalid duration format: "0"'),

@@ -1,4 +1,4 @@
-"""Catch-up policies and the ``never`` ledger (REFERENCE §2.6, §2.7; tests 1-24)."""
+"""Catch-up policies and the ``never`` ledger (docs/behaviour.md#occurrence-check; ref 1-24)."""
 
 from __future__ import annotations
 

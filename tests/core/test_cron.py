@@ -1,9 +1,9 @@
-"""restart-cron: the reference grammar (REFERENCE §1.5) and our DST policy (SPEC §2.6).
+"""restart-cron: the grammar (docs/annotations.md#cron-expressions) and our DST policy.
 
 The DST tables list expected firing instants as UTC literals worked out by hand from the
-policy ("each matching wall-clock minute fires once: the first instance in a fall-back
-overlap, the first instant after the gap in a spring-forward gap"), using the tzdata
-transitions of 2026-2027:
+policy (docs/annotations.md#cron-and-daylight-saving-time: "each matching wall-clock
+minute fires once: the first instance in a fall-back overlap, the first instant after the
+gap in a spring-forward gap"), using the tzdata transitions of 2026-2027:
 
 * America/New_York: gaps 2026-03-08 and 2027-03-14 (02:00 EST -> 03:00 EDT at 07:00Z);
   overlaps 2026-11-01 and 2027-11-07 (02:00 EDT -> 01:00 EST at 06:00Z).
@@ -159,7 +159,7 @@ def test_dst_policy_next_occurrences(
 
 
 def test_as_33_warsaw_spring_forward_runs_at_three_and_fall_back_runs_once() -> None:
-    # SPEC §2.6 changes AS-33: the reference skips the spring-forward day and runs twice on
+    # Our DST policy changes AS-33: the reference skips the spring-forward day and runs twice on
     # the fall-back day; we run at 03:00 local (01:00Z) and once, at the first 02:30.
     assert fires("30 2 * * *", "Europe/Warsaw", "2026-03-28T02:00:00Z", 2) == [
         "2026-03-29T01:00:00Z",

@@ -1,4 +1,4 @@
-"""decide(): the decision order of REFERENCE §2 and the acceptance scenarios of §11.3.
+"""decide(): the decision order (docs/behaviour.md#decision-order) and the acceptance scenarios.
 
 Scenarios that need an API server (conflicts, NotFound, RBAC, discovery) belong to the
 integration suite; here every scenario that is decided by core is checked, using the
@@ -69,7 +69,7 @@ def forgets(decision: Decision) -> bool:
     return bool(ops) and ops[-1] == Forget()
 
 
-# --- top-level gate (§2.1) ---------------------------------------------------------------------
+# --- top-level gate (docs/behaviour.md#top-level-gate) -----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,8 @@ def forgets(decision: Decision) -> bool:
     ],
 )
 def test_terminating_objects_are_left_alone(annotations: dict[str, str]) -> None:
-    # SPEC §2.4: never restarted, never a second DELETE, and (our choice) nothing else.
+    # docs/behaviour.md#terminating-objects: never restarted, never a second DELETE, and
+    # (our choice) nothing else.
     decision = run(annotations, facts=dataclasses.replace(DEPLOYMENT, terminating=True))
     assert isinstance(decision, Idle)
     assert decision.events == ()
@@ -531,7 +532,7 @@ def test_as_22_ref_048_ref_069_restart_is_one_patch_with_marker_and_acknowledgem
     ],
 )
 def test_as_22_spec_restart_marker_always_changes(previous: str | None, marker: str) -> None:
-    # SPEC §2.7 changes AS-22: never equal to (nor before) the previous marker.
+    # docs/behaviour.md#restart-marker changes AS-22: never equal to (nor before) the previous one.
     facts = dataclasses.replace(DEPLOYMENT, restart_marker=previous)
     decision = run({keys.RESTART_AT: PAST}, facts=facts)
     assert isinstance(decision, Patch)
@@ -704,7 +705,7 @@ def test_as_32_invalid_anchor_blocks_until_fixed() -> None:
 
 
 def test_as_33_warsaw_spring_forward_restart_runs_at_three_local() -> None:
-    # SPEC §2.6 changes AS-33 (the reference has no run that day).
+    # Our DST policy changes AS-33 (the reference has no run that day).
     annotations = {
         keys.RESTART_CRON: "30 2 * * *",
         keys.CRON_TIMEZONE: "Europe/Warsaw",
@@ -723,7 +724,7 @@ def test_as_33_warsaw_spring_forward_restart_runs_at_three_local() -> None:
     assert repeated.due_ns == ts("2026-10-26T01:30:00Z")
 
 
-# --- max delete TTL (REFERENCE §4; tests 153-159) ------------------------------------------------
+# --- max delete TTL (docs/behaviour.md#max-delete-ttl; reference tests 153-159) ------------------
 
 MAX_30D = DecisionSettings(max_delete_ttl_ns=30 * DAY)
 

@@ -1,4 +1,4 @@
-"""The strict duration grammar (REFERENCE §1.3, §4) and Go's Duration.String()."""
+"""The strict duration grammar (docs/annotations.md#durations) and Go's Duration.String()."""
 
 from __future__ import annotations
 

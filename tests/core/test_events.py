@@ -1,4 +1,4 @@
-"""Every Event of REFERENCE §6, produced by decide() (or its failure hooks), byte for byte.
+"""Every Event of docs/annotations.md#events, from decide() (or its failure hooks), byte for byte.
 
 Each row drives a real decision and compares the Event with literal text, so a change of
 wording anywhere in core fails here.
@@ -252,7 +252,7 @@ def test_the_pod_template_failure_texts_exist_for_callers_that_read_the_template
 
 
 def test_as_06_as_13_repeated_warnings_carry_a_dedupe_key_per_object_and_value() -> None:
-    # SPEC §2.9 (changes AS-6 and AS-13): the caller sends these once per UID and value.
+    # docs/behaviour.md#repeated-warnings (changes AS-6, AS-13): sent once per UID and value.
     ignored = run({keys.DELETE_AT: LATER, keys.CRON_TIMEZONE: "Europe/Warsaw"}).events[0]
     assert ignored.dedupe_key == "uid-1:lifecycle.cezary.dev/cron-timezone=Europe/Warsaw"
     reference = run({keys.DELETE_AFTER: "1h", keys.REFERENCE_POINT: "bogus"}).events[0]

@@ -1,4 +1,4 @@
-"""Go ``filepath.Match`` semantics (REFERENCE §5.1, §12.4) and the group reachability analysis."""
+"""Go ``filepath.Match`` (docs/behaviour.md#resource-keys-and-globs) and group reachability."""
 
 from __future__ import annotations
 
@@ -94,7 +94,8 @@ def test_go_match_table(pattern: str, name: str, match: bool, bad: bool) -> None
 @pytest.mark.parametrize(
     ("pattern", "key", "match"),
     [
-        # REFERENCE §5.1: `*` crosses dots, so it selects core and grouped keys alike.
+        # `*` crosses dots, so it selects core and grouped keys alike
+        # (docs/behaviour.md#resource-keys-and-globs).
         ("*", "pods", True),
         ("*", "deployments.apps", True),
         ("*", "ingresses.networking.k8s.io", True),

@@ -1,4 +1,4 @@
-"""The watch-event predicate (REFERENCE §2.10; tests 40-41; AS-54..AS-56)."""
+"""The watch-event predicate (docs/behaviour.md#relevance-predicate; ref 40-41; AS-54..AS-56)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Rollout blockers read from the object a restart patch returned (SPEC §2.8)."""
+"""Rollout blockers read from the object a restart patch returned.
+
+See docs/behaviour.md#rollout-blockers.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""End-to-end scenarios of the reference suites (REFERENCE §11.2 tests 39, 63-79, 127-142),
-replayed against decide() with an injected clock instead of a cluster and sleeps."""
+"""End-to-end scenarios of the reference suites (reference tests 39, 63-79 and 127-142, see
+docs/acceptance-scenarios.md#reference-test-numbers), replayed against decide() with an injected
+clock instead of a cluster and sleeps."""
 
 from __future__ import annotations
 

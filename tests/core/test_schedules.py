@@ -1,4 +1,4 @@
-"""Recurring planning, coalescing and catch-up windows (REFERENCE §2.5, §2.6.3)."""
+"""Recurring planning, coalescing and catch-up windows (docs/behaviour.md#recurring-restarts)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ WARSAW_0230 = CronSchedule(parse_cron("30 2 * * *"), ZoneInfo("Europe/Warsaw"))
         ("2026-03-29T01:10:00Z", True, "2026-03-29T01:00:00Z"),
         ("2026-03-30T00:40:00Z", True, "2026-03-30T00:30:00Z"),
         ("2026-10-25T00:40:00Z", True, "2026-10-25T00:30:00Z"),
-        # SPEC §2.6: the second 02:30 (01:30Z) does not fire, so 10 minutes after it
+        # Our DST policy: the second 02:30 (01:30Z) does not fire, so 10 minutes after it
         # nothing recent qualifies (the reference found the second run eligible).
         ("2026-10-25T01:40:00Z", False, None),
     ],

@@ -1,6 +1,7 @@
-"""Scope rules (REFERENCE §5): resource/namespace filters, read scoping, the namespace
-predicate, preferred-version selection and the eligibility planner, with the reference's
-test cases (§11.2 numbers in the test names) and acceptance scenarios AS-57..AS-66."""
+"""Scope rules (docs/behaviour.md#discovery-and-scope): resource/namespace filters, read
+scoping, the namespace predicate, preferred-version selection and the eligibility planner,
+with the reference's test cases (their numbers are in the test names, see
+docs/acceptance-scenarios.md#reference-test-numbers) and acceptance scenarios AS-57..AS-66."""
 
 from __future__ import annotations
 
@@ -442,7 +443,7 @@ def test_preferred_resources_follow_client_go() -> None:
     assert preferred_resources(groups) == (PODS, hpa_v2, old_only, ga_second)
 
 
-# ------------------------------------------------------------------ carry-over and SPEC §2.5
+# -------------------------------- carry-over and rediscovery (docs/behaviour.md#rediscovery)
 
 
 def _w(key: str, version: str = "v1") -> ResourceType:

@@ -134,7 +134,7 @@ def committed(writes: list[Write]) -> list[Write]:
     """The writes the server accepted; every other one must have been a 409 (nothing applied).
 
     A status update by kube-controller-manager between the controller's read and its write is
-    an ordinary conflict, retried quietly on fresh state (SPEC §2.3).
+    an ordinary conflict, retried quietly on fresh state (docs/behaviour.md#quiet-conflict-retries).
     """
     rejected = [w for w in writes if w.error is not None]
     assert all(w.conflict for w in rejected), rejected

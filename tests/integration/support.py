@@ -29,7 +29,8 @@ DAEMONSETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", namespaced=Tr
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 REVISIONS = ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision", namespaced=True)
 
-#: What the controller needs on ConfigMaps it watches, and on Events (REFERENCE §6 RBAC).
+#: What the controller needs on ConfigMaps it watches, and on Events
+#: (docs/behaviour.md#event-catalogue).
 CONFIGMAP_RULE = {
     "apiGroups": [""],
     "resources": ["configmaps"],

@@ -1,8 +1,9 @@
 """``lifecycle-controller run`` as a real process: configuration errors, environment variables.
 
-SPEC §3: invalid configuration exits 1 with one clear line; every flag can also be given as
-``LIFECYCLE_<FLAG>``. The processes run ``python -m lifecycle_controller`` against the test
-control plane (tests/integration/processes.py).
+docs/behaviour.md#configuration-logging-and-exit-codes: invalid configuration exits 1 with
+one clear line; every flag can also be given as ``LIFECYCLE_<FLAG>``. The processes run
+``python -m lifecycle_controller`` against the test control plane
+(tests/integration/processes.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Discovery and scope against the real API server (REFERENCE §5, §11.2 cases 26-31,
-AS-57..AS-66; SPEC §2.5 rediscovery and tolerated unrelated groups)."""
+"""Discovery and scope against the real API server (docs/behaviour.md#discovery-and-scope):
+reference tests 26-31, AS-57..AS-66, rediscovery and tolerated unrelated failing groups."""
 
 from __future__ import annotations
 

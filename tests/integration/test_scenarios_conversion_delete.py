@@ -1,9 +1,9 @@
-"""Acceptance scenarios AS-10 … AS-21 (REFERENCE §11.3) against the real controller and API server.
+"""Scenarios AS-10 … AS-21 (docs/acceptance-scenarios.md) on the real controller and API server.
 
 Relative timers are converted into absolute deadlines, and due deadlines delete the object:
-ConfigMaps, Deployments, a Namespace with contents, and a custom resource. Also the SPEC §2
-changes in this area: quiet conflicts (§2.3), terminating objects (§2.4), ``--max-delete-ttl``
-and the deletion budget (§2.12).
+ConfigMaps, Deployments, a Namespace with contents, and a custom resource. Also the deliberate
+differences in this area (docs/behaviour.md#deliberate-differences): quiet conflicts,
+terminating objects, ``--max-delete-ttl`` and the deletion budget.
 
 Conflicts and a vanished object are produced on the real server at a chosen moment: a small
 wrapper around the controller's own ``KubeClient.delete`` first edits (or deletes) the object
@@ -175,8 +175,8 @@ async def test_as_12_creation_timestamp_reference_point(
 async def test_as_13_bogus_reference_point_falls_back_once(
     start_controller: StartController, namespace: str
 ) -> None:
-    # SPEC §2.9 changes AS-13: the fallback warning is sent once per object and value, not on
-    # every conversion.
+    # docs/behaviour.md#repeated-warnings changes AS-13: the fallback warning is sent once
+    # per object and value, not on every conversion.
     running = await start_for(start_controller, namespace)
     kube = running.kube
     before = int(time.time())
@@ -395,8 +395,9 @@ async def test_as_17_future_delete_at_waits_for_the_deadline(
 async def test_as_18_conflicts_are_retried_quietly_on_fresh_state(
     start_controller: StartController, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SPEC §2.3 changes AS-18: a 409 is retried at once on fresh state (up to a small bound)
-    # before any DeletionFailed Warning. Each retry decides again on what it read.
+    # docs/behaviour.md#quiet-conflict-retries changes AS-18: a 409 is retried at once on
+    # fresh state (up to a small bound) before any DeletionFailed Warning. Each retry decides
+    # again on what it read.
     running = await start_for(start_controller, namespace)
     kube = running.kube
     wrapper = interfere(monkeypatch, running, configmap_edit(kube, label_bump), times=2)
@@ -649,7 +650,7 @@ async def test_as_21_custom_resources_are_deleted(
     )
 
 
-# --------------------------------------------------------------------------- SPEC §2 guards
+# ---------------------------------------------------------- guards (deliberate differences)
 
 
 async def test_spec_2_4_terminating_object_is_deleted_once(

@@ -1,4 +1,4 @@
-"""Acceptance scenarios AS-46 … AS-56 (REFERENCE §11.3) against the real controller and API server.
+"""Scenarios AS-46 … AS-56 (docs/acceptance-scenarios.md) on the real controller and API server.
 
 Per-action catch-up defaults, dry-run (global flag and annotation), conflicting families, and
 the watch-event filter. Dry-run scenarios wait for the Event the contract names and then check

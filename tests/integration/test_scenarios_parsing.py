@@ -1,10 +1,11 @@
-"""Acceptance scenarios AS-1 … AS-9 (REFERENCE §11.3): value grammars through the real controller.
+"""Scenarios AS-1 … AS-9 (docs/acceptance-scenarios.md): value grammars through the real controller.
 
 Invalid durations, timestamps, cron expressions, zones, dry-run and catch-up values reach the
 user only as Warning Events, so each scenario applies objects to the real API server, waits
 for the exact Event the contract names, and then checks that nothing was written and nothing
 requeued. Valid values are checked by what the controller writes (or when it acts). The
-SPEC §2.9 change (repeated warnings once per object and value) is tested for AS-6 here.
+change to AS-6 (repeated warnings once per object and value,
+docs/behaviour.md#repeated-warnings) is tested here.
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ async def test_as_05_invalid_timezone(start_controller: StartController, namespa
     assert requeues(running) == 0
 
 
-# --------------------------------------------------------------------------- AS-6, SPEC §2.9
+# ------------------------------------------------------------------- AS-6, repeated warnings
 
 IGNORED = (
     "Warning",
@@ -292,8 +293,8 @@ IGNORED = (
 async def test_as_06_stray_cron_timezone_warns_once_and_the_delete_proceeds(
     start_controller: StartController, namespace: str
 ) -> None:
-    # SPEC §2.9 changes AS-6: the warning is sent once per object and value, not on every
-    # reconcile (here: the conversion pass and the delete pass).
+    # docs/behaviour.md#repeated-warnings changes AS-6: the warning is sent once per object
+    # and value, not on every reconcile (here: the conversion pass and the delete pass).
     running = await start_for(start_controller, namespace)
     kube = running.kube
     await create(

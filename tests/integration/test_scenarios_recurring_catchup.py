@@ -1,4 +1,4 @@
-"""REFERENCE §11.3 recurring and catch-up scenarios (AS-29 … AS-45), end to end.
+"""Recurring and catch-up scenarios AS-29 … AS-45 (docs/acceptance-scenarios.md), end to end.
 
 Each test starts the real controller in-process, scoped to its own namespace, and acts only
 through the real API server. Recurring schedules cannot be waited for (``restart-every`` is at
@@ -278,7 +278,7 @@ async def test_as_32_invalid_anchor_blocks_until_the_user_fixes_it(
 
 
 def next_wall_time(after: datetime, zone: ZoneInfo, wall: time) -> datetime:
-    """SPEC §2.6 policy for a daily wall time: a gap runs at its end, an overlap runs once."""
+    """Our DST policy for a daily wall time: a gap runs at its end, an overlap runs once."""
     day: date = after.astimezone(zone).date()
     while True:
         local = datetime.combine(day, wall, tzinfo=zone)  # fold=0: the first of an overlap
@@ -294,7 +294,7 @@ def next_wall_time(after: datetime, zone: ZoneInfo, wall: time) -> datetime:
 async def test_as_33_warsaw_cron_initializes_and_schedules_the_next_local_run(
     start_controller: StartController, namespace: str, api: KubeClient
 ) -> None:
-    # AS-33 itself (SPEC §2.6: Warsaw `30 2 * * *` runs at 03:00 local on the spring-forward
+    # AS-33 itself (our DST policy: Warsaw `30 2 * * *` runs at 03:00 local on the spring-forward
     # day and once, at the first 02:30, on the fall-back day) needs those calendar days; it is
     # covered with an injected clock in tests/core/test_cron.py
     # (test_as_33_warsaw_spring_forward_runs_at_three_and_fall_back_runs_once) and
@@ -781,7 +781,8 @@ async def test_as_44_skip_is_guarded_retried_on_fresh_state_and_never_replayed(
     api: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # SPEC §2.3 changes AS-44: the 409 is retried at once on fresh state (no ActionSkipFailed).
+    # docs/behaviour.md#quiet-conflict-retries changes AS-44: the 409 is retried at once on
+    # fresh state (no ActionSkipFailed).
     # A concurrent edit that postpones the deadline lands between the controller's read and
     # its skip patch: the retry sees the new, future deadline and arms it; the edit is kept.
     running = await start_controller(
@@ -841,8 +842,9 @@ async def test_as_44_persistent_conflicts_warn_action_skip_failed_and_keep_the_e
     api: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # SPEC §2.3: the reference's Warning ActionSkipFailed comes only after the bounded quiet
-    # retries of one pass all conflict; the rate-limited retry then skips on fresh state.
+    # docs/behaviour.md#quiet-conflict-retries: the reference's Warning ActionSkipFailed
+    # comes only after the bounded quiet retries of one pass all conflict; the rate-limited
+    # retry then skips on fresh state.
     running = await start_controller(
         watch_resource=["configmaps"], watch_namespace=[namespace], delete_catch_up="never"
     )

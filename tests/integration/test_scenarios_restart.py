@@ -1,4 +1,7 @@
-"""REFERENCE §11.3 restart scenarios (AS-22 … AS-28) and SPEC §2.7/§2.8, end to end.
+"""Restart scenarios AS-22 … AS-28, the restart marker and rollout blockers, end to end.
+
+Scenarios: docs/acceptance-scenarios.md; the marker and the blockers:
+docs/behaviour.md#restart-marker and docs/behaviour.md#rollout-blockers.
 
 Each test starts the real controller in-process, scoped to its own namespace and to the
 resource types it needs, and drives it only through the real API server. What the controller
@@ -93,7 +96,8 @@ async def test_as_22_restart_at_due_is_one_guarded_patch(
     monkeypatch: pytest.MonkeyPatch,
     kind: str,
 ) -> None:
-    # SPEC §2 (AS-22): the marker is RFC3339 UTC seconds and never equal to the previous one.
+    # docs/behaviour.md#restart-marker (changes AS-22): the marker is RFC3339 UTC seconds
+    # and never equal to the previous one.
     resource = WORKLOADS[kind]
     running = await start_controller(watch_resource=[WATCH_KEYS[kind]], watch_namespace=[namespace])
     writes = spy_writes(monkeypatch, running)
@@ -142,7 +146,8 @@ async def test_as_23_conflicting_restart_is_retried_quietly_and_keeps_the_concur
     api: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # SPEC §2.3 changes AS-23: the 409 is retried at once on fresh state; no RestartFailed.
+    # docs/behaviour.md#quiet-conflict-retries changes AS-23: the 409 is retried at once on
+    # fresh state; no RestartFailed.
     # The concurrent change lands while the controller's watch lags (the cache is set back to
     # the state before it), so the restart patch carries an outdated resourceVersion.
     running = await start_controller(
@@ -179,8 +184,9 @@ async def test_as_23_persistent_conflicts_warn_after_the_bounded_quiet_retries(
     api: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # SPEC §2.3: one pass tries once and retries 3 times on fresh state; only then the
-    # reference's Warning RestartFailed and the rate-limited retry, which succeeds.
+    # docs/behaviour.md#quiet-conflict-retries: one pass tries once and retries 3 times on
+    # fresh state; only then the reference's Warning RestartFailed and the rate-limited
+    # retry, which succeeds.
     running = await start_controller(
         watch_resource=["deployments.apps"], watch_namespace=[namespace]
     )

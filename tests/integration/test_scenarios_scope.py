@@ -3,8 +3,8 @@
 Each test starts the whole controller in-process (``start_controller``) against the real API
 server, scoped to what the scenario needs, and watches its effects through the API: objects
 deleted or left alone (resourceVersion unchanged), Events, and the controller's own watch set.
-Also: the controller run by an identity with only namespaced Roles (REFERENCE §5.5), and a
-CRD created after startup (SPEC §2.5 rediscovery, which changes AS-65).
+Also: the controller run by an identity with only namespaced Roles (docs/behaviour.md#read-scoping),
+and a CRD created after startup (docs/behaviour.md#rediscovery, which changes AS-65).
 """
 
 from __future__ import annotations
@@ -481,7 +481,8 @@ async def crd_group(kube: KubeClient) -> AsyncIterator[str]:
 async def test_as_65_crd_created_after_startup_is_picked_up_without_restart(
     start_controller: StartController, kube: KubeClient, namespace: str, crd_group: str
 ) -> None:
-    # SPEC §2.5 changes AS-65: the CRD watch triggers rediscovery, no restart is needed.
+    # docs/behaviour.md#rediscovery changes AS-65: the CRD watch triggers rediscovery, no
+    # restart is needed.
     # The 60 s rediscovery period is left as is, so only the CRD watch explains the pick-up.
     running = await start_controller(watch_namespace=[namespace])
     widgets = ResourceType(crd_group, "v1", "widgets", "Widget", namespaced=True)

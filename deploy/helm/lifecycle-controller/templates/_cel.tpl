@@ -1,7 +1,7 @@
 {{/*
 CEL building blocks of the admission policies: the annotation grammars of the controller
-(REFERENCE §1) as expressions over a string. Regular expressions avoid backslashes, so they
-need no escaping inside CEL string literals.
+(docs/annotations.md#value-formats) as expressions over a string. Regular expressions avoid
+backslashes, so they need no escaping inside CEL string literals.
 */}}
 
 {{- define "lifecycle-controller.cel.prefix" -}}lifecycle.cezary.dev/{{- end }}
