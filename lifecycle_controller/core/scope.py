@@ -275,6 +275,8 @@ class ResourcePlan:
     unwatchable: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     counts: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: The unwatchable keys that only a glob selected (none was named literally).
+    glob_unwatchable: tuple[str, ...] = ()
 
     @property
     def error(self) -> str | None:
@@ -289,9 +291,19 @@ class ResourcePlan:
             return (
                 "explicit resource coverage incomplete: "
                 f"missing patterns={go_string_list(self.missing)}, "
-                f"unwatchable resources={go_string_list(self.unwatchable)}"
+                f"unwatchable resources={go_string_list(self.unwatchable)}" + self._glob_advice()
             )
         return None
+
+    def _glob_advice(self) -> str:
+        """What to do when globs selected resources that cannot be listed and watched."""
+        if not self.glob_unwatchable:
+            return ""
+        flags = " ".join(f"--ignore-resource={key}" for key in self.glob_unwatchable)
+        return (
+            " (a glob also selects resources that cannot be listed and watched; to start, "
+            f"add {flags}, or name the resources to watch exactly)"
+        )
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -311,6 +323,7 @@ def plan_resources(resources: Iterable[DiscoveredResource], scope: ScopeConfig) 
     skipped: list[tuple[str, str]] = []
     unwatchable: list[str] = []
     conflicts: list[str] = []
+    literal_watches = set(scope.watch_resources)
 
     def skip(key: str, reason: str) -> None:
         skipped.append((key, reason))
@@ -339,13 +352,8 @@ def plan_resources(resources: Iterable[DiscoveredResource], scope: ScopeConfig) 
             else:
                 skip(key, REASON_CONFIGURED)
             continue
-        if resource.is_subresource:
-            skip(key, REASON_SUBRESOURCE)
-            if requested:
-                unwatchable.append(key)
-            continue
-        if not resource.verbs.issuperset(REQUIRED_VERBS):
-            skip(key, REASON_UNSUPPORTED_VERBS)
+        if resource.is_subresource or not resource.verbs.issuperset(REQUIRED_VERBS):
+            skip(key, REASON_SUBRESOURCE if resource.is_subresource else REASON_UNSUPPORTED_VERBS)
             if requested:
                 unwatchable.append(key)
             continue
@@ -367,6 +375,7 @@ def plan_resources(resources: Iterable[DiscoveredResource], scope: ScopeConfig) 
         unwatchable=tuple(sorted(unwatchable)),
         conflicts=tuple(sorted(conflicts)),
         counts=dict(counts),
+        glob_unwatchable=tuple(sorted(key for key in unwatchable if key not in literal_watches)),
     )
 
 

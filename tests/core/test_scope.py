@@ -250,6 +250,20 @@ def test_as_059_both_lists_sorted_go_style() -> None:
     )
 
 
+def test_a_glob_that_selects_unwatchable_resources_says_which_flags_make_it_start() -> None:
+    pods = res("pods", "Pod", verbs=frozenset({"get", "list"}))
+    plan = plan_resources([pods, BINDINGS, DEPLOYMENTS], scope(watch=("*", "bindings")))
+    assert plan.glob_unwatchable == ("pods",)  # bindings was named: dropping it is the fix
+    assert plan.error == (
+        "explicit resource coverage incomplete: missing patterns=[], "
+        "unwatchable resources=[bindings pods] (a glob also selects resources that cannot be "
+        "listed and watched; to start, add --ignore-resource=pods, or name the resources to "
+        "watch exactly)"
+    )
+    fixed = plan_resources([pods, DEPLOYMENTS], scope(watch=("*",), ignore=("pods",)))
+    assert fixed.error is None
+
+
 @pytest.mark.parametrize(
     ("config", "resources", "conflict"),
     [

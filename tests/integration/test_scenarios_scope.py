@@ -519,9 +519,13 @@ async def test_as_65_crd_created_after_startup_is_picked_up_without_restart(
 async def unwatchable_for(control_plane: ControlPlane, pattern: str) -> list[str]:
     """The keys a lone watch pattern selects that lack the required verbs."""
     message = await fatal_startup(control_plane, watch_resource=(pattern,))
-    head, _, listed = message.partition("unwatchable resources=[")
+    head, _, rest = message.partition("unwatchable resources=[")
     assert head == f"{EXPLICIT_FAILED}explicit resource coverage incomplete: missing patterns=[], "
-    return listed.removesuffix("]").split()
+    listed, _, advice = rest.partition("]")
+    keys = listed.split()
+    # The line says what to do: every unwatchable key as an --ignore-resource flag.
+    assert all(f"--ignore-resource={key}" in advice for key in keys)
+    return keys
 
 
 async def test_as_66_star_star_skips_core_resources_and_star_selects_everything(
