@@ -1,6 +1,6 @@
 """The shared metadata cache: what the informers know, and what reconciles read.
 
-Reconciles read objects from here, never from the API (docs/behaviour.md, "Guarded writes":
+Reconciles read objects from here, never from the API (docs/behaviour.md#guarded-writes:
 every write is guarded by resourceVersion or UID preconditions, so a stale read costs a retry,
 never a wrong action). Informers (:mod:`lifecycle_controller.controller.informers`) fill it;
 the only other writes are two named operations for the controller's own writes,
@@ -11,15 +11,16 @@ What is stored, and why so little
 A :class:`CachedObject` is a slotted, frozen projection of a ``PartialObjectMetadata``: UID,
 resourceVersion, name, namespace, creation and deletion timestamps, generation, and only the
 annotations under ``lifecycle.cezary.dev/``. managedFields, labels, owner references and every
-other annotation are dropped at the door, which keeps an entry well under 1 KB (PYTHON-NOTES
-§1.7).
+other annotation are dropped at the door, which keeps an entry well under 1 KB
+(docs/architecture.md#metadata-only).
 
 **Only objects that carry at least one lifecycle annotation are stored.** A cluster has far
 more Pods, ConfigMaps and Secrets than annotated objects, and the controller never acts on an
 unannotated one. The informer still has to deliver old/new pairs for the relevance predicate
-(REFERENCE §2.10), and the rule that makes this work without remembering unannotated objects
-is: *an object absent from the cache had no lifecycle annotation when last seen* (or was never
-seen, which the informer tells apart by the watch event type). So:
+(docs/behaviour.md#relevance-predicate), and the rule that makes this work without
+remembering unannotated objects is: *an object absent from the cache had no lifecycle
+annotation when last seen* (or was never seen, which the informer tells apart by the watch
+event type). So:
 
 * an annotated object that loses its last lifecycle annotation is delivered as an update whose
   ``old`` is the cached (annotated) record and whose ``new`` has no lifecycle annotations; it
@@ -34,8 +35,8 @@ The alternative, a set of ``(key, uid)`` seen without annotations, was rejected:
 per unannotated object (the thing we wanted to avoid) and buys nothing the predicate uses.
 
 Synced flags are kept per (resource type, scope), where the scope is a namespace for
-per-namespace informers (REFERENCE §5.5) or ``None`` for a cluster-wide one; a type is synced
-when every scope registered for it has completed its first full list.
+per-namespace informers (docs/behaviour.md#read-scoping) or ``None`` for a cluster-wide one;
+a type is synced when every scope registered for it has completed its first full list.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ module is the one place that does it and accounts for it:
   leader's fencing check (:class:`~lifecycle_controller.controller.result.NotLeading`);
 * **the write**: exactly one guarded API call. A merge patch carries the
   ``metadata.resourceVersion`` it was decided on, a delete carries UID and resourceVersion
-  preconditions, so a stale read costs a retry, never a wrong action (docs/behaviour.md,
-  "Guarded writes"). A delete that finds the object gone counts as done; a patch that finds
-  it gone drops the object;
+  preconditions, so a stale read costs a retry, never a wrong action
+  (docs/behaviour.md#guarded-writes). A delete that finds the object gone counts as done; a
+  patch that finds it gone drops the object;
 * **after the write**: the outcome's Events, the action and lateness metrics, the restart
   marker memory (so the next marker differs) and the rollout-blocker Warning after a restart;
 * **after a failure**: the decision's failure Warning and the error metric, unless the

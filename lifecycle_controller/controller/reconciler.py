@@ -8,7 +8,7 @@
 2. **decide** at ``now``, apply the decision's ``never``-ledger operations, log it, and
    **record** its Events and the next-action metric;
 3. **act**: a decision without a write is settled (metrics, requeue); a write goes to the
-   executor. A 409 Conflict is retried quietly (docs/behaviour.md, "Quiet conflict retries"):
+   executor. A 409 Conflict is retried quietly (docs/behaviour.md#quiet-conflict-retries):
    re-read that one object from the API and decide again, a few times, before the failure
    Warning and the rate-limited retry;
 4. **result**: the outcome's ledger operations, then either the requeue the core asked for

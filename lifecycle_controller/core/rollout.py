@@ -2,7 +2,7 @@
 
 The restart patch returns the whole object; these checks read it and name the settings that
 block or limit the rollout, so the controller can warn instead of silently "succeeding"
-(see docs/annotations.md, restarts). Pure: the object is a plain dict.
+(docs/behaviour.md#rollout-blockers). Pure: the object is a plain dict.
 """
 
 from __future__ import annotations
