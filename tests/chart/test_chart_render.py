@@ -16,7 +16,7 @@ import click
 import pytest
 import yaml
 
-from lifecycle_controller import __version__
+from lifecycle_controller import __version__, config
 from lifecycle_controller.cli import RUN_FLAGS
 from tests.chart.support import (
     FULL_VALUES,
@@ -164,9 +164,13 @@ def test_rendered_arguments_are_flags_of_the_run_command(
     "values", [{}, NAMESPACED_VALUES, FULL_VALUES], ids=["default", "namespaced", "full"]
 )
 def test_rendered_arguments_are_valid_settings(helm: Helm, values: dict[str, Any]) -> None:
-    config = pytest.importorskip("lifecycle_controller.config")
     params = parse_run_args(args_of(helm.render(values)))
-    config.build_settings(config.RawFlags(**params))
+    settings = config.build_settings(params)
+    manager = values.get("controllerManager", {})
+    assert settings.leader_election.enabled
+    assert settings.actions.dry_run is manager.get("dryRun", False)
+    assert settings.workers == manager.get("workers", 4)
+    assert settings.log_level == manager.get("logLevel", "info")
 
 
 def test_unknown_flag_is_refused_by_the_run_command() -> None:

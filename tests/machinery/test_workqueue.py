@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
@@ -273,13 +274,21 @@ async def test_drain_waits_for_keys_being_processed() -> None:
     await asyncio.wait_for(drain, 1)
 
 
-async def test_shutdown_does_not_wait_for_keys_being_processed() -> None:
-    q = WorkQueue[str](rate_limiter=ItemExponentialFailureRateLimiter())
+async def test_shutdown_does_not_wait_for_keys_being_processed(clock: FakeClock) -> None:
+    q = WorkQueue[str](clock=clock, rate_limiter=ItemExponentialFailureRateLimiter())
     q.add("foo")
     q.add("bar")
     await q.get()
     await q.get()
-    q.shutdown()  # returns at once; nothing to await
+    waiting = asyncio.create_task(q.get())
+    await _settle()
+    assert not waiting.done()
+    q.shutdown()  # synchronous: it returns with both keys still being processed
+    assert q.shutting_down
+    await clock.advance(1)
+    assert q.unfinished_work_seconds() == 2.0  # still in flight, one second each
+    with pytest.raises(QueueShutDown):
+        await asyncio.wait_for(waiting, 1)  # the idle getter was woken at once
 
 
 async def test_shutdown_forces_a_pending_drain_to_return() -> None:
@@ -688,12 +697,23 @@ async def test_readd_while_processing_counts_queue_time_from_the_add(clock: Fake
 
 
 def test_noop_metrics_satisfy_the_protocol() -> None:
+    hooks = [
+        name
+        for name, member in vars(QueueMetrics).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    ]
+    assert hooks
+    for name in hooks:
+        implemented = getattr(NoopQueueMetrics, name, None)
+        assert implemented is not None, name
+        assert inspect.signature(implemented) == inspect.signature(getattr(QueueMetrics, name))
     noop: QueueMetrics = NoopQueueMetrics()
     noop.add()
     noop.depth(1)
     noop.get("k", 0.0)
     noop.done("k", 0.0)
     noop.retry()
+    assert not hasattr(noop, "__dict__")  # records nothing: it has no state at all
 
 
 # --- properties -----------------------------------------------------------------------------
