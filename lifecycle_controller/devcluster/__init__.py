@@ -5,16 +5,13 @@ pinned Go modules (:mod:`.versions`); :mod:`.controlplane` runs them on loopback
 kubeconfigs for the admin and for least-privilege identities.
 """
 
+from lifecycle_controller.devcluster.admin import ApiResponse, ControlPlaneError
 from lifecycle_controller.devcluster.binaries import (
     BuildError,
     ControlPlaneBinaries,
     ensure_binaries,
 )
-from lifecycle_controller.devcluster.controlplane import (
-    ApiResponse,
-    ControlPlane,
-    ControlPlaneError,
-)
+from lifecycle_controller.devcluster.controlplane import ControlPlane
 from lifecycle_controller.devcluster.versions import ETCD_VERSION, KUBERNETES_VERSION
 
 __all__ = [

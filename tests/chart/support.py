@@ -24,7 +24,7 @@ import yaml
 
 from lifecycle_controller.cli import run
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
-from lifecycle_controller.devcluster.controlplane import json_request
+from lifecycle_controller.devcluster.admin import json_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO_ROOT / "deploy" / "helm" / "lifecycle-controller"

@@ -26,11 +26,11 @@ from aiohttp import web
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informers import (
     EventKind,
-    Informer,
     InformerSet,
     InformerSettings,
     MetadataSource,
 )
+from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (

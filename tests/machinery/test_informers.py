@@ -17,14 +17,8 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.informers import (
-    Backoff,
-    EventKind,
-    Informer,
-    InformerSet,
-    InformerSettings,
-    WatchEnd,
-)
+from lifecycle_controller.controller.informers import EventKind, InformerSet, InformerSettings
+from lifecycle_controller.controller.reflector import Informer, WatchEnd
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
     NAMESPACES,
@@ -35,6 +29,7 @@ from lifecycle_controller.kube import (
     TooManyRequests,
     TransportError,
 )
+from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.testing.fakeclock import FakeClock
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)

@@ -1,0 +1,120 @@
+"""What an informer talks to: its source, its event handler, its metrics, its tunables.
+
+The ports of :class:`~lifecycle_controller.controller.reflector.Informer` (and of the
+:class:`~lifecycle_controller.controller.informers.InformerSet` that runs many of them): the
+two metadata calls it makes (:class:`lifecycle_controller.kube.KubeClient` has them), the
+synchronous handler it reports changes to, what it counts, and client-go's reflector defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.kube import ResourceType
+
+__all__ = [
+    "EventHandler",
+    "EventKind",
+    "InformerMetrics",
+    "InformerSettings",
+    "MetadataSource",
+    "NoInformerMetrics",
+    "ResourceGoneHandler",
+]
+
+EventKind = Literal["add", "update", "delete"]
+EventHandler = Callable[[EventKind, ObjectKey, CachedObject | None, CachedObject | None], None]
+"""``on_event(kind, key, old, new)``: synchronous, must not block (cache it, enqueue it)."""
+
+ResourceGoneHandler = Callable[[ResourceType], None]
+"""Called when the API server no longer serves a watched type (404): rediscover."""
+
+
+class MetadataSource(Protocol):
+    """The two calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them."""
+
+    async def list_metadata(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    def watch_metadata(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        resource_version: str,
+        timeout_seconds: int,
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+
+class InformerMetrics(Protocol):
+    """What informers count; the Prometheus side implements it (labels: no per-object ones)."""
+
+    def watch_restarted(self, resource: ResourceType, reason: str) -> None:
+        """A watch (or the list before it) ended and is being restarted.
+
+        ``reason``: ``closed`` (normal end), ``closed_early``, ``expired`` (410), ``too_large``
+        (504), ``error`` (other ERROR event), ``transport`` (broken or silent stream),
+        ``server_error``, ``throttled``, ``forbidden``, ``unauthorized``, ``api_error``,
+        ``unexpected``, ``not_found`` (the informer stops).
+        """
+
+    def relisted(self, resource: ResourceType) -> None:
+        """A full list other than the first one completed."""
+
+    def event_received(self, resource: ResourceType, event_type: str) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED, BOOKMARK) arrived."""
+
+    def cache_objects(self, resource: ResourceType, count: int) -> None:
+        """The cache now holds ``count`` objects of ``resource``."""
+
+
+class NoInformerMetrics:
+    """The default: counts nothing."""
+
+    def watch_restarted(self, resource: ResourceType, reason: str) -> None:
+        pass
+
+    def relisted(self, resource: ResourceType) -> None:
+        pass
+
+    def event_received(self, resource: ResourceType, event_type: str) -> None:
+        pass
+
+    def cache_objects(self, resource: ResourceType, count: int) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class InformerSettings:
+    """Tunables; the defaults are client-go's reflector values."""
+
+    page_size: int = 500
+    watch_timeout_min: int = 300
+    watch_timeout_max: int = 600
+    backoff_initial: float = 0.8
+    backoff_max: float = 30.0
+    backoff_factor: float = 2.0
+    backoff_jitter: float = 1.0
+    backoff_reset_after: float = 120.0
+    #: A watch that ends sooner than this without a single event counts as a failure (backoff),
+    #: so a server that closes streams at once cannot drive a hot reconnect loop.
+    min_watch_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {self.page_size}")
+        if not 1 <= self.watch_timeout_min <= self.watch_timeout_max:
+            raise ValueError("watch timeouts need 1 <= watch_timeout_min <= watch_timeout_max")
+        if not 0 < self.backoff_initial <= self.backoff_max:
+            raise ValueError("backoff needs 0 < backoff_initial <= backoff_max")

@@ -1,0 +1,56 @@
+"""The deletion path of decide() (docs/behaviour.md#deletion)."""
+
+from __future__ import annotations
+
+from lifecycle_controller.core import events, keys
+from lifecycle_controller.core.decide_pass import DELETE_RELATIVE, DecisionPass, convert_relative
+from lifecycle_controller.core.decision import Action, Decision, Delete, Failure, Operation
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+
+__all__ = ["decide_deletion"]
+
+
+def decide_deletion(run: DecisionPass) -> Decision:
+    run.action = Action.DELETE
+    problem = run.resolve_policy(run.settings.delete_catch_up)
+    if problem is not None:
+        return problem
+    if run.get(keys.DELETE_AFTER):
+        return convert_relative(run, DELETE_RELATIVE)
+
+    value = run.get(keys.DELETE_AT)
+    try:
+        due = parse_rfc3339(value)
+    except TimestampError as error:
+        return run.invalid(events.invalid_timestamp("delete-at", str(error)), "invalid delete-at")
+    limit = run.settings.max_delete_ttl_ns
+    if limit is not None and due - run.now > limit:
+        return run.invalid(
+            events.delete_ttl_exceeded(
+                annotation=keys.DELETE_AT, value=value, ttl_ns=due - run.now, max_ns=limit
+            ),
+            "delete-at exceeds --max-delete-ttl",
+        )
+
+    allowed = run.allowed(due, run.identity())
+    if run.now < due:
+        return run.wait(due, f"deletion scheduled at {value}")
+    if not allowed:
+        return run.skip(due, {keys.DELETE_AT: None})
+    if run.dry_run:
+        return run.dry(
+            Operation.DELETE, events.dry_run_delete_now(), due, "dry-run: would delete now"
+        )
+    return Delete(
+        uid=run.facts.uid,
+        resource_version=run.facts.resource_version,
+        on_success=run.outcome((events.deleted(value),), (), None),
+        failure=Failure(
+            reason=events.DELETION_FAILED, message_prefix=events.DELETION_FAILED_PREFIX
+        ),
+        events=tuple(run.events),
+        ledger_ops=tuple(run.ops),
+        action=Action.DELETE,
+        due_ns=due,
+        log=f"deleting (delete-at {value})",
+    )

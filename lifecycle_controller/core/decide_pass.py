@@ -1,0 +1,373 @@
+"""One decision pass: its state, the decisions it builds, and the relative timers.
+
+:func:`~lifecycle_controller.core.decide.decide` runs the top-level gate and hands a
+:class:`DecisionPass` to the deletion path (:mod:`~lifecycle_controller.core.decide_delete`)
+or the restart path (:mod:`~lifecycle_controller.core.decide_restart`). Both use what is here:
+catch-up resolution, the occurrence check, the decisions (Invalid, Wait, DryRun, Patch) with
+their Events and ledger operations, skips, the restart patch, and the ``*-after`` to ``*-at``
+conversion (docs/behaviour.md#deletion step 1, docs/behaviour.md#restart step 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lifecycle_controller.core import events, keys
+from lifecycle_controller.core.catchup import (
+    ALWAYS,
+    CatchUpError,
+    CatchUpMode,
+    CatchUpPolicy,
+    Forget,
+    Identity,
+    LedgerOp,
+    LedgerView,
+    Observe,
+    observe_outcome,
+    parse_catch_up_policy,
+)
+from lifecycle_controller.core.decision import (
+    Action,
+    Decision,
+    DecisionSettings,
+    DryRun,
+    Failure,
+    Invalid,
+    ObjectFacts,
+    Operation,
+    Outcome,
+    Patch,
+    Wait,
+)
+from lifecycle_controller.core.durations import DurationError, parse_duration
+from lifecycle_controller.core.events import Event
+from lifecycle_controller.core.patches import (
+    AnnotationChanges,
+    annotation_patch,
+    next_restart_marker,
+    restart_patch,
+)
+from lifecycle_controller.core.schedules import requeue_after
+from lifecycle_controller.core.timestamps import (
+    TimestampError,
+    format_rfc3339_seconds,
+    parse_rfc3339,
+)
+
+__all__ = [
+    "DELETE_RELATIVE",
+    "FORGET",
+    "RESTART_RELATIVE",
+    "DecisionPass",
+    "RelativeTimer",
+    "convert_relative",
+    "then_forget",
+]
+
+FORGET = Forget()
+
+
+def then_forget(ops: tuple[LedgerOp, ...] | list[LedgerOp]) -> tuple[LedgerOp, ...]:
+    """Append a Forget unless the operations already end with one."""
+    ops = tuple(ops)
+    return ops if ops and ops[-1] == FORGET else (*ops, FORGET)
+
+
+@dataclass(slots=True, kw_only=True)
+class DecisionPass:
+    """State of one decision: inputs, plus Events and ledger operations that apply now."""
+
+    annotations: Mapping[str, str]
+    facts: ObjectFacts
+    now: int
+    settings: DecisionSettings
+    ledger: LedgerView
+    dry_run: bool
+    events: list[Event]
+    ops: list[LedgerOp] = field(default_factory=list)
+    action: Action = Action.DELETE
+    policy: CatchUpPolicy = ALWAYS
+
+    def get(self, key: str) -> str:
+        return self.annotations.get(key, "")
+
+    @property
+    def never(self) -> bool:
+        return self.policy.mode is CatchUpMode.NEVER
+
+    # --- catch-up ------------------------------------------------------------------------
+
+    def resolve_policy(self, default: CatchUpPolicy) -> Invalid | None:
+        """docs/behaviour.md#catch-up-resolution; an Invalid decision for a bad annotation."""
+        policy = default
+        if keys.CATCH_UP in self.annotations:
+            try:
+                policy = parse_catch_up_policy(self.annotations[keys.CATCH_UP])
+            except CatchUpError as error:
+                return self.invalid(events.invalid_catch_up(str(error)), "invalid catch-up")
+        self.policy = policy
+        if not self.never or self.dry_run:
+            self.ops.append(FORGET)  # the ledger serves `never` outside dry-run only
+        return None
+
+    def identity(self, changes: AnnotationChanges | None = None) -> Identity:
+        """The arm identity for the selected action, on the annotations after ``changes``."""
+        current = dict(self.annotations)
+        for key, value in (changes or {}).items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        if self.action is Action.DELETE:
+            config: tuple[str, ...] = (keys.DELETE_AT, current.get(keys.DELETE_AT, ""))
+        elif current.get(keys.RESTART_AT):
+            config = (keys.RESTART_AT, current[keys.RESTART_AT])
+        elif current.get(keys.RESTART_CRON):
+            config = (
+                keys.RESTART_CRON,
+                current[keys.RESTART_CRON],
+                current.get(keys.CRON_TIMEZONE, ""),
+                current.get(keys.LAST_RESTART_TIMESTAMP, ""),
+            )
+        else:
+            config = (
+                keys.RESTART_EVERY,
+                current.get(keys.RESTART_EVERY, ""),
+                current.get(keys.LAST_RESTART_TIMESTAMP, ""),
+            )
+        return Identity(self.facts.uid, self.action.value, self.policy, config)
+
+    def allowed(self, due_ns: int, identity: Identity) -> bool:
+        """The occurrence check (docs/behaviour.md#occurrence-check): may ``due_ns`` run?"""
+        if self.policy.mode is CatchUpMode.ALWAYS:
+            return True
+        if self.policy.mode is CatchUpMode.WINDOW:
+            return self.policy.within_window(due_ns, self.now)
+        if self.dry_run:
+            return False
+        ok, _ = observe_outcome(self.ledger.peek(self.facts.key), identity, due_ns, self.now)
+        self.ops.append(Observe(identity, due_ns, self.now))
+        return ok
+
+    def arm_ops(self, identity: Identity, due_ns: int | None) -> tuple[LedgerOp, ...]:
+        """Ledger operations that arm an occurrence after a successful write (``never``)."""
+        if not self.never or due_ns is None:
+            return ()
+        return (Observe(identity, due_ns, self.now),)
+
+    # --- decisions -----------------------------------------------------------------------
+
+    def invalid(self, event: Event, log: str) -> Invalid:
+        return Invalid(
+            reason=event.reason,
+            events=(*self.events, event),
+            ledger_ops=then_forget(self.ops),
+            action=self.action,
+            log=log,
+        )
+
+    def wait(self, due_ns: int, log: str) -> Wait:
+        return Wait(
+            requeue_after_ns=requeue_after(due_ns, self.now),
+            events=tuple(self.events),
+            ledger_ops=tuple(self.ops),
+            action=self.action,
+            due_ns=due_ns,
+            log=log,
+        )
+
+    def dry(
+        self, operation: Operation, event: Event | None, due_ns: int | None, log: str
+    ) -> DryRun:
+        dry_events = (*self.events, event) if event is not None else tuple(self.events)
+        return DryRun(
+            operation=operation,
+            events=dry_events,
+            ledger_ops=then_forget(self.ops),
+            action=self.action,
+            due_ns=due_ns,
+            log=log,
+        )
+
+    def outcome(
+        self,
+        success_events: tuple[Event, ...],
+        success_ops: tuple[LedgerOp, ...],
+        requeue_ns: int | None,
+    ) -> Outcome:
+        if requeue_ns is None:
+            success_ops = then_forget(success_ops)  # a finished handler forgets its arm
+        return Outcome(events=success_events, ledger_ops=success_ops, requeue_after_ns=requeue_ns)
+
+    def patch(
+        self,
+        operation: Operation,
+        body: dict[str, object],
+        *,
+        on_success: Outcome,
+        failure: Failure | None,
+        due_ns: int | None,
+        log: str,
+    ) -> Patch:
+        return Patch(
+            operation=operation,
+            body=body,
+            on_success=on_success,
+            failure=failure,
+            events=tuple(self.events),
+            ledger_ops=tuple(self.ops),
+            action=self.action,
+            due_ns=due_ns,
+            log=log,
+        )
+
+    def skip(
+        self,
+        scheduled_ns: int,
+        acknowledgement: AnnotationChanges,
+        *,
+        then: tuple[LedgerOp, ...] = (),
+        requeue_ns: int | None = None,
+    ) -> Decision:
+        """docs/behaviour.md#skip-acknowledgement: acknowledge a refused occurrence."""
+        if self.dry_run:
+            return self.dry(
+                Operation.SKIP,
+                events.dry_run_action_skipped(self.action.value, scheduled_ns),
+                scheduled_ns,
+                f"dry-run: would skip {self.action.value} under the catch-up policy",
+            )
+        return self.patch(
+            Operation.SKIP,
+            annotation_patch(acknowledgement),
+            on_success=self.outcome(
+                (events.action_skipped(self.action.value, scheduled_ns),),
+                (FORGET, *then),
+                requeue_ns,
+            ),
+            failure=Failure(
+                reason=events.ACTION_SKIP_FAILED,
+                message_prefix=events.skip_failed_prefix(self.action.value),
+            ),
+            due_ns=scheduled_ns,
+            log=f"skipping {self.action.value} under the catch-up policy",
+        )
+
+    def restart(
+        self,
+        scheduled_ns: int,
+        acknowledgement: AnnotationChanges,
+        *,
+        then: tuple[LedgerOp, ...] = (),
+        requeue_ns: int | None = None,
+    ) -> Decision:
+        """docs/behaviour.md#guarded-writes: marker and acknowledgement in one patch."""
+        if self.dry_run:
+            return self.dry(
+                Operation.RESTART,
+                events.dry_run_restart_now(),
+                scheduled_ns,
+                "dry-run: would restart now",
+            )
+        marker = next_restart_marker(self.now, self.facts.restart_marker)
+        return self.patch(
+            Operation.RESTART,
+            restart_patch(acknowledgement, marker),
+            on_success=self.outcome((events.restart_triggered(),), then, requeue_ns),
+            failure=Failure(
+                reason=events.RESTART_FAILED, message_prefix=events.RESTART_PATCH_FAILED_PREFIX
+            ),
+            due_ns=scheduled_ns,
+            log=f"restarting (restartedAt={marker})",
+        )
+
+
+# --- relative timers (docs/behaviour.md#deletion step 1, restart step 4) ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RelativeTimer:
+    after_key: str
+    at_key: str
+    after_name: str  # as the Event messages spell it
+    scheduled_event: str  # "deletion" / "restart"
+
+
+DELETE_RELATIVE = RelativeTimer(keys.DELETE_AFTER, keys.DELETE_AT, "delete-after", "deletion")
+RESTART_RELATIVE = RelativeTimer(keys.RESTART_AFTER, keys.RESTART_AT, "restart-after", "restart")
+
+
+def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
+    """Turn ``*-after`` into ``*-at`` (or drop a redundant ``*-after``)."""
+    existing_at = run.get(relative.at_key)
+    if run.get(keys.REFERENCE_POINT) == keys.REFERENCE_POINT_CREATION and existing_at:
+        # The existing deadline wins; only the -after annotation goes.
+        if run.dry_run:
+            return run.dry(
+                Operation.CLEANUP,
+                None,
+                None,
+                f"dry-run: would remove redundant {relative.after_name}",
+            )
+        changes: AnnotationChanges = {relative.after_key: None}
+        try:
+            existing_due: int | None = parse_rfc3339(existing_at)
+        except TimestampError:
+            existing_due = None
+        arm = run.arm_ops(run.identity(changes), existing_due) if existing_due is not None else ()
+        return run.patch(
+            Operation.CLEANUP,
+            annotation_patch(changes),
+            on_success=run.outcome((), arm, 1),
+            failure=None,
+            due_ns=existing_due,
+            log=f"removing redundant {relative.after_name}",
+        )
+
+    after_value = run.get(relative.after_key)
+    try:
+        duration = parse_duration(after_value)
+    except DurationError as error:
+        return run.invalid(
+            events.invalid_relative_duration(relative.after_name, str(error)),
+            f"invalid {relative.after_name}",
+        )
+    limit = run.settings.max_delete_ttl_ns
+    if relative is DELETE_RELATIVE and limit is not None and duration > limit:
+        return run.invalid(
+            events.delete_ttl_exceeded(
+                annotation=relative.after_key, value=after_value, ttl_ns=duration, max_ns=limit
+            ),
+            "delete-after exceeds --max-delete-ttl",
+        )
+
+    reference_point = run.get(keys.REFERENCE_POINT)
+    reference = run.now
+    if reference_point == keys.REFERENCE_POINT_CREATION:
+        # Always set on API objects; a manifest without one (plan) behaves as if just created.
+        if run.facts.creation_ns is not None:
+            reference = run.facts.creation_ns
+    elif reference_point not in ("", keys.REFERENCE_POINT_APPLY):
+        run.events.append(events.invalid_reference_point(uid=run.facts.uid, value=reference_point))
+    at_value = format_rfc3339_seconds(reference + duration)
+    due = parse_rfc3339(at_value)  # whole seconds, as it will be read back
+
+    if run.dry_run:
+        scheduled = (
+            events.dry_run_delete_scheduled(at_value)
+            if relative is DELETE_RELATIVE
+            else events.dry_run_restart_scheduled(at_value)
+        )
+        return run.dry(
+            Operation.CONVERT, scheduled, due, f"dry-run: would set {relative.at_key}={at_value}"
+        )
+    changes = {relative.at_key: at_value, relative.after_key: None}
+    return run.patch(
+        Operation.CONVERT,
+        annotation_patch(changes),
+        on_success=run.outcome((), run.arm_ops(run.identity(changes), due), 1),
+        failure=None,
+        due_ns=due,
+        log=f"converting {relative.after_name} to {relative.at_key}={at_value}",
+    )

@@ -1,0 +1,134 @@
+"""The restart path of decide(): one-off and recurring restarts.
+
+See docs/behaviour.md#restart and docs/behaviour.md#recurring-restarts.
+"""
+
+from __future__ import annotations
+
+from lifecycle_controller.core import events, keys
+from lifecycle_controller.core.catchup import CatchUpMode
+from lifecycle_controller.core.cron import CronError, ZoneError, load_zone, parse_cron
+from lifecycle_controller.core.decide_pass import (
+    FORGET,
+    RESTART_RELATIVE,
+    DecisionPass,
+    convert_relative,
+)
+from lifecycle_controller.core.decision import Action, Decision, Operation
+from lifecycle_controller.core.durations import DurationError, parse_restart_every
+from lifecycle_controller.core.patches import AnnotationChanges, annotation_patch
+from lifecycle_controller.core.schedules import (
+    CronSchedule,
+    IntervalSchedule,
+    Schedule,
+    plan_recurring,
+    requeue_after,
+)
+from lifecycle_controller.core.timestamps import (
+    TimestampError,
+    format_rfc3339_nano,
+    parse_rfc3339,
+)
+
+__all__ = ["decide_restart"]
+
+_NO_FUTURE_OCCURRENCE = "cron expression has no future occurrence"
+
+
+def decide_restart(run: DecisionPass) -> Decision:
+    run.action = Action.RESTART
+    problem = run.resolve_policy(run.settings.restart_catch_up)
+    if problem is not None:
+        return problem
+    facts = run.facts
+    if not facts.key.resource.restartable:
+        return run.invalid(events.unsupported_restart_kind(), "restart on an unsupported kind")
+    if not facts.has_pod_template:
+        return run.invalid(events.not_pod_spawner(), "restart without a Pod template")
+    if run.get(keys.RESTART_AFTER):
+        return convert_relative(run, RESTART_RELATIVE)
+
+    if value := run.get(keys.RESTART_AT):
+        try:
+            due = parse_rfc3339(value)
+        except TimestampError as error:
+            return run.invalid(
+                events.invalid_timestamp("restart-at", str(error)), "invalid restart-at"
+            )
+        allowed = run.allowed(due, run.identity())
+        if run.now < due:
+            return run.wait(due, f"restart scheduled at {value}")
+        if not allowed:
+            return run.skip(due, {keys.RESTART_AT: None})
+        return run.restart(due, {keys.RESTART_AT: None})
+
+    if expression := run.get(keys.RESTART_CRON):
+        zone_name = run.get(keys.CRON_TIMEZONE) or "UTC"
+        try:
+            zone = load_zone(zone_name, local_zone=run.settings.local_zone)
+        except ZoneError:
+            return run.invalid(events.invalid_timezone(zone_name), "invalid cron-timezone")
+        try:
+            spec = parse_cron(expression)
+        except CronError as error:
+            return run.invalid(events.invalid_cron(str(error)), "invalid restart-cron")
+        schedule: Schedule = CronSchedule(spec, zone)
+        if schedule.next_after(run.now) is None:
+            return run.invalid(events.invalid_cron(_NO_FUTURE_OCCURRENCE), "invalid restart-cron")
+        return _recurring(run, schedule)
+
+    try:
+        interval = parse_restart_every(run.get(keys.RESTART_EVERY))
+    except DurationError as error:
+        return run.invalid(events.invalid_restart_every(str(error)), "invalid restart-every")
+    return _recurring(run, IntervalSchedule(interval))
+
+
+def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
+    """docs/behaviour.md#recurring-restarts: start, wait, or act once on due occurrences."""
+    anchor_value = run.get(keys.LAST_RESTART_TIMESTAMP)
+    if not anchor_value:
+        following = schedule.next_after(run.now)
+        if run.dry_run:
+            return run.dry(
+                Operation.INITIALIZE, None, following, "dry-run: would initialize the schedule"
+            )
+        new_anchor = format_rfc3339_nano(run.now)
+        changes: AnnotationChanges = {keys.LAST_RESTART_TIMESTAMP: new_anchor}
+        return run.patch(
+            Operation.INITIALIZE,
+            annotation_patch(changes),
+            on_success=run.outcome(
+                (),
+                run.arm_ops(run.identity(changes), following),
+                None if following is None else requeue_after(following, run.now),
+            ),
+            failure=None,
+            due_ns=following,
+            log=f"initializing {keys.LAST_RESTART_TIMESTAMP}={new_anchor}",
+        )
+
+    try:
+        last = parse_rfc3339(anchor_value)
+    except TimestampError as error:
+        return run.invalid(events.invalid_state(str(error)), "invalid last-restart-timestamp")
+
+    plan = plan_recurring(schedule, last, run.now)
+    scheduled = plan.scheduled_ns
+    allowed = run.allowed(scheduled, run.identity())
+    if plan.due and run.policy.mode is CatchUpMode.WINDOW:
+        recent, allowed = schedule.recent_occurrence(last, run.now, run.policy.window_ns)
+        if allowed:
+            scheduled = recent
+    if not plan.due:
+        return run.wait(scheduled, f"next recurring restart at {format_rfc3339_nano(scheduled)}")
+
+    acknowledgement: AnnotationChanges = {
+        keys.LAST_RESTART_TIMESTAMP: format_rfc3339_nano(plan.anchor_ns)
+    }
+    following = schedule.next_after(plan.anchor_ns)
+    then = (FORGET, *run.arm_ops(run.identity(acknowledgement), following))
+    requeue = None if following is None else requeue_after(following, run.now)
+    if not allowed:
+        return run.skip(scheduled, acknowledgement, then=then, requeue_ns=requeue)
+    return run.restart(scheduled, acknowledgement, then=then, requeue_ns=requeue)
