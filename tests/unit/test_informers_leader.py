@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from lifecycle_controller.config import LeaderElectionSettings
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informers import (
     EventHandler,
@@ -19,11 +20,7 @@ from lifecycle_controller.controller.informers import (
     InformerSet,
     InformerSettings,
 )
-from lifecycle_controller.controller.leader import (
-    LeaderElectionConfig,
-    LeaderElector,
-    LeadershipLost,
-)
+from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import LEASES, KubeClient
 from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
@@ -113,8 +110,8 @@ async def test_a_compacted_watch_relists_and_synthesises_deletes(
         assert {k.name for k in cache.keys(CONFIGMAPS)} == {"a", "c"}
 
 
-def config(**overrides: float) -> LeaderElectionConfig:
-    return LeaderElectionConfig(
+def config(**overrides: float) -> LeaderElectionSettings:
+    return LeaderElectionSettings(
         namespace="system",
         name="lock",
         lease_duration=overrides.get("lease", 15.0),
