@@ -19,7 +19,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +53,9 @@ class GoComponent:
     module: str
     packages: Mapping[str, str]
     ldflags: tuple[str, ...] = field(default=())
+    #: Typical cold build time per binary in seconds (2 cores, empty Go caches), for the
+    #: estimate shown while building; binaries not listed get no estimate.
+    typical_seconds: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def cache_key(self) -> str:
@@ -77,6 +82,7 @@ KUBERNETES = GoComponent(
         "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     },
     ldflags=_kube_version_ldflags(KUBERNETES_VERSION),
+    typical_seconds={"kube-apiserver": 160.0, "kube-controller-manager": 45.0},
 )
 
 ETCD = GoComponent(
@@ -84,6 +90,7 @@ ETCD = GoComponent(
     version=ETCD_VERSION,
     module="etcd",
     packages={"etcd": "go.etcd.io/etcd/server/v3"},
+    typical_seconds={"etcd": 35.0},
 )
 
 HELM = GoComponent(
@@ -92,6 +99,7 @@ HELM = GoComponent(
     module="helm",
     packages={"helm": "helm.sh/helm/v4/cmd/helm"},
     ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM_VERSION}",),
+    typical_seconds={"helm": 105.0},
 )
 
 
@@ -142,6 +150,98 @@ def _go() -> str:
     return go
 
 
+#: How often a running build says what it is doing.
+HEARTBEAT_SECONDS = 15.0
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+class BuildProgress:
+    """What a long ``go build -v`` is doing, told at every heartbeat (every 15 s).
+
+    ``go build -v`` prints each package as it compiles it; the heartbeat line says how long
+    the build has run, against the typical time when one is known, how many packages are
+    done and which one came last, so a first run never sits silent for minutes.
+    """
+
+    def __init__(
+        self,
+        binary: str,
+        *,
+        typical_seconds: float | None,
+        log: Log,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.binary = binary
+        self.typical_seconds = typical_seconds
+        self._log = log
+        self._now = now
+        self.started = now()
+        self.packages = 0
+        self.last_package = ""
+        self.output: deque[str] = deque(maxlen=30)
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        """One line of Go's output (a package name, or an error message)."""
+        text = text.rstrip()
+        with self._lock:
+            self.output.append(text)
+            # Package lines are bare import paths; errors have spaces or a file:line prefix.
+            if text and " " not in text and ":" not in text and not text.startswith("#"):
+                self.packages += 1
+                self.last_package = text
+
+    def heartbeat(self) -> None:
+        elapsed = self._now() - self.started
+        of = f" of about {_duration(self.typical_seconds)}" if self.typical_seconds else ""
+        with self._lock:
+            done, last = self.packages, self.last_package
+        latest = f" (latest: {last})" if last else ""
+        self._log(
+            f"  ... {self.binary}: {_duration(elapsed)} elapsed{of}, "
+            f"{done} packages compiled{latest}"
+        )
+
+    def tail(self) -> str:
+        with self._lock:
+            return "\n".join(self.output)
+
+
+def _run_go_build(
+    command: list[str], cwd: Path, env: Mapping[str, str], progress: BuildProgress, interval: float
+) -> int:
+    """Run ``command`` (a ``go build -v``), feeding its output to ``progress``; return its code."""
+    with subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        stream = process.stdout
+
+        def read() -> None:
+            for text in stream:
+                progress.line(text)
+
+        reader = threading.Thread(target=read, name=f"go-build-{progress.binary}", daemon=True)
+        reader.start()
+        while True:
+            try:
+                code = process.wait(timeout=interval)
+                break
+            except subprocess.TimeoutExpired:
+                progress.heartbeat()
+        reader.join(timeout=5)
+    return code
+
+
 def _build(component: GoComponent, destination: Path, log: Log) -> None:
     go = _go()
     source = GOMOD_DIR / component.module
@@ -153,28 +253,27 @@ def _build(component: GoComponent, destination: Path, log: Log) -> None:
         ldflags = " ".join(("-s", "-w", *component.ldflags))
         for binary, package in component.packages.items():
             started = time.monotonic()
-            log(f"building {binary} {component.version} (first run on this machine only)")
+            typical = component.typical_seconds.get(binary)
+            estimate = f"; usually about {_duration(typical)} on 2 cores" if typical else ""
+            log(f"building {binary} {component.version} (first run on this machine only{estimate})")
             command = [
                 go,
                 "build",
+                "-v",
                 "-trimpath",
                 "-ldflags",
                 ldflags,
                 "-o",
                 str(destination / binary),
+                package,
             ]
-            result = subprocess.run(
-                [*command, package],
-                cwd=module_dir,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if result.returncode != 0:
-                tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
-                raise BuildError(f"go build {package}@{component.version} failed:\n{tail}")
-            log(f"built {binary} in {time.monotonic() - started:.0f}s")
+            progress = BuildProgress(binary, typical_seconds=typical, log=log)
+            code = _run_go_build(command, module_dir, env, progress, HEARTBEAT_SECONDS)
+            if code != 0:
+                raise BuildError(
+                    f"go build {package}@{component.version} failed:\n{progress.tail()}"
+                )
+            log(f"built {binary} in {_duration(time.monotonic() - started)}")
 
 
 def ensure_component(component: GoComponent, *, log: Log = print) -> Path:

@@ -88,3 +88,59 @@ def test_ready_made_binaries_skip_the_build(
     (tmp_path / "etcd").unlink()
     with pytest.raises(BuildError, match="lacks"):
         binaries.ensure_binaries(log=lambda _line: None)
+
+
+def test_a_failed_build_reports_the_compiler_error(sandbox: Path) -> None:
+    (sandbox / "gomod" / "hello" / "main.go").write_text("package main\n\nthis does not compile\n")
+    with pytest.raises(BuildError, match=r"(?s)go build \.@v0\.0\.1 failed:.*main\.go:3"):
+        binaries.ensure_component(HELLO, log=lambda _line: None)
+
+
+def test_a_running_build_reports_progress_with_an_estimate(
+    sandbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Any real go build outlasts a 1 ms heartbeat, so at least one progress line appears.
+    monkeypatch.setattr(binaries, "HEARTBEAT_SECONDS", 0.001)
+    timed = GoComponent(
+        name="hello",
+        version="v0.0.1",
+        module="hello",
+        packages={"hello": "."},
+        typical_seconds={"hello": 75.0},
+    )
+    logs: list[str] = []
+    binaries.ensure_component(timed, log=logs.append)
+    assert logs[0] == (
+        "building hello v0.0.1 (first run on this machine only; usually about 1m15s on 2 cores)"
+    )
+    beats = [line for line in logs if line.startswith("  ... hello: ")]
+    assert beats
+    assert all("elapsed of about 1m15s, " in line for line in beats)
+    assert logs[-1].startswith("built hello in ")
+
+
+class TestBuildProgress:
+    def test_counts_package_lines_and_names_the_latest(self) -> None:
+        now = [100.0]
+        lines: list[str] = []
+        progress = binaries.BuildProgress(
+            "kube-apiserver", typical_seconds=160.0, log=lines.append, now=lambda: now[0]
+        )
+        for text in ("internal/abi\n", "k8s.io/api/core/v1\n", "# k8s.io/broken\n"):
+            progress.line(text)
+        progress.line("broken/x.go:3:1: syntax error: non-declaration statement\n")
+        now[0] = 235.0
+        progress.heartbeat()
+        assert lines == [
+            "  ... kube-apiserver: 2m15s elapsed of about 2m40s, 2 packages compiled "
+            "(latest: k8s.io/api/core/v1)"
+        ]
+        assert progress.tail().splitlines()[-1].startswith("broken/x.go:3:1")
+
+    def test_without_an_estimate_or_packages(self) -> None:
+        lines: list[str] = []
+        progress = binaries.BuildProgress(
+            "x", typical_seconds=None, log=lines.append, now=lambda: 0.0
+        )
+        progress.heartbeat()
+        assert lines == ["  ... x: 0s elapsed, 0 packages compiled"]
