@@ -20,7 +20,7 @@ import socket
 import zoneinfo
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, tzinfo
 
 import structlog
@@ -30,12 +30,8 @@ from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
-from lifecycle_controller.controller.leader import (
-    LeaderElectionConfig,
-    LeaderElector,
-    LeadershipLost,
-    default_identity,
-)
+from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
+from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.workers import run_workers
@@ -67,6 +63,17 @@ def local_zone() -> tzinfo:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             pass
     return UTC
+
+
+def controller_metrics(settings: Settings) -> Metrics:
+    """The one registry of a controller instance, labelled from its settings."""
+    election = settings.leader_election
+    return Metrics(
+        controller=CONTROLLER_NAME,
+        queue_name=CONTROLLER_NAME,
+        leader_election_id=election.name if election.enabled else "",
+        max_concurrent_reconciles=settings.workers,
+    )
 
 
 class _InformerMetrics:
@@ -114,26 +121,14 @@ class Controller:
         self.kube = kube
         self.clock = clock or RealClock()
         self.identity = identity or default_identity()
-        election = settings.leader_election
-        self.metrics = metrics or Metrics(
-            controller=CONTROLLER_NAME,
-            queue_name=CONTROLLER_NAME,
-            leader_election_id=election.lease_name if election.enabled else "",
-            max_concurrent_reconciles=settings.workers,
-        )
+        self.metrics = metrics if metrics is not None else controller_metrics(settings)
         self.ledger = Ledger()
         self.elector: LeaderElector | None = None
+        election = settings.leader_election
         if election.enabled:
             self.elector = LeaderElector(
                 kube,
-                LeaderElectionConfig(
-                    namespace=election.namespace or kube.default_namespace,
-                    name=election.lease_name,
-                    lease_duration=election.lease_duration,
-                    renew_deadline=election.renew_deadline,
-                    retry_period=election.retry_period,
-                    release_on_cancel=election.release_on_cancel,
-                ),
+                replace(election, namespace=election.namespace or kube.default_namespace),
                 identity=self.identity,
                 clock=self.clock,
                 on_status=self.metrics.set_leader,
@@ -392,14 +387,7 @@ async def run_async(settings: Settings) -> int:
         loop.add_signal_handler(signum, stop)
     if settings.run_for is not None:
         loop.call_later(settings.run_for, stop)
-    metrics = Metrics(
-        controller=CONTROLLER_NAME,
-        queue_name=CONTROLLER_NAME,
-        leader_election_id=settings.leader_election.lease_name
-        if settings.leader_election.enabled
-        else "",
-        max_concurrent_reconciles=settings.workers,
-    )
+    metrics = controller_metrics(settings)
     try:
         async with _connected(settings, metrics) as kube:
             controller = Controller(settings, kube, metrics=metrics)

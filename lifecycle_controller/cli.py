@@ -1,7 +1,8 @@
 """Command-line entry point: the ``lifecycle-controller`` click group.
 
 Each sub-command is a thin shell that turns flags into typed settings and hands them to the
-module that does the work; no behaviour lives here. Every ``run`` flag can also be given as
+module that does the work; no behaviour lives here. The ``run`` options are made from the flag
+table (``config/flags.py``: name, default, help, kind). Every ``run`` flag can also be given as
 an environment variable ``LIFECYCLE_<FLAG>`` (``--watch-resource`` → ``LIFECYCLE_WATCH_RESOURCE``;
 lists are comma-separated). Boolean flags follow Go's syntax: ``--dry-run`` or
 ``--dry-run=false``. Invalid configuration exits 1 with one line saying what is wrong.
@@ -11,111 +12,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
 
 from lifecycle_controller import __version__
+from lifecycle_controller.config import RUN_FLAGS as RUN_FLAGS
+from lifecycle_controller.config import Flag as Flag
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One ``run`` flag: its name, default, kind and help text."""
-
-    name: str
-    default: str
-    help: str
-    kind: str = "value"  # "value" | "bool" | "list"
-    hidden: bool = False
-
-    @property
-    def envvar(self) -> str:
-        return "LIFECYCLE_" + self.name.upper().replace("-", "_")
-
-    @property
-    def dest(self) -> str:
-        return self.name.replace("-", "_")
-
-
-RUN_FLAGS: tuple[Flag, ...] = (
-    Flag("kubeconfig", "", "Path to a kubeconfig; default: $KUBECONFIG, then in-cluster."),
-    Flag(
-        "watch-resource",
-        "",
-        "Resource glob to watch (plural or plural.group); repeatable. "
-        "Empty: every eligible resource.",
-        "list",
-    ),
-    Flag("ignore-resource", "", "Resource glob never to watch; beats --watch-resource.", "list"),
-    Flag(
-        "watch-namespace",
-        "",
-        "Namespace glob to act in; repeatable. Exact names scope the reads to those namespaces.",
-        "list",
-    ),
-    Flag("ignore-namespace", "", "Namespace glob never to act in.", "list"),
-    Flag("dry-run", "false", "Decide and emit Events, but never write.", "bool"),
-    Flag(
-        "delete-catch-up",
-        "always",
-        "Default catch-up policy for deletions: always, never, or a duration such as 15m.",
-    ),
-    Flag("restart-catch-up", "always", "Default catch-up policy for restarts."),
-    Flag(
-        "max-delete-ttl", "", "Refuse delete TTLs longer than this (e.g. 30d); empty or 0 disables."
-    ),
-    Flag(
-        "max-deletes-per-minute", "0", "Deletion budget per minute (0 = unlimited); excess waits."
-    ),
-    Flag("max-restarts-per-minute", "0", "Restart budget per minute (0 = unlimited)."),
-    Flag("workers", "4", "Parallel reconcile workers (never two on one object)."),
-    Flag(
-        "rediscovery-interval",
-        "60s",
-        "How often API discovery re-runs to pick up new or removed resource types.",
-    ),
-    Flag("leader-elect", "false", "Elect a leader through a Lease; only it acts.", "bool"),
-    Flag("leader-election-id", "9a46ead0.lifecycle.cezary.dev", "Name of the Lease."),
-    Flag("leader-election-namespace", "", "Namespace of the Lease (default: the Pod's own)."),
-    Flag("leader-election-lease-duration", "15s", "How long a lease is valid without renewal."),
-    Flag(
-        "leader-election-renew-deadline",
-        "10s",
-        "How long the leader keeps trying to renew before giving up.",
-    ),
-    Flag("leader-election-retry-period", "2s", "Time between acquire/renew attempts."),
-    Flag(
-        "leader-election-release-on-cancel",
-        "true",
-        "Release the Lease on shutdown so a successor takes over at once.",
-        "bool",
-    ),
-    Flag("health-probe-bind-address", ":8081", "Address of /healthz and /readyz (0 disables)."),
-    Flag("metrics-bind-address", "0", "Address of /metrics, e.g. :8443 (0 disables)."),
-    Flag(
-        "metrics-secure",
-        "true",
-        "Serve /metrics over HTTPS and authorize scrapers with TokenReview + SubjectAccessReview.",
-        "bool",
-    ),
-    Flag(
-        "metrics-cert-path", "", "Folder with the metrics TLS certificate (default: self-signed)."
-    ),
-    Flag("metrics-cert-name", "tls.crt", "Certificate file name in --metrics-cert-path."),
-    Flag("metrics-cert-key", "tls.key", "Key file name in --metrics-cert-path."),
-    Flag(
-        "enable-http2",
-        "false",
-        "Accepted for compatibility; the metrics server speaks HTTP/1.1.",
-        "bool",
-    ),
-    Flag("log-format", "auto", "json, console, or auto (console on a terminal, else JSON)."),
-    Flag("log-level", "info", "debug, info, warning or error."),
-    Flag("run-for", "", "Stop cleanly after this long (e.g. 90s); for demos and CI."),
-)
 
 
 class _CommaList(click.ParamType[str]):
@@ -175,11 +80,11 @@ def version() -> None:
 @_apply_flags(RUN_FLAGS)
 def run(**values: Any) -> None:
     """Run the controller (connects to the cluster from --kubeconfig, KUBECONFIG or in-cluster)."""
-    from lifecycle_controller.config import ConfigError, RawFlags, build_settings
+    from lifecycle_controller import config
 
     try:
-        settings = build_settings(RawFlags(**values))
-    except ConfigError as error:
+        settings = config.build_settings(values)
+    except config.ConfigError as error:
         raise click.UsageError(str(error)) from error
     from lifecycle_controller.app import run_controller
 

@@ -26,6 +26,9 @@ on transport errors and never releases; docs/architecture.md#leader-elector), wi
 * ``renewTime``/``acquireTime`` are MicroTime: UTC with exactly six fractional digits.
 * ``leaseDurationSeconds`` is ``ceil(lease_duration)`` (client-go truncates; rounding up only
   makes followers wait longer, never shorter than the leader believes).
+
+The configuration is the settings' :class:`~lifecycle_controller.config.LeaderElectionSettings`
+(validated there); the Lease record and its encoding are in ``lease.py``.
 """
 
 from __future__ import annotations
@@ -34,38 +37,35 @@ import asyncio
 import copy
 import math
 import random
-import re
-import socket
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
+from lifecycle_controller.config import JITTER_FACTOR, LeaderElectionSettings
+from lifecycle_controller.controller.lease import (
+    LeaseApi,
+    LeaseRecord,
+    default_identity,
+    new_lease,
+)
 from lifecycle_controller.kube import (
     LEASES,
     Conflict,
     KubeError,
     NotFound,
-    ResourceType,
     ServerError,
     TooManyRequests,
     TransportError,
 )
-from lifecycle_controller.kube.client import Pool
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.machinery.clock import Clock, RealClock
 
 __all__ = [
     "DEFAULT_HEALTH_TOLERANCE",
-    "DEFAULT_LEASE_NAME",
-    "JITTER_FACTOR",
-    "LeaderElectionConfig",
     "LeaderElector",
     "LeadershipLost",
-    "LeaseApi",
-    "LeaseRecord",
     "default_identity",
     "micro_time",
 ]
@@ -74,10 +74,6 @@ _log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
-#: The reference controller's Lease name (``--leader-election-id`` default).
-DEFAULT_LEASE_NAME = "9a46ead0.lifecycle.cezary.dev"
-#: client-go ``JitterFactor``: acquire attempts wait ``retry * (1 + rand * 1.2)``.
-JITTER_FACTOR = 1.2
 #: Extra seconds past the lease duration before :meth:`LeaderElector.healthy` fails
 #: (kube-controller-manager passes 20 s to ``NewLeaderHealthzAdaptor``).
 DEFAULT_HEALTH_TOLERANCE = 20.0
@@ -86,9 +82,6 @@ _RELEASE_ATTEMPTS = 3
 #: Errors the API may well stop returning on the next attempt; others are logged louder.
 _TRANSIENT = (TransportError, ServerError, Conflict, TooManyRequests, TimeoutError)
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
 
 class LeadershipLost(Exception):
     """The lease could not be renewed within the renew deadline, or another holder took it.
@@ -96,137 +89,6 @@ class LeadershipLost(Exception):
     The leader's work has been cancelled (and awaited) when this is raised. Like
     controller-runtime, the process should exit non-zero and let Kubernetes restart it.
     """
-
-
-def default_identity() -> str:
-    """A unique holder identity: ``<hostname>_<uuid4>``, as controller-runtime builds it."""
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderElectionConfig:
-    """Where the Lease lives and the election timings (seconds). Validated at construction.
-
-    Invariants (client-go's): ``lease_duration > renew_deadline > 1.2 * retry_period``, every
-    value positive and finite, and ``lease_duration >= 1`` because the Lease stores whole
-    seconds. A broken invariant raises :class:`ValueError` naming the flag to fix.
-    """
-
-    namespace: str
-    name: str = DEFAULT_LEASE_NAME
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    release_on_cancel: bool = True
-
-    def __post_init__(self) -> None:
-        problem = self._problem()
-        if problem is not None:
-            raise ValueError(f"invalid leader election configuration: {problem}")
-
-    def _problem(self) -> str | None:
-        if not (len(self.name) <= 253 and _DNS_SUBDOMAIN.fullmatch(self.name)):
-            return f"--leader-election-id {self.name!r} is not a valid Lease name (DNS subdomain)"
-        if not (len(self.namespace) <= 63 and _DNS_LABEL.fullmatch(self.namespace)):
-            return f"--leader-election-namespace {self.namespace!r} is not a valid namespace name"
-        timings = {
-            "--leader-election-lease-duration": self.lease_duration,
-            "--leader-election-renew-deadline": self.renew_deadline,
-            "--leader-election-retry-period": self.retry_period,
-        }
-        for flag, value in timings.items():
-            if not (math.isfinite(value) and value > 0):
-                return f"{flag} must be a positive duration, got {value}s"
-        if (value := self.lease_duration) < 1:
-            return (
-                f"--leader-election-lease-duration must be at least 1s, got {self.lease_duration}s"
-            )
-        if not self.lease_duration > self.renew_deadline:
-            return (
-                f"--leader-election-lease-duration ({self.lease_duration}s) must be greater than "
-                f"--leader-election-renew-deadline ({self.renew_deadline}s)"
-            )
-        if not self.renew_deadline > JITTER_FACTOR * self.retry_period:
-            return (
-                f"--leader-election-renew-deadline ({self.renew_deadline}s) must be greater than "
-                f"{JITTER_FACTOR} x --leader-election-retry-period ({self.retry_period}s)"
-            )
-        return None
-
-    @property
-    def lease_duration_seconds(self) -> int:
-        """The whole seconds written to ``spec.leaseDurationSeconds`` (rounded up)."""
-        return math.ceil(self.lease_duration)
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRecord:
-    """The election fields of a Lease spec (client-go ``LeaderElectionRecord``).
-
-    Times are kept as the raw MicroTime strings: they are compared for change detection and
-    shown to humans, never compared with the local clock.
-    """
-
-    holder: str
-    duration_seconds: int
-    acquire_time: str | None
-    renew_time: str | None
-    transitions: int
-
-    @classmethod
-    def from_lease(cls, lease: Mapping[str, Any]) -> LeaseRecord:
-        spec = lease.get("spec") or {}
-        return cls(
-            holder=str(spec.get("holderIdentity") or ""),
-            duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-            acquire_time=spec.get("acquireTime"),
-            renew_time=spec.get("renewTime"),
-            transitions=int(spec.get("leaseTransitions") or 0),
-        )
-
-    def to_spec(self) -> dict[str, Any]:
-        return {
-            "holderIdentity": self.holder,
-            "leaseDurationSeconds": self.duration_seconds,
-            "acquireTime": self.acquire_time,
-            "renewTime": self.renew_time,
-            "leaseTransitions": self.transitions,
-        }
-
-
-class LeaseApi(Protocol):
-    """The three Lease calls the elector makes (satisfied by :class:`~..kube.KubeClient`)."""
-
-    async def get(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        name: str,
-        *,
-        pool: Pool = ...,
-        timeout: float | None = ...,
-    ) -> dict[str, Any]: ...
-
-    async def create(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        body: Mapping[str, Any],
-        *,
-        pool: Pool = ...,
-        timeout: float | None = ...,
-    ) -> dict[str, Any]: ...
-
-    async def replace(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        name: str,
-        body: Mapping[str, Any],
-        *,
-        pool: Pool = ...,
-        timeout: float | None = ...,
-    ) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -240,7 +102,7 @@ class _Observation:
 
 
 class LeaderElector:
-    """One candidate in the election for ``config.namespace/config.name``.
+    """One candidate in the election for the Lease ``config.namespace/config.name``.
 
     Use :meth:`run` (acquire, lead, hand over). The state accessors (:attr:`is_leader`,
     :meth:`may_write`, :meth:`healthy`) are safe to call from any task on the same loop.
@@ -251,14 +113,17 @@ class LeaderElector:
     def __init__(
         self,
         kube: LeaseApi,
-        config: LeaderElectionConfig,
+        config: LeaderElectionSettings,
         *,
         identity: str | None = None,
         clock: Clock | None = None,
         on_status: Callable[[bool], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        if config.namespace is None:
+            raise ValueError("the Lease namespace must be resolved before electing a leader")
         self.config = config
+        self.namespace: str = config.namespace
         self.identity = identity or default_identity()
         self._kube = kube
         self._clock: Clock = clock or RealClock()
@@ -268,7 +133,7 @@ class LeaderElector:
         self._leading = False
         self._started = False
         self._log = _log.bind(
-            kind="Lease", namespace=config.namespace, name=config.name, identity=self.identity
+            kind="Lease", namespace=self.namespace, name=config.name, identity=self.identity
         )
 
     # ------------------------------------------------------------------ state
@@ -441,16 +306,11 @@ class LeaderElector:
             self._log.info("new leader observed", holder=record.holder)
 
     async def _create(self, record: LeaseRecord, *, deadline: float, started: float) -> bool:
-        body = {
-            "apiVersion": LEASES.api_version,
-            "kind": LEASES.kind,
-            "metadata": {"name": self.config.name, "namespace": self.config.namespace},
-            "spec": record.to_spec(),
-        }
+        body = new_lease(self.namespace, self.config.name, record)
 
         async def create(timeout: float) -> dict[str, Any]:
             return await self._kube.create(
-                LEASES, self.config.namespace, body, pool="leases", timeout=timeout
+                LEASES, self.namespace, body, pool="leases", timeout=timeout
             )
 
         try:
@@ -471,7 +331,7 @@ class LeaderElector:
         async def put(timeout: float) -> dict[str, Any]:
             return await self._kube.replace(
                 LEASES,
-                self.config.namespace,
+                self.namespace,
                 self.config.name,
                 body,
                 pool="leases",
@@ -490,7 +350,7 @@ class LeaderElector:
 
     async def _get(self, timeout: float) -> dict[str, Any]:
         return await self._kube.get(
-            LEASES, self.config.namespace, self.config.name, pool="leases", timeout=timeout
+            LEASES, self.namespace, self.config.name, pool="leases", timeout=timeout
         )
 
     async def _bounded(self, deadline: float, call: Callable[[float], Coroutine[Any, Any, T]]) -> T:

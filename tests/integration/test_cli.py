@@ -19,8 +19,7 @@ from click.testing import CliRunner
 
 from lifecycle_controller import cli as cli_module
 from lifecycle_controller import config
-from lifecycle_controller.cli import RUN_FLAGS, Flag
-from lifecycle_controller.config import ConfigError, RawFlags
+from lifecycle_controller.config import RUN_FLAGS, ConfigError, Flag, RawFlags
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.events import list_events
@@ -129,11 +128,11 @@ def _env_sample(flag: Flag) -> tuple[str, Any]:
 
 @pytest.fixture
 def captured_flags(monkeypatch: pytest.MonkeyPatch) -> list[RawFlags]:
-    """Stop ``run`` right after parsing and keep the RawFlags it built."""
+    """Stop ``run`` right after parsing and keep the raw flag values it passed on."""
     captured: list[RawFlags] = []
 
     def capture(raw: RawFlags) -> config.Settings:
-        captured.append(raw)
+        captured.append(dict(raw))
         raise ConfigError("captured")
 
     monkeypatch.setattr(config, "build_settings", capture)
@@ -151,7 +150,7 @@ def test_every_run_flag_is_read_from_its_environment_variable(
     )
     assert result.exit_code != 0  # stopped by the capture
     assert len(captured_flags) == 1
-    assert getattr(captured_flags[0], flag.dest) == expected
+    assert captured_flags[0][flag.dest] == expected
 
 
 def test_a_command_line_flag_beats_its_environment_variable(
@@ -162,7 +161,7 @@ def test_a_command_line_flag_beats_its_environment_variable(
         ["run", "--workers=3"],
         env={**clean_environment(), "LIFECYCLE_WORKERS": "7"},
     )
-    assert captured_flags[0].workers == "3"
+    assert captured_flags[0]["workers"] == "3"
 
 
 async def test_environment_alone_configures_a_real_run(

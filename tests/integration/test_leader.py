@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.config import LeaderElectionSettings
 from lifecycle_controller.controller.leader import (
-    LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
     micro_time,
@@ -101,7 +101,7 @@ class Election:
             user, namespaced_rules={self.namespace: LEASE_RULES}
         )
         kube = await self._stack.enter_async_context(await KubeClient.connect(str(kubeconfig)))
-        config = LeaderElectionConfig(
+        config = LeaderElectionSettings(
             namespace=self.namespace,
             name=NAME,
             lease_duration=LEASE,
@@ -297,7 +297,7 @@ async def test_an_unreachable_api_is_retried_never_crashes(
     failures: list[str] = []
     kube = KubeClient(configuration, observe=lambda method, code: failures.append(code))
     async with kube:
-        config = LeaderElectionConfig(
+        config = LeaderElectionSettings(
             namespace=namespace,
             name=NAME,
             lease_duration=LEASE,

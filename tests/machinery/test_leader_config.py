@@ -7,19 +7,15 @@ import socket
 
 import pytest
 
-from lifecycle_controller.controller.leader import (
-    DEFAULT_LEASE_NAME,
-    LeaderElectionConfig,
-    LeaseRecord,
-    default_identity,
-    micro_time,
-)
+from lifecycle_controller.config import DEFAULT_LEASE_NAME, LeaderElectionSettings
+from lifecycle_controller.controller.lease import LeaseRecord, default_identity
+from lifecycle_controller.kube.microtime import micro_time
 
 MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 def test_defaults_are_controller_runtimes() -> None:
-    config = LeaderElectionConfig(namespace="lifecycle-system")
+    config = LeaderElectionSettings(namespace="lifecycle-system")
     assert config.name == DEFAULT_LEASE_NAME == "9a46ead0.lifecycle.cezary.dev"
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10, 2)
     assert config.release_on_cancel is True
@@ -27,20 +23,20 @@ def test_defaults_are_controller_runtimes() -> None:
 
 
 def test_config_is_frozen() -> None:
-    config = LeaderElectionConfig(namespace="ns")
+    config = LeaderElectionSettings(namespace="ns")
     with pytest.raises(AttributeError):
         config.lease_duration = 1  # type: ignore[misc]
 
 
 def test_short_test_timings_are_accepted() -> None:
-    config = LeaderElectionConfig(
+    config = LeaderElectionSettings(
         namespace="ns", lease_duration=3, renew_deadline=2, retry_period=0.5
     )
     assert config.lease_duration_seconds == 3
 
 
 def test_lease_duration_seconds_rounds_up() -> None:
-    config = LeaderElectionConfig(
+    config = LeaderElectionSettings(
         namespace="ns", lease_duration=2.2, renew_deadline=2, retry_period=0.5
     )
     assert config.lease_duration_seconds == 3
@@ -76,7 +72,7 @@ def test_broken_invariants_raise_one_clear_message(
 ) -> None:
     arguments: dict[str, object] = {"namespace": "ns", **overrides}
     with pytest.raises(ValueError, match=r"^invalid leader election configuration: ") as caught:
-        LeaderElectionConfig(**arguments)  # type: ignore[arg-type]
+        LeaderElectionSettings(**arguments)  # type: ignore[arg-type]
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
 
@@ -84,8 +80,8 @@ def test_broken_invariants_raise_one_clear_message(
 def test_renew_deadline_equal_to_jittered_retry_is_rejected() -> None:
     """client-go: renewDeadline must be strictly greater than JitterFactor * retryPeriod."""
     with pytest.raises(ValueError, match=r"1\.2 x"):
-        LeaderElectionConfig(namespace="ns", lease_duration=3, renew_deadline=1.2, retry_period=1)
-    LeaderElectionConfig(namespace="ns", lease_duration=3, renew_deadline=1.21, retry_period=1)
+        LeaderElectionSettings(namespace="ns", lease_duration=3, renew_deadline=1.2, retry_period=1)
+    LeaderElectionSettings(namespace="ns", lease_duration=3, renew_deadline=1.21, retry_period=1)
 
 
 def test_default_identity_is_hostname_underscore_uuid() -> None:

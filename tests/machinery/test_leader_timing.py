@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.config import LeaderElectionSettings
 from lifecycle_controller.controller.leader import (
-    LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
     micro_time,
@@ -35,7 +35,7 @@ from lifecycle_controller.kube.client import Pool
 from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 
 T0 = DEFAULT_START_MONOTONIC
-CONFIG = LeaderElectionConfig(namespace="ns", name="lease")  # 15 s / 10 s / 2 s
+CONFIG = LeaderElectionSettings(namespace="ns", name="lease")  # 15 s / 10 s / 2 s
 
 
 class FakeLeases:

@@ -1,0 +1,51 @@
+"""Frozen, grouped settings of ``lifecycle-controller run``, validated once at startup.
+
+Flags and ``LIFECYCLE_<FLAG>`` environment variables arrive here as strings; every invariant
+is checked with one specific message, and an invalid global value refuses to start (exit 1):
+the catch-up defaults, ``--max-delete-ttl``, the namespace watch list, leader-election
+timings, addresses, counts.
+
+* ``flags.py``: the flag table (each flag declared once) and :func:`build_settings`;
+* ``settings.py``: the settings types and their cross-field invariants;
+* ``parsing.py``: one flag's text to its typed value.
+"""
+
+from lifecycle_controller.config.flags import RUN_FLAGS, Flag, FlagKind, RawFlags, build_settings
+from lifecycle_controller.config.parsing import (
+    ConfigError,
+    parse_bind_address,
+    parse_flag_duration,
+    parse_go_bool,
+)
+from lifecycle_controller.config.settings import (
+    DEFAULT_LEASE_NAME,
+    JITTER_FACTOR,
+    ActionSettings,
+    LeaderElectionError,
+    LeaderElectionSettings,
+    LogFormat,
+    LogLevel,
+    ServingSettings,
+    Settings,
+)
+
+__all__ = [
+    "DEFAULT_LEASE_NAME",
+    "JITTER_FACTOR",
+    "RUN_FLAGS",
+    "ActionSettings",
+    "ConfigError",
+    "Flag",
+    "FlagKind",
+    "LeaderElectionError",
+    "LeaderElectionSettings",
+    "LogFormat",
+    "LogLevel",
+    "RawFlags",
+    "ServingSettings",
+    "Settings",
+    "build_settings",
+    "parse_bind_address",
+    "parse_flag_duration",
+    "parse_go_bool",
+]

@@ -1,0 +1,330 @@
+"""The ``run`` flags, each declared once: name, default, help, kind, parser and destination.
+
+Everything else is derived from :data:`RUN_FLAGS`: the click options (``cli.py``), the
+``LIFECYCLE_<FLAG>`` environment variables, the raw values' defaults, and the typed
+:class:`~lifecycle_controller.config.settings.Settings` that :func:`build_settings` makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from lifecycle_controller.config import parsing as p
+from lifecycle_controller.config.parsing import ConfigError, Parser
+from lifecycle_controller.config.settings import (
+    DEFAULT_LEASE_NAME,
+    ActionSettings,
+    LeaderElectionError,
+    LeaderElectionSettings,
+    LogFormat,
+    LogLevel,
+    ServingSettings,
+    Settings,
+)
+from lifecycle_controller.core.scope import ScopeConfig, ScopeError
+
+__all__ = ["RUN_FLAGS", "Flag", "FlagKind", "RawFlags", "build_settings"]
+
+#: How the command line reads a flag: ``value`` (one string), ``bool`` (Go syntax, bare
+#: ``--flag`` is true) or ``list`` (repeatable; comma-separated in the environment).
+FlagKind = Literal["value", "bool", "list"]
+
+#: Flag values as typed by the user (strings, tuples of strings for lists), keyed by
+#: destination (``watch_resource``); a missing flag takes its default. ``RawFlags(workers="2")``
+#: builds one.
+RawFlags = dict[str, str | Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One ``run`` flag.
+
+    ``into`` is where the typed value goes in :class:`Settings`: ``group.field`` or a field of
+    ``Settings`` itself; ``parse`` turns the raw value into it (raising ConfigError).
+    """
+
+    name: str
+    default: str
+    help: str
+    parse: Parser
+    into: str
+    kind: FlagKind = "value"
+    hidden: bool = False
+
+    @property
+    def envvar(self) -> str:
+        return "LIFECYCLE_" + self.name.upper().replace("-", "_")
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def option(self) -> str:
+        return f"--{self.name}"
+
+    @property
+    def raw_default(self) -> str | tuple[str, ...]:
+        """The raw value when the flag is not given (a list flag: no values)."""
+        return () if self.kind == "list" else self.default
+
+
+RUN_FLAGS: tuple[Flag, ...] = (
+    Flag(
+        "kubeconfig",
+        "",
+        "Path to a kubeconfig; default: $KUBECONFIG, then in-cluster.",
+        p.optional_text,
+        "kubeconfig",
+    ),
+    Flag(
+        "watch-resource",
+        "",
+        "Resource glob to watch (plural or plural.group); repeatable. "
+        "Empty: every eligible resource.",
+        p.globs,
+        "scope.watch_resources",
+        "list",
+    ),
+    Flag(
+        "ignore-resource",
+        "",
+        "Resource glob never to watch; beats --watch-resource.",
+        p.globs,
+        "scope.ignore_resources",
+        "list",
+    ),
+    Flag(
+        "watch-namespace",
+        "",
+        "Namespace glob to act in; repeatable. Exact names scope the reads to those namespaces.",
+        p.globs,
+        "scope.watch_namespaces",
+        "list",
+    ),
+    Flag(
+        "ignore-namespace",
+        "",
+        "Namespace glob never to act in.",
+        p.globs,
+        "scope.ignore_namespaces",
+        "list",
+    ),
+    Flag(
+        "dry-run",
+        "false",
+        "Decide and emit Events, but never write.",
+        p.boolean,
+        "actions.dry_run",
+        "bool",
+    ),
+    Flag(
+        "delete-catch-up",
+        "always",
+        "Default catch-up policy for deletions: always, never, or a duration such as 15m.",
+        p.catch_up_policy,
+        "actions.delete_catch_up",
+    ),
+    Flag(
+        "restart-catch-up",
+        "always",
+        "Default catch-up policy for restarts.",
+        p.catch_up_policy,
+        "actions.restart_catch_up",
+    ),
+    Flag(
+        "max-delete-ttl",
+        "",
+        "Refuse delete TTLs longer than this (e.g. 30d); empty or 0 disables.",
+        p.max_delete_ttl,
+        "actions.max_delete_ttl_ns",
+    ),
+    Flag(
+        "max-deletes-per-minute",
+        "0",
+        "Deletion budget per minute (0 = unlimited); excess waits.",
+        p.count(0),
+        "actions.max_deletes_per_minute",
+    ),
+    Flag(
+        "max-restarts-per-minute",
+        "0",
+        "Restart budget per minute (0 = unlimited).",
+        p.count(0),
+        "actions.max_restarts_per_minute",
+    ),
+    Flag(
+        "workers",
+        "4",
+        "Parallel reconcile workers (never two on one object).",
+        p.count(1),
+        "workers",
+    ),
+    Flag(
+        "rediscovery-interval",
+        "60s",
+        "How often API discovery re-runs to pick up new or removed resource types.",
+        p.positive_duration,
+        "rediscovery_interval",
+    ),
+    Flag(
+        "leader-elect",
+        "false",
+        "Elect a leader through a Lease; only it acts.",
+        p.boolean,
+        "leader_election.enabled",
+        "bool",
+    ),
+    Flag(
+        "leader-election-id",
+        DEFAULT_LEASE_NAME,
+        "Name of the Lease.",
+        p.required_text,
+        "leader_election.name",
+    ),
+    Flag(
+        "leader-election-namespace",
+        "",
+        "Namespace of the Lease (default: the Pod's own).",
+        p.optional_text,
+        "leader_election.namespace",
+    ),
+    Flag(
+        "leader-election-lease-duration",
+        "15s",
+        "How long a lease is valid without renewal.",
+        p.positive_duration,
+        "leader_election.lease_duration",
+    ),
+    Flag(
+        "leader-election-renew-deadline",
+        "10s",
+        "How long the leader keeps trying to renew before giving up.",
+        p.positive_duration,
+        "leader_election.renew_deadline",
+    ),
+    Flag(
+        "leader-election-retry-period",
+        "2s",
+        "Time between acquire/renew attempts.",
+        p.positive_duration,
+        "leader_election.retry_period",
+    ),
+    Flag(
+        "leader-election-release-on-cancel",
+        "true",
+        "Release the Lease on shutdown so a successor takes over at once.",
+        p.boolean,
+        "leader_election.release_on_cancel",
+        "bool",
+    ),
+    Flag(
+        "health-probe-bind-address",
+        ":8081",
+        "Address of /healthz and /readyz (0 disables).",
+        p.address,
+        "serving.health_probe_address",
+    ),
+    Flag(
+        "metrics-bind-address",
+        "0",
+        "Address of /metrics, e.g. :8443 (0 disables).",
+        p.address,
+        "serving.metrics_address",
+    ),
+    Flag(
+        "metrics-secure",
+        "true",
+        "Serve /metrics over HTTPS and authorize scrapers with TokenReview + SubjectAccessReview.",
+        p.boolean,
+        "serving.metrics_secure",
+        "bool",
+    ),
+    Flag(
+        "metrics-cert-path",
+        "",
+        "Folder with the metrics TLS certificate (default: self-signed).",
+        p.text,
+        "serving.metrics_cert_path",
+    ),
+    Flag(
+        "metrics-cert-name",
+        "tls.crt",
+        "Certificate file name in --metrics-cert-path.",
+        p.text_or("tls.crt"),
+        "serving.metrics_cert_name",
+    ),
+    Flag(
+        "metrics-cert-key",
+        "tls.key",
+        "Key file name in --metrics-cert-path.",
+        p.text_or("tls.key"),
+        "serving.metrics_cert_key",
+    ),
+    Flag(
+        "enable-http2",
+        "false",
+        "Accepted for compatibility; the metrics server speaks HTTP/1.1.",
+        p.boolean,
+        "serving.enable_http2",
+        "bool",
+    ),
+    Flag(
+        "log-format",
+        "auto",
+        "json, console, or auto (console on a terminal, else JSON).",
+        p.choice(*get_args(LogFormat)),
+        "log_format",
+    ),
+    Flag(
+        "log-level",
+        "info",
+        "debug, info, warning or error.",
+        p.choice(*get_args(LogLevel)),
+        "log_level",
+    ),
+    Flag(
+        "run-for",
+        "",
+        "Stop cleanly after this long (e.g. 90s); for demos and CI.",
+        p.optional_positive_duration,
+        "run_for",
+    ),
+)
+
+_BY_DEST = {flag.dest: flag for flag in RUN_FLAGS}
+_GROUPS = ("scope", "actions", "leader_election", "serving")
+
+
+def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
+    """Validate every flag; raise ConfigError with one clear line on the first problem.
+
+    ``raw`` maps flag destinations (``watch_resource``) to the values typed by the user; a
+    name that is not a flag is a programming error (TypeError).
+    """
+    unknown = sorted(set(raw) - set(_BY_DEST))
+    if unknown:
+        raise TypeError(f"unknown run flag(s): {', '.join(unknown)}")
+    fields: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS)}
+    for flag in RUN_FLAGS:
+        group, _, name = flag.into.rpartition(".")
+        fields[group][name] = flag.parse(flag.option, raw.get(flag.dest, flag.raw_default))
+
+    scope = ScopeConfig(**fields["scope"])
+    try:
+        scope.validate()
+    except ScopeError as error:
+        raise ConfigError(f"invalid namespace watch configuration: {error}") from error
+    try:
+        leader = LeaderElectionSettings(**fields["leader_election"])
+    except LeaderElectionError as error:
+        raise ConfigError(error.flag_message) from error
+    return Settings(
+        scope=scope,
+        actions=ActionSettings(**fields["actions"]),
+        leader_election=leader,
+        serving=ServingSettings(**fields["serving"]),
+        **fields[""],
+    )

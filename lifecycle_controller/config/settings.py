@@ -1,0 +1,161 @@
+"""The frozen, grouped settings of ``lifecycle-controller run``.
+
+Each group is consumed by one component. The leader-election group is also the elector's own
+configuration, so its invariants (client-go's timing rules, the Lease's name and namespace)
+are checked here, once, whoever builds it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lifecycle_controller.config.parsing import ConfigError
+from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
+from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.machinery.logs import LogFormat
+
+__all__ = [
+    "DEFAULT_LEASE_NAME",
+    "JITTER_FACTOR",
+    "ActionSettings",
+    "LeaderElectionError",
+    "LeaderElectionSettings",
+    "LogFormat",
+    "LogLevel",
+    "ServingSettings",
+    "Settings",
+]
+
+#: The reference controller's Lease name (the ``--leader-election-id`` default).
+DEFAULT_LEASE_NAME = "9a46ead0.lifecycle.cezary.dev"
+#: client-go ``JitterFactor``: acquire attempts wait ``retry * (1 + rand * 1.2)``, so the
+#: renew deadline must exceed ``1.2 * retry_period``.
+JITTER_FACTOR = 1.2
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    """What the decision core needs besides the object: global dry-run, defaults, guardrails."""
+
+    dry_run: bool = False
+    delete_catch_up: CatchUpPolicy = field(default_factory=lambda: parse_catch_up_policy("always"))
+    restart_catch_up: CatchUpPolicy = field(default_factory=lambda: parse_catch_up_policy("always"))
+    max_delete_ttl_ns: int | None = None
+    max_deletes_per_minute: int = 0
+    max_restarts_per_minute: int = 0
+
+
+class LeaderElectionError(ConfigError):
+    """A broken leader-election invariant.
+
+    ``str()`` starts with ``invalid leader election configuration:`` and shows the values;
+    :attr:`flag_message` says the same in terms of the flags only (what ``run`` prints).
+    """
+
+    def __init__(self, problem: str, *, flag_message: str | None = None) -> None:
+        super().__init__(f"invalid leader election configuration: {problem}")
+        self.flag_message = flag_message or problem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderElectionSettings:
+    """Whether to elect, where the Lease lives and the election timings (seconds).
+
+    ``namespace`` None means the Pod's own (resolved when connecting). Validated at
+    construction, client-go's invariants: ``lease_duration > renew_deadline >
+    1.2 * retry_period``, every value positive and finite, and ``lease_duration >= 1`` because
+    the Lease stores whole seconds; the name is a DNS subdomain, the namespace a DNS label.
+    A broken invariant raises :class:`LeaderElectionError` naming the flag to fix.
+    """
+
+    enabled: bool = False
+    name: str = DEFAULT_LEASE_NAME
+    namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        self._check_names()
+        self._check_timings()
+
+    def _check_names(self) -> None:
+        if not (len(self.name) <= 253 and _DNS_SUBDOMAIN.fullmatch(self.name)):
+            raise LeaderElectionError(
+                f"--leader-election-id {self.name!r} is not a valid Lease name (DNS subdomain)"
+            )
+        namespace = self.namespace
+        if namespace is not None and not (len(namespace) <= 63 and _DNS_LABEL.fullmatch(namespace)):
+            raise LeaderElectionError(
+                f"--leader-election-namespace {namespace!r} is not a valid namespace name"
+            )
+
+    def _check_timings(self) -> None:
+        lease, renew, retry = self.lease_duration, self.renew_deadline, self.retry_period
+        timings = {
+            "--leader-election-lease-duration": lease,
+            "--leader-election-renew-deadline": renew,
+            "--leader-election-retry-period": retry,
+        }
+        for flag, value in timings.items():
+            if not (math.isfinite(value) and value > 0):
+                raise LeaderElectionError(f"{flag} must be a positive duration, got {value}s")
+        if lease < 1:
+            raise LeaderElectionError(
+                f"--leader-election-lease-duration must be at least 1s, got {lease}s"
+            )
+        if not lease > renew:
+            raise LeaderElectionError(
+                f"--leader-election-lease-duration ({lease}s) must be greater than "
+                f"--leader-election-renew-deadline ({renew}s)",
+                flag_message="--leader-election-lease-duration must be greater than "
+                "--leader-election-renew-deadline",
+            )
+        if not renew > JITTER_FACTOR * retry:
+            raise LeaderElectionError(
+                f"--leader-election-renew-deadline ({renew}s) must be greater than "
+                f"{JITTER_FACTOR} x --leader-election-retry-period ({retry}s)",
+                flag_message="--leader-election-renew-deadline must be greater than "
+                f"{JITTER_FACTOR} x --leader-election-retry-period",
+            )
+
+    @property
+    def lease_duration_seconds(self) -> int:
+        """The whole seconds written to ``spec.leaseDurationSeconds`` (rounded up)."""
+        return math.ceil(self.lease_duration)
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    health_probe_address: str = ":8081"
+    metrics_address: str = "0"
+    metrics_secure: bool = True
+    metrics_cert_path: str = ""
+    metrics_cert_name: str = "tls.crt"
+    metrics_cert_key: str = "tls.key"
+    enable_http2: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``run`` needs, grouped by the component that consumes it."""
+
+    scope: ScopeConfig
+    actions: ActionSettings
+    leader_election: LeaderElectionSettings
+    serving: ServingSettings
+    workers: int = 4
+    rediscovery_interval: float = 60.0
+    kubeconfig: str | None = None
+    log_format: LogFormat = "auto"
+    log_level: LogLevel = "info"
+    run_for: float | None = None
