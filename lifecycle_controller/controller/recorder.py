@@ -94,6 +94,9 @@ class KubeEventRecorder:
         self._kube = kube
         self._clock = clock
         self._instance = reporting_instance[:128]
+        # Event names end in a nanosecond stamp, unique per recorder even when two Events of
+        # one object share an instant (a coarse or fake clock), which would otherwise collide.
+        self._last_name_ns = 0
         # Bounded memories, least recently used entries forgotten first.
         self._deduped: LRUCache[tuple[str, str, str], None] = LRUCache(maxsize=dedupe_limit)
         self._series: LRUCache[tuple[str, str, str, str], _Series] = LRUCache(maxsize=series_limit)
@@ -129,7 +132,8 @@ class KubeEventRecorder:
         isomorphic: tuple[str, str, str, str],
     ) -> None:
         namespace = ref.key.namespace or "default"
-        name = f"{ref.key.name}.{now_ns:x}"[:253]
+        self._last_name_ns = max(now_ns, self._last_name_ns + 1)
+        name = f"{ref.key.name}.{self._last_name_ns:x}"[:253]
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
