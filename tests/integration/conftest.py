@@ -35,12 +35,6 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
 
 
 @pytest.fixture
-def api(kube: KubeClient) -> KubeClient:
-    """:func:`kube` under the name the restart and recurring scenarios use."""
-    return kube
-
-
-@pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session

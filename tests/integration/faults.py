@@ -177,7 +177,7 @@ def spy_writes(
 
 
 def conflicting_writer(
-    api: KubeClient, resource: ResourceType, namespace: str, name: str, *, times: int
+    kube: KubeClient, resource: ResourceType, namespace: str, name: str, *, times: int
 ) -> BeforeWrite:
     """A concurrent writer that changes the object just before each of the controller's first
     ``times`` writes to it, so each of them is rejected with 409 Conflict."""
@@ -187,7 +187,7 @@ def conflicting_writer(
         if method == "PATCH" and path.endswith(f"/{name}") and remaining[0] > 0:
             remaining[0] -= 1
             label = {"concurrent": str(remaining[0])}
-            await api.merge_patch(resource, namespace, name, {"metadata": {"labels": label}})
+            await kube.merge_patch(resource, namespace, name, {"metadata": {"labels": label}})
 
     return edit
 

@@ -62,9 +62,11 @@ async def read(
         return None
 
 
-async def get(api: KubeClient, resource: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+async def get(
+    kube: KubeClient, resource: ResourceType, namespace: str, name: str
+) -> dict[str, Any]:
     """The object (NotFound when it does not exist)."""
-    return await api.get(resource, namespace, name)
+    return await kube.get(resource, namespace, name)
 
 
 async def gone(kube: KubeClient, resource: ResourceType, namespace: str | None, name: str) -> bool:
@@ -94,10 +96,10 @@ def written_by_controller(obj: dict[str, Any] | None) -> bool:
 
 
 async def owned_by(
-    api: KubeClient, resource: ResourceType, namespace: str, owner_uid: str
+    kube: KubeClient, resource: ResourceType, namespace: str, owner_uid: str
 ) -> list[dict[str, Any]]:
     """Objects of ``resource`` in ``namespace`` whose owner is ``owner_uid``."""
-    listing = await api.request("GET", resource.collection_path(namespace))
+    listing = await kube.request("GET", resource.collection_path(namespace))
     return [
         item
         for item in listing["items"]
@@ -189,7 +191,7 @@ async def wait_gone(
 
 
 async def wait_restarted(
-    api: KubeClient,
+    kube: KubeClient,
     resource: ResourceType,
     namespace: str,
     name: str,
@@ -201,7 +203,7 @@ async def wait_restarted(
     seen: list[dict[str, Any]] = []
 
     async def restarted() -> bool:
-        obj = await get(api, resource, namespace, name)
+        obj = await get(kube, resource, namespace, name)
         marker = template_annotations(obj).get(RESTARTED_AT)
         seen[:] = [obj]
         return marker is not None and marker != other_than
@@ -299,13 +301,13 @@ async def wait_cached(
 
 
 async def wait_in_sync(
-    running: RunningController, api: KubeClient, resource: ResourceType, namespace: str, name: str
+    running: RunningController, kube: KubeClient, resource: ResourceType, namespace: str, name: str
 ) -> tuple[dict[str, Any], CachedObject]:
     """Wait until the object is quiet (status caught up) and the cache holds its current state."""
     found: list[tuple[dict[str, Any], CachedObject]] = []
 
     async def in_sync() -> bool:
-        obj = await get(api, resource, namespace, name)
+        obj = await get(kube, resource, namespace, name)
         status = obj.get("status") or {}
         view = cached(running, resource, namespace, name)
         quiet = status.get("observedGeneration") == obj["metadata"]["generation"]

@@ -51,6 +51,7 @@ from tests.integration.scenario_support import (
     lifecycle_annotations,
     owned_by,
     settle,
+    start_for,
     template_annotations,
     wait_cached,
     wait_in_sync,
@@ -92,23 +93,23 @@ RESTART_TRIGGERED = ("Normal", "RestartTriggered", "Updated Pod template for a r
 async def test_as_22_restart_at_due_is_one_guarded_patch(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
     kind: str,
 ) -> None:
     # docs/behaviour.md#restart-marker (changes AS-22): the marker is RFC3339 UTC seconds
     # and never equal to the previous one.
     resource = WORKLOADS[kind]
-    running = await start_controller(watch_resource=[WATCH_KEYS[kind]], watch_namespace=[namespace])
+    running = await start_for(start_controller, namespace, WATCH_KEYS[kind])
     writes = spy_writes(monkeypatch, running)
     before = rfc3339(datetime.now(UTC))
-    created = await api.create(
+    created = await kube.create(
         resource, namespace, workload(kind, "app", {RESTART_AT: "2020-01-01T00:00:00Z"})
     )
 
-    obj = await wait_restarted(api, resource, namespace, "app")
+    obj = await wait_restarted(kube, resource, namespace, "app")
     after = rfc3339(datetime.now(UTC))
-    event = await wait_for_event(api, namespace, "app", "RestartTriggered")
+    event = await wait_for_event(kube, namespace, "app", "RestartTriggered")
     assert (event.type, event.reason, event.note) == RESTART_TRIGGERED
 
     marker = template_annotations(obj)[RESTARTED_AT]
@@ -134,8 +135,8 @@ async def test_as_22_restart_at_due_is_one_guarded_patch(
             }
         },
     }
-    assert [e for e in await event_records(api, namespace, "app") if e.type == "Warning"] == []
-    assert template_annotations(await get(api, resource, namespace, "app")) == (
+    assert [e for e in await event_records(kube, namespace, "app") if e.type == "Warning"] == []
+    assert template_annotations(await get(kube, resource, namespace, "app")) == (
         template_annotations(obj)
     )
 
@@ -143,31 +144,29 @@ async def test_as_22_restart_at_due_is_one_guarded_patch(
 async def test_as_23_conflicting_restart_is_retried_quietly_and_keeps_the_concurrent_change(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # docs/behaviour.md#quiet-conflict-retries changes AS-23: the 409 is retried at once on
     # fresh state; no RestartFailed.
     # The concurrent change lands while the controller's watch lags (the cache is set back to
     # the state before it), so the restart patch carries an outdated resourceVersion.
-    running = await start_controller(
-        watch_resource=["deployments.apps"], watch_namespace=[namespace]
-    )
+    running = await start_for(start_controller, namespace, "deployments.apps")
     writes = spy_writes(monkeypatch, running)
-    await api.create(
+    await kube.create(
         DEPLOYMENTS,
         namespace,
         workload("Deployment", "web", {RESTART_AT: rfc3339(from_now(3))}, replicas=0),
     )
-    _, stale = await wait_in_sync(running, api, DEPLOYMENTS, namespace, "web")
-    changed = await api.merge_patch(
+    _, stale = await wait_in_sync(running, kube, DEPLOYMENTS, namespace, "web")
+    changed = await kube.merge_patch(
         DEPLOYMENTS, namespace, "web", {"metadata": {"labels": {"team": "a"}}}
     )
-    await wait_in_sync(running, api, DEPLOYMENTS, namespace, "web")
+    await wait_in_sync(running, kube, DEPLOYMENTS, namespace, "web")
     lag_cache(running, DEPLOYMENTS, namespace, "web", stale)
 
-    obj = await wait_restarted(api, DEPLOYMENTS, namespace, "web")
-    await wait_for_event(api, namespace, "web", "RestartTriggered")
+    obj = await wait_restarted(kube, DEPLOYMENTS, namespace, "web")
+    await wait_for_event(kube, namespace, "web", "RestartTriggered")
     first, second = writes.to("web")
     assert first.conflict
     assert first.body["metadata"]["resourceVersion"] == stale.resource_version
@@ -175,35 +174,33 @@ async def test_as_23_conflicting_restart_is_retried_quietly_and_keeps_the_concur
     assert second.body["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
     assert obj["metadata"]["labels"] == {"team": "a"}  # the concurrent change is kept
     assert RESTART_AT not in annotations_of(obj)
-    assert await reasons(api, namespace, "web") == ["RestartTriggered"]  # no RestartFailed
+    assert await reasons(kube, namespace, "web") == ["RestartTriggered"]  # no RestartFailed
 
 
 async def test_as_23_persistent_conflicts_warn_after_the_bounded_quiet_retries(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # docs/behaviour.md#quiet-conflict-retries: one pass tries once and retries 3 times on
     # fresh state; only then the reference's Warning RestartFailed and the rate-limited
     # retry, which succeeds.
-    running = await start_controller(
-        watch_resource=["deployments.apps"], watch_namespace=[namespace]
-    )
-    writer = conflicting_writer(api, DEPLOYMENTS, namespace, "web", times=4)
+    running = await start_for(start_controller, namespace, "deployments.apps")
+    writer = conflicting_writer(kube, DEPLOYMENTS, namespace, "web", times=4)
     writes = spy_writes(monkeypatch, running, before=writer)
-    await api.create(
+    await kube.create(
         DEPLOYMENTS,
         namespace,
         workload("Deployment", "web", {RESTART_AT: "2020-01-01T00:00:00Z"}, replicas=0),
     )
-    obj = await wait_restarted(api, DEPLOYMENTS, namespace, "web")
-    await wait_for_event(api, namespace, "web", "RestartTriggered")
+    obj = await wait_restarted(kube, DEPLOYMENTS, namespace, "web")
+    await wait_for_event(kube, namespace, "web", "RestartTriggered")
     *rejected, accepted = writes.to("web")
     assert accepted.error is None
     assert all(w.conflict for w in rejected)  # 4 by our writer (+ any by status updates)
     assert len(rejected) >= 4
-    records = await event_records(api, namespace, "web")
+    records = await event_records(kube, namespace, "web")
     assert [(e.type, e.reason) for e in records] == [
         ("Warning", "RestartFailed"),
         ("Normal", "RestartTriggered"),
@@ -216,24 +213,22 @@ async def test_as_23_persistent_conflicts_warn_after_the_bounded_quiet_retries(
 async def test_as_24_committed_restart_is_not_replayed_after_a_lost_response(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The "lost response" is a retry on the state from before the committed patch: the cache
     # is set back to it and the object enqueued again. The guarded patch conflicts, the fresh
     # read shows restart-at gone, and nothing more happens.
-    running = await start_controller(
-        watch_resource=["deployments.apps"], watch_namespace=[namespace]
-    )
+    running = await start_for(start_controller, namespace, "deployments.apps")
     writes = spy_writes(monkeypatch, running)
-    await api.create(
+    await kube.create(
         DEPLOYMENTS,
         namespace,
         workload("Deployment", "web", {RESTART_AT: rfc3339(from_now(2))}, replicas=0),
     )
     before_restart = await wait_cached(running, DEPLOYMENTS, namespace, "web")
-    restarted = await wait_restarted(api, DEPLOYMENTS, namespace, "web")
-    await wait_for_event(api, namespace, "web", "RestartTriggered")
+    restarted = await wait_restarted(kube, DEPLOYMENTS, namespace, "web")
+    await wait_for_event(kube, namespace, "web", "RestartTriggered")
     marker = template_annotations(restarted)[RESTARTED_AT]
 
     lag_cache(running, DEPLOYMENTS, namespace, "web", before_restart, enqueue=True)
@@ -246,10 +241,10 @@ async def test_as_24_committed_restart_is_not_replayed_after_a_lost_response(
     committed, replay = writes.to("web")
     assert committed.error is None
     assert replay.conflict
-    obj = await get(api, DEPLOYMENTS, namespace, "web")
+    obj = await get(kube, DEPLOYMENTS, namespace, "web")
     assert template_annotations(obj)[RESTARTED_AT] == marker
     assert obj["metadata"]["generation"] == restarted["metadata"]["generation"]
-    assert [(e.reason, e.count) for e in await event_records(api, namespace, "web")] == [
+    assert [(e.reason, e.count) for e in await event_records(kube, namespace, "web")] == [
         ("RestartTriggered", 1)
     ]
 
@@ -257,12 +252,12 @@ async def test_as_24_committed_restart_is_not_replayed_after_a_lost_response(
 CRD_GROUP_SUFFIX = "scenarios.example.com"
 
 
-async def create_established_crd(api: KubeClient, group: str) -> ResourceType:
+async def create_established_crd(kube: KubeClient, group: str) -> ResourceType:
     """A custom kind named Deployment (any fields, so a spec.template too) in ``group``."""
-    await api.create(CRDS, None, crd_manifest(group, "deployments", "Deployment"))
+    await kube.create(CRDS, None, crd_manifest(group, "deployments", "Deployment"))
 
     async def established() -> bool:
-        crd = await api.get(CRDS, None, f"deployments.{group}")
+        crd = await kube.get(CRDS, None, f"deployments.{group}")
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
@@ -273,25 +268,24 @@ async def create_established_crd(api: KubeClient, group: str) -> ResourceType:
 async def test_as_25_restart_on_other_kinds_is_unsupported_and_writes_nothing(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     group = f"{namespace}.{CRD_GROUP_SUFFIX}"
-    custom = await create_established_crd(api, group)
+    custom = await create_established_crd(kube, group)
     try:
-        running = await start_controller(
-            watch_resource=["configmaps", "replicasets.apps", f"deployments.{group}"],
-            watch_namespace=[namespace],
+        running = await start_for(
+            start_controller, namespace, "configmaps", "replicasets.apps", f"deployments.{group}"
         )
         writes = spy_writes(monkeypatch, running)
         past = "2020-01-01T00:00:00Z"
-        await api.create(CONFIGMAPS, namespace, configmap("cm", **{RESTART_AFTER: "1h"}))
+        await kube.create(CONFIGMAPS, namespace, configmap("cm", **{RESTART_AFTER: "1h"}))
         replicaset = workload("Deployment", "rs", {RESTART_AT: past}, replicas=0)
         replicaset["kind"] = "ReplicaSet"
-        await api.create(REPLICASETS, namespace, replicaset)
+        await kube.create(REPLICASETS, namespace, replicaset)
         fake = workload("Deployment", "fake", {RESTART_AT: past})
         fake["apiVersion"] = f"{group}/v1"
-        await api.create(custom, namespace, fake)
+        await kube.create(custom, namespace, fake)
 
         unsupported = (
             "Warning",
@@ -299,33 +293,31 @@ async def test_as_25_restart_on_other_kinds_is_unsupported_and_writes_nothing(
             "Restart requires an apps Deployment, StatefulSet, or DaemonSet; no action taken",
         )
         for name in ("cm", "rs", "fake"):
-            event = await wait_for_event(api, namespace, name, "UnsupportedRestartKind")
+            event = await wait_for_event(kube, namespace, name, "UnsupportedRestartKind")
             assert (event.type, event.reason, event.note) == unsupported
         await settle()
         assert writes.writes == []
-        cm = await get(api, CONFIGMAPS, namespace, "cm")
+        cm = await get(kube, CONFIGMAPS, namespace, "cm")
         assert lifecycle_annotations(cm) == {RESTART_AFTER: "1h"}  # not even converted
         for resource, name in ((REPLICASETS, "rs"), (custom, "fake")):
-            obj = await get(api, resource, namespace, name)
+            obj = await get(kube, resource, namespace, name)
             assert lifecycle_annotations(obj) == {RESTART_AT: past}
             assert RESTARTED_AT not in template_annotations(obj)
         for name in ("cm", "rs", "fake"):
-            assert await reasons(api, namespace, name) == ["UnsupportedRestartKind"]
+            assert await reasons(kube, namespace, name) == ["UnsupportedRestartKind"]
     finally:
-        await api.request("DELETE", CRDS.object_path(None, f"deployments.{group}"))
+        await kube.request("DELETE", CRDS.object_path(None, f"deployments.{group}"))
 
 
 async def test_as_27_restart_at_wins_then_the_recurring_schedule_initializes(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    running = await start_controller(
-        watch_resource=["deployments.apps"], watch_namespace=[namespace]
-    )
+    running = await start_for(start_controller, namespace, "deployments.apps")
     writes = spy_writes(monkeypatch, running)
-    await api.create(
+    await kube.create(
         DEPLOYMENTS,
         namespace,
         workload(
@@ -337,11 +329,11 @@ async def test_as_27_restart_at_wins_then_the_recurring_schedule_initializes(
     )
 
     async def initialized() -> bool:
-        return LAST_RESTART in annotations_of(await get(api, DEPLOYMENTS, namespace, "web"))
+        return LAST_RESTART in annotations_of(await get(kube, DEPLOYMENTS, namespace, "web"))
 
     await eventually(initialized, within=15, what="the recurring anchor")
     await settle()
-    obj = await get(api, DEPLOYMENTS, namespace, "web")
+    obj = await get(kube, DEPLOYMENTS, namespace, "web")
     restart, initialization = committed(writes.to("web"))
     assert RESTART_AT in restart.body["metadata"]["annotations"]
     assert "spec" in restart.body
@@ -360,19 +352,19 @@ async def test_as_27_restart_at_wins_then_the_recurring_schedule_initializes(
         LAST_RESTART: anchor,
         MANAGED_BY: CONTROLLER,
     }
-    assert await reasons(api, namespace, "web") == ["RestartTriggered"]
+    assert await reasons(kube, namespace, "web") == ["RestartTriggered"]
 
 
 async def test_as_28_cron_beats_every_silently(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
 ) -> None:
     # With the anchor 2 minutes back, the every-minute cron is due but `restart-every: 1h` is
     # not: a restart proves cron was used, and the new anchor is "now" (cron), not anchor + 1h.
-    await start_controller(watch_resource=["deployments.apps"], watch_namespace=[namespace])
+    await start_for(start_controller, namespace, "deployments.apps")
     anchor_ns = now_ns() - 120 * 1_000_000_000
-    await api.create(
+    await kube.create(
         DEPLOYMENTS,
         namespace,
         workload(
@@ -383,13 +375,13 @@ async def test_as_28_cron_beats_every_silently(
         ),
     )
     started = datetime.now(UTC)
-    obj = await wait_restarted(api, DEPLOYMENTS, namespace, "web")
+    obj = await wait_restarted(kube, DEPLOYMENTS, namespace, "web")
     finished = datetime.now(UTC)
     new_anchor = parse_utc(annotations_of(obj)[LAST_RESTART])
     assert started - timedelta(seconds=1) <= new_anchor <= finished
     assert annotations_of(obj)[RESTART_EVERY] == "1h"
     await settle(0.5)
-    assert await reasons(api, namespace, "web") == ["RestartTriggered"]  # no warning
+    assert await reasons(kube, namespace, "web") == ["RestartTriggered"]  # no warning
 
 
 @pytest.mark.parametrize(
@@ -399,29 +391,29 @@ async def test_as_28_cron_beats_every_silently(
 async def test_restart_rolls_out_a_new_replicaset_or_controller_revision(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     kind: str,
     owned: ResourceType,
 ) -> None:
     resource = WORKLOADS[kind]
-    await start_controller(watch_resource=[WATCH_KEYS[kind]], watch_namespace=[namespace])
-    created = await api.create(resource, namespace, workload(kind, "app"))
+    await start_for(start_controller, namespace, WATCH_KEYS[kind])
+    created = await kube.create(resource, namespace, workload(kind, "app"))
     uid = created["metadata"]["uid"]
 
     async def generations(n: int) -> bool:
-        return len(await owned_by(api, owned, namespace, uid)) == n
+        return len(await owned_by(kube, owned, namespace, uid)) == n
 
     await eventually(lambda: generations(1), within=15, what=f"the first {owned.kind}")
-    await api.merge_patch(
+    await kube.merge_patch(
         resource,
         namespace,
         "app",
         {"metadata": {"annotations": {RESTART_AT: rfc3339(from_now(-1))}}},
     )
-    obj = await wait_restarted(api, resource, namespace, "app")
+    obj = await wait_restarted(kube, resource, namespace, "app")
     await eventually(lambda: generations(2), within=15, what=f"a second {owned.kind}")
     newest = max(
-        await owned_by(api, owned, namespace, uid),
+        await owned_by(kube, owned, namespace, uid),
         key=lambda item: int(item["metadata"]["resourceVersion"]),
     )
     template = (
@@ -436,30 +428,30 @@ async def test_restart_rolls_out_a_new_replicaset_or_controller_revision(
 async def test_spec_2_7_two_restarts_within_one_second_change_the_marker(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
 ) -> None:
-    await start_controller(watch_resource=["deployments.apps"], watch_namespace=[namespace])
-    await api.create(
+    await start_for(start_controller, namespace, "deployments.apps")
+    await kube.create(
         DEPLOYMENTS,
         namespace,
         workload("Deployment", "web", {RESTART_AT: "2020-01-01T00:00:00Z"}, replicas=0),
     )
-    first = await wait_restarted(api, DEPLOYMENTS, namespace, "web", within=15)
+    first = await wait_restarted(kube, DEPLOYMENTS, namespace, "web", within=15)
     first_marker = template_annotations(first)[RESTARTED_AT]
-    await api.merge_patch(
+    await kube.merge_patch(
         DEPLOYMENTS,
         namespace,
         "web",
         {"metadata": {"annotations": {RESTART_AT: "2020-01-01T00:00:01Z"}}},
     )
-    second = await wait_restarted(api, DEPLOYMENTS, namespace, "web", other_than=first_marker)
+    second = await wait_restarted(kube, DEPLOYMENTS, namespace, "web", other_than=first_marker)
     second_marker = template_annotations(second)[RESTARTED_AT]
     assert SECONDS.fullmatch(second_marker)
     assert second_marker > first_marker  # differs, never goes backwards
     uid = second["metadata"]["uid"]
 
     async def three_replicasets() -> bool:  # the original and one per restart: both rolled
-        return len(await owned_by(api, REPLICASETS, namespace, uid)) == 3
+        return len(await owned_by(kube, REPLICASETS, namespace, uid)) == 3
 
     await eventually(three_replicasets, within=15, what="a ReplicaSet per restart")
 
@@ -467,7 +459,7 @@ async def test_spec_2_7_two_restarts_within_one_second_change_the_marker(
         return (
             sum(
                 e.count
-                for e in await event_records(api, namespace, "web")
+                for e in await event_records(kube, namespace, "web")
                 if e.reason == "RestartTriggered"
             )
             == 2
@@ -492,21 +484,21 @@ BLOCKED = "Pod template updated for a restart, but Pods may not be replaced: "
 async def test_spec_2_8_rollout_blockers_are_reported_after_the_restart(
     start_controller: StartController,
     namespace: str,
-    api: KubeClient,
+    kube: KubeClient,
     kind: str,
     options: dict[str, Any],
     reason_text: str,
 ) -> None:
     resource = WORKLOADS[kind]
-    await start_controller(watch_resource=[WATCH_KEYS[kind]], watch_namespace=[namespace])
-    await api.create(
+    await start_for(start_controller, namespace, WATCH_KEYS[kind])
+    await kube.create(
         resource,
         namespace,
         workload(kind, "app", {RESTART_AT: "2020-01-01T00:00:00Z"}, replicas=0, **options),
     )
-    await wait_restarted(api, resource, namespace, "app")
-    await wait_for_event(api, namespace, "app", "RolloutBlocked")
-    records = await event_records(api, namespace, "app")
+    await wait_restarted(kube, resource, namespace, "app")
+    await wait_for_event(kube, namespace, "app", "RolloutBlocked")
+    records = await event_records(kube, namespace, "app")
     assert [(e.type, e.reason, e.note) for e in records] == [
         RESTART_TRIGGERED,
         ("Warning", "RolloutBlocked", f"{BLOCKED}{reason_text}."),
