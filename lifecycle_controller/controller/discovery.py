@@ -1,15 +1,11 @@
-"""API discovery: which resource types exist, and which of them the controller watches.
+"""Discovery planning: which resource types the controller watches, kept current.
 
 The scope rules are pure (:mod:`lifecycle_controller.core.scope`); this module does the I/O
 around them and keeps the watch set current:
 
-* **Fetch.** Aggregated discovery (``GET /api`` and ``GET /apis`` with the
-  ``apidiscovery.k8s.io/v2`` media type: two requests for the whole cluster), falling back to
-  legacy discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>/<v>``) for any document the
-  server answers in the legacy format. One version per group-resource is kept, as client-go's
-  ``ServerPreferredResources`` does. A ``Stale`` version (an aggregated API whose backend is
-  down) or a group version whose list fails makes discovery incomplete
-  (docs/behaviour.md#discovery-modes).
+* **Fetch** (:func:`lifecycle_controller.kube.discovery.fetch_discovery`: aggregated
+  discovery with a legacy fallback, one preferred version per group-resource). A failing or
+  ``Stale`` group version makes discovery incomplete (docs/behaviour.md#discovery-modes).
 * **Startup** (:meth:`Discovery.initial`). Explicit mode (``--watch-resource`` set): one
   attempt; incomplete discovery or a coverage problem is fatal (:class:`DiscoveryFatal`,
   ``explicit resource discovery failed: ...``), except that a failing group no watch pattern
@@ -31,33 +27,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import structlog
 
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.informer_ports import EventKind, InformerSettings
+from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.core.scope import (
     REASON_GROUP_DISCOVERY,
     RESULT_FAILED,
-    DiscoveredGroup,
-    DiscoveredResource,
-    DiscoveredVersion,
     ResourcePlan,
     ScopeConfig,
     carry_over,
     plan_resources,
-    preferred_resources,
 )
 from lifecycle_controller.kube import (
-    ACCEPT_AGGREGATED_DISCOVERY,
     CRDS,
     Forbidden,
-    Gone,
     KubeClient,
     KubeError,
     ResourceType,
 )
+from lifecycle_controller.kube.discovery import (
+    DiscoverySnapshot,
+    failures_text,
+    fetch_discovery,
+    group_of,
+)
+from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
@@ -68,11 +69,8 @@ __all__ = [
     "DiscoveryAttempt",
     "DiscoveryFatal",
     "DiscoveryMetrics",
-    "DiscoverySnapshot",
     "NoDiscoveryMetrics",
     "OnChange",
-    "failures_text",
-    "fetch_discovery",
 ]
 
 _log = structlog.get_logger(__name__)
@@ -86,10 +84,6 @@ DEFAULT_CRD_SETTLE = 2.0
 #: Readiness reason before the first complete discovery (docs/behaviour.md#readiness).
 NOT_COMPLETED = "resource discovery has not completed"
 
-_AGGREGATED_LIST = "APIGroupDiscoveryList"
-_LEGACY_FETCH_CONCURRENCY = 8
-_CRD_WATCH_TIMEOUT = 290
-_CRD_BACKOFF_MAX = 30.0
 
 OnChange = Callable[[frozenset[ResourceType], frozenset[ResourceType]], Awaitable[None] | None]
 """Called with (added, removed) resource types whenever the watch set changes."""
@@ -115,182 +109,6 @@ class NoDiscoveryMetrics:
 
     def record_discovery_attempt(self, counts: Mapping[tuple[str, str], int]) -> None:
         return None
-
-
-# --------------------------------------------------------------------------- fetching
-
-
-@dataclass(frozen=True)
-class DiscoverySnapshot:
-    """One discovery read: healthy groups, and the group versions that failed (gv -> error)."""
-
-    groups: tuple[DiscoveredGroup, ...]
-    failed: Mapping[str, str] = field(default_factory=dict)
-    aggregated: bool = True
-
-    @property
-    def resources(self) -> tuple[DiscoveredResource, ...]:
-        """One entry per group-resource, in its preferred version (no subresources)."""
-        return preferred_resources(self.groups)
-
-    @property
-    def failed_groups(self) -> frozenset[str]:
-        return frozenset(_group_of(gv) for gv in self.failed)
-
-
-def _group_of(group_version: str) -> str:
-    return group_version.rpartition("/")[0]
-
-
-def _group_version(group: str, version: str) -> str:
-    return f"{group}/{version}" if group else version
-
-
-def failures_text(failed: Mapping[str, str]) -> str:
-    """client-go's ``ErrGroupDiscoveryFailed`` text."""
-    parts = ", ".join(f"{gv}: {failed[gv]}" for gv in sorted(failed))
-    return f"unable to retrieve the complete list of server APIs: {parts}"
-
-
-async def fetch_discovery(client: KubeClient, *, aggregated: bool = True) -> DiscoverySnapshot:
-    """Read the cluster's API resources; raises :class:`KubeError` on a total failure.
-
-    With ``aggregated`` (the default) the server is asked for aggregated discovery and any
-    document it answers in the legacy format is completed the legacy way; without it, only
-    legacy discovery is used.
-    """
-    accept = ACCEPT_AGGREGATED_DISCOVERY if aggregated else "application/json"
-    core_doc = await client.request("GET", "/api", accept=accept)
-    groups_doc = await client.request("GET", "/apis", accept=accept)
-    groups: list[DiscoveredGroup] = []
-    failed: dict[str, str] = {}
-    used_aggregated = True
-    for doc, legacy in ((core_doc, _legacy_core), (groups_doc, _legacy_groups)):
-        if doc.get("kind") == _AGGREGATED_LIST:
-            _parse_aggregated(doc, groups, failed)
-        else:
-            used_aggregated = False
-            await legacy(client, doc, groups, failed)
-    return DiscoverySnapshot(tuple(groups), failed, aggregated=used_aggregated)
-
-
-def _parse_aggregated(
-    doc: Mapping[str, Any], groups: list[DiscoveredGroup], failed: dict[str, str]
-) -> None:
-    """An ``APIGroupDiscoveryList``, converted the way client-go does."""
-    for item in doc.get("items") or ():
-        name = str((item.get("metadata") or {}).get("name") or "")
-        versions: list[DiscoveredVersion] = []
-        for entry in item.get("versions") or ():
-            version = str(entry.get("version") or "")
-            gv = _group_version(name, version)
-            if entry.get("freshness") == "Stale":
-                failed[gv] = f"stale GroupVersion discovery: {gv}"
-                continue
-            resources = tuple(_aggregated_resources(name, version, entry.get("resources") or ()))
-            versions.append(DiscoveredVersion(version, resources))
-        if versions:  # the preferred version is the first one that is not stale
-            groups.append(DiscoveredGroup(name, versions[0].version, tuple(versions)))
-
-
-def _aggregated_resources(
-    group: str, version: str, entries: Iterable[Mapping[str, Any]]
-) -> Iterable[DiscoveredResource]:
-    for entry in entries:
-        plural = str(entry.get("resource") or "")
-        scope = entry.get("scope")
-        kind = str((entry.get("responseKind") or {}).get("kind") or "")
-        if not plural or scope not in ("Namespaced", "Cluster"):
-            continue
-        namespaced = scope == "Namespaced"
-        if kind:  # client-go drops a resource without a response kind, not its subresources
-            verbs = frozenset(entry.get("verbs") or ())
-            yield DiscoveredResource(group, version, plural, kind, namespaced, verbs)
-        for sub in entry.get("subresources") or ():
-            sub_kind = str((sub.get("responseKind") or {}).get("kind") or "")
-            yield DiscoveredResource(
-                group,
-                version,
-                f"{plural}/{sub.get('subresource', '')}",
-                sub_kind,
-                namespaced,
-                frozenset(sub.get("verbs") or ()),
-            )
-
-
-async def _legacy_core(
-    client: KubeClient,
-    doc: Mapping[str, Any],
-    groups: list[DiscoveredGroup],
-    failed: dict[str, str],
-) -> None:
-    """``APIVersions`` from ``/api``: the core group, its lists read from ``/api/<v>``."""
-    if doc.get("kind") not in (None, "APIVersions"):
-        raise KubeError(f"GET /api: unexpected discovery document kind {doc.get('kind')!r}")
-    versions = [str(v) for v in doc.get("versions") or ()]
-    if versions:
-        await _legacy_group(client, "", versions, versions[0], groups, failed)
-
-
-async def _legacy_groups(
-    client: KubeClient,
-    doc: Mapping[str, Any],
-    groups: list[DiscoveredGroup],
-    failed: dict[str, str],
-) -> None:
-    """``APIGroupList`` from ``/apis``: every group's lists read from ``/apis/<g>/<v>``."""
-    if doc.get("kind") not in (None, "APIGroupList"):
-        raise KubeError(f"GET /apis: unexpected discovery document kind {doc.get('kind')!r}")
-    semaphore = asyncio.Semaphore(_LEGACY_FETCH_CONCURRENCY)
-    entries = list(doc.get("groups") or ())
-    results: list[list[DiscoveredGroup]] = [[] for _ in entries]
-
-    async def one(index: int, entry: Mapping[str, Any]) -> None:
-        name = str(entry.get("name") or "")
-        versions = [str(v.get("version") or "") for v in entry.get("versions") or ()]
-        preferred = str((entry.get("preferredVersion") or {}).get("version") or "")
-        async with semaphore:
-            await _legacy_group(client, name, versions, preferred, results[index], failed)
-
-    async with asyncio.TaskGroup() as tasks:
-        for index, entry in enumerate(entries):
-            tasks.create_task(one(index, entry))
-    for found in results:  # keep the server's group order
-        groups.extend(found)
-
-
-async def _legacy_group(
-    client: KubeClient,
-    name: str,
-    versions: list[str],
-    preferred: str,
-    groups: list[DiscoveredGroup],
-    failed: dict[str, str],
-) -> None:
-    healthy: list[DiscoveredVersion] = []
-    for version in versions:
-        gv = _group_version(name, version)
-        path = f"/apis/{gv}" if name else f"/api/{version}"
-        try:
-            doc = await client.request("GET", path)
-        except KubeError as error:
-            failed[gv] = str(error)
-            continue
-        resources = tuple(
-            DiscoveredResource(
-                name,
-                version,
-                str(entry.get("name") or ""),
-                str(entry.get("kind") or ""),
-                bool(entry.get("namespaced")),
-                frozenset(entry.get("verbs") or ()),
-            )
-            for entry in doc.get("resources") or ()
-            if entry.get("name")
-        )
-        healthy.append(DiscoveredVersion(version, resources))
-    if healthy:
-        groups.append(DiscoveredGroup(name, preferred or healthy[0].version, tuple(healthy)))
 
 
 # --------------------------------------------------------------------------- attempts
@@ -336,6 +154,7 @@ class Discovery:
         interval: float = DEFAULT_REDISCOVERY_INTERVAL,
         crd_settle: float = DEFAULT_CRD_SETTLE,
         watch_crds: bool = True,
+        crd_informer: InformerSettings | None = None,
         fetch: Fetch | None = None,
     ) -> None:
         self._client = client
@@ -345,7 +164,8 @@ class Discovery:
         self._retry_interval = retry_interval
         self._interval = interval
         self._crd_settle = crd_settle
-        self._watch_crds = watch_crds
+        self._watch_crds_enabled = watch_crds
+        self._crd_settings = replace(crd_informer or InformerSettings(), stop_when_forbidden=True)
         self._fetch: Fetch = fetch or (lambda: fetch_discovery(client))
         self._watched: frozenset[ResourceType] = frozenset()
         self._plan: ResourcePlan | None = None
@@ -408,7 +228,7 @@ class Discovery:
         blocking = {
             gv: reason
             for gv, reason in snapshot.failed.items()
-            if self._scope.may_select_group(_group_of(gv))
+            if self._scope.may_select_group(group_of(gv))
         }
         for gv, reason in sorted(blocking.items()):
             _log.error("Resource discovery failed for API group", groupVersion=gv, error=reason)
@@ -498,8 +318,8 @@ class Discovery:
     async def run(self, on_change: OnChange) -> None:
         """Rediscover every ``interval`` and after CRD changes until cancelled."""
         async with asyncio.TaskGroup() as tasks:
-            if self._watch_crds:
-                tasks.create_task(self._watch_crds_forever(), name="discovery-crd-watch")
+            if self._watch_crds_enabled:
+                tasks.create_task(self._watch_crds(), name="discovery-crd-watch")
             await self._rediscover_forever(on_change)
 
     async def _rediscover_forever(self, on_change: OnChange) -> None:
@@ -531,7 +351,7 @@ class Discovery:
             _log.warning("Rediscovery failed; keeping the current watch set", error=result.error)
             return
         previous = set(self._watched)
-        failed_groups = {_group_of(gv) for gv in result.failed}
+        failed_groups = {group_of(gv) for gv in result.failed}
         new = carry_over(previous, result.plan.watched, failed_groups)
         if result.error is None:
             if result.plan.error is not None:
@@ -560,63 +380,44 @@ class Discovery:
 
     # --- CRD watch -------------------------------------------------------------------------
 
-    async def _watch_crds_forever(self) -> None:
-        """Trigger rediscovery on every CRD change; give up quietly when forbidden."""
+    async def _watch_crds(self) -> None:
+        """Trigger rediscovery on every CRD change; give up quietly when forbidden.
+
+        A metadata-only informer on CRDs (the same reflector loop as every other informer, in
+        a cache of its own) whose every list and event triggers rediscovery.
+        """
+        informer = Informer(
+            resource=CRDS,
+            namespace=None,
+            source=self._client,
+            cache=MetadataCache(),
+            on_event=_ignore_event,
+            clock=self._clock,
+            settings=self._crd_settings,
+            on_change_seen=self.trigger,
+        )
+        retry = Backoff(
+            self._clock,
+            initial=self._crd_settings.backoff_initial,
+            maximum=self._crd_settings.backoff_max,
+            factor=self._crd_settings.backoff_factor,
+            jitter=self._crd_settings.backoff_jitter,
+            reset_after=self._crd_settings.backoff_reset_after,
+        )
         self._crd_watch_state = "watching"
         try:
-            await self._crd_watch_loop()
+            while True:
+                await informer.run()  # returns only while the CRD API is not served (404)
+                await retry.wait()
         except Forbidden:
             self._crd_watch_state = "forbidden"
-            _log.info(
-                "Not allowed to watch CustomResourceDefinitions; rediscovery is periodic only"
-            )
+            _log.info("crd watch forbidden; rediscovery is periodic only")
         finally:
             if self._crd_watch_state == "watching":
                 self._crd_watch_state = "stopped"
 
-    async def _crd_watch_loop(self) -> None:
-        delay = 1.0
-        resource_version: str | None = None
-        while True:
-            try:
-                if resource_version is None:
-                    page = await self._client.list_metadata(CRDS, limit=1)
-                    resource_version = str(page.get("metadata", {}).get("resourceVersion", ""))
-                    self.trigger()  # catch anything created between discovery and this list
-                resource_version = await self._follow_crds(resource_version)
-                delay = 1.0
-            except Gone:
-                resource_version = None
-            except Forbidden:
-                raise
-            except KubeError as error:
-                _log.info(
-                    "CustomResourceDefinition watch failed; retrying",
-                    error=str(error),
-                    delay=delay,
-                )
-                resource_version = None
-                await self._clock.sleep(delay)
-                delay = min(delay * 2, _CRD_BACKOFF_MAX)
 
-    async def _follow_crds(self, resource_version: str) -> str:
-        """Watch CRDs from ``resource_version`` until the stream ends; the last version seen."""
-        async for event in self._client.watch_metadata(
-            CRDS, resource_version=resource_version, timeout_seconds=_CRD_WATCH_TIMEOUT
-        ):
-            kind = event.get("type")
-            obj = event.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    raise Gone(410, obj)
-                raise KubeError(str(obj.get("message") or "watch error"))
-            metadata = obj.get("metadata") or {}
-            resource_version = str(metadata.get("resourceVersion") or resource_version)
-            if kind in ("ADDED", "MODIFIED", "DELETED"):
-                _log.debug(
-                    "CustomResourceDefinition changed",
-                    type=kind,
-                    name=metadata.get("name"),
-                )
-                self.trigger()
-        return resource_version
+def _ignore_event(
+    kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+) -> None:
+    """CRD objects themselves are not work: only the fact that one changed matters."""

@@ -17,6 +17,7 @@ from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import ResourceType
 
 __all__ = [
+    "ChangeSeen",
     "EventHandler",
     "EventKind",
     "InformerMetrics",
@@ -29,6 +30,9 @@ __all__ = [
 EventKind = Literal["add", "update", "delete"]
 EventHandler = Callable[[EventKind, ObjectKey, CachedObject | None, CachedObject | None], None]
 """``on_event(kind, key, old, new)``: synchronous, must not block (cache it, enqueue it)."""
+
+ChangeSeen = Callable[[], None]
+"""Called after every completed list and every ADDED/MODIFIED/DELETED event, cached or not."""
 
 ResourceGoneHandler = Callable[[ResourceType], None]
 """Called when the API server no longer serves a watched type (404): rediscover."""
@@ -110,6 +114,9 @@ class InformerSettings:
     #: A watch that ends sooner than this without a single event counts as a failure (backoff),
     #: so a server that closes streams at once cannot drive a hot reconnect loop.
     min_watch_seconds: float = 1.0
+    #: 403 ends the informer (``run()`` raises ``Forbidden``) instead of being retried: for an
+    #: optional watch whose owner falls back quietly (discovery's CRD watch).
+    stop_when_forbidden: bool = False
 
     def __post_init__(self) -> None:
         if self.page_size < 1:

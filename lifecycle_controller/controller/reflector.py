@@ -17,8 +17,9 @@ loop over metadata-only requests (docs/architecture.md#informer-loop):
    waits and re-watches the same version; any other ERROR waits and relists. A broken or
    silent stream (the kube door enforces an idle cutoff, ~90 s: bookmarks arrive about once a
    minute, so a longer silence means a dead connection) waits and re-watches. 403 is logged
-   loudly and retried with backoff (RBAC may be fixed without a restart); 404 means the API
-   is gone: the informer reports it through ``on_resource_gone`` and stops.
+   loudly and retried with backoff (RBAC may be fixed without a restart), unless
+   ``stop_when_forbidden`` makes it end the informer; 404 means the API is gone: the informer
+   reports it through ``on_resource_gone`` and stops.
    Waits use exponential backoff with jitter (0.8 s doubling to 30 s, plus up to 100 %
    jitter, reset after 2 min without failures: client-go's reflector), on the injected clock.
 
@@ -35,6 +36,9 @@ or the new state carries a lifecycle annotation, with ``old=None`` meaning "not 
   no lifecycle annotations left: it has then been dropped from the cache).
 * ``"delete"``: ``old`` is the last cached record (None if it was never annotated), ``new`` the
   final state from the watch, or None for a delete synthesised by a relist.
+
+``on_change_seen()`` (optional) hears of every completed list and every ADDED, MODIFIED or
+DELETED event whether or not the object is cached: discovery's CRD informer uses it.
 
 Each informer runs in its own task (started and stopped by
 :class:`~lifecycle_controller.controller.informers.InformerSet`), so one failing informer never
@@ -55,6 +59,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informer_ports import (
+    ChangeSeen,
     EventHandler,
     EventKind,
     InformerMetrics,
@@ -129,6 +134,7 @@ class Informer:
         metrics: InformerMetrics | None = None,
         settings: InformerSettings | None = None,
         on_resource_gone: ResourceGoneHandler | None = None,
+        on_change_seen: ChangeSeen | None = None,
         rng: random.Random | None = None,
     ) -> None:
         if namespace is not None and not resource.namespaced:
@@ -142,6 +148,7 @@ class Informer:
         self._metrics = NoInformerMetrics() if metrics is None else metrics
         self._settings = InformerSettings() if settings is None else settings
         self._on_gone = on_resource_gone
+        self._on_change_seen = on_change_seen
         self._rng = random.Random() if rng is None else rng
         s = self._settings
         self._backoff = Backoff(
@@ -192,6 +199,8 @@ class Informer:
             except Exception as error:
                 if being_cancelled():
                     raise asyncio.CancelledError from error  # a cancel turned into an error
+                if isinstance(error, Forbidden) and self._settings.stop_when_forbidden:
+                    raise
                 recovery = self._recovery_for(error, step)
             else:
                 recovery = self._recovery_after(end, expired_in_a_row)
@@ -269,6 +278,7 @@ class Informer:
         if relist:
             self._metrics.relisted(self.resource)
         self._cache.mark_synced(self.resource, self.namespace)
+        self._change_seen()
         self._log.debug("listed", resource_version=resource_version)
         return resource_version
 
@@ -345,8 +355,10 @@ class Informer:
             return
         if event_type in ("ADDED", "MODIFIED"):
             self._upsert(metadata, created=event_type == "ADDED", listed=False)
+            self._change_seen()
         elif event_type == "DELETED":
             self._remove(metadata)
+            self._change_seen()
         else:
             self._log.warning("unknown watch event type", event_type=event_type)
             return
@@ -401,6 +413,14 @@ class Informer:
         old = self._cache.delete(key)
         if old is not None or final.annotated:
             self._emit("delete", key, old, final)
+
+    def _change_seen(self) -> None:
+        if self._on_change_seen is None:
+            return
+        try:
+            self._on_change_seen()
+        except Exception:
+            self._log.exception("change handler failed")
 
     def _emit(
         self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lifecycle_controller.controller.cache import CachedObject, object_facts
-from lifecycle_controller.controller.discovery import fetch_discovery
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
+from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.tools.report import Row, row_for
 

@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from lifecycle_controller.controller.discovery import fetch_discovery
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, ResourceType
+from lifecycle_controller.kube.discovery import fetch_discovery
 
 META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 META_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"

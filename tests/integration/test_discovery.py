@@ -11,12 +11,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.discovery import (
-    Discovery,
-    DiscoveryFatal,
-    DiscoverySnapshot,
-    fetch_discovery,
-)
+from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
@@ -28,6 +23,7 @@ from lifecycle_controller.kube import (
     TransportError,
     load_configuration,
 )
+from lifecycle_controller.kube.discovery import DiscoverySnapshot, fetch_discovery
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.integration.support import broken_api_group, crd_manifest, eventually, group_fails

@@ -15,10 +15,11 @@ from lifecycle_controller.controller.discovery import (
     NOT_COMPLETED,
     Discovery,
     DiscoveryFatal,
-    fetch_discovery,
 )
+from lifecycle_controller.controller.informers import InformerSettings
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
+from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
 from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.unit.support import eventually, sleeping, widget_type
@@ -252,7 +253,9 @@ async def test_a_crd_change_triggers_an_early_rediscovery(
 async def test_a_failing_crd_watch_backs_off_on_the_clock(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
-    discovery = Discovery(kube, ScopeConfig(), clock=clock, interval=600)
+    # The CRD informer backs off like every informer; without jitter the steps are exact.
+    no_jitter = InformerSettings(backoff_initial=1.0, backoff_jitter=0.0)
+    discovery = Discovery(kube, ScopeConfig(), clock=clock, interval=600, crd_informer=no_jitter)
     await discovery.initial()
     api.fail(500, path="customresourcedefinitions", times=2)
     task = asyncio.create_task(discovery.run(lambda added, removed: None))
