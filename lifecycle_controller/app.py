@@ -281,9 +281,7 @@ class Controller:
         )
         self._pipeline = _Pipeline(discovery, informers, queue, reconciler)
         try:
-            watched = await discovery.initial()
-            if not watched:
-                _log.info("No resource watches requested after applying configuration")
+            watched = await discovery.initial()  # logs an empty watch set itself
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             queue.start()
 
@@ -398,7 +396,7 @@ async def run_async(settings: Settings) -> int:
             return EXIT_OK
         raise
     except (DiscoveryFatal, ConnectionConfigError) as error:
-        _log.error(str(error))
+        _log.error("controller cannot run", error=str(error))
         return EXIT_FAILURE
     except LeadershipLost as error:
         _log.error("leader election lost", error=str(error))

@@ -218,7 +218,7 @@ class Discovery:
             snapshot = await self._fetch()
         except KubeError as error:
             text = f"server preferred resources are incomplete: {error}"
-            _log.error("Resource discovery failed", error=str(error))
+            _log.error("resource discovery failed", error=str(error))
             self._metrics.record_discovery_attempt({(RESULT_FAILED, REASON_GROUP_DISCOVERY): 1})
             return DiscoveryAttempt(plan=None, error=text)
         resources = snapshot.resources
@@ -231,10 +231,10 @@ class Discovery:
             if self._scope.may_select_group(group_of(gv))
         }
         for gv, reason in sorted(blocking.items()):
-            _log.error("Resource discovery failed for API group", groupVersion=gv, error=reason)
+            _log.error("resource discovery failed for an API group", group_version=gv, error=reason)
         plan = plan_resources(resources, self._scope)
         for key, reason in plan.skipped:
-            _log.debug("Skipping discovered resource", resource=key, reason=reason)
+            _log.debug("skipping discovered resource", resource=key, reason=reason)
         failed_count = {(RESULT_FAILED, REASON_GROUP_DISCOVERY): len(snapshot.failed)}
         if blocking:
             # Like the reference: an incomplete attempt reports only the failed groups.
@@ -245,8 +245,8 @@ class Discovery:
         if snapshot.failed:
             for gv, reason in sorted(snapshot.failed.items()):
                 _log.warning(
-                    "Ignoring a failing API group that no watch pattern can match",
-                    groupVersion=gv,
+                    "ignoring a failing API group that no watch pattern can match",
+                    group_version=gv,
                     error=reason,
                 )
             self._metrics.record_discovery_attempt({**plan.counts, **failed_count})
@@ -258,12 +258,12 @@ class Discovery:
     @staticmethod
     def _log_plan_problems(plan: ResourcePlan) -> None:
         for pattern in plan.missing:
-            _log.error("Required resource is missing", pattern=pattern)
+            _log.error("required resource is missing", pattern=pattern)
         for key in plan.unwatchable:
-            _log.error("Required resource is unwatchable", resource=key)
+            _log.error("required resource is unwatchable", resource=key)
         for key in plan.conflicts:
             _log.error(
-                "Requested cluster-scoped resource conflicts with namespace filters",
+                "requested cluster-scoped resource conflicts with namespace filters",
                 resource=key,
             )
 
@@ -288,18 +288,18 @@ class Discovery:
                 raise DiscoveryFatal(f"explicit resource discovery failed: {result.error}")
             if result.plan is not None:
                 _log.info(
-                    "Discarding partial discovery results; no partial watch set will be started",
+                    "discarding partial discovery results; no partial watch set will be started",
                     resources=len(result.plan.watched),
                 )
             if not deferred:
                 _log.info(
-                    "Deferring controller setup until complete discovery succeeds",
-                    retryInterval=self._retry_interval,
+                    "deferring controller setup until complete discovery succeeds",
+                    retry_interval=self._retry_interval,
                 )
                 deferred = True
             else:
                 _log.info(
-                    "Complete resource discovery still unavailable; controller remains degraded"
+                    "complete resource discovery still unavailable; controller remains degraded"
                 )
             await self._clock.sleep(self._retry_interval)
 
@@ -308,9 +308,9 @@ class Discovery:
         self._watched = frozenset(ordered)
         self._not_ready = None
         if not ordered:
-            _log.info("No resource watches requested after applying configuration")
+            _log.info("no resource watches requested after applying configuration")
         for resource in ordered:
-            _log.info("Configuring resource watch", resource=resource.key, version=resource.version)
+            _log.info("configuring resource watch", resource=resource.key, version=resource.version)
         return ordered
 
     # --- rediscovery -----------------------------------------------------------------------
@@ -348,7 +348,7 @@ class Discovery:
         """One rediscovery: publish (added, removed) if the watch set changed."""
         result = await self.attempt()
         if result.plan is None:
-            _log.warning("Rediscovery failed; keeping the current watch set", error=result.error)
+            _log.warning("rediscovery failed; keeping the current watch set", error=result.error)
             return
         previous = set(self._watched)
         failed_groups = {group_of(gv) for gv in result.failed}
@@ -356,7 +356,7 @@ class Discovery:
         if result.error is None:
             if result.plan.error is not None:
                 _log.error(
-                    "Resource coverage incomplete after rediscovery", error=result.plan.error
+                    "resource coverage incomplete after rediscovery", error=result.plan.error
                 )
             self._not_ready = result.plan.error
         current = frozenset(new)
@@ -365,7 +365,7 @@ class Discovery:
         if not added and not removed:
             return
         _log.info(
-            "Resource types changed",
+            "resource types changed",
             added=sorted(str(resource) for resource in added),
             removed=sorted(str(resource) for resource in removed),
         )
@@ -374,7 +374,7 @@ class Discovery:
             if inspect.isawaitable(outcome):
                 await outcome
         except Exception:
-            _log.exception("Applying discovery changes failed; retrying at the next rediscovery")
+            _log.exception("applying discovery changes failed; retrying at the next rediscovery")
             return
         self._watched = current
 

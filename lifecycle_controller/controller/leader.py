@@ -396,7 +396,10 @@ class LeaderElector:
         if leading == self._leading:
             return
         self._leading = leading
-        self._log.info("started leading" if leading else "stopped leading", reason=reason)
+        if leading:
+            self._log.info("started leading", reason=reason)
+        else:
+            self._log.info("stopped leading", reason=reason)
         self._notify(leading)
 
     def _notify(self, leading: bool) -> None:

@@ -170,4 +170,6 @@ def _log_decision(decision: Decision) -> None:
         fields["operation"] = decision.operation.value
     if isinstance(decision, Wait):
         fields["requeue_after_s"] = decision.requeue_after_ns / NS
-    _log.info(decision.log or "decided", **fields)
+    if decision.log:
+        fields["detail"] = decision.log
+    _log.info("decided", **fields)

@@ -146,13 +146,11 @@ class ScrapeAuthorizer:
         try:
             allowed = await self.authorize(user, path=path, verb=verb)
         except KubeError as error:
-            message = f"Authorization for user {user.username} failed"
-            _log.error(message, error=str(error))
-            return Denial(500, message)
+            _log.error("scrape authorization failed", user=user.username, error=str(error))
+            return Denial(500, f"Authorization for user {user.username} failed")
         if not allowed:
-            message = f"Authorization denied for user {user.username}"
-            _log.debug(message, path=path, verb=verb)
-            return Denial(403, message)
+            _log.debug("scrape authorization denied", user=user.username, path=path, verb=verb)
+            return Denial(403, f"Authorization denied for user {user.username}")
         return None
 
     async def authenticate(self, token: str) -> UserInfo | None:

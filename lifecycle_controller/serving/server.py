@@ -116,7 +116,7 @@ def _checks_handler(
                 failed = True
                 lines.append(f"[-]{name} failed: {reason}")
         if failed:
-            _log.debug(f"{endpoint} check failed", statuses=lines)
+            _log.debug("probe check failed", endpoint=endpoint, statuses=lines)
             return web.Response(status=500, text="\n".join([*lines, "healthz check failed"]))
         if "verbose" not in request.query:
             return web.Response(text="ok")

@@ -104,10 +104,11 @@ def test_explicit_watch_resource_matching_nothing_exits_1(control_plane: Control
         ]
     )
     assert result.returncode == 1, result.stderr
-    # Before it, discovery logs each missing pattern ("Required resource is missing").
+    # Before it, discovery logs each missing pattern ("required resource is missing").
     entry = json.loads(result.stderr.splitlines()[-1])
     assert entry["level"] == "error"
-    assert entry["msg"] == (
+    assert entry["msg"] == "controller cannot run"
+    assert entry["error"] == (
         "explicit resource discovery failed: explicit resource coverage incomplete: "
         "missing patterns=[nosuchthing], unwatchable resources=[]"
     )
