@@ -29,11 +29,10 @@ Typical use::
             ...
 """
 
+from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from lifecycle_controller.testing.fakeapi.discovery import (
-    CONFIGMAPS,
     DAEMONSETS,
     DEFAULT_RESOURCES,
-    DEPLOYMENTS,
     PODS,
     SECRETS,
     STATEFULSETS,

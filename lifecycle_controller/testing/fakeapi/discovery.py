@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifecycle_controller.kube import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
+from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS
 
 __all__ = ["ALL_VERBS", "DEFAULT_RESOURCES", "Catalogue", "ServedResource", "resource_of"]
 
@@ -38,10 +39,8 @@ def resource_of(
     return ResourceType(group, version, plural, kind, namespaced=namespaced)
 
 
-CONFIGMAPS = resource_of("", "v1", "configmaps", "ConfigMap")
 SECRETS = resource_of("", "v1", "secrets", "Secret")
 PODS = resource_of("", "v1", "pods", "Pod")
-DEPLOYMENTS = resource_of("apps", "v1", "deployments", "Deployment")
 STATEFULSETS = resource_of("apps", "v1", "statefulsets", "StatefulSet")
 DAEMONSETS = resource_of("apps", "v1", "daemonsets", "DaemonSet")
 
