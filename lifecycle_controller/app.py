@@ -36,6 +36,7 @@ from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, DecisionSettings, Ledger
+from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
@@ -267,6 +268,7 @@ class Controller:
                 restart_catch_up=actions.restart_catch_up,
                 max_delete_ttl_ns=actions.max_delete_ttl_ns,
                 local_zone=local_zone(),
+                act_on_annotation_copies=actions.act_on_annotation_copies,
             ),
             metrics=self.metrics,
         )
@@ -330,6 +332,7 @@ class Controller:
 
     def _make_handler(self, queue: WorkQueue[ObjectKey], reconciler: Reconciler) -> EventHandler:
         scope = self.settings.scope
+        ignore_copies = not self.settings.actions.act_on_annotation_copies
 
         def on_event(
             kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
@@ -347,6 +350,8 @@ class Controller:
                 name=key.name,
             ):
                 return
+            if ignore_copies and is_annotation_copy(resource, new.controller_owner):
+                return  # docs/annotations.md#annotation-copies
             if kind == "add":
                 relevant = should_enqueue_on_create(new.annotations)
             else:

@@ -148,12 +148,18 @@ def plan(files: tuple[Any, ...], now: str, occurrences: int, dry_run: bool, outp
 @click.option("-n", "--namespace", default=None, help="Only this namespace.")
 @click.option("--watch-resource", multiple=True, help="Resource glob to include; repeatable.")
 @click.option("--ignore-resource", multiple=True, help="Resource glob to leave out; repeatable.")
+@click.option(
+    "--act-on-annotation-copies",
+    is_flag=True,
+    help="Also list objects whose annotations their owner copied (as run's flag of that name).",
+)
 @_OUTPUT
 def status(
     kubeconfig: str,
     namespace: str | None,
     watch_resource: tuple[str, ...],
     ignore_resource: tuple[str, ...],
+    act_on_annotation_copies: bool,
     output: str,
 ) -> None:
     """List every object with lifecycle annotations in the cluster and its next action."""
@@ -173,7 +179,9 @@ def status(
                 kube,
                 scope=ScopeConfig(watch_resources=watch_resource, ignore_resources=ignore_resource),
                 clock=RealClock(),
-                settings=DecisionSettings(local_zone=local_zone()),
+                settings=DecisionSettings(
+                    local_zone=local_zone(), act_on_annotation_copies=act_on_annotation_copies
+                ),
                 namespace=namespace,
             )
 

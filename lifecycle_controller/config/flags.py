@@ -156,6 +156,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "actions.max_restarts_per_minute",
     ),
     Flag(
+        "act-on-annotation-copies",
+        "false",
+        "Also act on objects whose lifecycle annotations their owner copied onto them "
+        "(ReplicaSets of a Deployment, ControllerRevisions of a StatefulSet or DaemonSet).",
+        p.boolean,
+        "actions.act_on_annotation_copies",
+        "bool",
+    ),
+    Flag(
         "workers",
         "4",
         "Parallel reconcile workers (never two on one object).",

@@ -51,6 +51,7 @@ class ActionSettings:
     max_delete_ttl_ns: int | None = None
     max_deletes_per_minute: int = 0
     max_restarts_per_minute: int = 0
+    act_on_annotation_copies: bool = False
 
 
 class LeaderElectionError(ConfigError):

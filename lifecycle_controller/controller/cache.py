@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.decision import ObjectFacts
 from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
@@ -71,6 +72,7 @@ class CachedObject:
     deletion_timestamp: str | None = None
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     generation: int | None = None
+    controller_owner: tuple[str, str] | None = None
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> CachedObject:
@@ -87,6 +89,7 @@ class CachedObject:
             deletion_timestamp=metadata.get("deletionTimestamp") or None,
             annotations=MappingProxyType(lifecycle) if lifecycle else _EMPTY,
             generation=generation if isinstance(generation, int) else None,
+            controller_owner=controller_owner(metadata) if lifecycle else None,
         )
 
     @property
@@ -235,4 +238,5 @@ def object_facts(
         terminating=obj.deletion_timestamp is not None,
         has_pod_template=resource.restartable,
         restart_marker=restart_marker,
+        controller_owner=obj.controller_owner,
     )

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from lifecycle_controller.core import events, keys
 from lifecycle_controller.core.catchup import LedgerView
+from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.decide_delete import decide_deletion
 from lifecycle_controller.core.decide_pass import FORGET, DecisionPass
 from lifecycle_controller.core.decide_restart import decide_restart
@@ -58,6 +59,11 @@ def decide(
         return Idle(ledger_ops=(FORGET,), log="object is terminating; nothing to do")
     if not annotations:
         return Idle(ledger_ops=(FORGET,), log="no annotations")
+    if not settings.act_on_annotation_copies and is_annotation_copy(
+        facts.key.resource, facts.controller_owner
+    ):
+        # docs/annotations.md#annotation-copies: the owner's request, not this object's.
+        return Idle(ledger_ops=(FORGET,), log="annotations copied by the owner; ignored")
 
     dry_run = settings.dry_run
     if keys.DRY_RUN in annotations:

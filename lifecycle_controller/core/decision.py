@@ -78,6 +78,8 @@ class ObjectFacts:
     terminating: bool = False
     has_pod_template: bool = False
     restart_marker: str | None = None
+    #: (group, kind) of the controlling owner reference, for the annotation-copy rule.
+    controller_owner: tuple[str, str] | None = None
 
     @property
     def kind(self) -> str:
@@ -98,6 +100,8 @@ class DecisionSettings:
 
     ``local_zone`` is what ``cron-timezone: Local`` means (the container's zone, UTC in the
     usual images); the composition root supplies it because core reads no system state.
+    ``act_on_annotation_copies`` turns off the annotation-copy rule
+    (:mod:`~lifecycle_controller.core.copies`).
     """
 
     dry_run: bool = False
@@ -105,6 +109,7 @@ class DecisionSettings:
     restart_catch_up: CatchUpPolicy = ALWAYS
     max_delete_ttl_ns: int | None = None
     local_zone: tzinfo = UTC
+    act_on_annotation_copies: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
+from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.tools.report import Row, row_for
@@ -75,6 +76,7 @@ def facts_for(obj: Mapping[str, Any]) -> ObjectFacts:
         creation_ns=creation_ns,
         terminating=bool(metadata.get("deletionTimestamp")),
         has_pod_template=isinstance(spec, Mapping) and isinstance(spec.get("template"), Mapping),
+        controller_owner=controller_owner(metadata),
     )
 
 

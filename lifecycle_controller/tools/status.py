@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from lifecycle_controller.controller.cache import CachedObject, object_facts
 from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
@@ -71,6 +72,10 @@ async def collect_status(
                 name=obj.name,
             ):
                 continue
+            if not settings.act_on_annotation_copies and is_annotation_copy(
+                resource, obj.controller_owner
+            ):
+                continue  # the owner's annotations, shown on the owner's row
             explanation = explain(
                 annotations=obj.annotations,
                 facts=object_facts(resource, obj),

@@ -7,6 +7,7 @@ conflicts and server errors are injected faults. Time is the fake clock's.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +18,16 @@ from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import NotLeading, Result
+from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, DecisionSettings, Ledger, keys
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
 from lifecycle_controller.machinery.budget import ActionBudget
+from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
+from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
 from lifecycle_controller.testing.fakeclock import FakeClock
-from tests.unit.support import annotated
+from tests.unit.support import annotated, eventually
 
 HOUR = 3600.0
 
@@ -336,3 +340,36 @@ async def test_a_patch_of_an_object_gone_meanwhile_forgets_it(
     assert await r.reconcile(key) is None
     assert [q.status for q in api.requests_to("PATCH")] == [404]
     assert r.metrics.forgotten
+
+
+async def test_workers_map_the_reconciler_outcomes_onto_the_queue(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """Not due → requeue at the due time; NotLeading → rate-limited retries; then the delete."""
+    leading = [False]
+    r = rig(api, kube, clock)
+    r.reconcile.executor.may_write = lambda: leading[0]
+    key = r.cached(CONFIGMAPS, "team", annotated("cm", TTL))
+    queue: WorkQueue[ObjectKey] = WorkQueue(
+        rate_limiter=default_controller_rate_limiter(clock), clock=clock
+    )
+    queue.start()
+    workers = asyncio.create_task(run_workers(queue, r.reconcile, 2))
+    queue.add(key)
+    await clock.settle()  # not due: decided from the cache, no I/O, requeued for the due time
+    assert len(queue) == 0
+    await clock.advance(HOUR - 1)
+    assert queue.num_requeues(key) == 0
+    assert api.requests == []
+    await clock.advance(1)
+    await eventually(lambda: queue.num_requeues(key) == 1)  # retried after 5 ms, 10 ms, ...
+    await clock.advance(0.005)
+    await eventually(lambda: queue.num_requeues(key) == 2)
+    assert not api.requests_to("DELETE")
+    leading[0] = True
+    await clock.advance(0.01)
+    await eventually(lambda: api.store.find(CONFIGMAPS, "team", "cm") is None)
+    await eventually(lambda: queue.num_requeues(key) == 0)  # success forgets the backoff
+    queue.shutdown()
+    await asyncio.wait_for(workers, 5)
+    await queue.aclose()
