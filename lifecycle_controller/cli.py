@@ -21,6 +21,10 @@ from lifecycle_controller.config import RUN_FLAGS as RUN_FLAGS
 from lifecycle_controller.config import Flag as Flag
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: ``plan`` found objects with problems.
+EXIT_PROBLEMS = 1
+#: A tool was called wrongly (``run`` keeps 1 for every configuration error).
+EXIT_USAGE = 2
 
 
 class _CommaList(click.ParamType[str]):
@@ -108,8 +112,8 @@ _OUTPUT = click.option(
     "files",
     multiple=True,
     required=True,
-    type=click.File("r"),
-    help="Manifest file (YAML or JSON, several documents allowed); '-' reads stdin. Repeatable.",
+    help="Manifest file or folder (read recursively; YAML or JSON, several documents allowed); "
+    "'-' reads stdin. Repeatable.",
 )
 @click.option("--now", default="", help="Evaluate at this RFC3339 time instead of the clock.")
 @click.option(
@@ -120,13 +124,37 @@ _OUTPUT = click.option(
     help="How many upcoming occurrences of a recurring schedule to list.",
 )
 @click.option("--dry-run", is_flag=True, help="Explain as a controller started with --dry-run.")
+@click.option(
+    "--max-delete-ttl",
+    default="",
+    help="Report delete TTLs longer than this (e.g. 30d), as run's flag of that name.",
+)
 @_OUTPUT
-def plan(files: tuple[Any, ...], now: str, occurrences: int, dry_run: bool, output: str) -> None:
-    """Explain offline what the controller would do with manifests, and when."""
+def plan(
+    files: tuple[str, ...],
+    now: str,
+    occurrences: int,
+    dry_run: bool,
+    max_delete_ttl: str,
+    output: str,
+) -> None:
+    """Explain offline what the controller would do with manifests, and when.
+
+    Also a linter: exit status 1 when any object has a problem (an invalid value,
+    conflicting annotations, a restart on an unsupported kind, a TTL over
+    --max-delete-ttl), 2 for usage errors, 0 otherwise.
+    """
     from lifecycle_controller.app import local_zone
+    from lifecycle_controller.core.durations import DurationError, parse_max_delete_ttl
     from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
     from lifecycle_controller.machinery.clock import RealClock
-    from lifecycle_controller.tools.plan import ManifestError, load_manifests, plan_rows
+    from lifecycle_controller.tools.plan import (
+        ManifestError,
+        has_problems,
+        load_manifests,
+        plan_rows,
+        read_sources,
+    )
     from lifecycle_controller.tools.report import render
 
     try:
@@ -134,13 +162,24 @@ def plan(files: tuple[Any, ...], now: str, occurrences: int, dry_run: bool, outp
     except TimestampError as error:
         raise click.UsageError(f"--now: {error}") from error
     try:
-        objects = load_manifests((handle.name, handle.read()) for handle in files)
+        ttl_ns = parse_max_delete_ttl(max_delete_ttl)
+    except DurationError as error:
+        raise click.UsageError(f"--max-delete-ttl: {error}") from error
+    try:
+        objects = load_manifests(read_sources(files))
     except ManifestError as error:
         raise click.UsageError(str(error)) from error
     rows = plan_rows(
-        objects, now_ns=now_ns, dry_run=dry_run, local_zone=local_zone(), occurrences=occurrences
+        objects,
+        now_ns=now_ns,
+        dry_run=dry_run,
+        local_zone=local_zone(),
+        occurrences=occurrences,
+        max_delete_ttl_ns=ttl_ns,
     )
     click.echo(render(rows, output))  # type: ignore[arg-type]
+    if has_problems(rows):
+        sys.exit(EXIT_PROBLEMS)
 
 
 @cli.command()
@@ -209,11 +248,17 @@ def demo(duration: float | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry: usage and configuration errors exit 1 with one clear line."""
+    """Console-script entry: errors exit with one clear line.
+
+    ``run``'s invalid configuration exits 1 (as the reference controller does); the tools'
+    usage errors exit 2, so a CI job can tell "bad annotations" (``plan``: 1) from "bad call".
+    """
+    args = sys.argv[1:] if argv is None else argv
     try:
-        cli.main(args=argv, prog_name="lifecycle-controller", standalone_mode=False)
+        cli.main(args=args, prog_name="lifecycle-controller", standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
     except click.ClickException as error:
         click.echo(f"lifecycle-controller: {error.format_message()}", err=True)
-        sys.exit(1)
+        tool = bool(args) and args[0] != "run"
+        sys.exit(EXIT_USAGE if tool and isinstance(error, click.UsageError) else 1)

@@ -1,15 +1,19 @@
 """``lifecycle-controller plan``: what the controller would do with manifests, offline.
 
-Reads YAML or JSON manifests (several documents per file, ``kind: List`` too) from files or
-stdin and explains each object that carries lifecycle annotations, at ``--now`` or the
-current time, with the next occurrences of recurring schedules (so the DST policy is
-visible before anything is applied).
+Reads YAML or JSON manifests (several documents per file, ``kind: List`` too) from files,
+folders (recursively: every ``.yaml``, ``.yml`` and ``.json`` file) or stdin and explains each
+object that carries lifecycle annotations, at ``--now`` or the current time, with the next
+occurrences of recurring schedules (so the DST policy is visible before anything is applied).
+As a linter, :func:`has_problems` tells whether any object would get a Warning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import dataclasses
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import tzinfo
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -35,6 +39,42 @@ def _objects(document: Any, source: str) -> Iterator[Mapping[str, Any]]:
             yield from _objects(item, source)
         return
     yield document
+
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def read_sources(paths: Sequence[str]) -> list[tuple[str, str]]:
+    """``(name, text)`` of every manifest named: ``-`` is stdin, a folder is read recursively.
+
+    Files in a folder are taken in path order, and only those ending in ``.yaml``, ``.yml``
+    or ``.json``, as ``kubectl apply -R -f`` does.
+    """
+    texts: list[tuple[str, str]] = []
+    for given in paths:
+        if given == "-":
+            texts.append(("<stdin>", sys.stdin.read()))
+            continue
+        path = Path(given)
+        if path.is_dir():
+            files = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES
+            )
+        elif path.is_file():
+            files = [path]
+        else:
+            raise ManifestError(f"{given}: no such file or folder")
+        for file in files:
+            try:
+                texts.append((str(file), file.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError) as error:
+                raise ManifestError(f"{file}: {error}") from error
+    return texts
+
+
+def has_problems(rows: Iterable[Row]) -> bool:
+    """True when any object would get a Warning (the linter's exit status 1)."""
+    return any(row.problems for row in rows)
 
 
 def load_manifests(texts: Iterable[tuple[str, str]]) -> list[Mapping[str, Any]]:
@@ -93,13 +133,12 @@ def plan_rows(
     dry_run: bool = False,
     local_zone: tzinfo | None = None,
     occurrences: int = 3,
+    max_delete_ttl_ns: int | None = None,
 ) -> list[Row]:
     """One row per object that carries at least one lifecycle annotation."""
-    settings = (
-        DecisionSettings(dry_run=dry_run)
-        if local_zone is None
-        else DecisionSettings(dry_run=dry_run, local_zone=local_zone)
-    )
+    settings = DecisionSettings(dry_run=dry_run, max_delete_ttl_ns=max_delete_ttl_ns)
+    if local_zone is not None:
+        settings = dataclasses.replace(settings, local_zone=local_zone)
     rows = []
     for obj in objects:
         annotations = lifecycle_annotations(obj)

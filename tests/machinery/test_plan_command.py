@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
 
-from lifecycle_controller.cli import cli
+from lifecycle_controller.cli import cli, main
 
 MANIFESTS = """
 apiVersion: v1
@@ -100,3 +101,60 @@ def test_bad_now_and_bad_manifest_are_usage_errors() -> None:
     result = CliRunner().invoke(cli, ["plan", "-f", "-"], input="just a string")
     assert result.exit_code != 0
     assert "not a Kubernetes object" in result.output
+
+
+# --- plan as a linter -------------------------------------------------------------------------
+
+BAD = """
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bad
+  annotations:
+    lifecycle.cezary.dev/delete-after: 2x
+"""
+LONG_TTL = """
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: long
+  annotations:
+    lifecycle.cezary.dev/delete-after: 90d
+"""
+
+
+def lint(*args: str) -> int:
+    """The exit status of ``lifecycle-controller plan ...`` as the installed command gives it."""
+    try:
+        main(["plan", *args])
+    except SystemExit as stopped:
+        code = stopped.code
+        return code if isinstance(code, int) else 1
+    return 0
+
+
+def test_folders_are_read_recursively_and_problems_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "apps" / "nested").mkdir(parents=True)
+    (tmp_path / "apps" / "nested" / "cron.yaml").write_text(DUE_WARSAW_CRON)
+    (tmp_path / "apps" / "README.md").write_text("not a manifest: skipped by its suffix")
+    assert lint("-f", str(tmp_path), "-o", "json") == 0
+    (tmp_path / "apps" / "bad.yml").write_text(BAD)
+    assert lint("-f", str(tmp_path)) == 1
+    result = CliRunner().invoke(cli, ["plan", "-f", str(tmp_path), "-o", "json"])
+    assert result.exit_code == 1
+    rows = json.loads(result.output)
+    assert sorted(row["name"] for row in rows) == ["bad", "nightly"]
+
+
+def test_a_ttl_over_max_delete_ttl_is_a_problem(tmp_path: Path) -> None:
+    manifest = tmp_path / "long.yaml"
+    manifest.write_text(LONG_TTL)
+    assert lint("-f", str(manifest)) == 0
+    assert lint("-f", str(manifest), "--max-delete-ttl", "30d") == 1
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert lint("-f", str(tmp_path / "missing.yaml")) == 2
+    assert lint("-f", "-", "--max-delete-ttl", "2x") == 2
+    assert lint("-f", "-", "--now", "yesterday") == 2
+    assert lint() == 2  # -f is required
