@@ -35,7 +35,7 @@ from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.workers import run_workers
-from lifecycle_controller.core import Action, DecisionSettings, Ledger
+from lifecycle_controller.core import Action, Ledger
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.core.resources import ObjectKey
@@ -262,14 +262,7 @@ class Controller:
         reconciler = Reconciler.build(
             executor=executor,
             ledger=self.ledger,
-            settings=DecisionSettings(
-                dry_run=actions.dry_run,
-                delete_catch_up=actions.delete_catch_up,
-                restart_catch_up=actions.restart_catch_up,
-                max_delete_ttl_ns=actions.max_delete_ttl_ns,
-                local_zone=local_zone(),
-                act_on_annotation_copies=actions.act_on_annotation_copies,
-            ),
+            settings=actions.decision_settings(local_zone()),
             metrics=self.metrics,
         )
         informers = InformerSet(

@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Literal
 
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
+from lifecycle_controller.core.decision import DecisionSettings
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.machinery.logs import LogFormat
 
@@ -52,6 +54,17 @@ class ActionSettings:
     max_deletes_per_minute: int = 0
     max_restarts_per_minute: int = 0
     act_on_annotation_copies: bool = False
+
+    def decision_settings(self, local_zone: tzinfo) -> DecisionSettings:
+        """What the decision core reads of these settings (``local_zone``: ``Local``'s zone)."""
+        return DecisionSettings(
+            dry_run=self.dry_run,
+            delete_catch_up=self.delete_catch_up,
+            restart_catch_up=self.restart_catch_up,
+            max_delete_ttl_ns=self.max_delete_ttl_ns,
+            local_zone=local_zone,
+            act_on_annotation_copies=self.act_on_annotation_copies,
+        )
 
 
 class LeaderElectionError(ConfigError):
