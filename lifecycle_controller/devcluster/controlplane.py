@@ -39,6 +39,14 @@ CONTROLLERS = (
 )
 """kube-controller-manager controllers needed for real rollouts and namespace deletion."""
 
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+"""
+"""With ``audit_log=True``: every request at Metadata level, once, when its response started."""
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -71,8 +79,10 @@ class ControlPlane(AdminAccess):
         workdir: Path | None = None,
         keep_dir: bool = False,
         log: Log = print,
+        audit_log: bool = False,
     ) -> None:
         self._binaries = binaries
+        self._audit = audit_log
         self._with_controller_manager = controller_manager
         self._keep_dir = keep_dir
         self._log = log
@@ -86,6 +96,8 @@ class ControlPlane(AdminAccess):
         self.etcd_url = ""
         """etcd's client URL once started (tests use it, e.g. to compact history)."""
         self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
+        self.audit_log = self.logs_dir / "audit.log"
+        """The API server's audit log (JSON lines), written when ``audit_log=True``."""
         self.started_seconds = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -256,6 +268,7 @@ class ControlPlane(AdminAccess):
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--endpoint-reconciler-type=none",
+                *self._audit_flags(),
             ],
         )
 
@@ -263,6 +276,19 @@ class ControlPlane(AdminAccess):
             return self.request("GET", "/readyz", timeout=3).status == 200
 
         self._wait("kube-apiserver", process, ready, deadline)
+
+    def _audit_flags(self) -> list[str]:
+        if not self._audit:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--audit-log-maxsize=0",
+        ]
 
     def _start_controller_manager(self, binaries: ControlPlaneBinaries, *, deadline: float) -> None:
         process = self._spawn(

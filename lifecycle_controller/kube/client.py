@@ -1,30 +1,50 @@
 """The one door to the Kubernetes API: generic requests for any resource type, as plain dicts.
 
-Built on kubernetes-asyncio's low-level ``ApiClient.call_api`` (typed models are slow and
-rewrite ``Accept`` headers; see docs/architecture.md#raw-requests). Every call has a timeout,
-every non-2xx answer raises from :mod:`.errors`, and three separate connection pools keep
-long-running watches from starving ordinary requests or the leader-election renewals
-(docs/architecture.md#connection-pools).
+Plain aiohttp sessions (kubernetes-asyncio's typed models are slow, its ``ApiClient`` imports
+every one of them, and typed methods rewrite ``Accept`` headers; see
+docs/architecture.md#raw-requests). Every call has a timeout, every non-2xx answer raises
+from :mod:`.errors`, and three separate connection pools keep long-running watches from
+starving ordinary requests or the leader-election renewals
+(docs/architecture.md#connection-pools). Credentials come from :mod:`.connection`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.config.config_exception import ConfigException
+from yarl import URL
 
 from lifecycle_controller import __version__
-from lifecycle_controller.kube.errors import KubeError, TransportError, error_for_status
+from lifecycle_controller.kube.connection import (
+    SERVICE_ACCOUNT_NAMESPACE_FILE,
+    ClusterConfig,
+    ConnectionConfigError,
+    load_configuration,
+)
+from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
+
+__all__ = [
+    "ACCEPT_AGGREGATED_DISCOVERY",
+    "ACCEPT_METADATA",
+    "ACCEPT_METADATA_LIST",
+    "JSON",
+    "MERGE_PATCH",
+    "SERVICE_ACCOUNT_NAMESPACE_FILE",
+    "ClusterConfig",
+    "ConnectionConfigError",
+    "KubeClient",
+    "Pool",
+    "RequestObserver",
+    "Timeouts",
+    "load_configuration",
+]
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -35,15 +55,11 @@ ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
 ACCEPT_AGGREGATED_DISCOVERY = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 )
-SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+USER_AGENT = f"lifecycle-controller/{__version__}"
 
 Pool = Literal["requests", "watches", "leases"]
 RequestObserver = Callable[[str, str], None]
 """Called with (HTTP method, status code or "<error>") after every request, for metrics."""
-
-
-class ConnectionConfigError(KubeError):
-    """No usable cluster credentials: the flag, KUBECONFIG and in-cluster all failed."""
 
 
 @dataclass(frozen=True)
@@ -55,76 +71,24 @@ class Timeouts:
     watch_idle: float = 90.0
 
 
-def _pod_namespace() -> str:
-    """The namespace the controller's Pod runs in (for its Lease and its own Events)."""
-    namespace = os.environ.get("POD_NAMESPACE", "")
-    if not namespace and SERVICE_ACCOUNT_NAMESPACE_FILE.is_file():
-        namespace = SERVICE_ACCOUNT_NAMESPACE_FILE.read_text().strip()
-    return namespace or "default"
-
-
-def _kubeconfig_path(explicit: str | None) -> str | None:
-    """The kubeconfig to load (``--kubeconfig``, ``$KUBECONFIG``, ~/.kube/config), or None
-    for in-cluster credentials; raises when nothing usable is configured."""
-    chosen = explicit or os.environ.get("KUBECONFIG", "")
-    if not chosen:
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return None
-        default = Path.home() / ".kube" / "config"
-        if not default.is_file():
-            raise ConnectionConfigError(
-                "no cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a Pod"
-            )
-        return str(default)
-    if not any(Path(part).is_file() for part in chosen.split(os.pathsep) if part):
-        raise ConnectionConfigError(f"kubeconfig {chosen} not found")
-    return chosen
-
-
-async def load_configuration(
-    kubeconfig: str | None = None, *, context: str | None = None
-) -> tuple[k8s_client.Configuration, str]:
-    """Credentials from ``--kubeconfig``, else ``$KUBECONFIG``, else in-cluster, else ~/.kube.
-
-    Returns the configuration and the default namespace (the Pod's namespace in-cluster, the
-    context's namespace or ``default`` otherwise).
-    """
-    configuration = k8s_client.Configuration()
-    path = _kubeconfig_path(kubeconfig)
-    if path is None:
-        try:
-            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-        except ConfigException as error:
-            raise ConnectionConfigError(f"in-cluster configuration failed: {error}") from error
-        return configuration, _pod_namespace()
-    try:
-        loader = await k8s_config.load_kube_config(
-            config_file=path,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    except (ConfigException, OSError) as error:
-        raise ConnectionConfigError(f"cannot load kubeconfig {path}: {error}") from error
-    namespace = "default"
-    with_context = getattr(loader, "current_context", None)
-    if isinstance(with_context, Mapping):
-        namespace = str(with_context.get("context", {}).get("namespace") or "default")
-    return configuration, namespace
-
-
 def _timeout(total: float | None, connect: float, idle: float | None) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=total, sock_connect=connect, sock_read=idle)
 
 
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 class KubeClient:
-    """Generic, dict-based access to the API server for any resource type."""
+    """Generic, dict-based access to the API server for any resource type.
+
+    ``configuration`` is a :class:`ClusterConfig` (what :func:`load_configuration` returns)
+    or a ``kubernetes_asyncio.client.Configuration``, adopted attribute by attribute.
+    """
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        configuration: ClusterConfig | Any,
         *,
         default_namespace: str = "default",
         timeouts: Timeouts | None = None,
@@ -134,15 +98,20 @@ class KubeClient:
         self.default_namespace = default_namespace
         self.timeouts = timeouts or Timeouts()
         self._observe = observe
-        self._pools: dict[str, k8s_client.ApiClient] = {}
-        sizes = {"requests": 64, "watches": watch_pool_size, "leases": 4}
-        for pool, size in sizes.items():
-            pool_config = k8s_client.Configuration()
-            pool_config.__dict__.update(configuration.__dict__)
-            pool_config.connection_pool_maxsize = size
-            api = k8s_client.ApiClient(configuration=pool_config)
-            api.user_agent = f"lifecycle-controller/{__version__}"
-            self._pools[pool] = api
+        self._config = (
+            configuration
+            if isinstance(configuration, ClusterConfig)
+            else ClusterConfig.from_kubernetes_asyncio(configuration)
+        )
+        self._base = self._config.host.rstrip("/")
+        self._ssl = self._config.ssl_context()
+        self._sizes: dict[str, int] = {"requests": 64, "watches": watch_pool_size, "leases": 4}
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._extra: dict[str, Any] = {}
+        if self._config.proxy:
+            self._extra["proxy"] = self._config.proxy
+        if self._config.tls_server_name:
+            self._extra["server_hostname"] = self._config.tls_server_name
 
     @classmethod
     async def connect(
@@ -157,9 +126,23 @@ class KubeClient:
         configuration, namespace = await load_configuration(kubeconfig, context=context)
         return cls(configuration, default_namespace=namespace, timeouts=timeouts, observe=observe)
 
+    def _session(self, pool: Pool) -> aiohttp.ClientSession:
+        session = self._sessions.get(pool)
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(limit=self._sizes[pool], ssl=self._ssl)
+            session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": USER_AGENT},
+                trust_env=True,
+                skip_auto_headers=("Content-Type",),
+            )
+            self._sessions[pool] = session
+        return session
+
     async def close(self) -> None:
-        for api in self._pools.values():
-            await api.close()
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -182,18 +165,22 @@ class KubeClient:
         timeout: aiohttp.ClientTimeout,
         pool: Pool,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        api = self._pools[pool]
+        url = self._base + path
+        params = list(query)
+        if params:
+            url += "?" + urlencode(params)
+        headers = {"Accept": accept, "Content-Type": content_type}
         try:
-            response = await api.call_api(
-                path,
+            authorization = await self._config.authorization_header()
+            if authorization:
+                headers["Authorization"] = authorization
+            response = await self._session(pool).request(
                 method,
-                query_params=list(query),
-                header_params={"Accept": accept, "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-                _preload_content=False,
-                _request_timeout=timeout,
+                URL(url, encoded=True),
+                headers=headers,
+                data=None if body is None else _dumps(body),
+                timeout=timeout,
+                **self._extra,
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             self._record(method, "<error>")
@@ -314,11 +301,17 @@ class KubeClient:
         continue_token: str | None = None,
         resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """One page of a metadata-only list (``PartialObjectMetadataList``)."""
+        """One page of a metadata-only list (``PartialObjectMetadataList``).
+
+        ``resource_version="0"`` with a ``limit`` is sent as a consistent paginated list (no
+        resourceVersion): the API server ignores ``limit`` for ``resourceVersion=0`` and
+        answers with every object in one response, so a large first list would be held,
+        raw and decoded, all at once (docs/architecture.md#informer-loop).
+        """
         query = [("limit", str(limit))]
         if continue_token:
             query.append(("continue", continue_token))
-        elif resource_version is not None:
+        elif resource_version is not None and not (resource_version == "0" and limit > 0):
             query.append(("resourceVersion", resource_version))
         return await self.request(
             "GET",
