@@ -111,6 +111,13 @@ class InformerSettings:
     backoff_factor: float = 2.0
     backoff_jitter: float = 1.0
     backoff_reset_after: float = 120.0
+    #: The base delay after a connection error (not a 5xx) is capped at this (jitter comes on top:
+    #: at most twice this), so a watch resumes within about 2 s of the API server answering
+    #: again without retrying a server that is down more than about once a second.
+    backoff_transport_max: float = 0.8
+    #: An informer counts as disconnected (readiness, docs/behaviour.md#readiness) from its
+    #: ``disconnected_after``-th consecutive failed list or watch until its next success.
+    disconnected_after: int = 2
     #: A watch that ends sooner than this without a single event counts as a failure (backoff),
     #: so a server that closes streams at once cannot drive a hot reconnect loop.
     min_watch_seconds: float = 1.0

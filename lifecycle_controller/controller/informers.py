@@ -73,6 +73,7 @@ class InformerSet:
         self._on_gone = on_resource_gone
         self._rng = random.Random() if rng is None else rng
         self._tasks: dict[ResourceType, dict[str | None, asyncio.Task[None]]] = {}
+        self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
 
     def scopes(self, resource: ResourceType) -> list[str | None]:
         """The scopes one type is watched in: its namespaces, or [None] for cluster-wide."""
@@ -113,6 +114,7 @@ class InformerSet:
             on_resource_gone=self._on_gone,
             rng=random.Random(self._rng.random()),
         )
+        self._informers[(resource, scope)] = informer
         task = asyncio.create_task(informer.run(), name=f"informer {resource} {scope or '*'}")
         task.add_done_callback(_log_unexpected_exit)
         return task
@@ -121,6 +123,8 @@ class InformerSet:
         """Stop the informers of ``resource`` and drop its objects and synced flags."""
         tasks = self._tasks.pop(resource, {})
         await self._cancel(tasks.values())
+        for scope in tasks:
+            self._informers.pop((resource, scope), None)
         self._cache.drop_type(resource)
         self._metrics.cache_objects(resource, 0)
 
@@ -132,10 +136,21 @@ class InformerSet:
         """Every scope of every type has completed its first list (True when there is none)."""
         return self._cache.all_synced(self._tasks)
 
+    def disconnected(self) -> list[str]:
+        """The running informers that cannot reach the API server (or are refused) right now:
+        ``"<resource>"`` or ``"<resource> in <namespace>"``, sorted (readiness reports them)."""
+        names: list[str] = []
+        for (resource, scope), informer in self._informers.items():
+            task = self._tasks.get(resource, {}).get(scope)
+            if task is not None and not task.done() and informer.disconnected:
+                names.append(str(resource) if scope is None else f"{resource} in {scope}")
+        return sorted(names)
+
     async def aclose(self) -> None:
         """Stop every informer (objects stay in the cache). Idempotent."""
         tasks = [task for by_scope in self._tasks.values() for task in by_scope.values()]
         self._tasks.clear()
+        self._informers.clear()
         await self._cancel(tasks)
 
     async def __aenter__(self) -> InformerSet:

@@ -22,6 +22,16 @@ loop over metadata-only requests (docs/architecture.md#informer-loop):
    reports it through ``on_resource_gone`` and stops.
    Waits use exponential backoff with jitter (0.8 s doubling to 30 s, plus up to 100 %
    jitter, reset after 2 min without failures: client-go's reflector), on the injected clock.
+   The backoff also starts again from 0.8 s after every successful request (a completed list,
+   a watch event, a watch the server ended normally), and the delay after a connection error
+   is capped at 0.8 s plus jitter: a server that is down is retried about once a
+   second per informer, and a watch resumes within about 2 s of the API server answering
+   again (docs/reliability.md). A second connection failure in a row relists instead of
+   re-watching, so the first request after an outage is a list that proves the server is
+   back (and catches deletes missed meanwhile).
+4. From its second consecutive failed list or watch until its next successful one, the
+   informer is :attr:`Informer.disconnected`; the leader's readiness reports it
+   (docs/behaviour.md#readiness).
 
 Only ``metadata`` is read from each object, projected into :class:`CachedObject` at once
 (managedFields and everything else are never kept). Changes are reported to one synchronous,
@@ -113,6 +123,7 @@ class _Recovery:
     reason: str
     backoff: bool
     at_least: float = 0.0
+    cap: float | None = None
 
 
 class Informer:
@@ -162,6 +173,7 @@ class Informer:
         )
         self._resource_version: str | None = None
         self._lists = 0
+        self._failures = 0
         self._log = _log.bind(resource=str(resource), scope=namespace or "*")
         cache.register_scope(resource, namespace)
 
@@ -173,6 +185,24 @@ class Informer:
     @property
     def synced(self) -> bool:
         return self._cache.is_synced(self.resource, self.namespace)
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failed lists or watches (0 after any successful request)."""
+        return self._failures
+
+    @property
+    def disconnected(self) -> bool:
+        """True while the cache cannot be kept current: from the ``disconnected_after``-th
+        consecutive failed list or watch (any cause) until the next successful request."""
+        return self._failures >= self._settings.disconnected_after
+
+    def _succeeded(self) -> None:
+        """A request was answered: start the backoff over and clear the failure count."""
+        if self._failures:
+            self._log.info("api server answers again", failures=self._failures)
+        self._failures = 0
+        self._backoff.reset()
 
     # ------------------------------------------------------------------ the loop
 
@@ -201,14 +231,17 @@ class Informer:
                     raise asyncio.CancelledError from error  # a cancel turned into an error
                 if isinstance(error, Forbidden) and self._settings.stop_when_forbidden:
                     raise
+                self._failures += 1
                 recovery = self._recovery_for(error, step)
             else:
+                if end is WatchEnd.CLOSED:
+                    self._succeeded()
                 recovery = self._recovery_after(end, expired_in_a_row)
                 expired_in_a_row = expired_in_a_row + 1 if end is WatchEnd.EXPIRED else 0
             self._metrics.watch_restarted(self.resource, recovery.reason)
             step = recovery.step
             if recovery.backoff:
-                delay = await self._backoff.wait(at_least=recovery.at_least)
+                delay = await self._backoff.wait(at_least=recovery.at_least, cap=recovery.cap)
                 self._log.debug("retrying", reason=recovery.reason, delay=round(delay, 3))
 
     def _recovery_after(self, end: WatchEnd, expired_in_a_row: int) -> _Recovery:
@@ -243,7 +276,10 @@ class Informer:
         if isinstance(error, TransportError | ServerError):
             self._log.info("connection lost or server error", step=step.value, error=str(error))
             reason = "transport" if isinstance(error, TransportError) else "server_error"
-            return _Recovery(same, reason, backoff=True)
+            # Failing again: relist, so the first answer after an outage is a full list.
+            retry = _Step.LIST if self._failures > 1 else same
+            cap = self._settings.backoff_transport_max if reason == "transport" else None
+            return _Recovery(retry, reason, backoff=True, cap=cap)
         if isinstance(error, ApiError):
             self._log.warning("request refused", step=step.value, error=str(error))
             return _Recovery(_Step.LIST, "api_error", backoff=True)
@@ -275,6 +311,7 @@ class Informer:
                 self._log.info("list continue token expired; listing again")
         self._lists += 1
         self._resource_version = resource_version
+        self._succeeded()
         if relist:
             self._metrics.relisted(self.resource)
         self._cache.mark_synced(self.resource, self.namespace)
@@ -337,6 +374,8 @@ class Informer:
                 event_type = str(event.get("type", ""))
                 if event_type == "ERROR":
                     return self._classify_error(obj)
+                if not received:
+                    self._succeeded()
                 received = True
                 self._apply_event(event_type, obj)
         finally:

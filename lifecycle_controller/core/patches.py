@@ -7,10 +7,13 @@ restart can never be replayed (docs/behaviour.md#guarded-writes).
 
 The marker must change on every restart (docs/behaviour.md#restart-marker), even for two
 restarts within one second (the reference writes the current second, so the second
-restart would not roll Pods). Our rule: write the current second, unless the previous
-marker (as the caller last saw it) is at or after it; then write the previous marker plus
-one second. The marker therefore always differs from the previous one and never goes
-backwards.
+restart would not roll Pods) and across a leader failover (a new leader does not know the
+marker the previous one wrote: the cache never holds Pod templates, and the ordinary path
+never GETs). Our rule: write the current instant in RFC 3339 with nanoseconds (Go's
+``RFC3339Nano``, UTC), unless the previous marker (as this process last saw it) is at or after
+it; then write the previous marker plus one nanosecond. The marker therefore always differs
+from the previous one this process saw and never goes backwards; two processes only write
+the same marker if they restart the same object in the same nanosecond.
 """
 
 from __future__ import annotations
@@ -19,10 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lifecycle_controller.core import keys
-from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.timestamps import (
     TimestampError,
-    format_rfc3339_seconds,
+    format_rfc3339_nano,
     parse_rfc3339,
 )
 
@@ -55,13 +57,13 @@ def restart_patch(acknowledgement: AnnotationChanges, marker: str) -> dict[str, 
 
 
 def next_restart_marker(now_ns: int, previous: str | None) -> str:
-    """RFC 3339 seconds in UTC, always different from (and not before) ``previous``."""
-    seconds = now_ns // NS_PER_SECOND
+    """RFC 3339 with nanoseconds in UTC, always different from (and not before) ``previous``."""
+    instant = now_ns
     if previous:
         try:
-            previous_seconds = parse_rfc3339(previous) // NS_PER_SECOND
+            previous_ns = parse_rfc3339(previous)
         except TimestampError:
-            previous_seconds = None  # not ours to interpret; any valid marker differs
-        if previous_seconds is not None and previous_seconds >= seconds:
-            seconds = previous_seconds + 1
-    return format_rfc3339_seconds(seconds * NS_PER_SECOND)
+            previous_ns = None  # not ours to interpret; any valid marker differs
+        if previous_ns is not None and previous_ns >= instant:
+            instant = previous_ns + 1
+    return format_rfc3339_nano(instant)

@@ -5,6 +5,12 @@ Started the way controller-runtime's envtest does it, from binaries built by
 data, certificates, kubeconfigs and logs, RBAC authorization switched on. The integration
 tests and the ``demo`` command share it. The API is synchronous (processes and a tiny admin
 REST helper) so that it serves a pytest session fixture as well as a CLI command.
+
+With ``audit_log=True`` the API server writes an audit log at ``Metadata`` level (every
+request, stage ``ResponseComplete`` only) as JSON lines to :attr:`ControlPlane.audit_log`; the
+fault tests count the controller's actions there (:meth:`ControlPlane.audit_events`). The fault
+tests also kill and restart components: :meth:`ControlPlane.kill` and
+:meth:`ControlPlane.restart` (same ports, same data, same certificates).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import http.client
+import json
 import shutil
 import signal
 import socket
@@ -22,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 from lifecycle_controller.devcluster.admin import AdminAccess, ControlPlaneError, base64_text
 from lifecycle_controller.devcluster.binaries import ControlPlaneBinaries, Log, ensure_binaries
@@ -83,6 +90,7 @@ class ControlPlane(AdminAccess):
     ) -> None:
         self._binaries = binaries
         self._audit = audit_log
+        self._argv: dict[str, list[str]] = {}
         self._with_controller_manager = controller_manager
         self._keep_dir = keep_dir
         self._log = log
@@ -150,8 +158,45 @@ class ControlPlane(AdminAccess):
 
     # ------------------------------------------------------------------ components
 
-    def _spawn(self, name: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
-        log_file = (self.logs_dir / f"{name}.log").open("wb")
+    def kill(self, name: str) -> None:
+        """SIGKILL one component (``"etcd"``, ``"kube-apiserver"``, ...) and wait for it."""
+        for index, (known, process, log_file) in enumerate(self._processes):
+            if known == name:
+                if process.poll() is None:
+                    process.kill()
+                process.wait()
+                log_file.close()
+                del self._processes[index]
+                return
+        raise ControlPlaneError(f"no running component named {name}")
+
+    def restart(self, name: str, *, timeout: float = 60.0) -> None:
+        """Start a component killed by :meth:`kill` again (same arguments); wait until ready."""
+        if any(known == name for known, _process, _log in self._processes):
+            raise ControlPlaneError(f"{name} is still running")
+        process = self._spawn(name, self._argv[name], append=True)
+        ready = {
+            "etcd": self._etcd_healthy,
+            "kube-apiserver": self._apiserver_ready,
+        }.get(name, lambda: True)
+        self._wait(name, process, ready, time.monotonic() + timeout)
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audit event written so far (needs ``audit_log=True``); torn lines skipped."""
+        if not self._audit:
+            raise ControlPlaneError("the control plane was started without audit_log=True")
+        events: list[dict[str, Any]] = []
+        with contextlib.suppress(FileNotFoundError):
+            for line in self.audit_log.read_text(errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    events.append(json.loads(line))
+        return events
+
+    def _spawn(
+        self, name: str, argv: Sequence[str], *, append: bool = False
+    ) -> subprocess.Popen[bytes]:
+        self._argv[name] = list(argv)
+        log_file = (self.logs_dir / f"{name}.log").open("ab" if append else "wb")
         process = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -212,18 +257,22 @@ class ControlPlane(AdminAccess):
             ],
         )
 
-        def healthy() -> bool:
-            connection = http.client.HTTPConnection("127.0.0.1", client_port, timeout=2)
-            try:
-                connection.request("GET", "/health")
-                response = connection.getresponse()
-                return response.status == 200 and b"true" in response.read()
-            finally:
-                connection.close()
-
-        self._wait("etcd", process, healthy, deadline)
         self.etcd_url = client_url
+        self._wait("etcd", process, self._etcd_healthy, deadline)
         return client_url
+
+    def _etcd_healthy(self) -> bool:
+        host, _, port = self.etcd_url.removeprefix("http://").partition(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=2)
+        try:
+            connection.request("GET", "/health")
+            response = connection.getresponse()
+            return response.status == 200 and b"true" in response.read()
+        finally:
+            connection.close()
+
+    def _apiserver_ready(self) -> bool:
+        return self.request("GET", "/readyz", timeout=3).status == 200
 
     def _start_apiserver(
         self, binaries: ControlPlaneBinaries, etcd_url: str, *, deadline: float
@@ -272,10 +321,7 @@ class ControlPlane(AdminAccess):
             ],
         )
 
-        def ready() -> bool:
-            return self.request("GET", "/readyz", timeout=3).status == 200
-
-        self._wait("kube-apiserver", process, ready, deadline)
+        self._wait("kube-apiserver", process, self._apiserver_ready, deadline)
 
     def _audit_flags(self) -> list[str]:
         if not self._audit:

@@ -4,6 +4,10 @@ client-go's reflector backoff (``wait.Backoff`` with a reset): the n-th delay is
 ``min(initial * factor**n, maximum) * (1 + jitter * U[0, 1))``. After ``reset_after`` seconds
 (monotonic) without a failure, or after :meth:`Backoff.reset`, it starts again from
 ``initial``. Waiting uses the injected clock, so tests drive it with a fake one.
+
+A caller may cap one delay lower than ``maximum`` (``cap=``): the informers do so for
+connection errors, so that they notice within about two seconds that an API server which
+was down answers again, while still retrying no more than about once a second.
 """
 
 from __future__ import annotations
@@ -49,8 +53,12 @@ class Backoff:
         self._base = initial
         self._last: float | None = None
 
-    def next_delay(self) -> float:
-        """The next delay in seconds (and one step further up the curve)."""
+    def next_delay(self, *, cap: float | None = None) -> float:
+        """The next delay in seconds (and one step further up the curve).
+
+        ``cap`` bounds this one delay's base (before jitter) below ``maximum``; the curve
+        itself still climbs, so a later uncapped failure waits as long as it would have.
+        """
         now = self._clock.monotonic()
         quiet = self._last is not None and now - self._last > (
             self._reset_after if self._reset_after is not None else float("inf")
@@ -58,7 +66,7 @@ class Backoff:
         if quiet:
             self._base = self._initial
         self._last = now
-        base = self._base
+        base = self._base if cap is None else min(self._base, max(cap, 0.0))
         self._base = min(self._base * self._factor, self._maximum)
         return base * (1.0 + self._jitter * self._rng.random())
 
@@ -67,8 +75,8 @@ class Backoff:
         self._base = self._initial
         self._last = None
 
-    async def wait(self, *, at_least: float = 0.0) -> float:
+    async def wait(self, *, at_least: float = 0.0, cap: float | None = None) -> float:
         """Sleep for the next delay (or ``at_least``, if longer) on the clock; return it."""
-        delay = max(self.next_delay(), at_least)
+        delay = max(self.next_delay(cap=cap), at_least)
         await self._clock.sleep(delay)
         return delay

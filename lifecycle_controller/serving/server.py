@@ -50,12 +50,14 @@ from lifecycle_controller.serving.scrape_auth import ApiRequester, ScrapeAuthori
 
 __all__ = [
     "CACHES_PENDING",
+    "CACHES_STALE",
     "DISCOVERY_PENDING",
     "HEALTHZ_CHECK",
     "READYZ_CHECK",
     "Check",
     "MetricsServer",
     "ProbeServer",
+    "caches_stale",
     "resource_coverage",
 ]
 
@@ -138,6 +140,16 @@ def _single_check_handler(check: Check) -> Callable[[web.Request], Awaitable[web
 #: Readiness reasons of the reference (docs/behaviour.md#readiness).
 DISCOVERY_PENDING = "resource discovery has not completed"
 CACHES_PENDING = "waiting for resource watch caches to synchronize"
+CACHES_STALE = "watch caches are not current (API server unreachable or refusing)"
+
+
+def caches_stale(names: list[str], *, shown: int = 3) -> str | None:
+    """The readiness reason for informers that cannot list or watch, or None when none."""
+    if not names:
+        return None
+    listed = ", ".join(names[:shown])
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{CACHES_STALE}: {listed}{more}"
 
 
 def resource_coverage(
@@ -152,7 +164,8 @@ def resource_coverage(
 
     With leader election on, a replica that is not the leader is ready (so a passive
     replica can take over). Otherwise it is ready only once discovery completed and every
-    watch cache synced; a cache sync error is reported with its own message.
+    watch cache synced; a cache sync error (e.g. :func:`caches_stale` during an API server
+    outage) is reported with its own message.
     """
 
     def check() -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
 from tests.integration.controller import StartController
 from tests.integration.events import event_records, reasons, wait_for_event
@@ -71,7 +72,6 @@ from tests.integration.support import (
 )
 from tests.integration.timestamps import (
     NANO_FORMAT,
-    SECONDS,
     from_now,
     now_ns,
     parse_utc,
@@ -97,24 +97,24 @@ async def test_as_22_restart_at_due_is_one_guarded_patch(
     monkeypatch: pytest.MonkeyPatch,
     kind: str,
 ) -> None:
-    # docs/behaviour.md#restart-marker (changes AS-22): the marker is RFC3339 UTC seconds
+    # docs/behaviour.md#restart-marker (changes AS-22): the marker is RFC3339Nano UTC
     # and never equal to the previous one.
     resource = WORKLOADS[kind]
     running = await start_for(start_controller, namespace, WATCH_KEYS[kind])
     writes = spy_writes(monkeypatch, running)
-    before = rfc3339(datetime.now(UTC))
+    before = now_ns()
     created = await kube.create(
         resource, namespace, workload(kind, "app", {RESTART_AT: "2020-01-01T00:00:00Z"})
     )
 
     obj = await wait_restarted(kube, resource, namespace, "app")
-    after = rfc3339(datetime.now(UTC))
+    after = now_ns()
     event = await wait_for_event(kube, namespace, "app", "RestartTriggered")
     assert (event.type, event.reason, event.note) == RESTART_TRIGGERED
 
     marker = template_annotations(obj)[RESTARTED_AT]
-    assert SECONDS.fullmatch(marker)
-    assert before <= marker <= after
+    assert NANO_FORMAT.fullmatch(marker)
+    assert before <= parse_rfc3339(marker) <= after
     assert template_annotations(obj)[MANAGED_BY] == CONTROLLER
     assert RESTART_AT not in annotations_of(obj)
     assert annotations_of(obj)[MANAGED_BY] == CONTROLLER
@@ -446,8 +446,8 @@ async def test_spec_2_7_two_restarts_within_one_second_change_the_marker(
     )
     second = await wait_restarted(kube, DEPLOYMENTS, namespace, "web", other_than=first_marker)
     second_marker = template_annotations(second)[RESTARTED_AT]
-    assert SECONDS.fullmatch(second_marker)
-    assert second_marker > first_marker  # differs, never goes backwards
+    assert NANO_FORMAT.fullmatch(second_marker)
+    assert parse_rfc3339(second_marker) > parse_rfc3339(first_marker)  # never backwards
     uid = second["metadata"]["uid"]
 
     async def three_replicasets() -> bool:  # the original and one per restart: both rolled

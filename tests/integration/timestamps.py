@@ -1,7 +1,8 @@
 """Timestamps in the forms the controller reads and writes, and conversions for assertions.
 
-``*-at`` values and the restart marker are whole-second UTC RFC3339 with ``Z``
-(:data:`SECONDS`); ``last-restart-timestamp`` is Go's RFC3339Nano in UTC (:data:`NANO_FORMAT`).
+``*-at`` values are whole-second UTC RFC3339 with ``Z``
+(:data:`SECONDS`); ``last-restart-timestamp`` and the restart marker are Go's RFC3339Nano in
+UTC (:data:`NANO_FORMAT`).
 """
 
 from __future__ import annotations
