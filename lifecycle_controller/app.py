@@ -17,11 +17,9 @@ import asyncio
 import os
 import signal
 import socket
-import zoneinfo
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, tzinfo
 
 import structlog
 
@@ -53,17 +51,6 @@ _log = structlog.get_logger(__name__)
 CONTROLLER_NAME = "lifecycle"
 EXIT_OK = 0
 EXIT_FAILURE = 1
-
-
-def local_zone() -> tzinfo:
-    """What ``cron-timezone: Local`` means: ``$TZ`` if it names a zone, else UTC."""
-    name = os.environ.get("TZ", "").lstrip(":")
-    if name:
-        try:
-            return zoneinfo.ZoneInfo(name)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            pass
-    return UTC
 
 
 def controller_metrics(settings: Settings) -> Metrics:
@@ -262,7 +249,7 @@ class Controller:
         reconciler = Reconciler.build(
             executor=executor,
             ledger=self.ledger,
-            settings=actions.decision_settings(local_zone()),
+            settings=actions.decision_settings(),
             metrics=self.metrics,
         )
         informers = InformerSet(

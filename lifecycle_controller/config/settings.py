@@ -8,9 +8,11 @@ are checked here, once, whoever builds it.
 from __future__ import annotations
 
 import math
+import os
 import re
+import zoneinfo
 from dataclasses import dataclass, field
-from datetime import tzinfo
+from datetime import UTC, tzinfo
 from typing import Literal
 
 from lifecycle_controller.config.parsing import ConfigError
@@ -23,6 +25,7 @@ __all__ = [
     "DEFAULT_LEASE_NAME",
     "JITTER_FACTOR",
     "ActionSettings",
+    "GuardrailSettings",
     "LeaderElectionError",
     "LeaderElectionSettings",
     "LogFormat",
@@ -43,6 +46,17 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+
+def local_zone() -> tzinfo:
+    """What ``cron-timezone: Local`` means: ``$TZ`` if it names a zone, else UTC."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+    return UTC
+
 @dataclass(frozen=True)
 class ActionSettings:
     """What the decision core needs besides the object: global dry-run, defaults, guardrails."""
@@ -55,16 +69,35 @@ class ActionSettings:
     max_restarts_per_minute: int = 0
     act_on_annotation_copies: bool = False
 
-    def decision_settings(self, local_zone: tzinfo) -> DecisionSettings:
-        """What the decision core reads of these settings (``local_zone``: ``Local``'s zone)."""
+    def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
+        """What the decision core reads of these settings.
+
+        ``zone`` is what ``cron-timezone: Local`` means; by default :func:`local_zone`.
+        """
         return DecisionSettings(
             dry_run=self.dry_run,
             delete_catch_up=self.delete_catch_up,
             restart_catch_up=self.restart_catch_up,
             max_delete_ttl_ns=self.max_delete_ttl_ns,
-            local_zone=local_zone,
+            local_zone=local_zone() if zone is None else zone,
             act_on_annotation_copies=self.act_on_annotation_copies,
         )
+
+
+@dataclass(frozen=True)
+class GuardrailSettings:
+    """The blast-radius controls (docs/operator-guide.md#blast-radius-controls); all off by default.
+
+    Durations in seconds. ``breaker_max_actions`` 0 and ``max_concurrent_rollouts`` 0 mean
+    off and unlimited; ``min_restart_interval`` and ``restart_jitter`` 0 mean off.
+    """
+
+    breaker_max_actions: int = 0
+    breaker_window: float = 600.0
+    min_restart_interval: float = 0.0
+    max_concurrent_rollouts: int = 0
+    rollout_timeout: float = 900.0
+    restart_jitter: float = 0.0
 
 
 class LeaderElectionError(ConfigError):
@@ -167,6 +200,7 @@ class Settings:
     actions: ActionSettings
     leader_election: LeaderElectionSettings
     serving: ServingSettings
+    guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     workers: int = 4
     rediscovery_interval: float = 60.0
     kubeconfig: str | None = None

@@ -205,6 +205,8 @@ class DiscoveredResource:
     kind: str
     namespaced: bool
     verbs: frozenset[str] = field(default_factory=frozenset)
+    #: kubectl's short names (``cm``, ``deploy``), for tools that take a kind from a user.
+    short_names: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def key(self) -> str:

@@ -121,7 +121,8 @@ def _aggregated_resources(
         namespaced = scope == "Namespaced"
         if kind:  # client-go drops a resource without a response kind, not its subresources
             verbs = frozenset(entry.get("verbs") or ())
-            yield DiscoveredResource(group, version, plural, kind, namespaced, verbs)
+            shorts = frozenset(entry.get("shortNames") or ())
+            yield DiscoveredResource(group, version, plural, kind, namespaced, verbs, shorts)
         for sub in entry.get("subresources") or ():
             sub_kind = str((sub.get("responseKind") or {}).get("kind") or "")
             yield DiscoveredResource(
@@ -200,6 +201,7 @@ async def _legacy_group(
                 str(entry.get("kind") or ""),
                 bool(entry.get("namespaced")),
                 frozenset(entry.get("verbs") or ()),
+                frozenset(entry.get("shortNames") or ()),
             )
             for entry in doc.get("resources") or ()
             if entry.get("name")

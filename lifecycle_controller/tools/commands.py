@@ -1,0 +1,239 @@
+"""The operator commands, ``plan``, ``status`` and ``explain``, for both front doors.
+
+``lifecycle-controller`` (cli.py) and the kubectl plugin ``kubectl-lifecycle``
+(:mod:`~lifecycle_controller.tools.kubectl_plugin`) serve the same commands; only the
+namespace default of the live ones differs: ``lifecycle-controller status`` looks at every
+namespace unless ``-n`` is given, while the plugin follows kubectl (the context's namespace,
+``-A`` for all). Exit statuses: 0 clean, 1 ``plan`` found problems or a live command
+failed, 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from lifecycle_controller.tools.options import (
+    CONTROLLER_FLAGS,
+    OutputOption,
+    apply_flags,
+    cluster_options,
+    controller_settings,
+)
+
+__all__ = [
+    "EXIT_PROBLEMS",
+    "EXIT_USAGE",
+    "explain_command",
+    "invoke",
+    "plan_command",
+    "status_command",
+]
+
+#: ``plan`` found objects with problems.
+EXIT_PROBLEMS = 1
+#: A tool was called wrongly.
+EXIT_USAGE = 2
+
+_NOW = click.option("--now", default="", help="Evaluate at this RFC3339 time instead of the clock.")
+_OCCURRENCES = click.option(
+    "--occurrences",
+    type=click.IntRange(min=1, max=100),
+    default=3,
+    show_default=True,
+    help="How many upcoming occurrences of a recurring schedule to list.",
+)
+
+
+def _now_ns(now: str) -> int:
+    from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+    from lifecycle_controller.machinery.clock import RealClock
+
+    try:
+        return parse_rfc3339(now) if now else RealClock().now_ns()
+    except TimestampError as error:
+        raise click.UsageError(f"--now: {error}") from error
+
+
+@click.command("plan")
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    required=True,
+    help="Manifest file or folder (read recursively; YAML or JSON, several documents allowed); "
+    "'-' reads stdin. Repeatable.",
+)
+@_NOW
+@_OCCURRENCES
+@click.option("--dry-run", is_flag=True, help="Explain as a controller started with --dry-run.")
+@click.option(
+    "--max-delete-ttl",
+    default="",
+    help="Report delete TTLs longer than this (e.g. 30d), as run's flag of that name.",
+)
+@OutputOption
+def plan_command(
+    files: tuple[str, ...],
+    now: str,
+    occurrences: int,
+    dry_run: bool,
+    max_delete_ttl: str,
+    output: str,
+) -> None:
+    """Explain offline what the controller would do with manifests, and when.
+
+    Also a linter: exit status 1 when any object has a problem (an invalid value,
+    conflicting annotations, a restart on an unsupported kind, a TTL over
+    --max-delete-ttl), 2 for usage errors, 0 otherwise.
+    """
+    from lifecycle_controller.config.settings import local_zone
+    from lifecycle_controller.core.durations import DurationError, parse_max_delete_ttl
+    from lifecycle_controller.tools.plan import (
+        ManifestError,
+        has_problems,
+        load_manifests,
+        plan_rows,
+        read_sources,
+    )
+    from lifecycle_controller.tools.report import render
+
+    now_ns = _now_ns(now)
+    try:
+        ttl_ns = parse_max_delete_ttl(max_delete_ttl)
+    except DurationError as error:
+        raise click.UsageError(f"--max-delete-ttl: {error}") from error
+    try:
+        objects = load_manifests(read_sources(files))
+    except ManifestError as error:
+        raise click.UsageError(str(error)) from error
+    rows = plan_rows(
+        objects,
+        now_ns=now_ns,
+        dry_run=dry_run,
+        local_zone=local_zone(),
+        occurrences=occurrences,
+        max_delete_ttl_ns=ttl_ns,
+    )
+    click.echo(render(rows, output))  # type: ignore[arg-type]
+    if has_problems(rows):
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _namespace_options(function: Any) -> Any:
+    function = click.option(
+        "-A", "--all-namespaces", is_flag=True, help="Every namespace (cluster-scoped too)."
+    )(function)
+    return click.option("-n", "--namespace", default=None, help="Only this namespace.")(function)
+
+
+def status_command(*, kubectl_namespaces: bool) -> click.Command:
+    """``status``; with ``kubectl_namespaces`` no ``-n`` means the context's namespace."""
+
+    @click.command("status")
+    @cluster_options
+    @_namespace_options
+    @click.option("-w", "--watch", is_flag=True, help="Redraw whenever something changes.")
+    @click.option(
+        "--interval",
+        type=click.FloatRange(min=0.2),
+        default=2.0,
+        show_default=True,
+        help="With --watch: seconds between looks.",
+    )
+    @apply_flags(CONTROLLER_FLAGS)
+    @OutputOption
+    def status(
+        kubeconfig: str,
+        context: str | None,
+        namespace: str | None,
+        all_namespaces: bool,
+        watch: bool,
+        interval: float,
+        output: str,
+        **flags: Any,
+    ) -> None:
+        """Every object with lifecycle annotations in the cluster and its next action."""
+        from lifecycle_controller.tools.live import StatusView, watch_status
+
+        if namespace is not None and all_namespaces:
+            raise click.UsageError("-n and -A cannot be used together")
+        view = StatusView(
+            kubeconfig=kubeconfig or None,
+            context=context,
+            namespace=namespace,
+            all_namespaces=all_namespaces or (namespace is None and not kubectl_namespaces),
+            settings=controller_settings(flags),
+            output=output,
+        )
+        try:
+            asyncio.run(watch_status(view, interval=interval, once=not watch, echo=click.echo))
+        except KeyboardInterrupt:
+            return
+
+    return status
+
+
+@click.command("explain")
+@click.argument("target", metavar="KIND/NAME")
+@cluster_options
+@click.option("-n", "--namespace", default=None, help="The object's namespace.")
+@_NOW
+@_OCCURRENCES
+@apply_flags(CONTROLLER_FLAGS)
+@OutputOption
+def explain_command(
+    target: str,
+    kubeconfig: str,
+    context: str | None,
+    namespace: str | None,
+    now: str,
+    occurrences: int,
+    output: str,
+    **flags: Any,
+) -> None:
+    """Everything the controller knows and would do about one object, and why.
+
+    KIND/NAME as kubectl takes it: deployment/web, deployments.apps/web, cm/...
+    The controller flags (--watch-resource, --dry-run, ...) say which controller to judge
+    by: the same flags as ``run``.
+    """
+    from lifecycle_controller.tools.live import explain_live
+
+    now_ns = _now_ns(now)
+    settings = controller_settings(flags)
+    text = asyncio.run(
+        explain_live(
+            target,
+            kubeconfig=kubeconfig or None,
+            context=context,
+            namespace=namespace,
+            settings=settings,
+            now_ns=now_ns,
+            occurrences=occurrences,
+            output=output,
+        )
+    )
+    click.echo(text)
+
+
+def invoke(group: click.Group, prog: str, argv: Sequence[str], *, exit_1_for: str = "") -> None:
+    """Run ``group`` as a program: one-line errors, exit 2 for usage errors.
+
+    A usage error of the sub-command ``exit_1_for`` exits 1 instead (``run``, as the
+    reference controller does for invalid configuration).
+    """
+    args = list(argv)
+    try:
+        group.main(args=args, prog_name=prog, standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as error:
+        click.echo(f"{prog}: {error.format_message()}", err=True)
+        usage = isinstance(error, click.UsageError) and not (args and args[0] == exit_1_for)
+        sys.exit(EXIT_USAGE if usage else 1)

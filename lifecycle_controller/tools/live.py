@@ -1,0 +1,114 @@
+"""The live commands' event loop side: connect, collect, render, and redraw with ``--watch``.
+
+``status --watch`` looks again every ``--interval`` seconds and redraws only when what it
+would print has changed (on a terminal the screen is cleared first), so a quiet cluster
+gives a still screen and a change shows within one interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+import yaml
+
+from lifecycle_controller.config.settings import Settings
+from lifecycle_controller.kube import KubeClient, KubeError
+from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.tools.report import render
+
+__all__ = ["StatusView", "explain_live", "watch_status"]
+
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """What one ``status`` call looks at and how it prints it."""
+
+    kubeconfig: str | None
+    context: str | None
+    namespace: str | None
+    all_namespaces: bool
+    settings: Settings
+    output: str
+
+
+async def _render_status(kube: KubeClient, view: StatusView) -> tuple[str, list[str]]:
+    from lifecycle_controller.tools.status import collect_status
+
+    namespace = None if view.all_namespaces else (view.namespace or kube.default_namespace)
+    report = await collect_status(
+        kube,
+        scope=view.settings.scope,
+        clock=RealClock(),
+        settings=view.settings.actions.decision_settings(),
+        namespace=namespace,
+    )
+    return render(report.rows, view.output), list(report.unreadable)  # type: ignore[arg-type]
+
+
+async def watch_status(
+    view: StatusView, *, interval: float, once: bool, echo: Callable[..., None]
+) -> None:
+    """Print the status once, or keep redrawing it when it changes (until interrupted)."""
+    try:
+        async with await KubeClient.connect(view.kubeconfig, context=view.context) as kube:
+            shown: str | None = None
+            while True:
+                text, unreadable = await _render_status(kube, view)
+                if text != shown:
+                    if not once and sys.stdout.isatty():
+                        echo(_CLEAR, nl=False)
+                    echo(text)
+                    for problem in unreadable:
+                        echo(f"warning: could not list {problem}", err=True)
+                    shown = text
+                if once:
+                    return
+                await asyncio.sleep(interval)
+    except KubeError as error:
+        raise click.ClickException(str(error)) from error
+
+
+async def explain_live(
+    target: str,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    settings: Settings,
+    now_ns: int,
+    occurrences: int,
+    output: str,
+) -> str:
+    """Explain ``target`` (KIND/NAME) and return the text to print."""
+    from lifecycle_controller.tools.explain import (
+        ExplainError,
+        explain_object,
+        render_report,
+        report_data,
+    )
+
+    try:
+        async with await KubeClient.connect(kubeconfig, context=context) as kube:
+            report = await explain_object(
+                kube,
+                target,
+                namespace=namespace,
+                scope=settings.scope,
+                settings=settings.actions.decision_settings(),
+                now_ns=now_ns,
+                occurrences=occurrences,
+            )
+    except (ExplainError, KubeError) as error:
+        raise click.ClickException(str(error)) from error
+    if output == "json":
+        return json.dumps(report_data(report), indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(report_data(report), sort_keys=False).rstrip()
+    return render_report(report)
