@@ -182,7 +182,14 @@ async def _events(kube: KubeClient, namespace: str, name: str, uid: str) -> list
         if uid and regarding.get("uid") not in (None, "", uid):
             continue
         series = item.get("series") or {}
-        when = series.get("lastObservedTime") or item.get("eventTime") or ""
+        when = (
+            series.get("lastObservedTime")
+            or item.get("eventTime")
+            or item.get("deprecatedLastTimestamp")
+            or item.get("deprecatedFirstTimestamp")
+            or (item.get("metadata") or {}).get("creationTimestamp")
+            or ""
+        )
         found.append(
             {
                 "time": str(when),

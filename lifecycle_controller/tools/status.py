@@ -82,6 +82,8 @@ async def collect_status(
                 now_ns=now_ns,
                 settings=settings,
             )
+            if explanation.action is None and not explanation.problems:
+                continue  # only bookkeeping (managed-by, a restart marker): nothing to show
             report.rows.append(
                 row_for(
                     api_version=resource.api_version,
