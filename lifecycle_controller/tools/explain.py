@@ -22,7 +22,12 @@ from lifecycle_controller.core.plan import Explanation, explain
 from lifecycle_controller.core.relevance import has_action
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.timestamps import (
+    TimestampError,
+    format_rfc3339_nano,
+    format_rfc3339_seconds,
+    parse_rfc3339,
+)
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.discovery import fetch_discovery
 
@@ -170,6 +175,14 @@ def _why_nothing(
     return None
 
 
+def _second(stamp: str) -> str:
+    """An Event time to the second (Events mix MicroTime and plain timestamps)."""
+    try:
+        return format_rfc3339_seconds(parse_rfc3339(stamp))
+    except TimestampError:
+        return stamp
+
+
 async def _events(kube: KubeClient, namespace: str, name: str, uid: str) -> list[dict[str, str]]:
     listing = await kube.request(
         "GET",
@@ -192,7 +205,7 @@ async def _events(kube: KubeClient, namespace: str, name: str, uid: str) -> list
         )
         found.append(
             {
-                "time": str(when),
+                "time": _second(str(when)),
                 "type": str(item.get("type", "")),
                 "reason": str(item.get("reason", "")),
                 "note": str(item.get("note", "")),
