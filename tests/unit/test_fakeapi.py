@@ -7,6 +7,7 @@ and how it maps answers to the error tree.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -275,8 +276,7 @@ async def test_a_hung_request_waits_for_release(api: FakeApiServer, kube: KubeCl
 
 
 async def test_a_wrong_token_is_unauthorized(api: FakeApiServer) -> None:
-    configuration = api.configuration()
-    configuration.api_key = {"BearerToken": "wrong"}
+    configuration = dataclasses.replace(api.configuration(), token="wrong")
     async with KubeClient(configuration) as client:
         with pytest.raises(Unauthorized):
             await client.list_metadata(CONFIGMAPS)

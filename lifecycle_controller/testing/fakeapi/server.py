@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from kubernetes_asyncio import client as k8s_client
 
 from lifecycle_controller.kube import KubeClient, ResourceType, Timeouts
+from lifecycle_controller.kube.connection import ClusterConfig
 from lifecycle_controller.testing.fakeapi.discovery import Catalogue, ServedResource
 from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
 from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, WatchEvent
@@ -110,12 +110,9 @@ class FakeApiServer:
             raise RuntimeError("the fake API server is not started")
         return f"http://127.0.0.1:{self._port}"
 
-    def configuration(self) -> k8s_client.Configuration:
-        """A kubernetes-asyncio configuration pointing at this server with its token."""
-        configuration = k8s_client.Configuration(host=self.url)
-        configuration.api_key = {"BearerToken": self.token}
-        configuration.api_key_prefix = {"BearerToken": "Bearer"}
-        return configuration
+    def configuration(self) -> ClusterConfig:
+        """Where this server is, with its bearer token, as the API door takes it."""
+        return ClusterConfig(host=self.url, token=self.token)
 
     def client(self, *, timeouts: Timeouts | None = None, **kwargs: Any) -> KubeClient:
         """A real :class:`KubeClient` connected to this server (close it after use)."""
