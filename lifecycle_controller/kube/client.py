@@ -94,7 +94,9 @@ class KubeClient:
         timeouts: Timeouts | None = None,
         observe: RequestObserver | None = None,
         watch_pool_size: int = 512,
+        user_agent: str = USER_AGENT,
     ) -> None:
+        self.user_agent = user_agent
         self.default_namespace = default_namespace
         self.timeouts = timeouts or Timeouts()
         self._observe = observe
@@ -121,10 +123,17 @@ class KubeClient:
         context: str | None = None,
         timeouts: Timeouts | None = None,
         observe: RequestObserver | None = None,
+        user_agent: str = USER_AGENT,
     ) -> KubeClient:
         """Load credentials (see :func:`load_configuration`) and build a client."""
         configuration, namespace = await load_configuration(kubeconfig, context=context)
-        return cls(configuration, default_namespace=namespace, timeouts=timeouts, observe=observe)
+        return cls(
+            configuration,
+            default_namespace=namespace,
+            timeouts=timeouts,
+            observe=observe,
+            user_agent=user_agent,
+        )
 
     def _session(self, pool: Pool) -> aiohttp.ClientSession:
         session = self._sessions.get(pool)
@@ -132,7 +141,7 @@ class KubeClient:
             connector = aiohttp.TCPConnector(limit=self._sizes[pool], ssl=self._ssl)
             session = aiohttp.ClientSession(
                 connector=connector,
-                headers={"User-Agent": USER_AGENT},
+                headers={"User-Agent": self.user_agent},
                 trust_env=True,
                 skip_auto_headers=("Content-Type",),
             )

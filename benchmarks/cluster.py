@@ -1,0 +1,418 @@
+"""The controller as a user runs it, on a real local control plane, beside its floors.
+
+    python -m benchmarks.cluster --objects 20000 --output benchmarks/results/
+    python -m benchmarks.cluster --objects 1000,5000,20000,100000 --output benchmarks/results/
+
+For each object count: start the local control plane with its audit log on, create the
+object set (N ConfigMaps of 512 B over 50 namespaces, 500 Deployments, 200 Secrets of 4 KiB,
+2 % of them annotated far in the future), measure the floor of the initial list (a plain
+paginated metadata-only list of the three types, one after another and in parallel), start
+``lifecycle-controller run`` as a separate process and measure: time to /readyz (polled every
+50 ms), time to its first API request, CPU to ready, RSS when ready, after idling, and peak
+(VmHWM), requests per phase by verb and resource (audit log, by user agent), event-loop lag
+(the controller's own histogram); then, at sizes up to ``--actions-up-to``, a burst of
+``--burst`` ConfigMaps due at the same second (due → gone from a watch) and a restart storm
+of the 500 Deployments, each beside its floor (the same preconditioned writes, each followed
+by its Event, from a plain aiohttp client with as many requests in flight as the controller
+has workers). Writes ``cluster.json``, ``cluster.md`` and, with matplotlib (the ``bench``
+extra), PNG plots. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cluster_measure import (
+    BENCH_AGENT,
+    Sampler,
+    action_floor,
+    lag_summary,
+    list_floor,
+    read_audit,
+    requests_between,
+    scrape_lag_buckets,
+)
+from benchmarks.cluster_report import write_reports
+from lifecycle_controller.core import keys
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import NAMESPACES, KubeClient, ResourceType, load_configuration
+
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+SECRETS = ResourceType("", "v1", "secrets", "Secret", namespaced=True)
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+WATCHED = (CONFIGMAPS, SECRETS, DEPLOYMENTS)
+NAMESPACE_COUNT = 50
+DEPLOYMENT_COUNT = 500
+SECRET_COUNT = 200
+FAR = "2099-01-01T00:00:00Z"
+WORKERS = 4  # the controller's default --workers
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _annotations(i: int, key: str) -> dict[str, str]:
+    return {key: FAR} if i % 50 == 0 else {}
+
+
+def _configmap(namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "data": {"payload": "x" * 512},
+    }
+
+
+def _deployment(namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+            },
+        },
+    }
+
+
+async def _gather_limited(coroutines: list[Any], limit: int = 48) -> None:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coroutine: Any) -> None:
+        async with semaphore:
+            await coroutine
+
+    await asyncio.gather(*(one(c) for c in coroutines))
+
+
+async def populate(kube: KubeClient, objects: int) -> float:
+    started = time.perf_counter()
+    namespaces = [f"bench-{i:02d}" for i in range(NAMESPACE_COUNT)]
+    for ns in [*namespaces, "burst", "floor"]:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        await kube.create(NAMESPACES, None, body)
+    delete_at, restart_at = keys.PREFIX + "delete-at", keys.PREFIX + "restart-at"
+    work: list[Any] = []
+    for i in range(objects):
+        ns = namespaces[i % NAMESPACE_COUNT]
+        work.append(
+            kube.create(CONFIGMAPS, ns, _configmap(ns, f"cm-{i:06d}", _annotations(i, delete_at)))
+        )
+    for i in range(SECRET_COUNT):
+        ns = namespaces[i % NAMESPACE_COUNT]
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"s-{i:04d}", "annotations": _annotations(i, delete_at)},
+            "stringData": {"key": "s" * 4096},
+        }
+        work.append(kube.create(SECRETS, ns, secret))
+    for i in range(DEPLOYMENT_COUNT):
+        ns = namespaces[i % NAMESPACE_COUNT]
+        work.append(
+            kube.create(DEPLOYMENTS, ns, _deployment(ns, f"d-{i:04d}", _annotations(i, restart_at)))
+        )
+    await _gather_limited(work)
+    return time.perf_counter() - started
+
+
+def _controller_argv(kubeconfig: Path, probe: int, metrics: int) -> list[str]:
+    script = Path(sys.executable).with_name("lifecycle-controller")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "lifecycle_controller"]
+    return [
+        *command,
+        "run",
+        f"--kubeconfig={kubeconfig}",
+        "--watch-resource=configmaps",
+        "--watch-resource=secrets",
+        "--watch-resource=deployments.apps",
+        f"--health-probe-bind-address=127.0.0.1:{probe}",
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        "--metrics-secure=false",
+        "--log-format=json",
+        "--log-level=warning",
+    ]
+
+
+def _spawn(argv: list[str], source: str | None, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    if source:
+        env["PYTHONPATH"] = str(Path(source).resolve())
+    with log.open("wb") as handle:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=handle)
+
+
+async def _watch_until(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    resource_version: str,
+    done: Any,
+    expected: int,
+    deadline: float,
+) -> dict[str, float]:
+    """Wall time per object name at which ``done(event)`` first held, from a watch."""
+    seen: dict[str, float] = {}
+    while len(seen) < expected and time.time() < deadline:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(max(0.1, deadline - time.time())):
+                stream = kube.watch_metadata(
+                    resource,
+                    namespace=namespace,
+                    resource_version=resource_version,
+                    timeout_seconds=300,
+                )
+                async for event in stream:
+                    metadata = (event.get("object") or {}).get("metadata") or {}
+                    resource_version = metadata.get("resourceVersion", resource_version)
+                    name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+                    if name not in seen and done(event):
+                        seen[name] = time.time()
+                        if len(seen) >= expected:
+                            break
+    return seen
+
+
+def _due(seconds_ahead: float) -> tuple[float, str]:
+    due = math.ceil(time.time() + seconds_ahead)
+    return due, datetime.fromtimestamp(due, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def burst(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
+    """``count`` ConfigMaps due at the same second; lateness of each deletion from a watch."""
+    listing = await kube.list_metadata(CONFIGMAPS, namespace="burst", limit=1)
+    since = listing["metadata"]["resourceVersion"]
+    due, stamp = _due(lead)
+    annotations = {keys.PREFIX + "delete-at": stamp}
+    created = time.time()
+    await _gather_limited(
+        [
+            kube.create(CONFIGMAPS, "burst", _configmap("burst", f"b-{i:05d}", annotations))
+            for i in range(count)
+        ]
+    )
+    creation_s = time.time() - created
+    gone = await _watch_until(
+        kube, CONFIGMAPS, "burst", since, lambda e: e.get("type") == "DELETED", count, due + 120
+    )
+    lateness = sorted(t - due for t in gone.values())
+    return {
+        "count": count,
+        "due": due,
+        "created_before_due_s": round(due - created - creation_s, 2),
+        "done": len(gone),
+        "last_gone_s": round(lateness[-1], 3) if lateness else None,
+        "p50_s": round(lateness[len(lateness) // 2], 3) if lateness else None,
+        "p99_s": round(lateness[min(len(lateness) - 1, int(0.99 * len(lateness)))], 3)
+        if lateness
+        else None,
+        "lateness_s": [round(v, 3) for v in lateness],
+        "end": max(gone.values()) if gone else due,
+    }
+
+
+async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
+    """Every Deployment gets the same ``restart-at``; time until each is acknowledged."""
+    listing = await kube.list_metadata(DEPLOYMENTS, limit=1)
+    since = listing["metadata"]["resourceVersion"]
+    due, stamp = _due(lead)
+    patch = {"metadata": {"annotations": {keys.PREFIX + "restart-at": stamp}}}
+    names = [(f"bench-{i % NAMESPACE_COUNT:02d}", f"d-{i:04d}") for i in range(count)]
+    await _gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in names])
+
+    def acknowledged(event: dict[str, Any]) -> bool:
+        # The controller's one patch removes restart-at and sets managed-by (ours sets neither).
+        annotations = event.get("object", {}).get("metadata", {}).get("annotations") or {}
+        return keys.MANAGED_BY in annotations and keys.PREFIX + "restart-at" not in annotations
+
+    done = await _watch_until(kube, DEPLOYMENTS, None, since, acknowledged, len(names), due + 60)
+    lateness = sorted(t - due for t in done.values())
+    return {
+        "count": len(names),
+        "due": due,
+        "done": len(done),
+        "last_done_s": round(lateness[-1], 3) if lateness else None,
+        "end": max(done.values()) if done else due,
+    }
+
+
+async def floors_after(kube: KubeClient, config: Any, count: int, storm: int) -> dict[str, Any]:
+    """The burst and storm floors, with the controller stopped (fresh ConfigMaps)."""
+    out: dict[str, Any] = {}
+    for concurrency in (WORKERS, 16):
+        names = [f"f{concurrency}-{i:05d}" for i in range(count)]
+        await _gather_limited(
+            [kube.create(CONFIGMAPS, "floor", _configmap("floor", n, {})) for n in names]
+        )
+        listing = await kube.list_metadata(CONFIGMAPS, namespace="floor", limit=0)
+        targets = [
+            {"namespace": "floor", "name": m["name"], "uid": m["uid"], "rv": m["resourceVersion"]}
+            for m in (item["metadata"] for item in listing["items"])
+            if m["name"].startswith(f"f{concurrency}-")
+        ]
+        out[f"delete_at_{concurrency}_s"] = round(
+            await action_floor(config, targets, concurrency=concurrency, action="delete"), 3
+        )
+    listing = await kube.list_metadata(DEPLOYMENTS, limit=0)
+    targets = [
+        {
+            "namespace": m["namespace"],
+            "name": m["name"],
+            "uid": m["uid"],
+            "rv": m["resourceVersion"],
+        }
+        for m in (item["metadata"] for item in listing["items"])
+    ][:storm]
+    out[f"restart_at_{WORKERS}_s"] = round(
+        await action_floor(config, targets, concurrency=WORKERS, action="restart"), 3
+    )
+    return out
+
+
+async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "objects": objects,
+        "deployments": DEPLOYMENT_COUNT,
+        "secrets": SECRET_COUNT,
+    }
+    config, _ = await load_configuration(str(plane.admin_kubeconfig))
+    async with await KubeClient.connect(
+        str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
+    ) as kube:
+        result["create_s"] = round(await populate(kube, objects), 1)
+        result["list_floor"] = await list_floor(config, WATCHED)
+        probe, metrics = _free_port(), _free_port()
+        started = time.time()
+        process = _spawn(
+            _controller_argv(plane.admin_kubeconfig, probe, metrics),
+            args.controller_source,
+            plane.logs_dir / "controller.log",
+        )
+        sampler = Sampler(process.pid, started, f"http://127.0.0.1:{probe}/readyz")
+        sampling = asyncio.create_task(sampler.run())
+        metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        phases: dict[str, tuple[float, float]] = {}
+        lag: dict[str, Any] = {}
+        try:
+            while sampler.ready_at is None:
+                if process.poll() is not None:
+                    raise RuntimeError(f"the controller exited: {process.returncode}")
+                await asyncio.sleep(0.02)
+            at_ready = sampler.last()
+            lag_ready = await scrape_lag_buckets(metrics_url)
+            lag["initial_sync"] = lag_summary({}, lag_ready)
+            result["ready_s"] = round(sampler.ready_at, 3)
+            result["cpu_to_ready_s"] = round(at_ready.cpu_s, 3)
+            result["rss_ready_mb"] = round(at_ready.rss_mb, 1)
+            result["hwm_ready_mb"] = round(at_ready.hwm_mb, 1)
+            ready_wall = started + sampler.ready_at
+            phases["startup"] = (started, ready_wall)
+            await asyncio.sleep(args.idle)
+            idle = sampler.last()
+            phases["idle"] = (ready_wall, time.time())
+            result["idle_s"] = args.idle
+            result["rss_idle_mb"] = round(idle.rss_mb, 1)
+            result["cpu_idle_s"] = round(idle.cpu_s - at_ready.cpu_s, 3)
+            if objects <= args.actions_up_to:
+                cpu0, lag0 = sampler.last().cpu_s, await scrape_lag_buckets(metrics_url)
+                result["burst"] = await burst(kube, args.burst, args.lead)
+                cpu1, lag1 = sampler.last().cpu_s, await scrape_lag_buckets(metrics_url)
+                phases["burst"] = (result["burst"]["due"] - 0.5, result["burst"]["end"] + 0.5)
+                result["burst"]["controller_cpu_s"] = round(cpu1 - cpu0, 3)
+                lag["burst"] = lag_summary(lag0, lag1)
+                storm = await restart_storm(kube, args.storm, args.lead)
+                cpu2 = sampler.last().cpu_s
+                storm["controller_cpu_s"] = round(cpu2 - cpu1, 3)
+                result["storm"] = storm
+                phases["storm"] = (storm["due"] - 0.5, storm["end"] + 0.5)
+            final = sampler.last()
+            result["hwm_mb"] = round(final.hwm_mb, 1)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(20)
+            if process.poll() is None:
+                process.kill()
+            sampling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampling
+        result["lag"] = lag
+        result["timeline"] = [
+            [round(s.t, 2), round(s.rss_mb, 1), round(s.cpu_s, 2)] for s in sampler.samples
+        ]
+        if objects <= args.actions_up_to:
+            result["action_floors"] = await floors_after(kube, config, args.burst, args.storm)
+    audit = read_audit(plane.audit_log)
+    ours = [r for r in audit if r.agent.startswith("lifecycle-controller/")]
+    result["first_request_s"] = round(min(r.at for r in ours) - started, 3) if ours else None
+    result["requests"] = {
+        name: requests_between(audit, "lifecycle-controller/", *window)
+        for name, window in phases.items()
+    }
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.cluster", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--objects", default="20000", help="ConfigMap counts, comma-separated")
+    parser.add_argument("--output", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds idle after ready")
+    parser.add_argument("--burst", type=int, default=1000, help="ConfigMaps due at once")
+    parser.add_argument(
+        "--storm", type=int, default=DEPLOYMENT_COUNT, help="Deployments due at once"
+    )
+    parser.add_argument(
+        "--lead", type=float, default=12.0, help="seconds from creating the burst to its due time"
+    )
+    parser.add_argument(
+        "--actions-up-to", type=int, default=20000, help="burst and storm only up to this size"
+    )
+    parser.add_argument(
+        "--controller-source",
+        help="run the controller from this source folder (compare a checkout)",
+    )
+    parser.add_argument("--label", default="", help="a name for this run in the report")
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args(argv)
+    runs = []
+    for objects in (int(v) for v in args.objects.split(",")):
+        with ControlPlane(audit_log=True, log=lambda line: None) as plane:
+            run = asyncio.run(measure(plane, objects, args))
+        run["label"] = args.label
+        runs.append(run)
+        print(
+            f"{objects} objects: ready {run['ready_s']} s "
+            f"(floor {run['list_floor']['sequential_s']} s), "
+            f"RSS {run['rss_ready_mb']}/{run['rss_idle_mb']} MB, peak {run['hwm_mb']} MB",
+            flush=True,
+        )
+    write_reports(runs, args.output, plots_wanted=not args.no_plots)
+    print(f"wrote {args.output}/cluster.json and cluster.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""What the cluster benchmark reads: /proc, the controller's probes and metrics, the audit log,
+and the floors (a plain aiohttp client doing the same API work with nothing else around it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from lifecycle_controller.kube import ACCEPT_METADATA_LIST, ClusterConfig, ResourceType
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FLOOR_AGENT = "lifecycle-bench-floor/1"
+BENCH_AGENT = "lifecycle-bench/1"
+
+
+# ---------------------------------------------------------------------- /proc
+
+
+@dataclass
+class ProcSample:
+    t: float  # seconds since the process started
+    rss_mb: float
+    hwm_mb: float
+    cpu_s: float
+
+
+def proc_sample(pid: int, started: float) -> ProcSample | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    values = {}
+    for line in status.splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            values[line[:5]] = int(line.split()[1]) / 1024
+    fields = stat.rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+    return ProcSample(
+        time.time() - started, values.get("VmRSS", 0.0), values.get("VmHWM", 0.0), cpu
+    )
+
+
+@dataclass
+class Sampler:
+    """Samples the controller every 50 ms and polls /readyz (the same 50 ms tick)."""
+
+    pid: int
+    started: float
+    readyz: str
+    samples: list[ProcSample] = field(default_factory=list)
+    ready_at: float | None = None
+
+    async def run(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=1.0)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                sample = proc_sample(self.pid, self.started)
+                if sample is None:
+                    return
+                self.samples.append(sample)
+                if self.ready_at is None:
+                    try:
+                        async with session.get(self.readyz) as response:
+                            if response.status == 200:
+                                self.ready_at = time.time() - self.started
+                    except (aiohttp.ClientError, TimeoutError, OSError):
+                        pass
+                await asyncio.sleep(0.05)
+
+    def last(self) -> ProcSample:
+        sample = proc_sample(self.pid, self.started)
+        return sample if sample is not None else self.samples[-1]
+
+
+# ---------------------------------------------------------------------- metrics
+
+
+async def scrape_lag_buckets(url: str) -> dict[float, float]:
+    """Cumulative ``lifecycle_event_loop_lag_seconds`` buckets from the controller's /metrics."""
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("lifecycle_event_loop_lag_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def lag_summary(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """Observations in a window; p99 as the smallest bucket bound holding 99 % of them."""
+    delta = {le: after.get(le, 0.0) - before.get(le, 0.0) for le in sorted(after)}
+    total = delta.get(float("inf"), 0.0)
+    if total <= 0:
+        return {"samples": 0, "p99_le_s": None, "share_under_50ms": None}
+    p99 = next(le for le, count in delta.items() if count >= 0.99 * total)
+    return {
+        "samples": int(total),
+        "p99_le_s": None if p99 == float("inf") else p99,
+        "share_under_50ms": round(delta.get(0.05, 0.0) / total, 4),
+    }
+
+
+# ---------------------------------------------------------------------- audit log
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    at: float
+    verb: str
+    resource: str
+    agent: str
+
+
+def read_audit(path: Path) -> list[AuditRequest]:
+    """One entry per request (by auditID), from the API server's JSON audit log."""
+    seen: set[str] = set()
+    out: list[AuditRequest] = []
+    with path.open() as handle:
+        for line in handle:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            audit_id = entry.get("auditID", "")
+            if audit_id in seen:
+                continue
+            seen.add(audit_id)
+            ref = entry.get("objectRef") or {}
+            resource = ref.get("resource") or entry.get("requestURI", "").split("?")[0]
+            if ref.get("subresource"):
+                resource += "/" + ref["subresource"]
+            out.append(
+                AuditRequest(
+                    _stamp(entry["requestReceivedTimestamp"]),
+                    entry.get("verb", ""),
+                    resource,
+                    entry.get("userAgent", ""),
+                )
+            )
+    return out
+
+
+def requests_between(
+    requests: Sequence[AuditRequest], agent: str, start: float, end: float
+) -> dict[str, int]:
+    counts = Counter(
+        f"{r.verb} {r.resource}"
+        for r in requests
+        if r.agent.startswith(agent) and start <= r.at < end
+    )
+    return dict(sorted(counts.items()))
+
+
+# ---------------------------------------------------------------------- floors
+
+
+class PlainClient:
+    """The floor: bare aiohttp with the same credentials, no framework around it."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self._config = config
+        self._ssl = config.ssl_context()
+        self._session: aiohttp.ClientSession | None = None
+        self.bytes_received: Counter[str] = Counter()
+
+    async def __aenter__(self) -> PlainClient:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64, ssl=self._ssl),
+            headers={"User-Agent": FLOOR_AGENT},
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        accept: str = "application/json",
+        content_type: str = "application/json",
+        params: Sequence[tuple[str, str]] = (),
+    ) -> tuple[int, bytes]:
+        assert self._session is not None
+        headers = {"Accept": accept, "Content-Type": content_type}
+        authorization = await self._config.authorization_header()
+        if authorization:
+            headers["Authorization"] = authorization
+        async with self._session.request(
+            method,
+            self._config.host + path,
+            params=list(params),
+            data=None if body is None else json.dumps(body),
+            headers=headers,
+        ) as response:
+            raw = await response.read()
+            return response.status, raw
+
+    async def list_all(self, resource: ResourceType) -> int:
+        """A paginated metadata-only list of every object (pages decoded and dropped)."""
+        count = 0
+        token = ""
+        while True:
+            params = [("limit", "500")] + ([("continue", token)] if token else [])
+            _, raw = await self.call(
+                "GET", resource.collection_path(None), accept=ACCEPT_METADATA_LIST, params=params
+            )
+            self.bytes_received[str(resource)] += len(raw)
+            page = json.loads(raw)
+            count += len(page.get("items") or ())
+            token = page.get("metadata", {}).get("continue") or ""
+            if not token:
+                return count
+
+
+async def list_floor(
+    config: ClusterConfig, resources: Sequence[ResourceType], runs: int = 3
+) -> dict[str, Any]:
+    """Seconds to list every type one after another, and all at once (median of ``runs``)."""
+    sequential: list[float] = []
+    parallel: list[float] = []
+    received: dict[str, int] = {}
+    for _ in range(runs):
+        async with PlainClient(config) as plain:
+            started = time.perf_counter()
+            for resource in resources:
+                await plain.list_all(resource)
+            sequential.append(time.perf_counter() - started)
+            received = dict(plain.bytes_received)
+        async with PlainClient(config) as plain:
+            started = time.perf_counter()
+            await asyncio.gather(*(plain.list_all(r) for r in resources))
+            parallel.append(time.perf_counter() - started)
+    return {
+        "sequential_s": round(statistics.median(sequential), 3),
+        "parallel_s": round(statistics.median(parallel), 3),
+        "runs_sequential_s": [round(v, 3) for v in sequential],
+        "metadata_bytes_per_type": received,
+    }
+
+
+def event_body(namespace: str, name: str, uid: str, kind: str, reason: str) -> dict[str, Any]:
+    now = datetime.now().astimezone().isoformat(timespec="microseconds")
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+        "eventTime": now,
+        "reportingController": "lifecycle-controller",
+        "reportingInstance": "floor",
+        "action": reason,
+        "reason": reason,
+        "type": "Normal",
+        "note": f"{reason} {namespace}/{name}",
+        "regarding": {"kind": kind, "namespace": namespace, "name": name, "uid": uid},
+    }
+
+
+async def action_floor(
+    config: ClusterConfig,
+    targets: Sequence[dict[str, Any]],
+    *,
+    concurrency: int,
+    action: str,
+) -> float:
+    """Seconds for ``action`` ('delete' or 'restart') on every target, each with its Event."""
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for target in targets:
+        queue.put_nowait(target)
+
+    async def worker(plain: PlainClient) -> None:
+        while not queue.empty():
+            meta = queue.get_nowait()
+            ns, name, uid, rv = meta["namespace"], meta["name"], meta["uid"], meta["rv"]
+            if action == "delete":
+                path = f"/api/v1/namespaces/{ns}/configmaps/{name}"
+                body: dict[str, Any] = {
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "preconditions": {"uid": uid, "resourceVersion": rv},
+                }
+                status, _ = await plain.call("DELETE", path, body)
+                kind = "ConfigMap"
+            else:
+                path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
+                stamp = datetime.now().astimezone().isoformat()
+                body = {
+                    "metadata": {"resourceVersion": rv, "annotations": {"floor": stamp}},
+                    "spec": {"template": {"metadata": {"annotations": {"floor": stamp}}}},
+                }
+                status, _ = await plain.call(
+                    "PATCH", path, body, content_type="application/merge-patch+json"
+                )
+                if status == 409:  # the deployment controller wrote status meanwhile
+                    _, raw = await plain.call("GET", path)
+                    body["metadata"]["resourceVersion"] = json.loads(raw)["metadata"][
+                        "resourceVersion"
+                    ]
+                    status, _ = await plain.call(
+                        "PATCH", path, body, content_type="application/merge-patch+json"
+                    )
+                kind = "Deployment"
+            if status >= 300:
+                raise RuntimeError(f"floor {action} {ns}/{name}: HTTP {status}")
+            await plain.call(
+                "POST",
+                f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+                event_body(ns, name, uid, kind, "Floor"),
+            )
+
+    async with PlainClient(config) as plain:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(plain) for _ in range(concurrency)))
+        return time.perf_counter() - started

@@ -1,0 +1,157 @@
+"""The cluster benchmark's outputs: JSON (every figure), a markdown table, PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TARGETS = {
+    "ready_ratio": 1.5,
+    "hwm_mb_20k": 95.0,
+    "hwm_mb_100k": 150.0,
+    "rss_idle_mb_20k": 80.0,
+    "rss_idle_mb_100k": 100.0,
+    "cpu_per_deletion_ms": 1.8,
+    "burst_ratio": 1.1,
+    "storm_ratio": 1.1,
+    "lag_p99_s": 0.05,
+}
+
+
+def _ratio(value: float | None, floor: float | None) -> str:
+    if value is None or not floor:
+        return "-"
+    return f"{value / floor:.2f}x"
+
+
+def derived(run: dict[str, Any]) -> dict[str, Any]:
+    """The figures the targets are stated in (ratios, per-action CPU)."""
+    out: dict[str, Any] = {}
+    floor = run["list_floor"]["sequential_s"]
+    out["ready_ratio"] = round(run["ready_s"] / floor, 2) if floor else None
+    burst, storm, floors = run.get("burst"), run.get("storm"), run.get("action_floors", {})
+    if burst and burst.get("done"):
+        out["cpu_per_deletion_ms"] = round(1000 * burst["controller_cpu_s"] / burst["done"], 2)
+        floor4 = floors.get("delete_at_4_s")
+        out["burst_ratio"] = round(burst["last_gone_s"] / floor4, 2) if floor4 else None
+        requests = run["requests"].get("burst", {})
+        out["requests_per_deletion"] = round(sum(requests.values()) / burst["done"], 2)
+    if storm and storm.get("done"):
+        out["cpu_per_restart_ms"] = round(1000 * storm["controller_cpu_s"] / storm["done"], 2)
+        floor4 = floors.get("restart_at_4_s")
+        out["storm_ratio"] = round(storm["last_done_s"] / floor4, 2) if floor4 else None
+    return out
+
+
+def markdown(runs: list[dict[str, Any]]) -> str:
+    lines = [
+        "| objects | ready (floor seq / par) | ratio | first request | CPU to ready "
+        "| RSS ready / idle | peak (VmHWM) | idle requests | lag p99 sync |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        floor = run["list_floor"]
+        idle = run["requests"].get("idle", {})
+        lag = run["lag"].get("initial_sync", {})
+        lines.append(
+            f"| {run['objects']:,} | {run['ready_s']:.2f} s ({floor['sequential_s']:.2f} / "
+            f"{floor['parallel_s']:.2f} s) | {_ratio(run['ready_s'], floor['sequential_s'])} "
+            f"| {run['first_request_s']} s | {run['cpu_to_ready_s']:.2f} s "
+            f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB "
+            f"| {run['hwm_mb']:.0f} MB | {sum(idle.values())} in {run['idle_s']:.0f} s "
+            f"{idle} | ≤ {lag.get('p99_le_s')} s |"
+        )
+    action_runs = [r for r in runs if r.get("burst")]
+    if action_runs:
+        lines += [
+            "",
+            "| objects | burst: due → last gone (p99) | floor at 4 / 16 in flight | ratio "
+            "| CPU per deletion | requests in the burst | lag p99 burst "
+            "| storm: due → last restart | floor at 4 | ratio | CPU per restart |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for run in action_runs:
+            burst, storm, floors, d = run["burst"], run["storm"], run["action_floors"], derived(run)
+            lines.append(
+                f"| {run['objects']:,} | {burst['last_gone_s']} s ({burst['p99_s']} s), "
+                f"{burst['done']}/{burst['count']} | {floors['delete_at_4_s']} / "
+                f"{floors['delete_at_16_s']} s | {d.get('burst_ratio')}x "
+                f"| {d.get('cpu_per_deletion_ms')} ms | {run['requests'].get('burst')} "
+                f"| ≤ {run['lag'].get('burst', {}).get('p99_le_s')} s "
+                f"| {storm['last_done_s']} s, {storm['done']}/{storm['count']} "
+                f"| {floors['restart_at_4_s']} s | {d.get('storm_ratio')}x "
+                f"| {d.get('cpu_per_restart_ms')} ms |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    written = []
+    ordered = sorted(runs, key=lambda r: r["objects"])
+    counts = [r["objects"] for r in ordered]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(counts, [r["hwm_mb"] for r in ordered], "o-", label="peak (VmHWM)")
+    left.plot(counts, [r["rss_ready_mb"] for r in ordered], "o-", label="RSS when ready")
+    left.plot(counts, [r["rss_idle_mb"] for r in ordered], "o-", label="RSS after idle")
+    left.set(xscale="log", xlabel="ConfigMaps", ylabel="MB", title="memory")
+    left.legend()
+    right.plot(counts, [r["ready_s"] for r in ordered], "o-", label="controller ready")
+    right.plot(
+        counts,
+        [r["list_floor"]["sequential_s"] for r in ordered],
+        "o--",
+        label="floor (sequential lists)",
+    )
+    right.plot(
+        counts,
+        [r["list_floor"]["parallel_s"] for r in ordered],
+        "o:",
+        label="floor (parallel lists)",
+    )
+    right.set(xscale="log", xlabel="ConfigMaps", ylabel="seconds", title="time to ready")
+    right.legend()
+    figure.tight_layout()
+    figure.savefig(output / "cluster-scaling.png", dpi=90)
+    written.append("cluster-scaling.png")
+    plt.close(figure)
+    bursts = [r for r in ordered if r.get("burst")]
+    if bursts:
+        run = bursts[-1]
+        figure, axis = plt.subplots(figsize=(6, 4))
+        axis.hist(run["burst"]["lateness_s"], bins=40)
+        floor = run["action_floors"]["delete_at_4_s"]
+        axis.axvline(
+            floor, color="red", linestyle="--", label=f"floor, 4 in flight ({floor:.2f} s)"
+        )
+        axis.set(
+            xlabel="seconds after due",
+            ylabel="ConfigMaps",
+            title=f"{run['burst']['count']} deletions due at once ({run['objects']:,} objects)",
+        )
+        axis.legend()
+        figure.tight_layout()
+        figure.savefig(output / "cluster-burst.png", dpi=90)
+        written.append("cluster-burst.png")
+        plt.close(figure)
+    return written
+
+
+def write_reports(runs: list[dict[str, Any]], output: Path, *, plots_wanted: bool = True) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        run["derived"] = derived(run)
+        run.pop("end", None)
+    (output / "cluster.json").write_text(
+        json.dumps({"targets": TARGETS, "runs": runs}, indent=1) + "\n"
+    )
+    (output / "cluster.md").write_text(markdown(runs))
+    if plots_wanted:
+        plots(runs, output)

@@ -1,0 +1,44 @@
+"""The cluster benchmark's smoke run (1,000 objects, short phases), so the command cannot rot.
+
+The full run (``python -m benchmarks.cluster --objects 20000``) is on demand; see
+benchmarks/README.md. This one checks that every row is still measured, not its figures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cluster import main
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(180)
+def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
+    main(
+        [
+            "--objects=1000",
+            "--idle=2",
+            "--burst=100",
+            "--storm=20",
+            "--lead=6",
+            "--no-plots",
+            f"--output={tmp_path}",
+        ]
+    )
+    run = json.loads((tmp_path / "cluster.json").read_text())["runs"][0]
+    assert run["ready_s"] > 0
+    assert run["list_floor"]["sequential_s"] > 0
+    assert run["first_request_s"] is not None
+    assert run["first_request_s"] < run["ready_s"]
+    assert run["hwm_mb"] >= run["rss_ready_mb"] > 0
+    assert run["burst"]["done"] == 100
+    assert run["storm"]["done"] == 20
+    assert run["requests"]["burst"] == {"create events": 100, "delete configmaps": 100}
+    assert run["derived"]["requests_per_deletion"] == 2.0
+    assert set(run["action_floors"]) == {"delete_at_4_s", "delete_at_16_s", "restart_at_4_s"}
+    assert run["lag"]["burst"]["samples"] > 0
+    assert "| 1,000 |" in (tmp_path / "cluster.md").read_text()
