@@ -7,8 +7,11 @@ The only module that knows the concrete classes. Its shape follows the data flow
 
 Leadership gates the whole pipeline: only the leader runs discovery, informers and workers;
 the probes and /metrics run on every replica. Shutdown (SIGTERM/SIGINT, or ``--run-for``):
-the leader's work is cancelled first, then the Lease is released, then the servers close.
-Losing the Lease stops the work at once and exits non-zero, as controller-runtime does.
+the workers stop taking keys and the reconciles in flight finish (their writes and Events
+included) for at most :data:`SHUTDOWN_GRACE_SECONDS`; then the leader's work is cancelled,
+the Lease is released and the servers close (docs/reliability.md#shutdown). A second signal
+skips the wait. Losing the Lease stops the work at once and exits non-zero, as
+controller-runtime does.
 """
 
 from __future__ import annotations
@@ -24,20 +27,24 @@ from dataclasses import dataclass, replace
 import structlog
 
 from lifecycle_controller.config import Settings
+from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
-from lifecycle_controller.controller.execution import Executor
+from lifecycle_controller.controller.execution import Executor, RestartPacing
 from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
 from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.result import ReconcileFunc, Result
+from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
+from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.machinery.logs import configure_logging
@@ -45,12 +52,19 @@ from lifecycle_controller.machinery.ratelimit import default_controller_rate_lim
 from lifecycle_controller.machinery.tasks import cancel_and_wait
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.serving.metrics import Metrics
-from lifecycle_controller.serving.server import MetricsServer, ProbeServer, resource_coverage
+from lifecycle_controller.serving.server import (
+    MetricsServer,
+    ProbeServer,
+    caches_stale,
+    resource_coverage,
+)
 
 _log = structlog.get_logger(__name__)
 CONTROLLER_NAME = "lifecycle"
 EXIT_OK = 0
 EXIT_FAILURE = 1
+#: How long a SIGTERM waits for reconciles in flight (inside Kubernetes' default 30 s).
+SHUTDOWN_GRACE_SECONDS = 10.0
 
 
 def controller_metrics(settings: Settings) -> Metrics:
@@ -122,6 +136,7 @@ class Controller:
                 on_status=self.metrics.set_leader,
             )
         self._pipeline: _Pipeline | None = None
+        self._stopping = False
         # Evaluated at every scrape, so the gauge is right even when nobody probes /readyz.
         self.metrics.discovery_ready.set_function(self._discovery_ready)
         self.probes: ProbeServer | None = None
@@ -148,6 +163,11 @@ class Controller:
                 self._pipeline is not None and self._pipeline.discovery.not_ready_reason is None
             ),
             caches_synced=lambda: self._pipeline is not None and self._pipeline.informers.synced(),
+            sync_error=lambda: (
+                None
+                if self._pipeline is None
+                else caches_stale(self._pipeline.informers.disconnected())
+            ),
         )
         return check()
 
@@ -161,6 +181,15 @@ class Controller:
         return None
 
     # ------------------------------------------------------------------ running
+
+    async def drain(self) -> None:
+        """Graceful shutdown: start no reconcile (queued keys are left to the next leader),
+        wait for those in flight (a write sent gets its response and its Event). Bound it
+        with a timeout; cancelling :meth:`run` afterwards releases the Lease."""
+        self._stopping = True
+        pipeline = self._pipeline
+        if pipeline is not None:
+            await pipeline.queue.shutdown_with_drain()
 
     async def run(self) -> None:
         """Serve probes and metrics, then lead (or wait to lead) until cancelled.
@@ -230,14 +259,16 @@ class Controller:
         )
         queue_metrics.attach(queue)
         actions = settings.actions
+        recorder = KubeEventRecorder(
+            self.kube,
+            clock=self.clock,
+            reporting_instance=os.environ.get("POD_NAME") or socket.gethostname(),
+        )
+        breaker, rollouts = self._guardrails(recorder, queue)
         executor = Executor(
             cache=cache,
             kube=self.kube,
-            recorder=KubeEventRecorder(
-                self.kube,
-                clock=self.clock,
-                reporting_instance=os.environ.get("POD_NAME") or socket.gethostname(),
-            ),
+            recorder=recorder,
             clock=self.clock,
             budgets={
                 Action.DELETE: ActionBudget(actions.max_deletes_per_minute, clock=self.clock),
@@ -245,6 +276,12 @@ class Controller:
             },
             may_write=self.may_write,
             metrics=self.metrics,
+            breaker=breaker,
+            pacing=RestartPacing(
+                min_interval_ns=int(settings.guardrails.min_restart_interval * 1e9),
+                jitter_ns=int(settings.guardrails.restart_jitter * 1e9),
+            ),
+            rollouts=rollouts,
         )
         reconciler = Reconciler.build(
             executor=executor,
@@ -265,6 +302,7 @@ class Controller:
         try:
             watched = await discovery.initial()  # logs an empty watch set itself
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
+            await breaker.load()  # the latched state, before any worker acts
             queue.start()
 
             async def on_change(
@@ -274,10 +312,11 @@ class Controller:
 
             async with asyncio.TaskGroup() as group:
                 group.create_task(discovery.run(on_change), name="rediscovery")
+                group.create_task(breaker.run(), name="circuit-breaker")
                 group.create_task(
                     run_workers(
                         queue,
-                        reconciler,
+                        self._unless_stopping(reconciler),
                         settings.workers,
                         name=CONTROLLER_NAME,
                         observer=self.metrics.reconcile_metrics(),
@@ -286,9 +325,48 @@ class Controller:
                 )
         finally:
             queue.shutdown()
+            await rollouts.aclose()
             await informers.aclose()
             await queue.aclose()
             self._pipeline = None
+
+    def _guardrails(
+        self, recorder: KubeEventRecorder, queue: WorkQueue[ObjectKey]
+    ) -> tuple[CircuitBreaker, RolloutTracker]:
+        """The circuit breaker (latched beside the Lease) and the rollout tracker."""
+        guardrails = self.settings.guardrails
+        election = self.settings.leader_election
+        breaker = CircuitBreaker(
+            self.kube,
+            namespace=election.namespace or self.kube.default_namespace,
+            name=breaker_name(election.name),
+            limit=guardrails.breaker_max_actions,
+            window=guardrails.breaker_window,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+        breaker.on_release = queue.add
+        self.metrics.set_breaker_open(False)
+        rollouts = RolloutTracker(
+            self.kube,
+            recorder,
+            self.clock,
+            self.metrics,
+            limit=guardrails.max_concurrent_rollouts,
+            timeout=guardrails.rollout_timeout,
+        )
+        rollouts.wake = queue.add
+        return breaker, rollouts
+
+    def _unless_stopping(self, reconciler: Reconciler) -> ReconcileFunc[ObjectKey]:
+        """``reconciler``, except that once :meth:`drain` began a key is dropped unreconciled."""
+
+        async def reconcile(key: ObjectKey) -> Result | None:
+            if self._stopping:
+                return None  # never sent: the next leader's list finds it again
+            return await reconciler(key)
+
+        return reconcile
 
     async def _watch(
         self,
@@ -352,19 +430,39 @@ async def _connected(settings: Settings, metrics: Metrics) -> AsyncIterator[Kube
         await kube.close()
 
 
-async def run_async(settings: Settings) -> int:
-    """Run until a signal, ``--run-for`` or a fatal error; return the process exit code."""
+async def run_async(settings: Settings, *, grace: float = SHUTDOWN_GRACE_SECONDS) -> int:
+    """Run until a signal, ``--run-for`` or a fatal error; return the process exit code.
+
+    A first SIGTERM/SIGINT drains (at most ``grace`` s), then cancels; a second cancels."""
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
     stopping = False
+    running: Controller | None = None
+    draining: asyncio.Task[None] | None = None
+
+    async def drain_then_cancel(controller: Controller) -> None:
+        try:
+            async with asyncio.timeout(grace):
+                await controller.drain()
+        except TimeoutError:
+            _log.warning("reconciles still in flight at the end of the grace period", grace=grace)
+        main.cancel()
 
     def stop() -> None:
-        nonlocal stopping
-        if not stopping:
-            stopping = True
-            _log.info("shutting down")
+        nonlocal stopping, draining
+        if stopping:
+            if draining is not None and not draining.done():
+                _log.info("second signal: not waiting for reconciles in flight")
+                draining.cancel()
+                main.cancel()
+            return
+        stopping = True
+        _log.info("shutting down")
+        if running is None:
             main.cancel()
+        else:
+            draining = loop.create_task(drain_then_cancel(running), name="shutdown")
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop)
@@ -373,8 +471,8 @@ async def run_async(settings: Settings) -> int:
     metrics = controller_metrics(settings)
     try:
         async with _connected(settings, metrics) as kube:
-            controller = Controller(settings, kube, metrics=metrics)
-            await controller.run()
+            running = Controller(settings, kube, metrics=metrics)
+            await running.run()
     except asyncio.CancelledError:
         if stopping:
             _log.info("stopped")

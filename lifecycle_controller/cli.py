@@ -18,13 +18,13 @@ import click
 from lifecycle_controller import __version__
 from lifecycle_controller.config import RUN_FLAGS as RUN_FLAGS
 from lifecycle_controller.config import Flag as Flag
+from lifecycle_controller.tools.breaker import breaker_command
 from lifecycle_controller.tools.commands import (
     explain_command,
     invoke,
     plan_command,
     status_command,
 )
-from lifecycle_controller.tools.breaker import breaker_command
 from lifecycle_controller.tools.options import apply_flags
 
 

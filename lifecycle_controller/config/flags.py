@@ -16,6 +16,7 @@ from lifecycle_controller.config.parsing import ConfigError, Parser
 from lifecycle_controller.config.settings import (
     DEFAULT_LEASE_NAME,
     ActionSettings,
+    GuardrailSettings,
     LeaderElectionError,
     LeaderElectionSettings,
     LogFormat,
@@ -69,6 +70,17 @@ class Flag:
     def raw_default(self) -> str | tuple[str, ...]:
         """The raw value when the flag is not given (a list flag: no values)."""
         return () if self.kind == "list" else self.default
+
+
+def _duration_or_zero(flag: str, value: str) -> float:
+    """Seconds of a Go duration that may be ``0s`` (off), never negative."""
+    try:
+        seconds = p.parse_flag_duration(value.strip() or "0s")
+    except ValueError as error:
+        raise ConfigError(f"{flag}: {error}") from None
+    if seconds < 0:
+        raise ConfigError(f"{flag}: must not be negative, got {value!r}")
+    return seconds
 
 
 RUN_FLAGS: tuple[Flag, ...] = (
@@ -154,6 +166,50 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Restart budget per minute (0 = unlimited).",
         p.count(0),
         "actions.max_restarts_per_minute",
+    ),
+    Flag(
+        "breaker-max-actions",
+        "0",
+        "Circuit breaker: trip before more than this many deletions plus restarts fall "
+        "within --breaker-window (0 = off); latched until `lifecycle-controller breaker reset`.",
+        p.count(0),
+        "guardrails.breaker_max_actions",
+    ),
+    Flag(
+        "breaker-window",
+        "10m",
+        "The sliding window of --breaker-max-actions.",
+        p.positive_duration,
+        "guardrails.breaker_window",
+    ),
+    Flag(
+        "min-restart-interval",
+        "0s",
+        "Never restart one workload twice within this interval; a due restart waits (0s = off).",
+        _duration_or_zero,
+        "guardrails.min_restart_interval",
+    ),
+    Flag(
+        "max-concurrent-rollouts",
+        "0",
+        "At most this many restarted workloads mid-rollout at once; others wait in due-time "
+        "order (0 = unlimited).",
+        p.count(0),
+        "guardrails.max_concurrent_rollouts",
+    ),
+    Flag(
+        "rollout-timeout",
+        "15m",
+        "A restart's rollout not complete after this long is reported stalled and frees its slot.",
+        p.positive_duration,
+        "guardrails.rollout_timeout",
+    ),
+    Flag(
+        "restart-jitter",
+        "0s",
+        "Delay each restart by a deterministic per-object amount up to this long (0s = off).",
+        _duration_or_zero,
+        "guardrails.restart_jitter",
     ),
     Flag(
         "act-on-annotation-copies",
@@ -304,7 +360,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
 )
 
 _BY_DEST = {flag.dest: flag for flag in RUN_FLAGS}
-_GROUPS = ("scope", "actions", "leader_election", "serving")
+_GROUPS = ("scope", "actions", "leader_election", "serving", "guardrails")
 
 
 def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
@@ -335,5 +391,6 @@ def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
         actions=ActionSettings(**fields["actions"]),
         leader_election=leader,
         serving=ServingSettings(**fields["serving"]),
+        guardrails=GuardrailSettings(**fields["guardrails"]),
         **fields[""],
     )

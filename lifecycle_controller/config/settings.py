@@ -46,7 +46,6 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-
 def local_zone() -> tzinfo:
     """What ``cron-timezone: Local`` means: ``$TZ`` if it names a zone, else UTC."""
     name = os.environ.get("TZ", "").lstrip(":")
@@ -56,6 +55,7 @@ def local_zone() -> tzinfo:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             pass
     return UTC
+
 
 @dataclass(frozen=True)
 class ActionSettings:

@@ -3,16 +3,24 @@
 The reconciler (:mod:`~lifecycle_controller.controller.reconciler`) decides what to do; this
 module is the one place that does it and accounts for it:
 
-* **guardrails before a write**: the per-minute action budgets (over budget, the item waits
-  with a Normal ``ActionThrottled`` Event once per occurrence and is never dropped) and the
-  leader's fencing check (:class:`~lifecycle_controller.controller.result.NotLeading`);
+* **guardrails before a write**, in this order, for deletions and restarts (each one makes
+  the item wait, never drops it; docs/behaviour.md#blast-radius-controls):
+  the open circuit breaker (Warning ``ActionsHalted`` once per trip,
+  :mod:`~lifecycle_controller.controller.breaker`); for restarts the per-object restart
+  guard (Normal ``RestartDeferred`` once per occurrence) and the restart jitter
+  (:mod:`lifecycle_controller.core.pacing`) and a rollout slot (Normal ``RestartQueued``
+  once, :mod:`~lifecycle_controller.controller.rollouts`); the per-minute action budgets
+  (Normal ``ActionThrottled`` once per occurrence); the breaker's window (the (N+1)th
+  action trips it instead of being sent); the leader's fencing check
+  (:class:`~lifecycle_controller.controller.result.NotLeading`);
 * **the write**: exactly one guarded API call. A merge patch carries the
   ``metadata.resourceVersion`` it was decided on, a delete carries UID and resourceVersion
   preconditions, so a stale read costs a retry, never a wrong action
   (docs/behaviour.md#guarded-writes). A delete that finds the object gone counts as done; a
   patch that finds it gone drops the object;
 * **after the write**: the outcome's Events, the action and lateness metrics, the restart
-  marker memory (so the next marker differs) and the rollout-blocker Warning after a restart;
+  marker memory (so the next marker differs), the rollout-blocker Warning and the rollout
+  verification after a restart;
 * **after a failure**: the decision's failure Warning and the error metric, unless the
   caller retries a conflict quietly.
 
@@ -28,9 +36,11 @@ from typing import Any, Protocol
 import structlog
 from cachetools import LRUCache
 
+from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.result import NotLeading, Result
+from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.core import (
     Action,
     Decision,
@@ -46,16 +56,20 @@ from lifecycle_controller.core import (
     keys,
 )
 from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.pacing import last_restart_ns, restart_not_before_ns
 from lifecycle_controller.core.rollout import restart_marker_of, rollout_blockers
 from lifecycle_controller.kube import Conflict, KubeClient, KubeError, NotFound
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["ActionMetrics", "Executed", "Executor", "NoActionMetrics", "guarded"]
+__all__ = ["ActionMetrics", "Executed", "Executor", "NoActionMetrics", "RestartPacing", "guarded"]
 
 _log = structlog.get_logger(__name__)
 NS = 1_000_000_000
 _ACTING = (Operation.DELETE, Operation.RESTART)
+#: How soon an item held by the breaker or waiting for a rollout slot is looked at again
+#: when nothing wakes it earlier.
+HELD_RECHECK_S = 30.0
 
 
 class ActionMetrics(Protocol):
@@ -122,6 +136,14 @@ class Executed:
     gone: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RestartPacing:
+    """``--min-restart-interval`` and ``--restart-jitter`` in nanoseconds (0 = off)."""
+
+    min_interval_ns: int = 0
+    jitter_ns: int = 0
+
+
 @dataclass
 class Executor:
     """Carries out write decisions and accounts for every decision (see the module doc)."""
@@ -133,8 +155,13 @@ class Executor:
     budgets: Mapping[Action, ActionBudget]
     may_write: Callable[[], bool] = lambda: True
     metrics: ActionMetrics = field(default_factory=NoActionMetrics)
+    breaker: CircuitBreaker | None = None
+    pacing: RestartPacing = field(default_factory=RestartPacing)
+    rollouts: RolloutTracker | None = None
     # The last restart marker written per object UID, so the next one differs.
     _markers: LRUCache[str, str] = field(default_factory=lambda: LRUCache(maxsize=100_000))
+    # When this process last restarted the object with a UID (the marker has whole seconds).
+    _restarted_ns: LRUCache[str, int] = field(default_factory=lambda: LRUCache(maxsize=100_000))
 
     # ------------------------------------------------------------------ facts
 
@@ -183,8 +210,10 @@ class Executor:
             )
 
     def forget(self, key: ObjectKey) -> None:
-        """The object is gone: drop its next-action series."""
+        """The object is gone: drop its next-action series and its place in a rollout queue."""
         self.metrics.forget_object(key.id)
+        if self.rollouts is not None:
+            self.rollouts.forget(key)
 
     # ------------------------------------------------------------------ writes
 
@@ -204,25 +233,120 @@ class Executor:
         :class:`NotLeading` when this replica may not write.
         """
         ref = ObjectRef(key, obj.uid, obj.resource_version)
-        throttled = await self._throttle(key, ref, decision)
-        if throttled is not None:
-            return Executed(throttled)
-        if not self.may_write():
-            raise NotLeading("leader lease not fresh; write postponed")
+        acting = operation_of(decision) in _ACTING and decision.action is not None
+        restart = acting and operation_of(decision) is Operation.RESTART
+        if acting:
+            waiting = await self._held(key, ref)
+            if waiting is None and restart:
+                waiting = await self._paced(key, obj, ref, decision)
+            if waiting is not None:
+                return Executed(waiting)
+        slot = False
+        if restart and self.rollouts is not None:
+            if not self.rollouts.try_start(key, decision.due_ns):
+                await self.recorder.record(
+                    ref, catalogue.restart_queued(self.rollouts.limit, decision.due_ns)
+                )
+                _log.info("restart queued for a rollout slot", limit=self.rollouts.limit)
+                return Executed(Result(requeue_after=HELD_RECHECK_S))
+            slot = True
+        admitted = False
         try:
-            response = await self._write(key, obj, decision)
-        except NotFound:
-            if isinstance(decision, Patch):
-                return Executed(None, gone=True)  # nothing left to patch
-            response = None  # a delete that finds the object gone is done
-        except Conflict as error:
-            if not quiet_conflict:
+            throttled = await self._throttle(key, ref, decision)
+            if throttled is not None:
+                return Executed(throttled)
+            if acting and self.breaker is not None:
+                if not self.breaker.admit():
+                    await self.breaker.trip()
+                    return Executed(await self._held(key, ref))
+                admitted = True
+            if not self.may_write():
+                raise NotLeading("leader lease not fresh; write postponed")
+            try:
+                response = await self._write(key, obj, decision)
+            except NotFound:
+                if isinstance(decision, Patch):
+                    return Executed(None, gone=True)  # nothing left to patch
+                response = None  # a delete that finds the object gone is done
+            except Conflict as error:
+                if not quiet_conflict:
+                    await self._fail(key, ref, decision, error)
+                raise
+            except KubeError as error:
                 await self._fail(key, ref, decision, error)
-            raise
+                raise
+            admitted = slot = False
+            return await self._succeed(key, obj, ref, decision, response)
+        finally:
+            if admitted and self.breaker is not None:
+                self.breaker.refund()
+            if slot and self.rollouts is not None:
+                self.rollouts.abandon(key)
+
+    async def _held(self, key: ObjectKey, ref: ObjectRef) -> Result | None:
+        """The breaker is open: the action waits for the reset (Warning once per trip)."""
+        breaker = self.breaker
+        if breaker is None or not breaker.is_open:
+            return None
+        state = breaker.state
+        breaker.hold(key)
+        await self.recorder.record(
+            ref, catalogue.actions_halted(state.actions, breaker.window_ns, state.tripped_at)
+        )
+        _log.info("action held by the open circuit breaker", tripped_at=state.tripped_at)
+        return Result(requeue_after=HELD_RECHECK_S)
+
+    async def _paced(
+        self, key: ObjectKey, obj: CachedObject, ref: ObjectRef, decision: Patch | Delete
+    ) -> Result | None:
+        """``--min-restart-interval`` and ``--restart-jitter``: the restart may have to wait."""
+        pacing = self.pacing
+        if pacing.min_interval_ns <= 0 and pacing.jitter_ns <= 0:
+            return None
+        last = None
+        if pacing.min_interval_ns > 0:
+            last = last_restart_ns(
+                (
+                    obj.annotations.get(keys.LAST_RESTART_TIMESTAMP),
+                    self._markers.get(obj.uid),
+                    await self._template_marker(key),
+                )
+            )
+            exact = self._restarted_ns.get(obj.uid)
+            if exact is not None and (last is None or exact > last):
+                last = exact
+        jittered, guarded = restart_not_before_ns(
+            due_ns=decision.due_ns,
+            uid=obj.uid,
+            last_restart=last,
+            min_interval_ns=pacing.min_interval_ns,
+            jitter_max_ns=pacing.jitter_ns,
+        )
+        now = self.clock.now_ns()
+        run_at = max(t for t in (jittered, guarded, now) if t is not None)
+        if run_at <= now:
+            return None
+        if guarded is not None and last is not None and guarded > now:
+            await self.recorder.record(
+                ref,
+                catalogue.restart_deferred(last_ns=last, run_at_ns=run_at, due_ns=decision.due_ns),
+            )
+            _log.info(
+                "restart deferred by the minimum restart interval", wait_s=(run_at - now) / NS
+            )
+        else:
+            _log.info("restart delayed by its jitter", wait_s=(run_at - now) / NS)
+        return Result(requeue_after=(run_at - now) / NS)
+
+    async def _template_marker(self, key: ObjectKey) -> str | None:
+        """The workload's Pod-template restart marker, read from the API (guard on only)."""
+        try:
+            return restart_marker_of(
+                await self.kube.get(key.resource, key.namespace, key.name), keys.RESTARTED_AT
+            )
         except KubeError as error:
-            await self._fail(key, ref, decision, error)
-            raise
-        return await self._succeed(key, obj, ref, decision, response)
+            _log.warning("workload unreadable for the restart guard", error=str(error))
+            return None
 
     async def _throttle(
         self, key: ObjectKey, ref: ObjectRef, decision: Patch | Delete
@@ -274,6 +398,7 @@ class Executor:
         await self.emit(ref, outcome.events)
         self._count_success(key, decision, operation)
         if operation is Operation.RESTART and response:
+            self._restarted_ns[obj.uid] = self.clock.now_ns()
             await self._after_restart(ref, response)
         _log.info("write succeeded", operation=operation.value)
         requeue = outcome.requeue_after_ns
@@ -296,6 +421,8 @@ class Executor:
         reasons = rollout_blockers(response)
         if reasons:
             await self.recorder.record(ref, catalogue.rollout_blocked(reasons))
+        if self.rollouts is not None:
+            self.rollouts.follow(ref, response)
 
     async def _fail(
         self, key: ObjectKey, ref: ObjectRef, decision: Patch | Delete, error: KubeError

@@ -17,6 +17,7 @@ from lifecycle_controller.core.gotext import format_go_duration, go_quote
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 
 __all__ = [
+    "ACTIONS_HALTED",
     "ACTION_SKIPPED",
     "ACTION_SKIP_FAILED",
     "ACTION_THROTTLED",
@@ -35,16 +36,25 @@ __all__ = [
     "INVALID_TIMEZONE",
     "MISCONFIGURATION_LABELS",
     "NOT_POD_SPAWNER",
+    "RESTART_DEFERRED",
     "RESTART_FAILED",
     "RESTART_PATCH_FAILED_PREFIX",
+    "RESTART_QUEUED",
     "RESTART_TRIGGERED",
     "ROLLOUT_BLOCKED",
+    "ROLLOUT_COMPLETED",
+    "ROLLOUT_STALLED",
     "UNSUPPORTED_RESTART_KIND",
     "Event",
     "EventType",
     "action_throttled",
+    "actions_halted",
     "misconfiguration_label",
+    "restart_deferred",
+    "restart_queued",
     "rollout_blocked",
+    "rollout_completed",
+    "rollout_stalled",
 ]
 
 
@@ -289,6 +299,66 @@ def rollout_blocked(reasons: list[str]) -> Event:
         "Pod template updated for a restart, but Pods may not be replaced: "
         + "; ".join(reasons)
         + ".",
+    )
+
+
+# --- blast-radius controls (docs/behaviour.md#circuit-breaker and after) ------------------
+
+ACTIONS_HALTED: Final = "ActionsHalted"
+RESTART_DEFERRED: Final = "RestartDeferred"
+RESTART_QUEUED: Final = "RestartQueued"
+ROLLOUT_COMPLETED: Final = "RolloutCompleted"
+ROLLOUT_STALLED: Final = "RolloutStalled"
+
+
+def actions_halted(actions: int, window_ns: int, tripped_at: str) -> Event:
+    """The circuit breaker is open: the due action is held; sent once per object and trip."""
+    return Event(
+        EventType.WARNING,
+        ACTIONS_HALTED,
+        f"Circuit breaker open: {actions} actions within {format_go_duration(window_ns)}; "
+        "reset with `lifecycle-controller breaker reset`",
+        dedupe_key=f"breaker@{tripped_at}",
+    )
+
+
+def restart_deferred(*, last_ns: int, run_at_ns: int, due_ns: int | None) -> Event:
+    """A due restart waits for ``--min-restart-interval``; sent once per occurrence."""
+    return Event(
+        EventType.NORMAL,
+        RESTART_DEFERRED,
+        f"The restart is due but the workload was last restarted at "
+        f"{format_rfc3339_nano(last_ns)} (--min-restart-interval); "
+        f"it will run at {format_rfc3339_nano(run_at_ns)}.",
+        dedupe_key=f"deferred@{due_ns}",
+    )
+
+
+def restart_queued(limit: int, due_ns: int | None) -> Event:
+    """A due restart waits for a rollout slot; sent once per occurrence."""
+    return Event(
+        EventType.NORMAL,
+        RESTART_QUEUED,
+        f"The restart is due but {limit} restarted workloads are still rolling out "
+        "(--max-concurrent-rollouts); it will run in due-time order as rollouts complete.",
+        dedupe_key=f"queued@{due_ns}",
+    )
+
+
+def rollout_completed(duration_ns: int) -> Event:
+    """The rollout a restart started has completed."""
+    rounded = duration_ns - duration_ns % 1_000_000
+    return _normal(
+        ROLLOUT_COMPLETED, f"Rollout after the restart completed in {format_go_duration(rounded)}."
+    )
+
+
+def rollout_stalled(timeout_ns: int, detail: str) -> Event:
+    """The rollout a restart started has not completed within ``--rollout-timeout``."""
+    return _warning(
+        ROLLOUT_STALLED,
+        f"Rollout after the restart not complete after {format_go_duration(timeout_ns)} "
+        f"(--rollout-timeout): {detail}.",
     )
 
 

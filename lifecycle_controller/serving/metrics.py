@@ -24,7 +24,10 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
 * ``leader_election_master_status{name}``, ``rest_client_requests_total{code,method}``;
 * informers: ``lifecycle_watch_restarts_total{resource,reason}``,
   ``lifecycle_relists_total{resource}``, ``lifecycle_cache_objects{resource}``;
-* ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``.
+* ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``;
+* blast-radius controls: ``lifecycle_breaker_open``, ``lifecycle_breaker_trips_total``,
+  ``lifecycle_rollout_duration_seconds``, ``lifecycle_rollouts_total{kind,result}``
+  (``completed``, ``stalled``) and ``lifecycle_rollouts_in_progress``.
 
 ``result`` of ``lifecycle_actions_total``:
 
@@ -73,6 +76,7 @@ __all__ = [
     "LATENESS_BUCKETS",
     "LOOP_LAG_BUCKETS",
     "MISCONFIGURATION_REASONS",
+    "ROLLOUT_BUCKETS",
     "Metrics",
 ]
 
@@ -95,6 +99,8 @@ DISCOVERY_REASONS = (
 
 #: Schedule lateness (done minus due): the SLO of this controller.
 LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+#: How long a restart's rollout took, patch to complete.
+ROLLOUT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 900, 1800)
 #: How late the event loop runs a timer.
 LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5)
 
@@ -202,6 +208,7 @@ class Metrics:
             max_concurrent_reconciles=max_concurrent_reconciles,
         )
         self._define_lifecycle_metrics()
+        self._define_guardrail_metrics()
         self._next_actions = _NextActions(self.next_action_timestamp)
         self.discovery_ready.set(0)
 
@@ -277,6 +284,52 @@ class Metrics:
             buckets=LOOP_LAG_BUCKETS,
             registry=r,
         )
+
+    def _define_guardrail_metrics(self) -> None:
+        """The circuit breaker and rollout verification (docs/behaviour.md#metrics)."""
+        r = self.registry
+        self.breaker_open = Gauge(
+            "lifecycle_breaker_open", "1 while the circuit breaker is open (tripped).", registry=r
+        )
+        self.breaker_trips = Counter(
+            "lifecycle_breaker_trips",
+            "Times this controller tripped the circuit breaker.",
+            registry=r,
+        )
+        self.rollout_duration = Histogram(
+            "lifecycle_rollout_duration_seconds",
+            "Seconds from a restart's template patch to its completed rollout.",
+            buckets=ROLLOUT_BUCKETS,
+            registry=r,
+        )
+        self.rollouts = Counter(
+            "lifecycle_rollouts",
+            "Rollouts started by restarts, by outcome (completed, stalled).",
+            ["kind", "result"],
+            registry=r,
+        )
+        self.rollouts_in_progress = Gauge(
+            "lifecycle_rollouts_in_progress",
+            "Restarted workloads whose rollout is being followed now.",
+            registry=r,
+        )
+
+    def set_breaker_open(self, open_: bool) -> None:
+        """The circuit breaker is open (1) or closed (0)."""
+        self.breaker_open.set(1 if open_ else 0)
+
+    def count_breaker_trip(self) -> None:
+        """This controller tripped the circuit breaker."""
+        self.breaker_trips.inc()
+
+    def observe_rollout(self, kind: str, result: str, seconds: float) -> None:
+        """A followed rollout ended ``completed`` (its duration observed) or ``stalled``."""
+        self.rollouts.labels(kind, result).inc()
+        if result == "completed":
+            self.rollout_duration.observe(max(0.0, seconds))
+
+    def set_rollouts_in_progress(self, count: int) -> None:
+        self.rollouts_in_progress.set(count)
 
     # --- discovery (reference) ------------------------------------------------------------
 

@@ -271,3 +271,24 @@ def test_never_without_observation_skips_with_exact_instant() -> None:
     )
     assert decision.due_ns is not None
     assert NOW - decision.due_ns == 3600 * 10**9 - 500_000_000
+
+
+def test_blast_radius_events() -> None:
+    from lifecycle_controller.core import events as ev
+
+    halted = ev.actions_halted(5, 600 * 10**9, "2027-01-01T00:00:00Z")
+    assert (halted.type, halted.reason) == ("Warning", "ActionsHalted")
+    assert halted.message == (
+        "Circuit breaker open: 5 actions within 10m0s; "
+        "reset with `lifecycle-controller breaker reset`"
+    )
+    assert halted.dedupe_key == "breaker@2027-01-01T00:00:00Z"
+    deferred = ev.restart_deferred(last_ns=0, run_at_ns=10 * 10**9, due_ns=5)
+    assert deferred.reason == "RestartDeferred"
+    assert "1970-01-01T00:00:10Z" in deferred.message
+    assert ev.restart_queued(2, 7).dedupe_key == "queued@7"
+    assert ev.rollout_completed(2_345_678_901).message.endswith("completed in 2.345s.")
+    stalled = ev.rollout_stalled(30 * 10**9, "replicas=1")
+    assert (stalled.type, stalled.reason) == ("Warning", "RolloutStalled")
+    assert "after 30s" in stalled.message
+    assert "replicas=1" in stalled.message

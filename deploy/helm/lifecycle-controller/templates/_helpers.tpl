@@ -72,6 +72,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default .Release.Namespace .Values.controllerManager.leaderElection.namespace }}
 {{- end }}
 
+{{/* breakerName: the ConfigMap that latches the circuit breaker, "<lease name>-breaker". */}}
+{{- define "lifecycle-controller.breakerName" -}}
+{{- printf "%s-breaker" (include "lifecycle-controller.leaseName" . | trunc 245) }}
+{{- end }}
+
 {{/* A Go-style boolean literal: "true" for a truthy value, else "false". */}}
 {{- define "lifecycle-controller.bool" -}}
 {{- if . }}true{{ else }}false{{ end }}
@@ -166,6 +171,21 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- with $cm.maxDeleteTTL }}{{ $args = append $args (printf "--max-delete-ttl=%s" .) }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxDeletesPerMinute) }}{{ $args = append $args (printf "--max-deletes-per-minute=%d" (int64 $cm.maxDeletesPerMinute)) }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxRestartsPerMinute) }}{{ $args = append $args (printf "--max-restarts-per-minute=%d" (int64 $cm.maxRestartsPerMinute)) }}{{ end }}
+{{- $breaker := $cm.breaker | default dict }}
+{{- if gt (int64 ($breaker.maxActions | default 0)) 0 }}
+{{- $args = append $args (printf "--breaker-max-actions=%d" (int64 $breaker.maxActions)) }}
+{{- with $breaker.window }}{{ $args = append $args (printf "--breaker-window=%s" .) }}{{ end }}
+{{- if not $le.enabled }}
+{{- /* the breaker ConfigMap is named after the Lease: the same name the RBAC grants */}}
+{{- $args = append $args (printf "--leader-election-id=%s" (include "lifecycle-controller.leaseName" .)) }}
+{{- $args = append $args (printf "--leader-election-namespace=%s" (include "lifecycle-controller.leaseNamespace" .)) }}
+{{- end }}
+{{- end }}
+{{- /* the other blast-radius flags are rendered only when they differ from the default */}}
+{{- with $cm.minRestartInterval }}{{ if not (has (toString .) (list "0" "0s")) }}{{ $args = append $args (printf "--min-restart-interval=%s" .) }}{{ end }}{{ end }}
+{{- if gt (int64 ($cm.maxConcurrentRollouts | default 0)) 0 }}{{ $args = append $args (printf "--max-concurrent-rollouts=%d" (int64 $cm.maxConcurrentRollouts)) }}{{ end }}
+{{- with $cm.rolloutTimeout }}{{ if ne (toString .) "15m" }}{{ $args = append $args (printf "--rollout-timeout=%s" .) }}{{ end }}{{ end }}
+{{- with $cm.restartJitter }}{{ if not (has (toString .) (list "0" "0s")) }}{{ $args = append $args (printf "--restart-jitter=%s" .) }}{{ end }}{{ end }}
 {{- range (include "lifecycle-controller.watchResources" . | fromJsonArray) }}
 {{- $args = append $args (printf "--watch-resource=%s" .) }}
 {{- end }}

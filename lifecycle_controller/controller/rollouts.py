@@ -1,0 +1,196 @@
+"""Following the rollouts that restarts start, and limiting how many run at once.
+
+docs/behaviour.md#rollout-verification. After every restart patch the executor hands the
+workload to :meth:`RolloutTracker.follow`: a task reads that one workload (a plain GET; the
+metadata-only informers stay as they are) every ``poll_interval`` until its status says the
+rollout is complete (:func:`~lifecycle_controller.core.rollout_progress.rollout_progress`),
+then records Normal ``RolloutCompleted`` with the duration, or, after ``--rollout-timeout``,
+Warning ``RolloutStalled`` with the status fields; ``lifecycle_rollouts_total{kind,result}``
+and ``lifecycle_rollout_duration_seconds`` count them.
+
+With ``--max-concurrent-rollouts N`` the executor asks :meth:`try_start` before a restart:
+at most N workloads are mid-rollout (or about to be patched) at once, and further due
+restarts wait in due-time order; when a rollout ends, the earliest waiters are requeued at
+once (:attr:`RolloutTracker.wake`). The tracker lives in the leader's memory: a new leader
+starts with no rollout in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.core import ObjectKey, ObjectRef
+from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.kube import KubeClient, KubeError, NotFound
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["RolloutMetrics", "RolloutTracker"]
+
+_log = structlog.get_logger(__name__)
+_NS_PER_S = 1_000_000_000
+
+
+class RolloutMetrics(Protocol):
+    def observe_rollout(self, kind: str, result: str, seconds: float) -> None: ...
+    def set_rollouts_in_progress(self, count: int) -> None: ...
+
+
+class RolloutTracker:
+    """Rollouts in progress (followed by tasks), slots and the due-ordered waiters."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        recorder: EventRecorder,
+        clock: Clock,
+        metrics: RolloutMetrics,
+        *,
+        limit: int = 0,
+        timeout: float = 900.0,
+        poll_interval: float = 1.0,
+        waiter_ttl: float = 120.0,
+    ) -> None:
+        self.kube = kube
+        self.recorder = recorder
+        self.clock = clock
+        self.metrics = metrics
+        self.limit = limit
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self.waiter_ttl = waiter_ttl
+        #: Requeues a waiting key (wired to the work queue's ``add``).
+        self.wake: Callable[[ObjectKey], None] = lambda key: None
+        self._slots: set[ObjectKey] = set()  # reserved or rolling out (counted against limit)
+        self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
+        self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
+
+    @property
+    def in_progress(self) -> int:
+        return len(self._tasks)
+
+    # ------------------------------------------------------------------ slots
+
+    def try_start(self, key: ObjectKey, due_ns: int | None) -> bool:
+        """Reserve a rollout slot for ``key``'s due restart; False: it waits its turn."""
+        if self.limit <= 0:
+            return True
+        now = self.clock.monotonic()
+        previous = self._waiting.get(key)
+        due = due_ns if due_ns is not None else 0
+        if previous is not None:
+            due = min(due, previous[0])
+        self._waiting[key] = (due, key.id, now)
+        self._waiting = {
+            k: entry for k, entry in self._waiting.items() if now - entry[2] <= self.waiter_ttl
+        }
+        if key in self._slots:
+            return False  # its own previous rollout is still in progress
+        free = self.limit - len(self._slots)
+        if free <= 0:
+            return False
+        turn = sorted(self._waiting, key=lambda k: self._waiting[k][:2])[:free]
+        if key not in turn:
+            for other in turn:
+                self.wake(other)
+            return False
+        del self._waiting[key]
+        self._slots.add(key)
+        return True
+
+    def abandon(self, key: ObjectKey) -> None:
+        """A reserved slot was not used (the restart was not written)."""
+        if key in self._slots and key not in self._tasks:
+            self._slots.discard(key)
+            self._wake_waiters()
+
+    def forget(self, key: ObjectKey) -> None:
+        """``key`` is gone: it waits no more."""
+        self._waiting.pop(key, None)
+        self.abandon(key)
+
+    def _wake_waiters(self) -> None:
+        if self.limit <= 0:
+            return
+        free = self.limit - len(self._slots)
+        for key in sorted(self._waiting, key=lambda k: self._waiting[k][:2])[: max(free, 0)]:
+            self.wake(key)
+
+    # ------------------------------------------------------------------ following
+
+    def follow(self, ref: ObjectRef, response: dict[str, Any]) -> None:
+        """Follow the rollout the restart patch (whose answer is ``response``) started."""
+        key = ref.key
+        previous = self._tasks.pop(key, None)
+        if previous is not None:
+            previous.cancel()  # superseded by a newer restart of the same workload
+        if self.limit > 0:
+            self._slots.add(key)
+        generation = (response.get("metadata") or {}).get("generation")
+        task = asyncio.create_task(
+            self._follow(ref, generation if isinstance(generation, int) else 0),
+            name=f"rollout {key.id}",
+        )
+        self._tasks[key] = task
+        self.metrics.set_rollouts_in_progress(len(self._tasks))
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._tasks.get(key) is finished:
+                del self._tasks[key]
+                self._slots.discard(key)
+                self.metrics.set_rollouts_in_progress(len(self._tasks))
+                self._wake_waiters()
+
+        task.add_done_callback(done)
+
+    async def _follow(self, ref: ObjectRef, generation: int) -> None:
+        key = ref.key
+        kind = key.resource.kind
+        started = self.clock.monotonic()
+        detail = "no status read yet"
+        while True:
+            elapsed = self.clock.monotonic() - started
+            if elapsed >= self.timeout:
+                break
+            await self.clock.sleep(min(self.poll_interval, max(self.timeout - elapsed, 0.0)))
+            try:
+                obj = await self.kube.get(key.resource, key.namespace, key.name)
+            except NotFound:
+                _log.info("restarted workload is gone; rollout no longer followed")
+                return
+            except KubeError as error:
+                _log.warning("rollout status unreadable", error=str(error))
+                continue
+            metadata = obj.setdefault("metadata", {})
+            if isinstance(metadata.get("generation"), int) and metadata["generation"] < generation:
+                metadata["generation"] = generation
+            progress = rollout_progress(obj)
+            detail = progress.detail
+            if progress.complete:
+                seconds = self.clock.monotonic() - started
+                self.metrics.observe_rollout(kind, "completed", seconds)
+                _log.info("rollout completed", seconds=round(seconds, 3))
+                await self.recorder.record(
+                    ref, catalogue.rollout_completed(int(seconds * _NS_PER_S))
+                )
+                return
+        self.metrics.observe_rollout(kind, "stalled", self.clock.monotonic() - started)
+        _log.warning("rollout stalled", detail=detail)
+        await self.recorder.record(
+            ref, catalogue.rollout_stalled(int(self.timeout * _NS_PER_S), detail)
+        )
+
+    async def aclose(self) -> None:
+        """Stop following (the leader's work ends)."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._slots.clear()
+        self._waiting.clear()

@@ -1,0 +1,58 @@
+"""Where the circuit breaker is latched: a small ConfigMap beside the controller's Lease.
+
+``<lease name>-breaker`` in the Lease's namespace (docs/behaviour.md#circuit-breaker), with
+the keys of :class:`~lifecycle_controller.core.breaker.BreakerState` in ``data``. Read and
+written by the controller (:mod:`lifecycle_controller.controller.breaker`) and by
+``lifecycle-controller breaker status|reset``.
+"""
+
+from __future__ import annotations
+
+from lifecycle_controller.core.breaker import BreakerState
+from lifecycle_controller.core.timestamps import format_rfc3339_seconds
+from lifecycle_controller.kube.client import KubeClient
+from lifecycle_controller.kube.errors import NotFound
+from lifecycle_controller.kube.resources import CONFIGMAPS
+
+__all__ = ["BREAKER_SUFFIX", "breaker_name", "read_breaker", "reset_breaker", "write_breaker"]
+
+BREAKER_SUFFIX = "-breaker"
+
+
+def breaker_name(lease_name: str) -> str:
+    """The ConfigMap that latches the breaker of the controller whose Lease is ``lease_name``."""
+    return lease_name[: 253 - len(BREAKER_SUFFIX)] + BREAKER_SUFFIX
+
+
+async def read_breaker(kube: KubeClient, namespace: str, name: str) -> BreakerState:
+    """The latched state (closed when the ConfigMap does not exist)."""
+    try:
+        configmap = await kube.get(CONFIGMAPS, namespace, name)
+    except NotFound:
+        return BreakerState()
+    return BreakerState.from_data(configmap.get("data"))
+
+
+async def write_breaker(kube: KubeClient, namespace: str, name: str, state: BreakerState) -> None:
+    """Store ``state`` in the ConfigMap, creating it when it does not exist."""
+    try:
+        await kube.merge_patch(CONFIGMAPS, namespace, name, {"data": state.to_data()})
+    except NotFound:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "lifecycle-controller"},
+            },
+            "data": state.to_data(),
+        }
+        await kube.create(CONFIGMAPS, namespace, body)
+
+
+async def reset_breaker(kube: KubeClient, namespace: str, name: str, now_ns: int) -> BreakerState:
+    """Close the breaker (``lifecycle-controller breaker reset``); returns the new state."""
+    state = (await read_breaker(kube, namespace, name)).reset(at=format_rfc3339_seconds(now_ns))
+    await write_breaker(kube, namespace, name, state)
+    return state

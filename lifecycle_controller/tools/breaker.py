@@ -1,0 +1,119 @@
+"""``lifecycle-controller breaker status|reset``: read and clear the latched circuit breaker.
+
+The breaker is latched in the ConfigMap ``<lease name>-breaker`` in the Lease's namespace
+(docs/behaviour.md#circuit-breaker); these commands take the flags ``run`` uses to find the
+Lease (``--kubeconfig``, ``--leader-election-namespace``, ``--leader-election-id``, and
+their ``LIFECYCLE_*`` environment variables). ``reset`` closes the breaker; the controller
+sees it within seconds and releases the held objects (their catch-up policy is evaluated
+then). Exit status 1 when the cluster cannot be read or written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import click
+
+from lifecycle_controller.config import DEFAULT_LEASE_NAME
+from lifecycle_controller.core.breaker import BreakerState
+from lifecycle_controller.kube import KubeClient, KubeError
+from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker, reset_breaker
+from lifecycle_controller.machinery.clock import RealClock
+
+__all__ = ["breaker_command", "describe_breaker"]
+
+
+def describe_breaker(state: BreakerState, where: str) -> str:
+    """One human line about the latched state."""
+    if state.open:
+        return (
+            f"circuit breaker OPEN since {state.tripped_at}: {state.actions} actions within "
+            f"{state.window}; reset with `lifecycle-controller breaker reset` ({where})"
+        )
+    since = f", reset at {state.reset_at}" if state.reset_at else ""
+    return f"circuit breaker closed (trips so far: {state.trips}{since}) ({where})"
+
+
+def _options(function: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(
+        [
+            click.option(
+                "--kubeconfig", default="", envvar="LIFECYCLE_KUBECONFIG", help="kubeconfig file."
+            ),
+            click.option(
+                "--leader-election-namespace",
+                default="",
+                envvar="LIFECYCLE_LEADER_ELECTION_NAMESPACE",
+                help="Namespace of the controller's Lease (default: the context's namespace).",
+            ),
+            click.option(
+                "--leader-election-id",
+                default=DEFAULT_LEASE_NAME,
+                envvar="LIFECYCLE_LEADER_ELECTION_ID",
+                show_default=True,
+                help="Name of the controller's Lease.",
+            ),
+            click.option(
+                "-o",
+                "--output",
+                type=click.Choice(["table", "json"]),
+                default="table",
+                show_default=True,
+                help="Output format.",
+            ),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
+def _run(
+    kubeconfig: str,
+    namespace: str,
+    lease: str,
+    output: str,
+    act: Callable[[KubeClient, str, str], Awaitable[BreakerState]],
+) -> None:
+    async def go() -> tuple[BreakerState, str]:
+        async with await KubeClient.connect(kubeconfig or None) as kube:
+            where_ns = namespace or kube.default_namespace
+            name = breaker_name(lease)
+            return await act(kube, where_ns, name), f"ConfigMap {where_ns}/{name}"
+
+    try:
+        state, where = asyncio.run(go())
+    except KubeError as error:
+        raise click.ClickException(str(error)) from error
+    if output == "json":
+        click.echo(json.dumps({"configMap": where.split(" ", 1)[1], **state.to_data()}))
+    else:
+        click.echo(describe_breaker(state, where))
+
+
+@click.group("breaker")
+def breaker_command() -> None:
+    """Read or reset the latched circuit breaker (--breaker-max-actions)."""
+
+
+@breaker_command.command("status")
+@_options
+def status(
+    kubeconfig: str, leader_election_namespace: str, leader_election_id: str, output: str
+) -> None:
+    """Show whether the circuit breaker is open."""
+    _run(kubeconfig, leader_election_namespace, leader_election_id, output, read_breaker)
+
+
+@breaker_command.command("reset")
+@_options
+def reset(
+    kubeconfig: str, leader_election_namespace: str, leader_election_id: str, output: str
+) -> None:
+    """Close the circuit breaker; the held deletions and restarts proceed."""
+
+    async def act(kube: KubeClient, namespace: str, name: str) -> BreakerState:
+        return await reset_breaker(kube, namespace, name, RealClock().now_ns())
+
+    _run(kubeconfig, leader_election_namespace, leader_election_id, output, act)

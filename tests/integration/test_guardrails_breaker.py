@@ -1,0 +1,118 @@
+"""The latched circuit breaker on the real control plane (docs/behaviour.md#circuit-breaker).
+
+20 due deletions with ``--breaker-max-actions 5``: exactly 5 are carried out, the other 15
+are held (one Warning ``ActionsHalted`` each), the tripped state survives a controller
+restart (it lives in the ConfigMap beside the Lease), and ``lifecycle-controller breaker
+reset`` (a real process) releases the rest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker
+from lifecycle_controller.kube.resources import CONFIGMAPS
+from tests.integration.controller import StartController
+from tests.integration.events import events_of
+from tests.integration.keys import DELETE_AT
+from tests.integration.scenario_support import sample, settle, start_for
+from tests.integration.support import configmap, eventually
+
+pytestmark = pytest.mark.integration
+
+LEASE = "9a46ead0.lifecycle.cezary.dev"
+HALTED = (
+    "Warning",
+    "ActionsHalted",
+    "Circuit breaker open: 5 actions within 10m0s; reset with `lifecycle-controller breaker reset`",
+)
+
+
+async def _remaining(kube: KubeClient, namespace: str) -> set[str]:
+    listing = await kube.request("GET", CONFIGMAPS.collection_path(namespace))
+    return {
+        item["metadata"]["name"]
+        for item in listing["items"]
+        if item["metadata"]["name"].startswith("doomed-")
+    }
+
+
+def _breaker_cli(control_plane: ControlPlane, namespace: str, verb: str) -> str:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lifecycle_controller",
+            "breaker",
+            verb,
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            "--leader-election-namespace",
+            namespace,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_reset(
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    namespace: str,
+    kube: KubeClient,
+) -> None:
+    names = [f"doomed-{i:02d}" for i in range(20)]
+    for name in names:
+        await kube.create(
+            CONFIGMAPS, namespace, configmap(name, **{DELETE_AT: "2020-01-01T00:00:00Z"})
+        )
+    flags = {"leader_election_namespace": namespace}
+    running = await start_for(start_controller, namespace, breaker_max_actions=5, **flags)
+
+    async def tripped() -> bool:
+        return (await read_breaker(kube, namespace, breaker_name(LEASE))).open
+
+    await eventually(tripped, within=20, what="the breaker to trip")
+    await settle(2.0)
+    held = await _remaining(kube, namespace)
+    assert len(held) == 15
+
+    async def all_told() -> bool:
+        for name in held:
+            if HALTED not in await events_of(kube, namespace, name):
+                return False
+        return True
+
+    await eventually(all_told, within=20, what="ActionsHalted on every held object")
+    for name in held:
+        assert (await events_of(kube, namespace, name)).count(HALTED) == 1
+    assert sample(running, "lifecycle_breaker_open") == 1
+    assert sample(running, "lifecycle_breaker_trips_total") == 1
+    assert "OPEN" in _breaker_cli(control_plane, namespace, "status")
+
+    # A restarted controller (even one allowed more) honours the latched state.
+    await running.stop()
+    running = await start_for(start_controller, namespace, breaker_max_actions=50, **flags)
+    await settle(3.0)
+    assert await _remaining(kube, namespace) == held
+    assert sample(running, "lifecycle_breaker_open") == 1
+
+    assert "closed" in _breaker_cli(control_plane, namespace, "reset")
+
+    async def released() -> bool:
+        return not await _remaining(kube, namespace)
+
+    await eventually(released, within=30, what="the held deletions after the reset")
+    assert sample(running, "lifecycle_breaker_open") == 0
+    state = await read_breaker(kube, namespace, breaker_name(LEASE))
+    assert not state.open
+    assert state.trips == 1
