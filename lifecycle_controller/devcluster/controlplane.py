@@ -170,11 +170,22 @@ class ControlPlane(AdminAccess):
                 return
         raise ControlPlaneError(f"no running component named {name}")
 
-    def restart(self, name: str, *, timeout: float = 60.0) -> None:
-        """Start a component killed by :meth:`kill` again (same arguments); wait until ready."""
+    def restart(self, name: str, *, wait: bool = True, timeout: float = 60.0) -> None:
+        """Start a component killed by :meth:`kill` again (same arguments); wait until ready.
+
+        Call it from the main thread: the child is told to die with the thread that spawned
+        it (``PR_SET_PDEATHSIG``). With ``wait=False`` it returns at once; then
+        :meth:`wait_ready` (safe in a worker thread) waits.
+        """
         if any(known == name for known, _process, _log in self._processes):
             raise ControlPlaneError(f"{name} is still running")
-        process = self._spawn(name, self._argv[name], append=True)
+        self._spawn(name, self._argv[name], append=True)
+        if wait:
+            self.wait_ready(name, timeout=timeout)
+
+    def wait_ready(self, name: str, *, timeout: float = 60.0) -> None:
+        """Wait until the running component ``name`` answers its readiness check."""
+        [process] = [process for known, process, _log in self._processes if known == name]
         ready = {
             "etcd": self._etcd_healthy,
             "kube-apiserver": self._apiserver_ready,

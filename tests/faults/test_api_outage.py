@@ -69,7 +69,8 @@ async def test_apiserver_sigkill_mid_watch_loses_and_doubles_nothing(
             assert controller._liveness() is None  # /healthz never follows the API server
             await asyncio.sleep(0.2)
     finally:
-        await asyncio.to_thread(control_plane.restart, "kube-apiserver")
+        control_plane.restart("kube-apiserver", wait=False)  # spawned by the main thread
+        await asyncio.to_thread(control_plane.wait_ready, "kube-apiserver")
     assert seen_stale, "readiness did not report the outage"
     back = time.monotonic()
 
