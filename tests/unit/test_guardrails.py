@@ -1,0 +1,263 @@
+"""The blast-radius gates of the executor on the fake API server and the fake clock.
+
+docs/behaviour.md#blast-radius-controls: the circuit breaker trips before the (N+1)th action
+and latches in its ConfigMap, a reset releases the held objects; the restart guard defers a
+restart inside ``--min-restart-interval``; the jitter delays one; the rollout tracker limits
+rollouts in progress, follows them and reports completion or a stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lifecycle_controller.controller.breaker import CircuitBreaker
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.execution import Executor, RestartPacing
+from lifecycle_controller.controller.reconciler import Reconciler
+from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.result import Result
+from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.core import DecisionSettings, Ledger, keys
+from lifecycle_controller.core.pacing import restart_jitter_ns
+from lifecycle_controller.core.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.kube import EVENTS, KubeClient
+from lifecycle_controller.kube.breaker_store import read_breaker, reset_breaker
+from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
+from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.unit.support import annotated, eventually
+
+DUE = "2025-12-31T23:00:00Z"  # an hour before the fake clock's start
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.open: list[bool] = []
+        self.trips = 0
+        self.rollouts: list[tuple[str, str]] = []
+        self.in_progress = 0
+
+    def count_action(self, action: str, kind: str, result: str) -> None: ...
+    def count_misconfiguration(self, kind: str, reason: str) -> None: ...
+    def observe_lateness(self, seconds: float) -> None: ...
+    def set_next_action(self, *args: Any) -> None: ...
+    def forget_object(self, key_id: str) -> None: ...
+    def set_ledger_arms(self, n: int) -> None: ...
+
+    def set_breaker_open(self, open_: bool) -> None:
+        self.open.append(open_)
+
+    def count_breaker_trip(self) -> None:
+        self.trips += 1
+
+    def observe_rollout(self, kind: str, result: str, seconds: float) -> None:
+        self.rollouts.append((kind, result))
+
+    def set_rollouts_in_progress(self, count: int) -> None:
+        self.in_progress = count
+
+
+def build(
+    kube: KubeClient,
+    clock: FakeClock,
+    *,
+    breaker: CircuitBreaker | None = None,
+    pacing: RestartPacing | None = None,
+    rollouts: RolloutTracker | None = None,
+) -> tuple[Reconciler, MetadataCache]:
+    cache = MetadataCache()
+    executor = Executor(
+        cache=cache,
+        kube=kube,
+        recorder=KubeEventRecorder(kube, clock=clock, reporting_instance="test"),
+        clock=clock,
+        budgets={},
+        metrics=Metrics(),
+        breaker=breaker,
+        pacing=pacing or RestartPacing(),
+        rollouts=rollouts,
+    )
+    reconciler = Reconciler.build(
+        executor=executor, ledger=Ledger(), settings=DecisionSettings(), metrics=Metrics()
+    )
+    return reconciler, cache
+
+
+def put(
+    api: FakeApiServer, cache: MetadataCache, resource: ResourceType, body: dict[str, Any]
+) -> ObjectKey:
+    created = api.store.create(resource, "team", body)
+    key = ObjectKey(resource, "team", created["metadata"]["name"])
+    cache.put(key, CachedObject.from_metadata(created["metadata"]))
+    return key
+
+
+def reasons(api: FakeApiServer, name: str) -> list[str]:
+    return [e["reason"] for e in api.store.objects(EVENTS) if e["regarding"]["name"] == name]
+
+
+def deployment(name: str, annotations: dict[str, str], **template: str) -> dict[str, Any]:
+    body = annotated(name, annotations)
+    body["spec"] = {
+        "replicas": 0,
+        "template": {"metadata": {"annotations": dict(template)}, "spec": {}},
+    }
+    return body
+
+
+async def test_the_breaker_trips_latches_and_releases_on_reset(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    metrics = Metrics()
+    breaker = CircuitBreaker(
+        kube,
+        namespace="ops",
+        name="lease-breaker",
+        limit=2,
+        window=600,
+        clock=clock,
+        metrics=metrics,
+    )
+    released: list[ObjectKey] = []
+    breaker.on_release = released.append
+    await breaker.load()
+    reconcile, cache = build(kube, clock, breaker=breaker)
+    keys_ = [
+        put(api, cache, CONFIGMAPS, annotated(f"cm{i}", {keys.DELETE_AT: DUE})) for i in range(3)
+    ]
+    results = [await reconcile(key) for key in keys_]
+    assert results[:2] == [None, None]
+    assert results[2] == Result(requeue_after=30.0)
+    assert [c["metadata"]["name"] for c in api.store.objects(CONFIGMAPS, "team")] == ["cm2"]
+    assert reasons(api, "cm2") == ["ActionsHalted"]
+    assert metrics.trips == 1
+    state = await read_breaker(kube, "ops", "lease-breaker")
+    assert state.open
+    assert state.actions == 2
+    assert state.window == "10m0s"
+    # Held again: no second Event for the same trip, still nothing sent.
+    assert await reconcile(keys_[2]) == Result(requeue_after=30.0)
+    assert reasons(api, "cm2") == ["ActionsHalted"]
+    # A new process reads the latched state before acting.
+    again = CircuitBreaker(
+        kube,
+        namespace="ops",
+        name="lease-breaker",
+        limit=9,
+        window=600,
+        clock=clock,
+        metrics=Metrics(),
+    )
+    await again.load()
+    assert again.is_open
+    assert not again.admit()
+    await reset_breaker(kube, "ops", "lease-breaker", clock.now_ns())
+    await breaker.load()
+    assert released == [keys_[2]]
+    assert not breaker.is_open
+    assert await reconcile(keys_[2]) is None
+    assert api.store.objects(CONFIGMAPS, "team") == []
+
+
+async def test_the_breaker_poll_sees_a_reset(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    breaker = CircuitBreaker(
+        kube,
+        namespace="ops",
+        name="b",
+        limit=1,
+        window=60,
+        clock=clock,
+        metrics=Metrics(),
+        poll_interval=5,
+    )
+    assert breaker.admit()
+    assert not breaker.admit()
+    await breaker.trip()
+    task = asyncio.create_task(breaker.run())
+    try:
+        await reset_breaker(kube, "ops", "b", clock.now_ns())
+        await eventually(lambda: bool(clock.sleeper_deadlines()))
+        await clock.advance(5)
+        await eventually(lambda: not breaker.is_open)
+        assert breaker.admit()
+    finally:
+        task.cancel()
+
+
+async def test_the_restart_guard_defers_a_restart_inside_the_interval(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    reconcile, cache = build(kube, clock, pacing=RestartPacing(min_interval_ns=600 * 10**9))
+    recent = "2025-12-31T23:55:00Z"  # five minutes before now
+    key = put(
+        api,
+        cache,
+        DEPLOYMENTS,
+        deployment("web", {keys.RESTART_AT: DUE}, **{keys.RESTARTED_AT: recent}),
+    )
+    assert await reconcile(key) == Result(requeue_after=300.0)
+    assert reasons(api, "web") == ["RestartDeferred"]
+    assert await reconcile(key) == Result(requeue_after=300.0)
+    assert reasons(api, "web") == ["RestartDeferred"]  # once per occurrence
+    await clock.advance(300)
+    assert await reconcile(key) is None
+    marker = api.store.get(DEPLOYMENTS, "team", "web")["spec"]["template"]["metadata"]
+    assert marker["annotations"][keys.RESTARTED_AT] > recent
+
+
+async def test_the_jitter_delays_a_restart_deterministically(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    jitter_ns = 7200 * 10**9
+    reconcile, cache = build(kube, clock, pacing=RestartPacing(jitter_ns=jitter_ns))
+    due = "2026-01-01T00:00:00Z"  # due now: any jitter delays it
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: due}))
+    obj = cache.get(key)
+    assert obj is not None
+    delay = restart_jitter_ns(obj.uid, parse_rfc3339(due), jitter_ns) / 10**9
+    assert delay > 0
+    assert await reconcile(key) == Result(requeue_after=delay)
+    assert reasons(api, "web") == []  # a jitter wait is logged, not reported
+    await clock.advance(delay)
+    assert await reconcile(key) is None
+    assert reasons(api, "web") == ["RestartTriggered"]
+
+
+async def test_rollouts_are_limited_followed_and_reported(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    metrics = Metrics()
+    tracker = RolloutTracker(kube, recorder, clock, metrics, limit=1, timeout=10, poll_interval=1)
+    woken: list[ObjectKey] = []
+    tracker.wake = woken.append
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    done = put(api, cache, DEPLOYMENTS, deployment("done", {keys.RESTART_AT: DUE}))
+    stuck = put(
+        api, cache, DEPLOYMENTS, deployment("stuck", {keys.RESTART_AT: "2025-12-31T23:30:00Z"})
+    )
+    assert await reconcile(done) is None
+    assert tracker.in_progress == 1
+    assert await reconcile(stuck) == Result(requeue_after=30.0)
+    assert reasons(api, "stuck") == ["RestartQueued"]
+    obj = api.store.get(DEPLOYMENTS, "team", "done")
+    generation = obj["metadata"].get("generation", 0)
+    # The fake API has no Deployment controller: write the status it would.
+    api.store.patch(DEPLOYMENTS, "team", "done", {"status": {"observedGeneration": generation}})
+    await eventually(lambda: bool(clock.sleeper_deadlines()))
+    await clock.advance(1)
+    await eventually(lambda: "RolloutCompleted" in reasons(api, "done"))
+    await eventually(lambda: tracker.in_progress == 0)
+    assert woken == [stuck]
+    assert await reconcile(stuck) is None
+    # "stuck" has replicas 1 and no status: it stalls after the timeout.
+    api.store.patch(DEPLOYMENTS, "team", "stuck", {"spec": {"replicas": 1}})
+    for _ in range(12):
+        await eventually(lambda: bool(clock.sleeper_deadlines()) or tracker.in_progress == 0)
+        await clock.advance(1)
+    await eventually(lambda: "RolloutStalled" in reasons(api, "stuck"))
+    assert metrics.rollouts == [("Deployment", "completed"), ("Deployment", "stalled")]
+    await tracker.aclose()
