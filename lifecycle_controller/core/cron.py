@@ -40,6 +40,7 @@ __all__ = [
     "cron_next",
     "load_zone",
     "parse_cron",
+    "wall_instant_ns",
 ]
 
 HORIZON_YEARS: Final = 5  # robfig gives up after five years and returns the zero time
@@ -302,6 +303,15 @@ def _first_instant(wall: datetime, zone: tzinfo) -> int:
         else:
             low = middle
     return high
+
+
+def wall_instant_ns(wall: datetime, zone: tzinfo) -> int:
+    """The instant (ns) a naive wall-clock time stands for under the DST policy.
+
+    The first instance of a repeated wall time; for a wall time inside a spring-forward gap,
+    the first instant after the gap. Maintenance windows share this rule with cron.
+    """
+    return _first_instant(wall.replace(microsecond=0), zone) * NS_PER_SECOND
 
 
 def cron_next(spec: CronSpec, zone: tzinfo, after_ns: int) -> int | None:

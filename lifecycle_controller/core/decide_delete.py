@@ -15,6 +15,9 @@ def decide_deletion(run: DecisionPass) -> Decision:
     problem = run.resolve_policy(run.settings.delete_catch_up)
     if problem is not None:
         return problem
+    problem = run.resolve_windows()
+    if problem is not None:
+        return problem
     if run.get(keys.DELETE_AFTER):
         return convert_relative(run, DELETE_RELATIVE)
 
@@ -32,9 +35,11 @@ def decide_deletion(run: DecisionPass) -> Decision:
             "delete-at exceeds --max-delete-ttl",
         )
 
-    allowed = run.allowed(due, run.identity())
+    allowed = run.allowed(run.opening(due), run.identity())
     if run.now < due:
         return run.wait(due, f"deletion scheduled at {value}")
+    if (held := run.held(due)) is not None:
+        return held
     if not allowed:
         return run.skip(due, {keys.DELETE_AT: None})
     if run.dry_run:

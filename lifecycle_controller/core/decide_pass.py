@@ -51,9 +51,11 @@ from lifecycle_controller.core.patches import (
 from lifecycle_controller.core.schedules import requeue_after
 from lifecycle_controller.core.timestamps import (
     TimestampError,
+    format_rfc3339_nano,
     format_rfc3339_seconds,
     parse_rfc3339,
 )
+from lifecycle_controller.core.windows import MaintenanceWindows, WindowError, defer, parse_windows
 
 __all__ = [
     "DELETE_RELATIVE",
@@ -88,6 +90,7 @@ class DecisionPass:
     ops: list[LedgerOp] = field(default_factory=list)
     action: Action = Action.DELETE
     policy: CatchUpPolicy = ALWAYS
+    windows: MaintenanceWindows | None = None
 
     def get(self, key: str) -> str:
         return self.annotations.get(key, "")
@@ -110,6 +113,41 @@ class DecisionPass:
         if not self.never or self.dry_run:
             self.ops.append(FORGET)  # the ledger serves `never` outside dry-run only
         return None
+
+    # --- maintenance windows (docs/annotations.md#maintenance-windows) --------------------
+
+    def resolve_windows(self) -> Invalid | None:
+        """The object's windows, else the flag's; an Invalid decision for a bad annotation."""
+        if keys.MAINTENANCE_WINDOW not in self.annotations:
+            self.windows = self.settings.maintenance_windows
+            return None
+        try:
+            self.windows = parse_windows(self.annotations[keys.MAINTENANCE_WINDOW])
+        except WindowError as error:
+            return self.invalid(
+                events.invalid_maintenance_window(str(error)), "invalid maintenance-window"
+            )
+        return None
+
+    def opening(self, scheduled_ns: int) -> int:
+        """Where catch-up lateness is measured from: the first in-window instant from then."""
+        return scheduled_ns if self.windows is None else self.windows.first_open(scheduled_ns)
+
+    def held(self, scheduled_ns: int) -> Wait | None:
+        """A due occurrence outside every window waits for the next opening."""
+        if self.windows is None:
+            return None
+        deferral = defer(self.windows, scheduled_ns, self.now)
+        if deferral.run_at_ns <= self.now:
+            return None
+        self.events.append(
+            events.action_deferred(self.action.value, scheduled_ns, deferral.run_at_ns)
+        )
+        return self.wait(
+            deferral.run_at_ns,
+            f"{self.action.value} due at {format_rfc3339_nano(scheduled_ns)} waits for the "
+            f"maintenance window opening at {format_rfc3339_nano(deferral.run_at_ns)}",
+        )
 
     def identity(self, changes: AnnotationChanges | None = None) -> Identity:
         """The arm identity for the selected action, on the annotations after ``changes``."""
@@ -168,12 +206,16 @@ class DecisionPass:
         )
 
     def wait(self, due_ns: int, log: str) -> Wait:
+        """Requeue at ``due_ns``; the decision shows the effective due time (after windows)."""
+        effective = self.opening(due_ns)
+        if effective != due_ns:
+            log += f"; outside the maintenance windows, runs at {format_rfc3339_nano(effective)}"
         return Wait(
             requeue_after_ns=requeue_after(due_ns, self.now),
             events=tuple(self.events),
             ledger_ops=tuple(self.ops),
             action=self.action,
-            due_ns=due_ns,
+            due_ns=effective,
             log=log,
         )
 

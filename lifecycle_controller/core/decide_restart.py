@@ -15,7 +15,11 @@ from lifecycle_controller.core.decide_pass import (
     convert_relative,
 )
 from lifecycle_controller.core.decision import Action, Decision, Operation
-from lifecycle_controller.core.durations import DurationError, parse_restart_every
+from lifecycle_controller.core.durations import (
+    NS_PER_SECOND,
+    DurationError,
+    parse_restart_every,
+)
 from lifecycle_controller.core.patches import AnnotationChanges, annotation_patch
 from lifecycle_controller.core.schedules import (
     CronSchedule,
@@ -40,6 +44,9 @@ def decide_restart(run: DecisionPass) -> Decision:
     problem = run.resolve_policy(run.settings.restart_catch_up)
     if problem is not None:
         return problem
+    problem = run.resolve_windows()
+    if problem is not None:
+        return problem
     facts = run.facts
     if not facts.key.resource.restartable:
         return run.invalid(events.unsupported_restart_kind(), "restart on an unsupported kind")
@@ -55,9 +62,11 @@ def decide_restart(run: DecisionPass) -> Decision:
             return run.invalid(
                 events.invalid_timestamp("restart-at", str(error)), "invalid restart-at"
             )
-        allowed = run.allowed(due, run.identity())
+        allowed = run.allowed(run.opening(due), run.identity())
         if run.now < due:
             return run.wait(due, f"restart scheduled at {value}")
+        if (held := run.held(due)) is not None:
+            return held
         if not allowed:
             return run.skip(due, {keys.RESTART_AT: None})
         return run.restart(due, {keys.RESTART_AT: None})
@@ -82,6 +91,23 @@ def decide_restart(run: DecisionPass) -> Decision:
     except DurationError as error:
         return run.invalid(events.invalid_restart_every(str(error)), "invalid restart-every")
     return _recurring(run, IntervalSchedule(interval))
+
+
+def _latest_occurrence(schedule: Schedule, last_ns: int, now_ns: int) -> int | None:
+    """The latest occurrence in (last, now]: a doubling search back from now, then forward."""
+    step = NS_PER_SECOND
+    while True:
+        lower = max(last_ns, now_ns - step)
+        first = schedule.next_after(lower)
+        if first is not None and first <= now_ns:
+            break
+        if lower == last_ns:
+            return None
+        step *= 2
+    latest = first
+    while (following := schedule.next_after(latest)) is not None and following <= now_ns:
+        latest = following
+    return latest
 
 
 def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
@@ -115,13 +141,20 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
 
     plan = plan_recurring(schedule, last, run.now)
     scheduled = plan.scheduled_ns
-    allowed = run.allowed(scheduled, run.identity())
+    allowed = run.allowed(run.opening(scheduled), run.identity())
     if plan.due and run.policy.mode is CatchUpMode.WINDOW:
-        recent, allowed = schedule.recent_occurrence(last, run.now, run.policy.window_ns)
+        if run.windows is None:
+            recent, allowed = schedule.recent_occurrence(last, run.now, run.policy.window_ns)
+        else:  # lateness from the latest occurrence's window opening
+            latest = _latest_occurrence(schedule, last, run.now)
+            allowed = latest is not None and run.policy.within_window(run.opening(latest), run.now)
+            recent = scheduled if latest is None else latest
         if allowed:
             scheduled = recent
     if not plan.due:
         return run.wait(scheduled, f"next recurring restart at {format_rfc3339_nano(scheduled)}")
+    if (held := run.held(scheduled)) is not None:
+        return held
 
     acknowledgement: AnnotationChanges = {
         keys.LAST_RESTART_TIMESTAMP: format_rfc3339_nano(plan.anchor_ns)

@@ -26,6 +26,7 @@ from typing import Any
 from lifecycle_controller.core.catchup import ALWAYS, CatchUpPolicy, LedgerOp
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.windows import MaintenanceWindows
 
 __all__ = [
     "Action",
@@ -101,7 +102,8 @@ class DecisionSettings:
     ``local_zone`` is what ``cron-timezone: Local`` means (the container's zone, UTC in the
     usual images); the composition root supplies it because core reads no system state.
     ``act_on_annotation_copies`` turns off the annotation-copy rule
-    (:mod:`~lifecycle_controller.core.copies`).
+    (:mod:`~lifecycle_controller.core.copies`). ``maintenance_windows`` is the
+    ``--maintenance-window`` default for objects without the annotation (None: always open).
     """
 
     dry_run: bool = False
@@ -110,6 +112,7 @@ class DecisionSettings:
     max_delete_ttl_ns: int | None = None
     local_zone: tzinfo = UTC
     act_on_annotation_copies: bool = False
+    maintenance_windows: MaintenanceWindows | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from lifecycle_controller.core.timestamps import format_rfc3339_nano
 
 __all__ = [
     "ACTIONS_HALTED",
+    "ACTION_DEFERRED",
     "ACTION_SKIPPED",
     "ACTION_SKIP_FAILED",
     "ACTION_THROTTLED",
@@ -47,8 +48,10 @@ __all__ = [
     "UNSUPPORTED_RESTART_KIND",
     "Event",
     "EventType",
+    "action_deferred",
     "action_throttled",
     "actions_halted",
+    "invalid_maintenance_window",
     "misconfiguration_label",
     "restart_deferred",
     "restart_queued",
@@ -359,6 +362,30 @@ def rollout_stalled(timeout_ns: int, detail: str) -> Event:
         ROLLOUT_STALLED,
         f"Rollout after the restart not complete after {format_go_duration(timeout_ns)} "
         f"(--rollout-timeout): {detail}.",
+    )
+
+
+# --- maintenance windows (docs/annotations.md#maintenance-windows) --------------------------
+
+ACTION_DEFERRED: Final = "ActionDeferred"
+
+
+def invalid_maintenance_window(error: str) -> Event:
+    return _warning(
+        INVALID_ANNOTATION,
+        f"Invalid maintenance-window: {error}; taking no action until it is fixed",
+    )
+
+
+def action_deferred(action: str, scheduled_ns: int, opening_ns: int) -> Event:
+    """A due action outside every maintenance window waits; sent once per occurrence."""
+    return Event(
+        EventType.NORMAL,
+        ACTION_DEFERRED,
+        f"The {action} scheduled at {format_rfc3339_nano(scheduled_ns)} is outside every "
+        f"maintenance window; it will run at the next opening, "
+        f"{format_rfc3339_nano(opening_ns)}.",
+        dedupe_key=f"window@{scheduled_ns}@{opening_ns}",
     )
 
 

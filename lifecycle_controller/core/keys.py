@@ -17,6 +17,7 @@ __all__ = [
     "DELETE_FAMILY",
     "DRY_RUN",
     "LAST_RESTART_TIMESTAMP",
+    "MAINTENANCE_WINDOW",
     "MANAGED_BY",
     "MANAGED_BY_VALUE",
     "PREFIX",
@@ -48,6 +49,7 @@ CRON_TIMEZONE: Final = PREFIX + "cron-timezone"
 REFERENCE_POINT: Final = PREFIX + "reference-point"
 CATCH_UP: Final = PREFIX + "catch-up"
 DRY_RUN: Final = PREFIX + "dry-run"
+MAINTENANCE_WINDOW: Final = PREFIX + "maintenance-window"
 
 # Written by the controller (docs/annotations.md#annotations-the-controller-writes).
 LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"
