@@ -154,6 +154,14 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "actions.max_delete_ttl_ns",
     ),
     Flag(
+        "maintenance-window",
+        "",
+        "Default maintenance windows, e.g. 'Mon-Fri 01:00-05:00 Europe/Warsaw'; due actions "
+        "outside them wait for the next opening. Empty: always open.",
+        p.maintenance_windows,
+        "actions.maintenance_windows",
+    ),
+    Flag(
         "max-deletes-per-minute",
         "0",
         "Deletion budget per minute (0 = unlimited); excess waits.",

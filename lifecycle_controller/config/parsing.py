@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
 from lifecycle_controller.core.durations import DurationError, parse_max_delete_ttl
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.windows import MaintenanceWindows, parse_windows
 
 T = TypeVar("T")
 
@@ -145,6 +146,13 @@ def catch_up_policy(flag: str, value: str) -> CatchUpPolicy:
 def max_delete_ttl(flag: str, value: str) -> int | None:
     """Nanoseconds of the annotation grammar; None (off) when empty or zero."""
     return _checked(flag, parse_max_delete_ttl, value)
+
+
+def maintenance_windows(flag: str, value: str) -> MaintenanceWindows | None:
+    """The ``maintenance-window`` grammar; None (always open) when empty."""
+    if not value.strip():
+        return None
+    return _checked(flag, parse_windows, value)
 
 
 def count(minimum: int) -> Parser:

@@ -19,6 +19,7 @@ from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
 from lifecycle_controller.core.decision import DecisionSettings
 from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.core.windows import MaintenanceWindows
 from lifecycle_controller.machinery.logs import LogFormat
 
 __all__ = [
@@ -68,6 +69,7 @@ class ActionSettings:
     max_deletes_per_minute: int = 0
     max_restarts_per_minute: int = 0
     act_on_annotation_copies: bool = False
+    maintenance_windows: MaintenanceWindows | None = None
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.
@@ -81,6 +83,7 @@ class ActionSettings:
             max_delete_ttl_ns=self.max_delete_ttl_ns,
             local_zone=local_zone() if zone is None else zone,
             act_on_annotation_copies=self.act_on_annotation_copies,
+            maintenance_windows=self.maintenance_windows,
         )
 
 
