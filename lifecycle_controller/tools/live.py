@@ -52,22 +52,40 @@ async def _render_status(kube: KubeClient, view: StatusView) -> tuple[str, list[
     return render(report.rows, view.output), list(report.unreadable)  # type: ignore[arg-type]
 
 
+async def _breaker_line(kube: KubeClient, view: StatusView) -> str | None:
+    """A warning line when the circuit breaker is open (docs/behaviour.md#circuit-breaker)."""
+    from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker
+    from lifecycle_controller.tools.breaker import describe_breaker
+
+    election = view.settings.leader_election
+    namespace = election.namespace or kube.default_namespace
+    name = breaker_name(election.name)
+    try:
+        state = await read_breaker(kube, namespace, name)
+    except KubeError:
+        return None  # not readable by this user: status shows the objects only
+    return describe_breaker(state, f"ConfigMap {namespace}/{name}") if state.open else None
+
+
 async def watch_status(
     view: StatusView, *, interval: float, once: bool, echo: Callable[..., None]
 ) -> None:
     """Print the status once, or keep redrawing it when it changes (until interrupted)."""
     try:
         async with await KubeClient.connect(view.kubeconfig, context=view.context) as kube:
-            shown: str | None = None
+            shown: tuple[str, str | None] | None = None
             while True:
                 text, unreadable = await _render_status(kube, view)
-                if text != shown:
+                breaker = await _breaker_line(kube, view)
+                if (text, breaker) != shown:
                     if not once and sys.stdout.isatty():
                         echo(_CLEAR, nl=False)
                     echo(text)
                     for problem in unreadable:
                         echo(f"warning: could not list {problem}", err=True)
-                    shown = text
+                    if breaker is not None:
+                        echo(f"warning: {breaker}", err=True)
+                    shown = (text, breaker)
                 if once:
                     return
                 await asyncio.sleep(interval)

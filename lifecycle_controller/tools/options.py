@@ -42,6 +42,9 @@ CONTROLLER_FLAGS: tuple[Flag, ...] = tuple(
         "restart-catch-up",
         "max-delete-ttl",
         "act-on-annotation-copies",
+        # where the circuit breaker is latched (beside the Lease), for status to show it
+        "leader-election-id",
+        "leader-election-namespace",
     }
 )
 

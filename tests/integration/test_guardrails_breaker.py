@@ -3,12 +3,12 @@
 20 due deletions with ``--breaker-max-actions 5``: exactly 5 are carried out, the other 15
 are held (one Warning ``ActionsHalted`` each), the tripped state survives a controller
 restart (it lives in the ConfigMap beside the Lease), and ``lifecycle-controller breaker
-reset`` (a real process) releases the rest.
+reset`` (a real process) releases the rest; ``lifecycle-controller status`` warns meanwhile.
 """
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
 import sys
 
 import pytest
@@ -42,26 +42,27 @@ async def _remaining(kube: KubeClient, namespace: str) -> set[str]:
     }
 
 
-def _breaker_cli(control_plane: ControlPlane, namespace: str, verb: str) -> str:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lifecycle_controller",
-            "breaker",
-            verb,
-            "--kubeconfig",
-            str(control_plane.admin_kubeconfig),
-            "--leader-election-namespace",
-            namespace,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+async def _cli(control_plane: ControlPlane, namespace: str, *args: str) -> tuple[str, str]:
+    """(stdout, stderr) of ``lifecycle-controller ARGS`` as a real process (must exit 0)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lifecycle_controller",
+        *args,
+        "--kubeconfig",
+        str(control_plane.admin_kubeconfig),
+        "--leader-election-namespace",
+        namespace,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, err.decode()
+    return out.decode(), err.decode()
+
+
+async def _breaker_cli(control_plane: ControlPlane, namespace: str, verb: str) -> str:
+    return (await _cli(control_plane, namespace, "breaker", verb))[0]
 
 
 async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_reset(
@@ -97,7 +98,9 @@ async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_res
         assert (await events_of(kube, namespace, name)).count(HALTED) == 1
     assert sample(running, "lifecycle_breaker_open") == 1
     assert sample(running, "lifecycle_breaker_trips_total") == 1
-    assert "OPEN" in _breaker_cli(control_plane, namespace, "status")
+    assert "OPEN" in await _breaker_cli(control_plane, namespace, "status")
+    _, warned = await _cli(control_plane, namespace, "status", "-n", namespace)
+    assert "warning: circuit breaker OPEN since " in warned
 
     # A restarted controller (even one allowed more) honours the latched state.
     await running.stop()
@@ -106,7 +109,7 @@ async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_res
     assert await _remaining(kube, namespace) == held
     assert sample(running, "lifecycle_breaker_open") == 1
 
-    assert "closed" in _breaker_cli(control_plane, namespace, "reset")
+    assert "closed" in await _breaker_cli(control_plane, namespace, "reset")
 
     async def released() -> bool:
         return not await _remaining(kube, namespace)
