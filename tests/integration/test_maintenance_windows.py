@@ -1,0 +1,118 @@
+"""Maintenance windows end to end (docs/annotations.md#maintenance-windows).
+
+A restart and a deletion fall due outside their window: each gets one Normal
+``ActionDeferred`` naming the opening, nothing is written before it, and both run at the
+opening. The window is whole minutes, so the test puts its opening at the next minute
+boundary at least ``LEAD`` seconds away and may wait up to about 70 s for it.
+
+The restart carries its own ``maintenance-window`` annotation and ``catch-up: "5s"`` with a
+``restart-at`` two seconds away, so it is at least six seconds late at the opening: it still
+runs, because lateness is measured from the opening, not from the scheduled time. The
+ConfigMap has no window annotation and waits for the controller's ``--maintenance-window``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.kube import KubeClient
+from tests.integration.controller import StartController
+from tests.integration.events import events_of, wait_event
+from tests.integration.keys import CATCH_UP, DELETE_AT, RESTART_AT, RESTARTED_AT, P
+from tests.integration.scenario_support import (
+    annotations_of,
+    get,
+    gone,
+    start_for,
+    template_annotations,
+    wait_gone,
+    wait_restarted,
+    workload,
+)
+from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap
+from tests.integration.timestamps import PAST, rfc3339
+
+MAINTENANCE_WINDOW = P + "maintenance-window"
+#: The opening is at least this many seconds away when the objects are created.
+LEAD = 8
+#: How late after the opening the actions may run (requeue + one pass + the API).
+SLACK = 3.0
+
+
+def next_opening(lead: float = LEAD) -> datetime:
+    """The first whole minute at least ``lead`` seconds from now (UTC)."""
+    now = datetime.now(UTC)
+    minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return minute if (minute - now).total_seconds() >= lead else minute + timedelta(minutes=1)
+
+
+def window_from(opening: datetime, minutes: int = 10) -> str:
+    """A window on every weekday from ``opening`` for ``minutes`` (may run past midnight)."""
+    end = opening + timedelta(minutes=minutes)
+    return f"Mon-Sun {opening:%H:%M}-{end:%H:%M} UTC"
+
+
+async def sleep_until(moment: datetime) -> None:
+    await asyncio.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
+
+
+@pytest.mark.timeout(150)
+async def test_due_actions_outside_the_window_are_deferred_and_run_at_the_opening(
+    start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    opening = next_opening()
+    window = window_from(opening)
+    opening_text = rfc3339(opening)
+    restart_at = rfc3339(datetime.now(UTC) + timedelta(seconds=2))
+    running = await start_for(
+        start_controller, namespace, "configmaps", "deployments.apps", maintenance_window=window
+    )
+    del running
+    await kube.create(
+        DEPLOYMENTS,
+        namespace,
+        workload(
+            "Deployment",
+            "web",
+            {RESTART_AT: restart_at, CATCH_UP: "5s", MAINTENANCE_WINDOW: window},
+            replicas=0,
+        ),
+    )
+    await kube.create(CONFIGMAPS, namespace, configmap("tmp", **{DELETE_AT: PAST}))
+
+    for name, action, due in (("web", "restart", restart_at), ("tmp", "delete", PAST)):
+        seen = await wait_event(kube, namespace, name, "ActionDeferred")
+        [deferred] = [event for event in seen if event[1] == "ActionDeferred"]
+        assert deferred[0] == "Normal"
+        assert deferred[2] == (
+            f"The {action} scheduled at {due} is outside every maintenance window; "
+            f"it will run at the next opening, {opening_text}."
+        )
+
+    # Nothing happens before the opening.
+    await sleep_until(opening - timedelta(seconds=1.5))
+    assert datetime.now(UTC) < opening
+    web = await get(kube, DEPLOYMENTS, namespace, "web")
+    assert RESTARTED_AT not in template_annotations(web)
+    assert annotations_of(web)[RESTART_AT] == restart_at
+    assert not await gone(kube, CONFIGMAPS, namespace, "tmp")
+
+    # At the opening both run, once.
+    restarted = await wait_restarted(kube, DEPLOYMENTS, namespace, "web", within=SLACK + 5)
+    marker = parse_rfc3339(template_annotations(restarted)[RESTARTED_AT])
+    opening_ns = int(opening.timestamp()) * 1_000_000_000
+    assert opening_ns <= marker <= opening_ns + int(SLACK * 1e9)
+    assert RESTART_AT not in annotations_of(restarted)
+    await wait_gone(kube, CONFIGMAPS, namespace, "tmp", within=SLACK + 5)
+    assert time.time() <= opening.timestamp() + SLACK + 5
+
+    await wait_event(kube, namespace, "web", "RestartTriggered")
+    await wait_event(kube, namespace, "tmp", "Deleted")
+    for name, done in (("web", "RestartTriggered"), ("tmp", "Deleted")):
+        reasons = [event[1] for event in await events_of(kube, namespace, name)]
+        assert reasons == ["ActionDeferred", done], reasons  # once per occurrence, no skip
