@@ -46,16 +46,17 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
 
 def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
-        "| objects | ready (floor seq / par) | ratio | first request | CPU to ready "
+        "| run | objects | ready (floor seq / par) | ratio | first request | CPU to ready "
         "| RSS ready / idle | peak (VmHWM) | idle requests | lag p99 sync |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         floor = run["list_floor"]
         idle = run["requests"].get("idle", {})
         lag = run["lag"].get("initial_sync", {})
         lines.append(
-            f"| {run['objects']:,} | {run['ready_s']:.2f} s ({floor['sequential_s']:.2f} / "
+            f"| {run.get('label', '')} | {run['objects']:,} "
+            f"| {run['ready_s']:.2f} s ({floor['sequential_s']:.2f} / "
             f"{floor['parallel_s']:.2f} s) | {_ratio(run['ready_s'], floor['sequential_s'])} "
             f"| {run['first_request_s']} s | {run['cpu_to_ready_s']:.2f} s "
             f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB "
@@ -66,15 +67,16 @@ def markdown(runs: list[dict[str, Any]]) -> str:
     if action_runs:
         lines += [
             "",
-            "| objects | burst: due → last gone (p99) | floor at 4 / 16 in flight | ratio "
+            "| run | objects | burst: due → last gone (p99) | floor at 4 / 16 in flight | ratio "
             "| CPU per deletion | requests in the burst | lag p99 burst "
             "| storm: due → last restart | floor at 4 | ratio | CPU per restart |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for run in action_runs:
             burst, storm, floors, d = run["burst"], run["storm"], run["action_floors"], derived(run)
             lines.append(
-                f"| {run['objects']:,} | {burst['last_gone_s']} s ({burst['p99_s']} s), "
+                f"| {run.get('label', '')} | {run['objects']:,} "
+                f"| {burst['last_gone_s']} s ({burst['p99_s']} s), "
                 f"{burst['done']}/{burst['count']} | {floors['delete_at_4_s']} / "
                 f"{floors['delete_at_16_s']} s | {d.get('burst_ratio')}x "
                 f"| {d.get('cpu_per_deletion_ms')} ms | {run['requests'].get('burst')} "
@@ -95,7 +97,7 @@ def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:
     except ImportError:
         return []
     written = []
-    ordered = sorted(runs, key=lambda r: r["objects"])
+    ordered = sorted((r for r in runs if r.get("label") != "before"), key=lambda r: r["objects"])
     counts = [r["objects"] for r in ordered]
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(counts, [r["hwm_mb"] for r in ordered], "o-", label="peak (VmHWM)")
