@@ -144,6 +144,14 @@ def test_reference_default_arguments_are_a_subsequence(helm: Helm) -> None:
     assert all(any(arg == wanted for arg in remaining) for wanted in reference)
 
 
+def test_act_on_annotation_copies_is_passed_only_when_set(helm: Helm) -> None:
+    flag = "--act-on-annotation-copies=true"
+    assert flag not in args_of(helm.render())
+    on = args_of(helm.render({"controllerManager": {"actOnAnnotationCopies": True}}))
+    assert flag in on
+    assert config.build_settings(parse_run_args(on)).actions.act_on_annotation_copies
+
+
 @pytest.mark.parametrize(
     "values", [{}, NAMESPACED_VALUES, FULL_VALUES], ids=["default", "namespaced", "full"]
 )

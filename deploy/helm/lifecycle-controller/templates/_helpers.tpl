@@ -172,6 +172,7 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- with $cm.maintenanceWindow }}{{ $args = append $args (printf "--maintenance-window=%s" .) }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxDeletesPerMinute) }}{{ $args = append $args (printf "--max-deletes-per-minute=%d" (int64 $cm.maxDeletesPerMinute)) }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxRestartsPerMinute) }}{{ $args = append $args (printf "--max-restarts-per-minute=%d" (int64 $cm.maxRestartsPerMinute)) }}{{ end }}
+{{- if $cm.actOnAnnotationCopies }}{{ $args = append $args "--act-on-annotation-copies=true" }}{{ end }}
 {{- $breaker := $cm.breaker | default dict }}
 {{- if gt (int64 ($breaker.maxActions | default 0)) 0 }}
 {{- $args = append $args (printf "--breaker-max-actions=%d" (int64 $breaker.maxActions)) }}
