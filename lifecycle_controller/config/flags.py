@@ -162,6 +162,14 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "actions.maintenance_windows",
     ),
     Flag(
+        "warn-before",
+        "0s",
+        "Post UpcomingDeletion/UpcomingRestart this long before an action is due (e.g. 15m); "
+        "0s: off. The warn-before annotation wins.",
+        p.lead_time,
+        "actions.warn_before_ns",
+    ),
+    Flag(
         "max-deletes-per-minute",
         "0",
         "Deletion budget per minute (0 = unlimited); excess waits.",

@@ -155,6 +155,11 @@ def maintenance_windows(flag: str, value: str) -> MaintenanceWindows | None:
     return _checked(flag, parse_windows, value)
 
 
+def lead_time(flag: str, value: str) -> int:
+    """Nanoseconds of the annotation duration grammar; 0 (off) when empty or zero."""
+    return _checked(flag, parse_max_delete_ttl, value) or 0
+
+
 def count(minimum: int) -> Parser:
     """A whole number of at least ``minimum``."""
 

@@ -70,6 +70,7 @@ class ActionSettings:
     max_restarts_per_minute: int = 0
     act_on_annotation_copies: bool = False
     maintenance_windows: MaintenanceWindows | None = None
+    warn_before_ns: int = 0
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.
@@ -84,6 +85,7 @@ class ActionSettings:
             local_zone=local_zone() if zone is None else zone,
             act_on_annotation_copies=self.act_on_annotation_copies,
             maintenance_windows=self.maintenance_windows,
+            warn_before_ns=self.warn_before_ns,
         )
 
 

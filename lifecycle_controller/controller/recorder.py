@@ -11,6 +11,10 @@ cluster-scoped objects). Two kinds of repetition are folded:
   is not created again: its ``series`` count is bumped instead, as client-go's events
   library does.
 
+An Event with a stable ``name`` (the warnings before acting) is created once under
+``<object>.<name>`` and never folded: an AlreadyExists answer means it was already posted,
+by this process or an earlier one.
+
 Writing an Event never fails a reconcile: errors are logged and dropped.
 """
 
@@ -24,7 +28,14 @@ from cachetools import LRUCache
 
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectRef
-from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
+from lifecycle_controller.kube import (
+    EVENTS,
+    AlreadyExists,
+    Conflict,
+    KubeClient,
+    KubeError,
+    NotFound,
+)
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.machinery.clock import Clock
 
@@ -100,6 +111,7 @@ class KubeEventRecorder:
         # Bounded memories, least recently used entries forgotten first.
         self._deduped: LRUCache[tuple[str, str, str], None] = LRUCache(maxsize=dedupe_limit)
         self._series: LRUCache[tuple[str, str, str, str], _Series] = LRUCache(maxsize=series_limit)
+        self._posted: LRUCache[tuple[str, str], None] = LRUCache(maxsize=series_limit)
 
     async def record(self, ref: ObjectRef, event: Event) -> None:
         reason = event.reason
@@ -110,6 +122,9 @@ class KubeEventRecorder:
             self._deduped[once] = None
         note = truncate_note(event.message)
         now_ns = self._clock.now_ns()
+        if event.name is not None:
+            await self._create_once(ref, event, note, now_ns, event.name)
+            return
         isomorphic = (ref.uid or ref.key.id, event.type.value, reason, note)
         try:
             series = self._series.get(isomorphic)
@@ -121,6 +136,42 @@ class KubeEventRecorder:
             _log.warning(
                 "event not recorded", reason=reason, error=str(error), **ref.key.log_context()
             )
+
+    async def _create_once(
+        self, ref: ObjectRef, event: Event, note: str, now_ns: int, suffix: str
+    ) -> None:
+        """Create the Event under its stable name unless it exists already."""
+        namespace = ref.key.namespace or "default"
+        name = f"{ref.key.name[: 252 - len(suffix)]}.{suffix}"
+        if (namespace, name) in self._posted:
+            return
+        try:
+            await self._kube.create(EVENTS, namespace, self._body(ref, event, note, now_ns, name))
+        except (AlreadyExists, Conflict):
+            pass  # posted before (an earlier pass, process or leader)
+        except KubeError as error:
+            _log.warning(
+                "event not recorded", reason=event.reason, error=str(error), **ref.key.log_context()
+            )
+            return
+        self._posted[(namespace, name)] = None
+
+    def _body(
+        self, ref: ObjectRef, event: Event, note: str, now_ns: int, name: str
+    ) -> dict[str, Any]:
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ref.key.namespace or "default"},
+            "eventTime": micro_time(now_ns),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self._instance,
+            "action": ACTION,
+            "reason": event.reason[:128],
+            "type": event.type.value,
+            "note": note,
+            "regarding": regarding(ref),
+        }
 
     async def _create(
         self,

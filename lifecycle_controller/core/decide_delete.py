@@ -18,6 +18,7 @@ def decide_deletion(run: DecisionPass) -> Decision:
     problem = run.resolve_windows()
     if problem is not None:
         return problem
+    run.resolve_warning()
     if run.get(keys.DELETE_AFTER):
         return convert_relative(run, DELETE_RELATIVE)
 
@@ -42,6 +43,7 @@ def decide_deletion(run: DecisionPass) -> Decision:
         return held
     if not allowed:
         return run.skip(due, {keys.DELETE_AT: None})
+    run.announce(due, run.opening(due))  # first seen inside the lead time: warn before acting
     if run.dry_run:
         return run.dry(
             Operation.DELETE, events.dry_run_delete_now(), due, "dry-run: would delete now"

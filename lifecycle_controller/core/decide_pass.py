@@ -55,6 +55,13 @@ from lifecycle_controller.core.timestamps import (
     format_rfc3339_seconds,
     parse_rfc3339,
 )
+from lifecycle_controller.core.warnings import (
+    NO_LEAD,
+    LeadTime,
+    occurrence_name,
+    parse_lead_time,
+    policy_text,
+)
 from lifecycle_controller.core.windows import MaintenanceWindows, WindowError, defer, parse_windows
 
 __all__ = [
@@ -91,6 +98,7 @@ class DecisionPass:
     action: Action = Action.DELETE
     policy: CatchUpPolicy = ALWAYS
     windows: MaintenanceWindows | None = None
+    lead: LeadTime = NO_LEAD
 
     def get(self, key: str) -> str:
         return self.annotations.get(key, "")
@@ -129,6 +137,33 @@ class DecisionPass:
             )
         return None
 
+    # --- warnings with lead time (docs/annotations.md#warnings-before-acting) ------------
+
+    def resolve_warning(self) -> None:
+        """The lead time; an invalid ``warn-before`` only turns the warning off."""
+        self.lead = parse_lead_time(self.annotations, self.settings.warn_before_ns, self.facts.uid)
+        if self.lead.problem is not None:
+            self.events.append(self.lead.problem)
+
+    def announce(self, scheduled_ns: int, effective_ns: int) -> int | None:
+        """Post the occurrence's warning once it is due; else when to come back for it."""
+        warn_at = self.lead.warn_at(effective_ns)
+        if warn_at is None:
+            return None
+        if self.now < warn_at:
+            return warn_at
+        self.events.append(
+            events.upcoming(
+                delete=self.action is Action.DELETE,
+                due_ns=effective_ns,
+                policy=policy_text(self.policy),
+                dry_run=self.dry_run,
+                lead_ns=self.lead.lead_ns,
+                name=occurrence_name(self.facts.uid, self.action.value, scheduled_ns),
+            )
+        )
+        return None
+
     def opening(self, scheduled_ns: int) -> int:
         """Where catch-up lateness is measured from: the first in-window instant from then."""
         return scheduled_ns if self.windows is None else self.windows.first_open(scheduled_ns)
@@ -147,6 +182,7 @@ class DecisionPass:
             deferral.run_at_ns,
             f"{self.action.value} due at {format_rfc3339_nano(scheduled_ns)} waits for the "
             f"maintenance window opening at {format_rfc3339_nano(deferral.run_at_ns)}",
+            occurrence_ns=scheduled_ns,
         )
 
     def identity(self, changes: AnnotationChanges | None = None) -> Identity:
@@ -205,13 +241,22 @@ class DecisionPass:
             log=log,
         )
 
-    def wait(self, due_ns: int, log: str) -> Wait:
-        """Requeue at ``due_ns``; the decision shows the effective due time (after windows)."""
+    def wait(self, due_ns: int, log: str, *, occurrence_ns: int | None = None) -> Wait:
+        """Requeue at ``due_ns`` (or at the warning before it, if that is earlier).
+
+        The decision shows the effective due time (after windows). ``occurrence_ns`` is the
+        occurrence's scheduled time when ``due_ns`` is already its window opening.
+        """
         effective = self.opening(due_ns)
         if effective != due_ns:
             log += f"; outside the maintenance windows, runs at {format_rfc3339_nano(effective)}"
+        timer = due_ns
+        warn_at = self.announce(due_ns if occurrence_ns is None else occurrence_ns, effective)
+        if warn_at is not None and warn_at < timer:
+            timer = warn_at
+            log += f"; warns at {format_rfc3339_nano(warn_at)}"
         return Wait(
-            requeue_after_ns=requeue_after(due_ns, self.now),
+            requeue_after_ns=requeue_after(timer, self.now),
             events=tuple(self.events),
             ledger_ops=tuple(self.ops),
             action=self.action,
@@ -305,6 +350,7 @@ class DecisionPass:
         requeue_ns: int | None = None,
     ) -> Decision:
         """docs/behaviour.md#guarded-writes: marker and acknowledgement in one patch."""
+        self.announce(scheduled_ns, self.opening(scheduled_ns))
         if self.dry_run:
             return self.dry(
                 Operation.RESTART,

@@ -47,6 +47,7 @@ def decide_restart(run: DecisionPass) -> Decision:
     problem = run.resolve_windows()
     if problem is not None:
         return problem
+    run.resolve_warning()
     facts = run.facts
     if not facts.key.resource.restartable:
         return run.invalid(events.unsupported_restart_kind(), "restart on an unsupported kind")

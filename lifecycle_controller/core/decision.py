@@ -104,6 +104,7 @@ class DecisionSettings:
     ``act_on_annotation_copies`` turns off the annotation-copy rule
     (:mod:`~lifecycle_controller.core.copies`). ``maintenance_windows`` is the
     ``--maintenance-window`` default for objects without the annotation (None: always open).
+    ``warn_before_ns`` is the ``--warn-before`` default lead time (0: no warnings).
     """
 
     dry_run: bool = False
@@ -113,6 +114,7 @@ class DecisionSettings:
     local_zone: tzinfo = UTC
     act_on_annotation_copies: bool = False
     maintenance_windows: MaintenanceWindows | None = None
+    warn_before_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -46,18 +46,22 @@ __all__ = [
     "ROLLOUT_COMPLETED",
     "ROLLOUT_STALLED",
     "UNSUPPORTED_RESTART_KIND",
+    "UPCOMING_DELETION",
+    "UPCOMING_RESTART",
     "Event",
     "EventType",
     "action_deferred",
     "action_throttled",
     "actions_halted",
     "invalid_maintenance_window",
+    "invalid_warn_before",
     "misconfiguration_label",
     "restart_deferred",
     "restart_queued",
     "rollout_blocked",
     "rollout_completed",
     "rollout_stalled",
+    "upcoming",
 ]
 
 
@@ -74,6 +78,9 @@ class Event:
     reason: str
     message: str
     dedupe_key: str | None = None
+    #: A stable Event name suffix (``<object>.<name>``): created once, never folded into a
+    #: series; a second create answered AlreadyExists means the Event was already posted.
+    name: str | None = None
 
 
 CONFLICTING_ANNOTATIONS: Final = "ConflictingAnnotations"
@@ -387,6 +394,37 @@ def action_deferred(action: str, scheduled_ns: int, opening_ns: int) -> Event:
         f"{format_rfc3339_nano(opening_ns)}.",
         dedupe_key=f"window@{scheduled_ns}@{opening_ns}",
     )
+
+
+# --- warnings with lead time (docs/annotations.md#warnings-before-acting) -------------------
+
+UPCOMING_DELETION: Final = "UpcomingDeletion"
+UPCOMING_RESTART: Final = "UpcomingRestart"
+
+
+def invalid_warn_before(*, uid: str, value: str, error: str) -> Event:
+    """An invalid ``warn-before`` blocks nothing but the warning; sent once per value."""
+    return _warning(
+        INVALID_ANNOTATION,
+        f"Invalid format for warn-before annotation: {error}; no warning will be posted "
+        "before the action",
+        _dedupe_key(uid, keys.WARN_BEFORE, value),
+    )
+
+
+def upcoming(
+    *, delete: bool, due_ns: int, policy: str, dry_run: bool, lead_ns: int, name: str
+) -> Event:
+    """The one warning ``lead_ns`` before an occurrence; ``due_ns`` is after the windows."""
+    noun = "deletion" if delete else "restart"
+    message = (
+        f"The {noun} of this object is due at {format_rfc3339_nano(due_ns)} "
+        f"(warn-before {format_go_duration(lead_ns)}, catch-up policy {policy})."
+    )
+    if dry_run:
+        message += f" Dry-run: the {noun} will only be reported, not carried out."
+    reason = UPCOMING_DELETION if delete else UPCOMING_RESTART
+    return Event(EventType.NORMAL, reason, message, name=name)
 
 
 # --- misconfiguration metric labels ---------------------------------------------------------

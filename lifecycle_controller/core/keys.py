@@ -34,6 +34,7 @@ __all__ = [
     "RESTART_CRON",
     "RESTART_EVERY",
     "RESTART_FAMILY",
+    "WARN_BEFORE",
 ]
 
 PREFIX: Final = "lifecycle.cezary.dev/"
@@ -50,6 +51,7 @@ REFERENCE_POINT: Final = PREFIX + "reference-point"
 CATCH_UP: Final = PREFIX + "catch-up"
 DRY_RUN: Final = PREFIX + "dry-run"
 MAINTENANCE_WINDOW: Final = PREFIX + "maintenance-window"
+WARN_BEFORE: Final = PREFIX + "warn-before"
 
 # Written by the controller (docs/annotations.md#annotations-the-controller-writes).
 LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"

@@ -45,7 +45,9 @@ def should_enqueue_on_update(old: Annotations, new: Annotations) -> bool:
         return False
     if any(_changed(old, new, key) for key in keys.ACTION_KEYS):
         return True
-    if _changed(old, new, keys.DRY_RUN) or _changed(old, new, keys.MAINTENANCE_WINDOW):
+    if any(
+        _changed(old, new, key) for key in (keys.DRY_RUN, keys.MAINTENANCE_WINDOW, keys.WARN_BEFORE)
+    ):
         return True
     if _changed(old, new, keys.REFERENCE_POINT) and _either(old, new, keys.RELATIVE_KEYS):
         return True
