@@ -73,6 +73,11 @@ class FaultProxy:
     #: is in :attr:`records` only once its stream has ended).
     arrived: list[tuple[str, str, str]] = field(default_factory=list)
     port: int = 0
+    #: While set, watch streams forward nothing (events and bookmarks are dropped), as a
+    #: stalled connection would; :meth:`cut_watches` then ends every open watch.
+    frozen: bool = False
+    _cut: int = 0
+    _open_watches: set[asyncio.BaseTransport] = field(default_factory=set)
 
     async def __aenter__(self) -> FaultProxy:
         config = yaml.safe_load(self.upstream_kubeconfig.read_text())
@@ -120,6 +125,13 @@ class FaultProxy:
         }
         path.write_text(yaml.safe_dump(config))
         return str(path)
+
+    def cut_watches(self) -> None:
+        """End every open watch stream (the client re-watches) and stop freezing."""
+        self._cut += 1
+        self.frozen = False
+        for transport in list(self._open_watches):
+            transport.close()
 
     def per_second(self) -> dict[int, int]:
         """Requests per whole second of the proxy's clock (every request, faulted or not)."""
@@ -180,8 +192,16 @@ class FaultProxy:
                     out.headers[name] = value
             await out.prepare(request)
             size = 0
+            watch = "watch=" in request.query_string
+            generation = self._cut
+            if watch and request.transport is not None:
+                self._open_watches.add(request.transport)
             try:
                 async for chunk in upstream.content.iter_any():
+                    if watch and generation != self._cut:
+                        break
+                    if watch and self.frozen:
+                        continue
                     size += len(chunk)
                     await out.write(chunk)
                 await out.write_eof()
@@ -189,4 +209,6 @@ class FaultProxy:
                 pass  # the client went away (a watch it ended, or its shutdown)
             finally:
                 record(upstream.status, size)
+                if request.transport is not None:
+                    self._open_watches.discard(request.transport)
             return out
