@@ -15,13 +15,20 @@ An Event with a stable ``name`` (the warnings before acting) is created once und
 ``<object>.<name>`` and never folded: an AlreadyExists answer means it was already posted,
 by this process or an earlier one.
 
-Writing an Event never fails a reconcile: errors are logged and dropped.
+Writing an Event never fails a reconcile: errors are logged and dropped. Transient ones
+(429, 5xx, a lost connection) are retried first, a few times within about 4 s
+(:data:`RETRY_DELAYS`, ``Retry-After`` honoured up to :data:`MAX_RETRY_AFTER`): under API
+errors an Event used to be lost at the first failure although its action was done
+(docs/reliability.md, scenario 4). A retried create keeps its name, so a create whose answer
+was lost comes back AlreadyExists, which means it was posted.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from cachetools import LRUCache
@@ -35,6 +42,9 @@ from lifecycle_controller.kube import (
     KubeClient,
     KubeError,
     NotFound,
+    ServerError,
+    TooManyRequests,
+    TransportError,
 )
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.machinery.clock import Clock
@@ -43,6 +53,12 @@ REPORTING_CONTROLLER = "lifecycle-controller"
 ACTION = "Reconcile"
 NOTE_LIMIT = 1024
 SERIES_WINDOW_NS = 30 * 60 * 1_000_000_000
+
+#: Waits before the retries of a transient failure (then the Event is dropped).
+RETRY_DELAYS = (0.25, 0.75, 2.0)
+MAX_RETRY_AFTER = 5.0
+_TRANSIENT = (TransportError, ServerError, TooManyRequests, TimeoutError)
+_T = TypeVar("_T")
 
 _log = structlog.get_logger(__name__)
 
@@ -113,6 +129,18 @@ class KubeEventRecorder:
         self._series: LRUCache[tuple[str, str, str, str], _Series] = LRUCache(maxsize=series_limit)
         self._posted: LRUCache[tuple[str, str], None] = LRUCache(maxsize=series_limit)
 
+    async def _retrying(self, write: Callable[[], Awaitable[_T]]) -> _T:
+        """``write()``, retried after transient failures (:data:`RETRY_DELAYS`)."""
+        for delay in RETRY_DELAYS:
+            try:
+                return await write()
+            except _TRANSIENT as error:
+                wait = delay
+                if isinstance(error, TooManyRequests) and error.retry_after:
+                    wait = max(delay, min(error.retry_after, MAX_RETRY_AFTER))
+                await self._clock.sleep(wait)
+        return await write()
+
     async def record(self, ref: ObjectRef, event: Event) -> None:
         reason = event.reason
         if event.dedupe_key is not None:
@@ -145,8 +173,9 @@ class KubeEventRecorder:
         name = f"{ref.key.name[: 252 - len(suffix)]}.{suffix}"
         if (namespace, name) in self._posted:
             return
+        body = self._body(ref, event, note, now_ns, name)
         try:
-            await self._kube.create(EVENTS, namespace, self._body(ref, event, note, now_ns, name))
+            await self._retrying(lambda: self._kube.create(EVENTS, namespace, body))
         except (AlreadyExists, Conflict):
             pass  # posted before (an earlier pass, process or leader)
         except KubeError as error:
@@ -198,7 +227,8 @@ class KubeEventRecorder:
             "note": note,
             "regarding": regarding(ref),
         }
-        await self._kube.create(EVENTS, namespace, body)
+        with contextlib.suppress(AlreadyExists):  # a retried create whose answer was lost
+            await self._retrying(lambda: self._kube.create(EVENTS, namespace, body))
         self._series[isomorphic] = _Series(name=name, namespace=namespace, first_ns=now_ns)
 
     async def _bump_series(self, series: _Series, now_ns: int) -> bool:
@@ -206,7 +236,9 @@ class KubeEventRecorder:
         series.count += 1
         patch = {"series": {"count": series.count, "lastObservedTime": micro_time(now_ns)}}
         try:
-            await self._kube.merge_patch(EVENTS, series.namespace, series.name, patch)
+            await self._retrying(
+                lambda: self._kube.merge_patch(EVENTS, series.namespace, series.name, patch)
+            )
         except NotFound:
             return False
         return True

@@ -72,6 +72,8 @@ class FaultProxy:
     #: (method, path and query, Accept) of every request, recorded when it arrives (a watch
     #: is in :attr:`records` only once its stream has ended).
     arrived: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (arrival time, method, path and query) of every request.
+    arrivals: list[tuple[float, str, str]] = field(default_factory=list)
     port: int = 0
     #: While set, watch streams forward nothing (events and bookmarks are dropped), as a
     #: stalled connection would; :meth:`cut_watches` then ends every open watch.
@@ -152,6 +154,7 @@ class FaultProxy:
         accept = request.headers.get("Accept", "")
         path = request.path_qs
         self.arrived.append((request.method, path, accept))
+        self.arrivals.append((time.time(), request.method, path))
 
         def record(status: int, size: int) -> None:
             self.records.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from lifecycle_controller.controller.recorder import KubeEventRecorder, truncate_note
@@ -141,3 +142,22 @@ async def test_a_long_note_is_truncated_on_the_wire(
     (event,) = events(api)
     assert len(event["note"]) == 1024
     assert event["reason"] == "R" * 128
+
+
+async def test_transient_failures_are_retried_and_the_event_is_written(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """Regression (issue 8, scenario 4): under 429/5xx an Event was lost at the first error."""
+    api.fail(503, method="POST", path="/events$")
+    api.fail(429, method="POST", path="/events$", retry_after=3)
+    task = asyncio.create_task(recorder(kube, clock).record(REF, DELETED))
+    while not task.done():
+        await clock.settle()
+        if await clock.advance_to_next() is None and not task.done():
+            await asyncio.sleep(0.01)
+    await task
+    (event,) = events(api)
+    assert event["reason"] == "Deleted"
+    statuses = [r.status for r in api.requests if r.method == "POST"]
+    assert statuses == [503, 429, 201]
+    assert clock.monotonic() >= 0.25 + 3  # the first retry delay, then Retry-After
