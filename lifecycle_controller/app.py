@@ -163,10 +163,12 @@ class Controller:
                 self._pipeline is not None and self._pipeline.discovery.not_ready_reason is None
             ),
             caches_synced=lambda: self._pipeline is not None and self._pipeline.informers.synced(),
+            # Before the first full sync the reference's "waiting ..." reason stands; after it,
+            # informers that cannot list or watch make the caches stale (an outage).
             sync_error=lambda: (
-                None
-                if self._pipeline is None
-                else caches_stale(self._pipeline.informers.disconnected())
+                caches_stale(self._pipeline.informers.disconnected())
+                if self._pipeline is not None and self._pipeline.informers.synced()
+                else None
             ),
         )
         return check()

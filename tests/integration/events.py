@@ -23,6 +23,12 @@ from tests.integration.support import eventually
 EventTuple = tuple[str, str, str]
 
 
+#: The Normal Event that follows every restart once its rollout completes (the rollout
+#: verification, docs/operator-guide.md#blast-radius-controls). It comes whenever the
+#: Deployment controller gets there, so the scenario checks leave it out.
+ROLLOUT_COMPLETED = "RolloutCompleted"
+
+
 async def list_events(
     kube: KubeClient, namespace: str, name: str, *, reporter: str | None = CONTROLLER
 ) -> list[dict[str, Any]]:
@@ -79,9 +85,17 @@ class EventRecord:
 
 
 async def event_records(
-    kube: KubeClient, namespace: str, name: str, *, reporter: str | None = None
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    *,
+    reporter: str | None = None,
+    rollouts: bool = False,
 ) -> list[EventRecord]:
-    """Every Event regarding ``name`` (any reporter unless ``reporter``), oldest first."""
+    """Every Event regarding ``name`` (any reporter unless ``reporter``), oldest first.
+
+    ``RolloutCompleted`` is left out unless ``rollouts`` (see :data:`ROLLOUT_COMPLETED`).
+    """
     return [
         EventRecord(
             event["type"],
@@ -90,6 +104,7 @@ async def event_records(
             int((event.get("series") or {}).get("count", 1)),
         )
         for event in await list_events(kube, namespace, name, reporter=reporter)
+        if rollouts or event["reason"] != ROLLOUT_COMPLETED
     ]
 
 
@@ -107,6 +122,11 @@ async def wait_for_event(
     return found[0]
 
 
-async def reasons(kube: KubeClient, namespace: str, name: str) -> list[str]:
-    """The reasons of every Event (of any reporter) about ``name``, oldest first."""
-    return [e.reason for e in await event_records(kube, namespace, name)]
+async def reasons(
+    kube: KubeClient, namespace: str, name: str, *, rollouts: bool = False
+) -> list[str]:
+    """The reasons of every Event (of any reporter) about ``name``, oldest first.
+
+    ``RolloutCompleted`` is left out unless ``rollouts`` (see :data:`ROLLOUT_COMPLETED`).
+    """
+    return [e.reason for e in await event_records(kube, namespace, name, rollouts=rollouts)]
