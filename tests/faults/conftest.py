@@ -23,7 +23,8 @@ __all__ = ["http", "kube", "launcher", "start_controller"]
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/faults/" in str(item.path).replace("\\", "/"):
+        soak = item.get_closest_marker("soak") is not None  # tox -e soak only
+        if "tests/faults/" in str(item.path).replace("\\", "/") and not soak:
             item.add_marker(pytest.mark.faults)
 
 

@@ -100,6 +100,9 @@ async def test_429_5xx_resets_and_slow_answers_lose_and_double_nothing(
         ]
         if later and min(later) - record.at < proxy.retry_after - SLACK:
             early.append((record.method, record.path, round(min(later) - record.at, 3)))
+    # A write whose answer was lost is retried and finds the object gone (404) or already
+    # acknowledged (409): done once, but this process cannot know it was its own, so no Event.
+    lost_writes = sum(1 for r in records if r.fault == "lost" and r.method in ("DELETE", "PATCH"))
     per_second = Counter(int(t) for t, _, _ in arrivals)
     per_path = Counter((m, p) for _, m, p in arrivals if m in ("DELETE", "PATCH"))
     tally.extra = {
@@ -108,14 +111,18 @@ async def test_429_5xx_resets_and_slow_answers_lose_and_double_nothing(
         "requests": len(arrivals),
         "peak_per_second": max(per_second.values(), default=0),
         "max_attempts_per_write": max(per_path.values(), default=0),
-        "retry_after_violations": len(early),
+        "retry_after_violations": early[:5],
+        "events_missing": tally.expected - tally.events,
+        "lost_writes": lost_writes,
     }
     tally.record()
     tally.assert_exactly_once()
     assert faults["429"], faults
     assert faults["lost"], faults
     assert faults["reset"], faults
-    assert tally.events == len(names) + len(deployments)  # Events retried, none lost
+    # Event writes are retried 3 times: at a 30 % fault rate about 1 in 120 is still dropped
+    # after 4 failures (0.3 ** 4); before the retries about 1 in 4 was (docs/reliability.md).
+    assert tally.expected - tally.events <= lost_writes + 3, tally
     assert early == [], early
     assert tally.extra["peak_per_second"] <= MAX_PER_SECOND, per_second
     assert tally.extra["max_attempts_per_write"] <= 8, per_path.most_common(3)
