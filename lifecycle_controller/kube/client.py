@@ -109,6 +109,7 @@ class KubeClient:
         self._ssl = self._config.ssl_context()
         self._sizes: dict[str, int] = {"requests": 64, "watches": watch_pool_size, "leases": 4}
         self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._closed = False
         self._extra: dict[str, Any] = {}
         if self._config.proxy:
             self._extra["proxy"] = self._config.proxy
@@ -136,6 +137,10 @@ class KubeClient:
         )
 
     def _session(self, pool: Pool) -> aiohttp.ClientSession:
+        if self._closed:
+            # A request after close() (a straggling background task) must not open a new
+            # connection pool that nobody would close.
+            raise TransportError("the API client is closed")
         session = self._sessions.get(pool)
         if session is None or session.closed:
             connector = aiohttp.TCPConnector(limit=self._sizes[pool], ssl=self._ssl)
@@ -149,6 +154,7 @@ class KubeClient:
         return session
 
     async def close(self) -> None:
+        self._closed = True
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             await session.close()
