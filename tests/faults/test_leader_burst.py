@@ -9,7 +9,7 @@ the leader is SIGKILLed once the burst is under way. Counted from the API server
 * every workload patched exactly once (audit log) and rolled exactly once: two ReplicaSets
   per Deployment, two ControllerRevisions per StatefulSet (the original and the restart's);
 * the follower holds the Lease within the lease duration plus one retry period of the last
-  renewal it saw. Measured from the kill that is at most lease + 2 × retry: the leader renews
+  renewal it saw. Measured from the kill that is at most lease + 2 x retry: the leader renews
   every retry period, so its last renewal can be up to one retry period before the kill
   (``holderIdentity`` polled every 0.1 s, plus that polling's slack).
 
