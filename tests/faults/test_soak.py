@@ -1,12 +1,15 @@
 """Scenario 8: the churn soak (on demand: ``tox -e soak``; marker ``soak``, not ``faults``).
 
 The controller (in this process, so its asyncio tasks and event loop can be measured) watches
-ConfigMaps in one namespace while the test churns for ``LIFECYCLE_SOAK_SECONDS`` (default
-1,200 = 20 minutes): every second it creates :data:`DUE_PER_SECOND` ConfigMaps that are due
-at once and :data:`PLAIN_PER_SECOND` plain ones, updates and deletes plain ones, so the
-plain population stays around :data:`PLAIN_KEPT`. Every :data:`SAMPLE_EVERY` seconds it
-records RSS, asyncio tasks, open file descriptors and event-loop lag (how late a 0.1 s sleep
-wakes) to a CSV (``LIFECYCLE_SOAK_CSV``, else the test's temporary folder).
+ConfigMaps in one namespace. The namespace first gets ``LIFECYCLE_SOAK_OBJECTS`` ConfigMaps
+(default 10,000; every tenth annotated with a far-future ``delete-at``, so the cache holds
+them), then the test churns for ``LIFECYCLE_SOAK_SECONDS`` (default 1,200 = 20 minutes):
+every second it creates :data:`DUE_PER_SECOND` ConfigMaps that are due at once and
+:data:`PLAIN_PER_SECOND` plain ones, moves one annotated object's deadline, updates and
+deletes plain ones, so the churned plain population stays around :data:`PLAIN_KEPT`. Every
+:data:`SAMPLE_EVERY` seconds it records RSS, asyncio tasks, open file descriptors and
+event-loop lag (how late a 0.1 s sleep wakes) to a CSV (``LIFECYCLE_SOAK_CSV``, else the
+test's temporary folder).
 
 Asserted, after the first fifth (warm-up): RSS grows less than 10 %, tasks and fds stay
 flat (within a small margin of the warm-up's maximum), loop-lag p99 under 100 ms, and every
@@ -35,7 +38,7 @@ from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import start_for
 from tests.integration.support import configmap, eventually
-from tests.integration.timestamps import PAST
+from tests.integration.timestamps import FAR, PAST
 
 pytestmark = pytest.mark.soak
 
@@ -43,7 +46,26 @@ DUE_PER_SECOND = 2
 PLAIN_PER_SECOND = 5
 PLAIN_KEPT = 300
 SAMPLE_EVERY = 5.0
+ANNOTATED_EVERY = 10
+CREATE_CONCURRENCY = 16
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+async def populate(kube: KubeClient, namespace: str, count: int) -> list[str]:
+    """``count`` ConfigMaps, every ANNOTATED_EVERY-th with a far-future deadline; their names."""
+    gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+    annotated: list[str] = []
+
+    async def one(i: int) -> None:
+        name = f"base-{i:06d}"
+        extra = {DELETE_AT: FAR} if i % ANNOTATED_EVERY == 0 else {}
+        if extra:
+            annotated.append(name)
+        async with gate:
+            await kube.create(CONFIGMAPS, namespace, configmap(name, **extra))
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return sorted(annotated)
 
 
 def rss_bytes() -> int:
@@ -99,7 +121,9 @@ async def test_churn_soak_flat_growth_nothing_missed_or_doubled(
     tmp_path: Path,
 ) -> None:
     duration = float(os.environ.get("LIFECYCLE_SOAK_SECONDS", "1200"))
+    population = int(os.environ.get("LIFECYCLE_SOAK_OBJECTS", "10000"))
     target = Path(os.environ.get("LIFECYCLE_SOAK_CSV") or tmp_path / "soak.csv")
+    annotated = await populate(kube, namespace, population)
     await start_for(start_controller, namespace, kubeconfig=controller_kubeconfig(control_plane))
     due_names: list[str] = []
     plain: list[str] = []
@@ -121,6 +145,11 @@ async def test_churn_soak_flat_growth_nothing_missed_or_doubled(
         if plain:
             body = {"metadata": {"labels": {"touched": str(second)}}}
             await kube.merge_patch(CONFIGMAPS, namespace, plain[-1], body)
+        if annotated:  # an annotated object's deadline moves: a relevant update, a reconcile
+            later = {
+                "metadata": {"annotations": {DELETE_AT: f"29{second % 100:02d}-01-01T00:00:00Z"}}
+            }
+            await kube.merge_patch(CONFIGMAPS, namespace, annotated[second % len(annotated)], later)
         while len(plain) > PLAIN_KEPT:
             with contextlib.suppress(NotFound):
                 await kube.delete(CONFIGMAPS, namespace, plain.pop(0))
@@ -154,6 +183,7 @@ async def test_churn_soak_flat_growth_nothing_missed_or_doubled(
     p99 = sorted(lags)[int(0.99 * (len(lags) - 1))] * 1000
     tally.extra = {
         "seconds": duration,
+        "objects": population + len(due_names) + PLAIN_KEPT,
         "csv": target.name,
         "rss_growth_pct": round(100 * (after[-1]["rss_mb"] / base_rss - 1), 1),
         "tasks": [min(r["tasks"] for r in rows), max(r["tasks"] for r in rows)],
