@@ -67,6 +67,7 @@ class CircuitBreaker:
         self._window = ActionWindow(limit, max(self.window_ns, 1))
         self._held: dict[ObjectKey, None] = {}
         self._unsaved = False
+        self._in_flight = 0
 
     @property
     def enabled(self) -> bool:
@@ -78,13 +79,29 @@ class CircuitBreaker:
 
     # ------------------------------------------------------------------ the executor's side
 
-    def admit(self) -> bool:
-        """Reserve one action now; False when it would be the (N+1)th in the window."""
-        return not self.enabled or (not self.state.open and self._window.admit(self.clock.now_ns()))
+    def admit(self) -> bool | None:
+        """Reserve one action now.
 
-    def refund(self) -> None:
-        """The admitted action was not carried out (its write failed)."""
-        if self.enabled:
+        True: go ahead, then report with :meth:`settle`. False: it would be the (N+1)th in
+        the window, so the breaker must trip. None: the window is full only counting
+        actions still in flight; ask again shortly, since one of them may fail and give its
+        place back (tripping now would halt an action the limit allows).
+        """
+        if not self.enabled:
+            return True
+        if self.state.open:
+            return False
+        if self._window.admit(self.clock.now_ns()):
+            self._in_flight += 1
+            return True
+        return None if self._in_flight else False
+
+    def settle(self, *, carried_out: bool) -> None:
+        """An admitted action ended: carried out, or not (its write failed: place given back)."""
+        if not self.enabled:
+            return
+        self._in_flight = max(0, self._in_flight - 1)
+        if not carried_out:
             self._window.refund()
 
     def hold(self, key: ObjectKey) -> None:

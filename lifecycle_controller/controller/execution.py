@@ -67,6 +67,8 @@ __all__ = ["ActionMetrics", "Executed", "Executor", "NoActionMetrics", "RestartP
 _log = structlog.get_logger(__name__)
 NS = 1_000_000_000
 _ACTING = (Operation.DELETE, Operation.RESTART)
+#: How soon an action waits when the breaker's window is full only with actions in flight.
+BREAKER_SETTLE_S = 0.2
 #: How soon an item held by the breaker or waiting for a rollout slot is looked at again
 #: when nothing wakes it earlier.
 HELD_RECHECK_S = 30.0
@@ -256,7 +258,10 @@ class Executor:
             if throttled is not None:
                 return Executed(throttled)
             if acting and self.breaker is not None:
-                if not self.breaker.admit():
+                verdict = self.breaker.admit()
+                if verdict is None:  # full only with actions in flight: look again soon
+                    return Executed(Result(requeue_after=BREAKER_SETTLE_S))
+                if not verdict:
                     await self.breaker.trip()
                     return Executed(await self._held(key, ref))
                 admitted = True
@@ -275,11 +280,13 @@ class Executor:
             except KubeError as error:
                 await self._fail(key, ref, decision, error)
                 raise
+            if admitted and self.breaker is not None:
+                self.breaker.settle(carried_out=True)
             admitted = slot = False
             return await self._succeed(key, obj, ref, decision, response)
         finally:
             if admitted and self.breaker is not None:
-                self.breaker.refund()
+                self.breaker.settle(carried_out=False)
             if slot and self.rollouts is not None:
                 self.rollouts.abandon(key)
 

@@ -261,3 +261,18 @@ async def test_rollouts_are_limited_followed_and_reported(
     await eventually(lambda: "RolloutStalled" in reasons(api, "stuck"))
     assert metrics.rollouts == [("Deployment", "completed"), ("Deployment", "stalled")]
     await tracker.aclose()
+
+
+async def test_the_breaker_waits_for_actions_in_flight_before_it_trips(
+    kube: KubeClient, clock: FakeClock
+) -> None:
+    breaker = CircuitBreaker(
+        kube, namespace="ops", name="b", limit=1, window=60, clock=clock, metrics=Metrics()
+    )
+    assert breaker.admit() is True
+    assert breaker.admit() is None  # full only with the first action in flight: wait
+    breaker.settle(carried_out=False)  # its write failed: the place is given back
+    assert breaker.admit() is True
+    breaker.settle(carried_out=True)
+    assert breaker.admit() is False  # now the (N+1)th: trip
+    assert not breaker.is_open  # admit() only says so; trip() opens it
