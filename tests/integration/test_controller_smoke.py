@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lifecycle_controller.kube import NotFound
 from tests.integration.controller import StartController
-from tests.integration.events import events_of
+from tests.integration.events import events_of, wait_event
 from tests.integration.keys import DELETE_AFTER, RESTART_AT, RESTARTED_AT
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
 from tests.integration.timestamps import PAST
@@ -42,8 +42,11 @@ async def test_delete_after_deletes_and_restart_at_restarts(
 
     await eventually(restarted, within=15, what="the restart marker")
     await eventually(configmap_gone, within=15, what="the ConfigMap deletion")
+    # The Event is written after the DELETE has returned: wait for it, then check it is alone.
+    await wait_event(kube, namespace, "short-lived", "Deleted")
     events = await events_of(kube, namespace, "short-lived", reporter=None)
     assert [reason for _, reason, _ in events] == ["Deleted"]
+    await wait_event(kube, namespace, "web", "RestartTriggered")
     restart_events = await events_of(kube, namespace, "web", reporter=None)
     assert ("Normal", "RestartTriggered", "Updated Pod template for a restart request") in (
         restart_events

@@ -93,20 +93,21 @@ async def test_max_concurrent_rollouts_restarts_in_pairs_each_completed(
         await kube.create(
             DEPLOYMENTS, namespace, workload("Deployment", name, {RESTART_AT: due}, replicas=0)
         )
+    started: list[str] = []
+    widest: list[int] = [0]
+    follow = RolloutTracker.follow
+
+    def spy(self: RolloutTracker, ref: ObjectRef, response: dict[str, Any]) -> None:
+        follow(self, ref, response)
+        started.append(ref.key.name)
+        widest[0] = max(widest[0], self.in_progress)
+
+    # On the class, before the controller starts: the first restarts begin as soon as it is
+    # ready, before a test could patch the running instance.
+    monkeypatch.setattr(RolloutTracker, "follow", spy)
     running = await start_for(
         start_controller, namespace, "deployments.apps", max_concurrent_rollouts=2, workers=4
     )
-    tracker = _tracker(running)
-    started: list[str] = []
-    widest: list[int] = [0]
-    follow = tracker.follow
-
-    def spy(ref: ObjectRef, response: dict[str, Any]) -> None:
-        follow(ref, response)
-        started.append(ref.key.name)
-        widest[0] = max(widest[0], tracker.in_progress)
-
-    monkeypatch.setattr(tracker, "follow", spy)
 
     async def all_completed() -> bool:
         for name in names:
