@@ -11,14 +11,9 @@ __all__ = ["decide_deletion"]
 
 
 def decide_deletion(run: DecisionPass) -> Decision:
-    run.action = Action.DELETE
-    problem = run.resolve_policy(run.settings.delete_catch_up)
+    problem = run.begin(Action.DELETE, run.settings.delete_catch_up)
     if problem is not None:
         return problem
-    problem = run.resolve_windows()
-    if problem is not None:
-        return problem
-    run.resolve_warning()
     if run.get(keys.DELETE_AFTER):
         return convert_relative(run, DELETE_RELATIVE)
 

@@ -109,6 +109,17 @@ class DecisionPass:
 
     # --- catch-up ------------------------------------------------------------------------
 
+    def begin(self, action: Action, default_policy: CatchUpPolicy) -> Invalid | None:
+        """What every action path does first: its catch-up policy, the maintenance windows
+        and the lead-time warning; an Invalid blocks the action."""
+        self.action = action
+        problem = self.resolve_policy(default_policy)
+        if problem is None:
+            problem = self.resolve_windows()
+        if problem is None:
+            self.resolve_warning()
+        return problem
+
     def resolve_policy(self, default: CatchUpPolicy) -> Invalid | None:
         """docs/behaviour.md#catch-up-resolution; an Invalid decision for a bad annotation."""
         policy = default

@@ -40,14 +40,9 @@ _NO_FUTURE_OCCURRENCE = "cron expression has no future occurrence"
 
 
 def decide_restart(run: DecisionPass) -> Decision:
-    run.action = Action.RESTART
-    problem = run.resolve_policy(run.settings.restart_catch_up)
+    problem = run.begin(Action.RESTART, run.settings.restart_catch_up)
     if problem is not None:
         return problem
-    problem = run.resolve_windows()
-    if problem is not None:
-        return problem
-    run.resolve_warning()
     facts = run.facts
     if not facts.key.resource.restartable:
         return run.invalid(events.unsupported_restart_kind(), "restart on an unsupported kind")
