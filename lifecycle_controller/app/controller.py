@@ -1,27 +1,21 @@
-"""The composition root: builds every component of ``lifecycle-controller run`` and wires them.
+"""One controller instance: the servers on every replica, the pipeline while leading.
 
-The only module that knows the concrete classes. Its shape follows the data flow:
+Its shape follows the data flow:
 
     discovery ─► informers ─► metadata cache ─► (scope + relevance) ─► work queue ─► workers
                                                                         └─► reconciler ─► API
 
 Leadership gates the whole pipeline: only the leader runs discovery, informers and workers;
-the probes and /metrics run on every replica. Shutdown (SIGTERM/SIGINT, or ``--run-for``):
-the workers stop taking keys and the reconciles in flight finish (their writes and Events
-included) for at most :data:`SHUTDOWN_GRACE_SECONDS`; then the leader's work is cancelled,
-the Lease is released and the servers close (docs/reliability.md#shutdown). A second signal
-skips the wait. Losing the Lease stops the work at once and exits non-zero, as
-controller-runtime does.
+the probes and /metrics run on every replica. :meth:`Controller.drain` is the graceful half
+of shutdown (docs/reliability.md#shutdown); the process around it is ``app/process.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 
 import structlog
@@ -29,10 +23,10 @@ import structlog
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.controller.discovery import Discovery
 from lifecycle_controller.controller.execution import Executor, RestartPacing
 from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
-from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
+from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
@@ -43,11 +37,10 @@ from lifecycle_controller.core import Action, Ledger
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.core.resources import ObjectKey
-from lifecycle_controller.kube import ConnectionConfigError, KubeClient, ResourceType
+from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock, RealClock
-from lifecycle_controller.machinery.logs import configure_logging
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.tasks import cancel_and_wait
 from lifecycle_controller.machinery.workqueue import WorkQueue
@@ -61,10 +54,6 @@ from lifecycle_controller.serving.server import (
 
 _log = structlog.get_logger(__name__)
 CONTROLLER_NAME = "lifecycle"
-EXIT_OK = 0
-EXIT_FAILURE = 1
-#: How long a SIGTERM waits for reconciles in flight (inside Kubernetes' default 30 s).
-SHUTDOWN_GRACE_SECONDS = 10.0
 
 
 def controller_metrics(settings: Settings) -> Metrics:
@@ -421,78 +410,3 @@ class Controller:
                 queue.add(key)
 
         return on_event
-
-
-@asynccontextmanager
-async def _connected(settings: Settings, metrics: Metrics) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(settings.kubeconfig, observe=metrics.observe_request)
-    try:
-        yield kube
-    finally:
-        await kube.close()
-
-
-async def run_async(settings: Settings, *, grace: float = SHUTDOWN_GRACE_SECONDS) -> int:
-    """Run until a signal, ``--run-for`` or a fatal error; return the process exit code.
-
-    A first SIGTERM/SIGINT drains (at most ``grace`` s), then cancels; a second cancels."""
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    stopping = False
-    running: Controller | None = None
-    draining: asyncio.Task[None] | None = None
-
-    async def drain_then_cancel(controller: Controller) -> None:
-        try:
-            async with asyncio.timeout(grace):
-                await controller.drain()
-        except TimeoutError:
-            _log.warning("reconciles still in flight at the end of the grace period", grace=grace)
-        main.cancel()
-
-    def stop() -> None:
-        nonlocal stopping, draining
-        if stopping:
-            if draining is not None and not draining.done():
-                _log.info("second signal: not waiting for reconciles in flight")
-                draining.cancel()
-                main.cancel()
-            return
-        stopping = True
-        _log.info("shutting down")
-        if running is None:
-            main.cancel()
-        else:
-            draining = loop.create_task(drain_then_cancel(running), name="shutdown")
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop)
-    if settings.run_for is not None:
-        loop.call_later(settings.run_for, stop)
-    metrics = controller_metrics(settings)
-    try:
-        async with _connected(settings, metrics) as kube:
-            running = Controller(settings, kube, metrics=metrics)
-            await running.run()
-    except asyncio.CancelledError:
-        if stopping:
-            _log.info("stopped")
-            return EXIT_OK
-        raise
-    except (DiscoveryFatal, ConnectionConfigError) as error:
-        _log.error("controller cannot run", error=str(error))
-        return EXIT_FAILURE
-    except LeadershipLost as error:
-        _log.error("leader election lost", error=str(error))
-        return EXIT_FAILURE
-    return EXIT_OK
-
-
-def run_controller(settings: Settings) -> int:
-    """Entry of ``lifecycle-controller run``: logging, then the event loop."""
-    configure_logging(settings.log_format, settings.log_level)
-    try:
-        return asyncio.run(run_async(settings))
-    except KeyboardInterrupt:
-        return EXIT_OK
