@@ -34,8 +34,8 @@ def webhook_url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as error:
-        return f"not a valid URL ({error})"
+    except ValueError:
+        return "not a valid URL (a bad port or unbalanced brackets)"
     if parts.scheme.lower() not in _SCHEMES:
         shown = f'scheme "{parts.scheme}"' if parts.scheme else "no scheme"
         return f"{shown}: expected an http:// or https:// URL"
