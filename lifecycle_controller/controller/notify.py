@@ -39,6 +39,7 @@ from lifecycle_controller.controller.recorder import EventRecorder, Recorded
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.resources import ObjectRef
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 
@@ -56,6 +57,8 @@ NOTIFIABLE_REASONS = frozenset(
 )
 
 _log = structlog.get_logger(__name__)
+#: Connections open at once to all receivers together.
+_POOL_LIMIT = 16
 
 
 def is_notifiable(reason: str) -> bool:
@@ -186,16 +189,20 @@ class WebhookNotifier:
 
         Documents still queued when it is cancelled are counted ``dropped``.
         """
+        # The API client's connector: an https receiver cut off mid-response at shutdown
+        # leaks no socket (kube/connector.py).
+        connector = new_connector(limit=_POOL_LIMIT, ssl_context=True)
+        session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         try:
-            async with aiohttp.ClientSession(timeout=self._timeout) as session:
-                while True:
-                    while not self._queue:
-                        self._ready.clear()
-                        await self._ready.wait()
-                    document = self._queue.popleft()
-                    urls = self._urls.current()
-                    await asyncio.gather(*(self._deliver(session, url, document) for url in urls))
+            while True:
+                while not self._queue:
+                    self._ready.clear()
+                    await self._ready.wait()
+                document = self._queue.popleft()
+                urls = self._urls.current()
+                await asyncio.gather(*(self._deliver(session, url, document) for url in urls))
         finally:
+            await close_pool(session)
             while self._queue:
                 self._queue.popleft()
                 self._on_result("dropped")
