@@ -36,6 +36,7 @@ import structlog
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.config.webhooks import read_webhook_file
 from lifecycle_controller.controller.recorder import EventRecorder, Recorded
+from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.resources import ObjectRef
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
@@ -53,7 +54,13 @@ __all__ = [
 ]
 
 NOTIFIABLE_REASONS = frozenset(
-    {"Deleted", "RestartTriggered", "ActionSkipped", "ActionsHalted", "RolloutStalled"}
+    {
+        catalogue.DELETED,
+        catalogue.RESTART_TRIGGERED,
+        catalogue.ACTION_SKIPPED,
+        catalogue.ACTIONS_HALTED,
+        catalogue.ROLLOUT_STALLED,
+    }
 )
 
 _log = structlog.get_logger(__name__)
