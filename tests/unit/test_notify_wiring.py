@@ -271,3 +271,30 @@ async def test_without_a_webhook_no_notifier_runs(
     registry = controller.metrics.registry
     for result in ("delivered", "failed", "dropped"):  # declared all the same
         assert registry.get_sample_value("lifecycle_notifications_total", {"result": result}) == 0
+
+
+async def test_a_failed_deletion_is_notified_with_the_decisions_action_and_due(
+    api: FakeApiServer,
+    kube: KubeClient,
+    clock: FakeClock,
+    hook: tuple[str, list[dict[str, Any]]],
+) -> None:
+    url, received = hook
+    api.fail(403, method="DELETE", path="/configmaps/old$", times=100)
+    api.store.create(CONFIGMAPS, "team", annotated("old", {keys.DELETE_AT: "2020-01-01T00:00:00Z"}))
+    flags = RawFlags(
+        watch_resource=("configmaps",),
+        health_probe_bind_address="127.0.0.1:0",
+        notify_webhook=(url,),
+    )
+    controller = Controller(build_settings(flags), kube, clock=clock, identity="replica-a")
+    task = asyncio.create_task(controller.run())
+    try:
+        await eventually(lambda: bool(received), guard=10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    document = received[0]
+    assert (document["reason"], document["action"]) == ("DeletionFailed", "delete")
+    assert document["due"] == "2020-01-01T00:00:00Z"
+    assert document["text"].startswith("DeletionFailed: ConfigMap team/old: Failed to delete")
