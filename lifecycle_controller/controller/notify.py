@@ -221,7 +221,9 @@ class WebhookNotifier:
         for attempt in range(1, self._attempts + 1):
             retry = False
             try:
-                async with session.post(url, json=document) as response:
+                # A redirect is not followed: it would turn the POST into a GET on 301/302
+                # and could hand the document to another host.
+                async with session.post(url, json=document, allow_redirects=False) as response:
                     if response.status < 300:
                         self._on_result("delivered")
                         return

@@ -298,3 +298,36 @@ async def test_a_failed_deletion_is_notified_with_the_decisions_action_and_due(
     assert (document["reason"], document["action"]) == ("DeletionFailed", "delete")
     assert document["due"] == "2020-01-01T00:00:00Z"
     assert document["text"].startswith("DeletionFailed: ConfigMap team/old: Failed to delete")
+
+
+async def test_a_redirect_is_final_and_not_followed() -> None:
+    followed: list[str] = []
+
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPFound("/elsewhere")
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        followed.append(request.method)
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/hook", moved)
+    app.router.add_route("*", "/elsewhere", elsewhere)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    results: list[str] = []
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
+    target = WebhookNotifier([url], clock=RealClock(), on_result=results.append)
+    task = asyncio.create_task(target.run())
+    try:
+        target.offer({"reason": "Deleted"})
+        await eventually(lambda: bool(results), guard=5)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await runner.cleanup()
+    assert results == ["failed"]
+    assert followed == []
