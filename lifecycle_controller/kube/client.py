@@ -428,6 +428,14 @@ class KubeClient:
             "GET", resource.object_path(namespace, name), pool=pool, timeout=timeout
         )
 
+    async def list_objects(
+        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
+    ) -> dict[str, Any]:
+        """The first page (at most ``limit``) of a list of whole objects."""
+        return await self.request(
+            "GET", resource.collection_path(namespace), query=[("limit", str(limit))]
+        )
+
     async def replace(
         self,
         resource: ResourceType,
