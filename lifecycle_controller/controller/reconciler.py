@@ -25,6 +25,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
 from lifecycle_controller.controller.execution import NS, ActionMetrics, Executor, NoActionMetrics
+from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import (
     Decision,
@@ -63,6 +64,8 @@ class Reconciler:
     conflict_retries: int = 3
     #: Passes one reconcile may run back to back after writes that changed what decides.
     max_passes: int = 8
+    #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
+    observations: ObservationWriter | None = None
 
     @classmethod
     def build(
@@ -72,6 +75,7 @@ class Reconciler:
         ledger: Ledger,
         settings: DecisionSettings,
         metrics: ActionMetrics | None = None,
+        observations: ObservationWriter | None = None,
     ) -> Reconciler:
         """A reconciler that reads the executor's cache and shares its client and clock."""
         return cls(
@@ -82,6 +86,7 @@ class Reconciler:
             settings=settings,
             clock=executor.clock,
             metrics=metrics or NoActionMetrics(),
+            observations=observations,
         )
 
     async def __call__(self, key: ObjectKey) -> Result | None:
@@ -96,6 +101,8 @@ class Reconciler:
             await self.executor.emit(ref, decision.events)
             self.executor.publish_next_action(key, decision)
             if not isinstance(decision, Patch | Delete):
+                if isinstance(decision, Wait) and decision.record and self.observations:
+                    await self.observations.write(key, obj, decision.record)
                 return self.executor.settle(key, decision)
             try:
                 done = await self.executor.carry_out(
@@ -134,6 +141,8 @@ class Reconciler:
         facts = object_facts(
             key.resource, obj, restart_marker=self.executor.restart_marker(obj.uid)
         )
+        if self.observations is not None:
+            self.observations.check(obj)
         decision = decide(
             annotations=obj.annotations,
             facts=facts,

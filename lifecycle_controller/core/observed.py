@@ -31,6 +31,7 @@ from lifecycle_controller.core.timestamps import (
 
 __all__ = [
     "FINGERPRINT_VERSION",
+    "PERSIST_RESULTS",
     "ObservationError",
     "ObservedRecord",
     "check_record",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 FINGERPRINT_VERSION = "v1"
+#: ``result`` of ``lifecycle_observations_persisted_total``, declared up front.
+PERSIST_RESULTS = ("written", "conflict", "forbidden", "invalid", "gone", "error")
 _FINGERPRINT = re.compile(r"v1-[0-9a-f]{16}")
 
 
