@@ -5,8 +5,9 @@ carry one merge patch that records, on the object, that the waiting occurrence w
 before it was due. This module sends it, guarded like every other write (the
 resourceVersion it was decided on, plus the UID), and makes sure it never changes anything
 else: a refused write (403, 409, 422, a transport error) is logged and counted, the
-in-memory observation stays, the Wait's requeue stands, and the next pass tries again. The
-reconciler calls it; nothing here decides.
+in-memory observation stays, the Wait's requeue stands, and the next pass tries again (after
+a conflict the reconciler re-reads the object and decides again at once, a few times, as for
+any write). The reconciler calls it; nothing here decides.
 
 A successful write refreshes the metadata cache with the response, so the next pass does
 not decide on the old state; the watch event of the write is not relevant
@@ -72,11 +73,11 @@ class ObservationWriter:
         if problem is not None:
             _log.warning("ignoring an invalid observed annotation", error=problem)
 
-    async def write(self, key: ObjectKey, obj: CachedObject, body: Mapping[str, Any]) -> bool:
-        """One guarded merge patch of the record; True when it was written."""
+    async def write(self, key: ObjectKey, obj: CachedObject, body: Mapping[str, Any]) -> str:
+        """One guarded merge patch of the record; its result (``written``, ``conflict``, …)."""
         if not self.may_write():
             _log.debug("not leading; observation not persisted")
-            return False
+            return "not_leading"
         patch = dict(body)
         metadata = dict(patch.get("metadata") or {})
         metadata["resourceVersion"] = obj.resource_version
@@ -92,14 +93,14 @@ class ObservationWriter:
                 result=result,
                 error=str(error),
             )
-            return False
+            return result
         fresh = CachedObject.from_metadata(response.get("metadata") or {})
         self.cache.refresh(key, fresh, decided_on=obj)
         self._count("written")
         _log.info(
             "observation persisted", observed=metadata.get("annotations", {}).get(keys.OBSERVED)
         )
-        return True
+        return "written"
 
     def _count(self, result: str) -> None:
         if self.metrics is not None:

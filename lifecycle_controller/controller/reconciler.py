@@ -10,7 +10,9 @@
 3. **act**: a decision without a write is settled (metrics, requeue); a write goes to the
    executor. A 409 Conflict is retried quietly (docs/behaviour.md#quiet-conflict-retries):
    re-read that one object from the API and decide again, a few times, before the failure
-   Warning and the rate-limited retry;
+   Warning and the rate-limited retry; a Wait's ``never`` record
+   (docs/behaviour.md#persisted-observations) is written the same way, and its failure
+   changes nothing else;
 4. **result**: the outcome's ledger operations, then either the requeue the core asked for
    or, when the write changed what decides (a consumed ``restart-at`` uncovering a recurring
    schedule, a new anchor), another pass at once on the state the write returned.
@@ -101,8 +103,16 @@ class Reconciler:
             await self.executor.emit(ref, decision.events)
             self.executor.publish_next_action(key, decision)
             if not isinstance(decision, Patch | Delete):
-                if isinstance(decision, Wait) and decision.record and self.observations:
-                    await self.observations.write(key, obj, decision.record)
+                if (
+                    isinstance(decision, Wait)
+                    and decision.record
+                    and self.observations
+                    and await self.observations.write(key, obj, decision.record) == "conflict"
+                    and conflicts < self.conflict_retries
+                ):
+                    conflicts += 1  # the record, like any write: re-read and decide again
+                    obj = await self._reread(key)
+                    continue
                 return self.executor.settle(key, decision)
             try:
                 done = await self.executor.carry_out(

@@ -151,10 +151,11 @@ async def test_a_failed_record_write_blocks_nothing(
 ) -> None:
     r = rig(api, kube, clock)
     key = cached(r, annotated("cm", NEVER_TTL))
-    api.fail(status, method="PATCH", times=1)
+    api.fail(status, method="PATCH", times=100)
     with structlog.testing.capture_logs() as logs:
         assert await r.reconcile(key) == Result(requeue_after=HOUR)
-    assert r.counted.results == [result]
+    assert set(r.counted.results) == {result}
+    assert len(r.counted.results) == (4 if status == 409 else 1)  # conflicts: 3 quiet retries
     assert any(entry["event"].startswith("observation not persisted") for entry in logs)
     assert keys.OBSERVED not in stored(api)
     assert len(r.ledger) == 1  # the in-memory observation stays
@@ -189,3 +190,15 @@ def test_garbled_observation_reports_only_bad_values() -> None:
     assert garbled_observation({}) is None
     assert garbled_observation({keys.OBSERVED: "2026-01-01T01:00:00Z;v1-0123456789abcdef"}) is None
     assert garbled_observation({keys.OBSERVED: "x"}) is not None
+
+
+async def test_a_conflicting_record_write_rereads_and_writes_once_more(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    r = rig(api, kube, clock)
+    key = cached(r, annotated("cm", NEVER_TTL))
+    api.store.patch(CONFIGMAPS, "team", "cm", {"metadata": {"labels": {"x": "y"}}})  # stale cache
+    assert await r.reconcile(key) == Result(requeue_after=HOUR)
+    assert r.counted.results == ["conflict", "written"]
+    assert [q.method for q in api.requests] == ["PATCH", "GET", "PATCH"]
+    decode_observation(stored(api)[keys.OBSERVED])
