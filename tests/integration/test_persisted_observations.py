@@ -12,6 +12,9 @@ once the Lease expires, seconds after the deadline; the test checks that order o
   ConfigMap stays and loses its ``delete-at``;
 * with the flag but the schedule edited after the record was written (another ``delete-at``,
   also passed before the takeover), the record no longer matches and the deletion is skipped.
+
+And, with the controller in-process, a ``restart-at`` under ``never``: one record patch before
+the deadline, then the one restart patch, which also removes the record.
 """
 
 from __future__ import annotations
@@ -24,9 +27,20 @@ from collections import Counter
 import pytest
 
 from lifecycle_controller.kube import LEASES, KubeClient, NotFound
+from lifecycle_controller.kube.resources import DEPLOYMENTS
+from tests.integration.controller import StartController
 from tests.integration.events import list_events
-from tests.integration.keys import CATCH_UP, DELETE_AT, P
+from tests.integration.faults import committed, spy_writes
+from tests.integration.keys import CATCH_UP, DELETE_AT, RESTART_AT, P
 from tests.integration.processes import ControllerProcess, ProcessLauncher
+from tests.integration.scenario_support import (
+    annotations_of,
+    sample,
+    settle,
+    start_for,
+    wait_restarted,
+    workload,
+)
 from tests.integration.support import CONFIGMAPS, configmap, eventually
 from tests.integration.timestamps import parse_utc, stamp
 
@@ -151,3 +165,32 @@ async def test_a_never_occurrence_across_a_sigkill_failover(
         annotations = left["metadata"].get("annotations") or {}
         assert DELETE_AT not in annotations
         assert OBSERVED not in annotations  # a stale record goes with the acknowledgement
+
+
+async def test_a_restart_clears_its_record_in_the_one_restart_patch(
+    start_controller: StartController,
+    namespace: str,
+    kube: KubeClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    running = await start_for(
+        start_controller, namespace, "deployments.apps", persist_observations="true"
+    )
+    writes = spy_writes(monkeypatch, running)
+    due = stamp(int(time.time()) + AHEAD)
+    annotations = {RESTART_AT: due, CATCH_UP: "never"}
+    await kube.create(
+        DEPLOYMENTS, namespace, workload("Deployment", "web", annotations, replicas=0)
+    )
+    obj = await wait_restarted(kube, DEPLOYMENTS, namespace, "web", within=AHEAD + 10)
+    assert RESTART_AT not in annotations_of(obj)
+    assert OBSERVED not in annotations_of(obj)
+    await settle()
+    record, restart = committed(writes.to("web"))  # 409s from status churn applied nothing
+    assert record.body["metadata"]["annotations"][OBSERVED].startswith(f"{due};v1-")
+    assert "spec" not in record.body
+    restart_annotations = restart.body["metadata"]["annotations"]
+    assert restart_annotations[RESTART_AT] is None
+    assert restart_annotations[OBSERVED] is None  # cleared in the same patch as the restart
+    assert "spec" in restart.body
+    assert sample(running, "lifecycle_observations_persisted_total", result="written") == 1
