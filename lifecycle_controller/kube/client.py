@@ -27,6 +27,7 @@ from lifecycle_controller.kube.connection import (
     ConnectionConfigError,
     load_configuration,
 )
+from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
 
@@ -143,7 +144,7 @@ class KubeClient:
             raise TransportError("the API client is closed")
         session = self._sessions.get(pool)
         if session is None or session.closed:
-            connector = aiohttp.TCPConnector(limit=self._sizes[pool], ssl=self._ssl)
+            connector = new_connector(limit=self._sizes[pool], ssl_context=self._ssl)
             session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": self.user_agent},
@@ -157,7 +158,7 @@ class KubeClient:
         self._closed = True
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
-            await session.close()
+            await close_pool(session)
 
     async def __aenter__(self) -> KubeClient:
         return self
