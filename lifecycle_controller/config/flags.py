@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lifecycle_controller.config import parsing as p
+from lifecycle_controller.config import webhooks
 from lifecycle_controller.config.parsing import ConfigError, Parser
 from lifecycle_controller.config.settings import (
     DEFAULT_LEASE_NAME,
@@ -21,6 +22,7 @@ from lifecycle_controller.config.settings import (
     LeaderElectionSettings,
     LogFormat,
     LogLevel,
+    NotificationSettings,
     ServingSettings,
     Settings,
 )
@@ -237,6 +239,30 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "guardrails.restart_jitter",
     ),
     Flag(
+        "notify-webhook",
+        "",
+        "POST a JSON document (with a Slack-compatible text) for each notifiable Event to this "
+        "http(s) URL; repeatable.",
+        webhooks.webhook_urls,
+        "notifications.webhooks",
+        "list",
+    ),
+    Flag(
+        "notify-webhook-file",
+        "",
+        "A file with one webhook URL per line (e.g. a mounted Secret key); read at start-up "
+        "and again whenever it changes.",
+        webhooks.webhook_file,
+        "notifications.webhook_file",
+    ),
+    Flag(
+        "cluster-name",
+        "",
+        "The cluster's name in every notification document and its text.",
+        webhooks.cluster_name,
+        "notifications.cluster_name",
+    ),
+    Flag(
         "act-on-annotation-copies",
         "false",
         "Also act on objects whose lifecycle annotations their owner copied onto them "
@@ -385,7 +411,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
 )
 
 _BY_DEST = {flag.dest: flag for flag in RUN_FLAGS}
-_GROUPS = ("scope", "actions", "leader_election", "serving", "guardrails")
+_GROUPS = ("scope", "actions", "leader_election", "serving", "guardrails", "notifications")
 
 
 def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
@@ -417,5 +443,6 @@ def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
         leader_election=leader,
         serving=ServingSettings(**fields["serving"]),
         guardrails=GuardrailSettings(**fields["guardrails"]),
+        notifications=NotificationSettings(**fields["notifications"]),
         **fields[""],
     )

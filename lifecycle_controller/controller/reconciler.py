@@ -100,7 +100,7 @@ class Reconciler:
                 return None
             decision = self._decide(key, obj)
             ref = ObjectRef(key, obj.uid, obj.resource_version)
-            await self.executor.emit(ref, decision.events)
+            await self.executor.emit(ref, decision.events, decision)
             self.executor.publish_next_action(key, decision)
             if not isinstance(decision, Patch | Delete):
                 if (

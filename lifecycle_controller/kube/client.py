@@ -112,8 +112,9 @@ class KubeClient:
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._closed = False
         self._extra: dict[str, Any] = {}
-        if self._config.proxy:
-            self._extra["proxy"] = self._config.proxy
+        proxy = self._config.request_proxy()
+        if proxy:
+            self._extra["proxy"] = proxy  # aiohttp sends credentials in it as Proxy-Authorization
         if self._config.tls_server_name:
             self._extra["server_hostname"] = self._config.tls_server_name
 
@@ -148,7 +149,6 @@ class KubeClient:
             session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": self.user_agent},
-                trust_env=True,
                 skip_auto_headers=("Content-Type",),
             )
             self._sessions[pool] = session

@@ -29,7 +29,9 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
   observation (``--persist-observations``; results in ``core.observed.PERSIST_RESULTS``);
 * blast-radius controls: ``lifecycle_breaker_open``, ``lifecycle_breaker_trips_total``,
   ``lifecycle_rollout_duration_seconds``, ``lifecycle_rollouts_total{kind,result}``
-  (``completed``, ``stalled``) and ``lifecycle_rollouts_in_progress``.
+  (``completed``, ``stalled``) and ``lifecycle_rollouts_in_progress``;
+* webhook notifications: ``lifecycle_notifications_total{result}`` (``delivered``,
+  ``failed``, ``dropped``; docs/notifications.md#metric).
 
 ``result`` of ``lifecycle_actions_total``:
 
@@ -79,6 +81,7 @@ __all__ = [
     "LATENESS_BUCKETS",
     "LOOP_LAG_BUCKETS",
     "MISCONFIGURATION_REASONS",
+    "NOTIFICATION_RESULTS",
     "ROLLOUT_BUCKETS",
     "Metrics",
 ]
@@ -88,6 +91,7 @@ ACTION_RESULTS = ("success", "error", "dry_run", "skipped", "throttled")
 #: Every ``reason`` label, in the order the Event catalogue defines them.
 MISCONFIGURATION_REASONS = tuple(dict.fromkeys(MISCONFIGURATION_LABELS.values()))
 DISCOVERY_RESULTS = ("discovered", "skipped", "failed")
+NOTIFICATION_RESULTS = ("delivered", "failed", "dropped")
 DISCOVERY_REASONS = (
     "watchable",
     "configured",
@@ -212,6 +216,14 @@ class Metrics:
         )
         self._define_lifecycle_metrics()
         self._define_guardrail_metrics()
+        self.notifications = Counter(
+            "lifecycle_notifications",
+            "Webhook notification documents by result (delivered, failed, dropped), per URL.",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in NOTIFICATION_RESULTS:
+            self.notifications.labels(result)
         self._next_actions = _NextActions(self.next_action_timestamp)
         self.discovery_ready.set(0)
 
@@ -341,6 +353,10 @@ class Metrics:
 
     def set_rollouts_in_progress(self, count: int) -> None:
         self.rollouts_in_progress.set(count)
+
+    def count_notification(self, result: str) -> None:
+        """One notification document ``delivered``, ``failed`` or ``dropped``."""
+        self.notifications.labels(result).inc()
 
     # --- discovery (reference) ------------------------------------------------------------
 
