@@ -29,6 +29,7 @@ from lifecycle_controller.controller.informers import EventHandler, EventKind, I
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
+from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRecorder
 from lifecycle_controller.controller.result import ReconcileFunc, Result
@@ -284,6 +285,9 @@ class Controller:
             ledger=self.ledger,
             settings=actions.decision_settings(),
             metrics=self.metrics,
+            observations=ObservationWriter(self.kube, cache, self.may_write, self.metrics)
+            if actions.persist_observations
+            else None,
         )
         informers = InformerSet(
             source=self.kube,

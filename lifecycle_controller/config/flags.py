@@ -172,6 +172,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "actions.warn_before_ns",
     ),
     Flag(
+        "persist-observations",
+        "false",
+        "Under catch-up never, also record each occurrence observed before it is due on the "
+        "object (one patch of the observed annotation), so a new leader executes it.",
+        p.boolean,
+        "actions.persist_observations",
+        "bool",
+    ),
+    Flag(
         "max-deletes-per-minute",
         "0",
         "Deletion budget per minute (0 = unlimited); excess waits.",

@@ -72,6 +72,7 @@ class ActionSettings:
     act_on_annotation_copies: bool = False
     maintenance_windows: MaintenanceWindows | None = None
     warn_before_ns: int = 0
+    persist_observations: bool = False
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.
@@ -87,6 +88,7 @@ class ActionSettings:
             act_on_annotation_copies=self.act_on_annotation_copies,
             maintenance_windows=self.maintenance_windows,
             warn_before_ns=self.warn_before_ns,
+            persist_observations=self.persist_observations,
         )
 
 

@@ -10,7 +10,9 @@
 3. **act**: a decision without a write is settled (metrics, requeue); a write goes to the
    executor. A 409 Conflict is retried quietly (docs/behaviour.md#quiet-conflict-retries):
    re-read that one object from the API and decide again, a few times, before the failure
-   Warning and the rate-limited retry;
+   Warning and the rate-limited retry; a Wait's ``never`` record
+   (docs/behaviour.md#persisted-observations) is written the same way, and its failure
+   changes nothing else;
 4. **result**: the outcome's ledger operations, then either the requeue the core asked for
    or, when the write changed what decides (a consumed ``restart-at`` uncovering a recurring
    schedule, a new anchor), another pass at once on the state the write returned.
@@ -25,6 +27,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
 from lifecycle_controller.controller.execution import NS, ActionMetrics, Executor, NoActionMetrics
+from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import (
     Decision,
@@ -63,6 +66,8 @@ class Reconciler:
     conflict_retries: int = 3
     #: Passes one reconcile may run back to back after writes that changed what decides.
     max_passes: int = 8
+    #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
+    observations: ObservationWriter | None = None
 
     @classmethod
     def build(
@@ -72,6 +77,7 @@ class Reconciler:
         ledger: Ledger,
         settings: DecisionSettings,
         metrics: ActionMetrics | None = None,
+        observations: ObservationWriter | None = None,
     ) -> Reconciler:
         """A reconciler that reads the executor's cache and shares its client and clock."""
         return cls(
@@ -82,6 +88,7 @@ class Reconciler:
             settings=settings,
             clock=executor.clock,
             metrics=metrics or NoActionMetrics(),
+            observations=observations,
         )
 
     async def __call__(self, key: ObjectKey) -> Result | None:
@@ -96,6 +103,16 @@ class Reconciler:
             await self.executor.emit(ref, decision.events, decision)
             self.executor.publish_next_action(key, decision)
             if not isinstance(decision, Patch | Delete):
+                if (
+                    isinstance(decision, Wait)
+                    and decision.record
+                    and self.observations
+                    and await self.observations.write(key, obj, decision.record) == "conflict"
+                    and conflicts < self.conflict_retries
+                ):
+                    conflicts += 1  # the record, like any write: re-read and decide again
+                    obj = await self._reread(key)
+                    continue
                 return self.executor.settle(key, decision)
             try:
                 done = await self.executor.carry_out(
@@ -134,6 +151,8 @@ class Reconciler:
         facts = object_facts(
             key.resource, obj, restart_marker=self.executor.restart_marker(obj.uid)
         )
+        if self.observations is not None:
+            self.observations.check(obj)
         decision = decide(
             annotations=obj.annotations,
             facts=facts,

@@ -20,6 +20,7 @@ __all__ = [
     "MAINTENANCE_WINDOW",
     "MANAGED_BY",
     "MANAGED_BY_VALUE",
+    "OBSERVED",
     "PREFIX",
     "RECURRING_KEYS",
     "REFERENCE_POINT",
@@ -57,6 +58,8 @@ WARN_BEFORE: Final = PREFIX + "warn-before"
 LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"
 MANAGED_BY: Final = PREFIX + "managed-by"
 RESTARTED_AT: Final = PREFIX + "restartedAt"  # in spec.template.metadata.annotations
+# The persisted `never` observation (docs/behaviour.md#persisted-observations), opt-in.
+OBSERVED: Final = PREFIX + "observed"
 MANAGED_BY_VALUE: Final = "lifecycle-controller"
 
 REFERENCE_POINT_APPLY: Final = "applyTimestamp"

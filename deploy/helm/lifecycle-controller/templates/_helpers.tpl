@@ -171,6 +171,7 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- with $cm.maxDeleteTTL }}{{ $args = append $args (printf "--max-delete-ttl=%s" .) }}{{ end }}
 {{- with $cm.maintenanceWindow }}{{ $args = append $args (printf "--maintenance-window=%s" .) }}{{ end }}
 {{- with $cm.warnBefore }}{{ $args = append $args (printf "--warn-before=%s" .) }}{{ end }}
+{{- if $cm.persistObservations }}{{ $args = append $args "--persist-observations=true" }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxDeletesPerMinute) }}{{ $args = append $args (printf "--max-deletes-per-minute=%d" (int64 $cm.maxDeletesPerMinute)) }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxRestartsPerMinute) }}{{ $args = append $args (printf "--max-restarts-per-minute=%d" (int64 $cm.maxRestartsPerMinute)) }}{{ end }}
 {{- if $cm.actOnAnnotationCopies }}{{ $args = append $args "--act-on-annotation-copies=true" }}{{ end }}
