@@ -202,7 +202,10 @@ class Executor:
         ):
             self.metrics.count_action(decision.action.value, kind, "dry_run")
         if isinstance(decision, Wait):
-            return Result(requeue_after=max(decision.requeue_after_ns, 1) / NS)
+            return Result(
+                requeue_after=max(decision.requeue_after_ns, 1) / NS,
+                order=decision.scheduled_ns or 0,
+            )
         return None
 
     def publish_next_action(self, key: ObjectKey, decision: Decision) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 __all__ = ["NotLeading", "ReconcileFunc", "ReconcileOutcome", "Result", "TerminalError"]
@@ -23,10 +23,13 @@ class Result:
     """What a successful reconcile asks for next (controller-runtime ``reconcile.Result``).
 
     ``requeue_after``: seconds after which the key must be reconciled again, or ``None`` (or
-    0) for "only when something changes". Must be finite and ``>= 0``.
+    0) for "only when something changes". Must be finite and ``>= 0``. ``order`` ranks keys
+    whose requeues come due together (smaller first): the due time of the action waited for,
+    so actions deferred to one maintenance-window opening run in due-time order.
     """
 
     requeue_after: float | None = None
+    order: int = field(default=0, compare=False)  # a scheduling hint, not part of the answer
 
     def __post_init__(self) -> None:
         value = self.requeue_after

@@ -158,7 +158,7 @@ async def _reconcile_one(
     else:
         queue.forget(key)
         if result is not None and result.requeue_after:
-            queue.add_after(key, result.requeue_after)
+            queue.add_after(key, result.requeue_after, order=result.order)
             outcome = ReconcileOutcome.REQUEUE_AFTER
             _log.debug("reconciled; requeue after", requeue_after=result.requeue_after)
         else:

@@ -289,6 +289,7 @@ class DecisionPass:
             ledger_ops=tuple(self.ops),
             action=self.action,
             due_ns=effective,
+            scheduled_ns=due_ns if occurrence_ns is None else occurrence_ns,
             log=log,
             record=None if self.record is None else annotation_patch({keys.OBSERVED: self.record}),
         )

@@ -169,10 +169,13 @@ class Wait(Decision):
 
     ``record``, with ``--persist-observations`` only, is a merge patch that persists the
     ``never`` observation of the waiting occurrence; its failure changes nothing else.
+    ``scheduled_ns`` is that occurrence's own time (``due_ns`` is after maintenance windows):
+    actions deferred to one window opening run in this order.
     """
 
     requeue_after_ns: int
     record: Mapping[str, Any] | None = None
+    scheduled_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import math
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Generic, Protocol, Self, TypeVar
 
 import structlog
 
 from lifecycle_controller.machinery.clock import Clock, RealClock
+from lifecycle_controller.machinery.delayed_keys import DelayedKeys
 from lifecycle_controller.machinery.ratelimit import RateLimiter
 
 __all__ = [
@@ -115,68 +113,6 @@ class NoopQueueMetrics:
         """Ignore."""
 
 
-@dataclass(order=True)
-class _Waiting(Generic[K]):
-    ready_at: float
-    seq: int
-    key: K = field(compare=False)
-
-
-class _DelayedKeys(Generic[K]):
-    """Keys waiting for a future time: a min-heap plus a dict, earliest time wins per key.
-
-    Superseded heap entries are left in place and skipped when they surface (lazy deletion),
-    so every operation is O(log n).
-    """
-
-    def __init__(self) -> None:
-        self._heap: list[_Waiting[K]] = []
-        self._by_key: dict[K, _Waiting[K]] = {}
-        self._seq = itertools.count()
-
-    def __len__(self) -> int:
-        return len(self._by_key)
-
-    def offer(self, key: K, ready_at: float) -> bool:
-        """Schedule ``key`` at ``ready_at`` unless it already waits for an earlier time.
-
-        Returns True when the earliest time of the whole set moved earlier (the timer must
-        re-arm).
-        """
-        current = self._by_key.get(key)
-        if current is not None and current.ready_at <= ready_at:
-            return False
-        head = self.next_ready_at()
-        entry = _Waiting(ready_at, next(self._seq), key)
-        self._by_key[key] = entry
-        heapq.heappush(self._heap, entry)
-        return head is None or ready_at < head
-
-    def pop_ready(self, now: float) -> list[K]:
-        """Remove and return, earliest first, every key whose time is ``<= now``."""
-        ready: list[K] = []
-        while (head := self._live_head()) is not None and head.ready_at <= now:
-            heapq.heappop(self._heap)
-            del self._by_key[head.key]
-            ready.append(head.key)
-        return ready
-
-    def next_ready_at(self) -> float | None:
-        """Return the earliest pending time, or None when nothing waits."""
-        head = self._live_head()
-        return None if head is None else head.ready_at
-
-    def clear(self) -> None:
-        """Drop every waiting key."""
-        self._heap.clear()
-        self._by_key.clear()
-
-    def _live_head(self) -> _Waiting[K] | None:
-        while self._heap and self._by_key.get(self._heap[0].key) is not self._heap[0]:
-            heapq.heappop(self._heap)
-        return self._heap[0] if self._heap else None
-
-
 class WorkQueue(Generic[K]):
     """A deduplicating, per-key serialising, delaying, rate-limiting queue of keys.
 
@@ -220,7 +156,7 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
         self._draining = False
 
-        self._delayed: _DelayedKeys[K] = _DelayedKeys()
+        self._delayed: DelayedKeys[K] = DelayedKeys()
         self._timer: asyncio.Task[None] | None = None
         self._timer_wake: asyncio.Future[None] | None = None
 
@@ -390,13 +326,14 @@ class WorkQueue(Generic[K]):
 
     # --- the delaying queue -------------------------------------------------------------
 
-    def add_after(self, key: K, seconds: float) -> None:
+    def add_after(self, key: K, seconds: float, *, order: int = 0) -> None:
         """Add ``key`` once ``seconds`` have passed on the monotonic clock.
 
         Ignored after shutdown. ``seconds <= 0`` adds now. If the key already waits, the
         EARLIER time wins: a later request never postpones a wake-up, an earlier one moves
-        it forward. Counts as a retry for metrics (as in client-go). Raises ValueError for
-        NaN or infinite delays.
+        it forward. Keys that come due together enter the queue by ``order`` (smaller
+        first). Counts as a retry for metrics (as in client-go). Raises ValueError for NaN or
+        infinite delays.
         """
         if self._shutting_down:
             return
@@ -406,7 +343,7 @@ class WorkQueue(Generic[K]):
         if seconds <= 0:
             self.add(key)
             return
-        if self._delayed.offer(key, self._clock.monotonic() + seconds):
+        if self._delayed.offer(key, self._clock.monotonic() + seconds, order):
             self._wake_timer()
 
     # --- the rate-limiting queue --------------------------------------------------------

@@ -9,6 +9,8 @@ The restart carries its own ``maintenance-window`` annotation and ``catch-up: "5
 ``restart-at`` two seconds away, so it is at least six seconds late at the opening: it still
 runs, because lateness is measured from the opening, not from the scheduled time. The
 ConfigMap has no window annotation and waits for the controller's ``--maintenance-window``.
+Four more ConfigMaps, created latest-due first, are deferred to the same opening: with one
+worker their deletions follow their due times, not the order they were seen in.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import StartController
-from tests.integration.events import events_of, wait_event
+from tests.integration.events import events_of, list_events, wait_event
 from tests.integration.keys import CATCH_UP, DELETE_AT, RESTART_AT, RESTARTED_AT, P
 from tests.integration.scenario_support import (
     annotations_of,
@@ -70,7 +72,12 @@ async def test_due_actions_outside_the_window_are_deferred_and_run_at_the_openin
     opening_text = rfc3339(opening)
     restart_at = rfc3339(datetime.now(UTC) + timedelta(seconds=2))
     running = await start_for(
-        start_controller, namespace, "configmaps", "deployments.apps", maintenance_window=window
+        start_controller,
+        namespace,
+        "configmaps",
+        "deployments.apps",
+        maintenance_window=window,
+        workers=1,
     )
     del running
     await kube.create(
@@ -84,6 +91,10 @@ async def test_due_actions_outside_the_window_are_deferred_and_run_at_the_openin
         ),
     )
     await kube.create(CONFIGMAPS, namespace, configmap("tmp", **{DELETE_AT: PAST}))
+    ordered = [f"order-{i}" for i in range(4)]
+    for i in reversed(range(4)):
+        due = f"2021-06-0{i + 1}T00:00:00Z"
+        await kube.create(CONFIGMAPS, namespace, configmap(ordered[i], **{DELETE_AT: due}))
 
     for name, action, due in (("web", "restart", restart_at), ("tmp", "delete", PAST)):
         seen = await wait_event(kube, namespace, name, "ActionDeferred")
@@ -116,3 +127,12 @@ async def test_due_actions_outside_the_window_are_deferred_and_run_at_the_openin
     for name, done in (("web", "RestartTriggered"), ("tmp", "Deleted")):
         reasons = [event[1] for event in await events_of(kube, namespace, name)]
         assert reasons == ["ActionDeferred", done], reasons  # once per occurrence, no skip
+
+    # Deferred to one opening, they ran in due-time order.
+    deleted_at: dict[str, str] = {}
+    for name in ordered:
+        await wait_gone(kube, CONFIGMAPS, namespace, name, within=SLACK + 5)
+        await wait_event(kube, namespace, name, "Deleted")
+        [event] = [e for e in await list_events(kube, namespace, name) if e["reason"] == "Deleted"]
+        deleted_at[name] = event["eventTime"]
+    assert sorted(ordered, key=deleted_at.__getitem__) == ordered, deleted_at

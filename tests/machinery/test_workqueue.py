@@ -846,3 +846,27 @@ async def test_a_crashed_timer_is_logged_and_reported_by_aclose() -> None:
     assert logs[0]["queue"] == "broken"
     with pytest.raises(RuntimeError, match="clock broke"):
         await q.aclose()
+
+
+async def test_keys_due_together_enter_the_queue_by_their_order(
+    clock: FakeClock, q: WorkQueue[str]
+) -> None:
+    """Actions deferred to one window opening: requeued at (almost) the same instant, in any
+    order, they are handed out by ``order`` (their scheduled times), not by arrival."""
+    q.add_after("due-third", 10.000003, order=300)
+    q.add_after("due-first", 10.000002, order=100)
+    q.add_after("due-second", 10.000001, order=200)
+    q.add_after("later", 11, order=0)
+    await clock.advance(10.5)
+    handed_out = [await q.get() for _ in range(3)]
+    assert handed_out == ["due-first", "due-second", "due-third"]
+    assert q.delayed_len() == 1
+
+
+async def test_without_an_order_keys_due_together_keep_earliest_first(
+    clock: FakeClock, q: WorkQueue[str]
+) -> None:
+    for name, delay in (("b", 5.2), ("a", 5.1), ("c", 5.3)):
+        q.add_after(name, delay)
+    await clock.advance(6)
+    assert [await q.get() for _ in range(3)] == ["a", "b", "c"]
