@@ -259,6 +259,10 @@ def decide_in_namespace(
     An action that an invalid namespace default blocks becomes an :class:`Invalid` without an
     Event of its own (the Warning is on the Namespace); the object's own problems come first.
     """
+    if defaults is None:
+        return decide(
+            annotations=annotations, facts=facts, now_ns=now_ns, settings=settings, ledger=ledger
+        )
     resolved = resolve_inputs(annotations, defaults, settings)
     decision = decide(
         annotations=annotations,
