@@ -30,6 +30,7 @@ from lifecycle_controller.core.namespace_defaults import (
     parse_namespace_defaults,
     resolve_inputs,
 )
+from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.windows import parse_windows
 
 from .support import CONFIGMAP, DEPLOYMENT, HOUR, MINUTE, NAMESPACE, NOW, ts
@@ -340,3 +341,31 @@ def test_property_the_cap_is_the_minimum(flag: int | None, namespace: int | None
     )
     present = [v * MINUTE for v in (flag, namespace) if v is not None]
     assert resolved.settings.max_delete_ttl_ns == (min(present) if present else None)
+
+
+# --- explain (plan, status, explain) ----------------------------------------------------
+
+
+def test_explain_names_inherited_values_and_namespace_blocks() -> None:
+    defaults = parse_namespace_defaults(NS, {keys.DRY_RUN: "true", keys.WARN_BEFORE: "1h"})
+    shown = explain(
+        annotations={keys.DELETE_AT: FUTURE, keys.WARN_BEFORE: "0s"},
+        facts=CONFIGMAP,
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        namespace_defaults=defaults,
+    )
+    assert shown.inherited == (f"dry-run from namespace {NS}",)
+    blocked = explain(
+        annotations={keys.DELETE_AT: PAST},
+        facts=CONFIGMAP,
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        namespace_defaults=parse_namespace_defaults(NS, {keys.CATCH_UP: "sometimes"}),
+    )
+    assert blocked.action is None
+    assert blocked.summary == (
+        f"blocked: namespace {NS} has an invalid catch-up default; "
+        "taking no action until it is fixed"
+    )
+    assert blocked.problems == (f"InvalidAnnotation: {blocked.summary.removeprefix('blocked: ')}",)
