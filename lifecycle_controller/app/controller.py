@@ -30,8 +30,10 @@ from lifecycle_controller.controller.informers import EventHandler, EventKind, I
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
+from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
+from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.reconciler import Reconciler
-from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRecorder
 from lifecycle_controller.controller.result import ReconcileFunc, Result
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.workers import run_workers
@@ -261,11 +263,15 @@ class Controller:
         )
         queue_metrics.attach(queue)
         actions = settings.actions
-        recorder = KubeEventRecorder(
+        recorder: EventRecorder = KubeEventRecorder(
             self.kube,
             clock=self.clock,
             reporting_instance=os.environ.get("POD_NAME") or socket.gethostname(),
         )
+        notifier = self._notifier()
+        if notifier is not None:  # docs/notifications.md: every Event source, leader only
+            cluster = settings.notifications.cluster_name
+            recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
         breaker, rollouts = self._guardrails(recorder, queue)
         executor = Executor(
             cache=cache,
@@ -298,6 +304,9 @@ class Controller:
             settings=actions.decision_settings(),
             metrics=self.metrics,
             namespace_defaults=namespaces.get,
+            observations=ObservationWriter(self.kube, cache, self.may_write, self.metrics)
+            if actions.persist_observations
+            else None,
         )
         informers = InformerSet(
             source=self.kube,
@@ -325,6 +334,8 @@ class Controller:
             async with asyncio.TaskGroup() as group:
                 group.create_task(discovery.run(on_change), name="rediscovery")
                 group.create_task(breaker.run(), name="circuit-breaker")
+                if notifier is not None:
+                    group.create_task(notifier.run(), name="notifications")
                 group.create_task(
                     run_workers(
                         queue,
@@ -343,8 +354,16 @@ class Controller:
             await queue.aclose()
             self._pipeline = None
 
+    def _notifier(self) -> WebhookNotifier | None:
+        """The webhook notifier, when a URL or a URL file is configured (else None)."""
+        notifications = self.settings.notifications
+        if not notifications.enabled:
+            return None
+        urls = WebhookUrls(notifications.webhooks, file=notifications.webhook_file)
+        return WebhookNotifier(urls, clock=self.clock, on_result=self.metrics.count_notification)
+
     def _guardrails(
-        self, recorder: KubeEventRecorder, queue: WorkQueue[ObjectKey]
+        self, recorder: EventRecorder, queue: WorkQueue[ObjectKey]
     ) -> tuple[CircuitBreaker, RolloutTracker]:
         """The circuit breaker (latched beside the Lease) and the rollout tracker."""
         guardrails = self.settings.guardrails

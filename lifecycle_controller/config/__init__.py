@@ -26,6 +26,7 @@ from lifecycle_controller.config.settings import (
     LeaderElectionSettings,
     LogFormat,
     LogLevel,
+    NotificationSettings,
     ServingSettings,
     Settings,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "LeaderElectionSettings",
     "LogFormat",
     "LogLevel",
+    "NotificationSettings",
     "RawFlags",
     "ServingSettings",
     "Settings",

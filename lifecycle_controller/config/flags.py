@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lifecycle_controller.config import parsing as p
+from lifecycle_controller.config import webhooks
 from lifecycle_controller.config.parsing import ConfigError, Parser
 from lifecycle_controller.config.settings import (
     DEFAULT_LEASE_NAME,
@@ -21,6 +22,7 @@ from lifecycle_controller.config.settings import (
     LeaderElectionSettings,
     LogFormat,
     LogLevel,
+    NotificationSettings,
     ServingSettings,
     Settings,
 )
@@ -170,6 +172,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "actions.warn_before_ns",
     ),
     Flag(
+        "persist-observations",
+        "false",
+        "Under catch-up never, also record each occurrence observed before it is due on the "
+        "object (one patch of the observed annotation), so a new leader executes it.",
+        p.boolean,
+        "actions.persist_observations",
+        "bool",
+    ),
+    Flag(
         "max-deletes-per-minute",
         "0",
         "Deletion budget per minute (0 = unlimited); excess waits.",
@@ -226,6 +237,30 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Delay each restart by a deterministic per-object amount up to this long (0s = off).",
         _duration_or_zero,
         "guardrails.restart_jitter",
+    ),
+    Flag(
+        "notify-webhook",
+        "",
+        "POST a JSON document (with a Slack-compatible text) for each notifiable Event to this "
+        "http(s) URL; repeatable.",
+        webhooks.webhook_urls,
+        "notifications.webhooks",
+        "list",
+    ),
+    Flag(
+        "notify-webhook-file",
+        "",
+        "A file with one webhook URL per line (e.g. a mounted Secret key); read at start-up "
+        "and again whenever it changes.",
+        webhooks.webhook_file,
+        "notifications.webhook_file",
+    ),
+    Flag(
+        "cluster-name",
+        "",
+        "The cluster's name in every notification document and its text.",
+        webhooks.cluster_name,
+        "notifications.cluster_name",
     ),
     Flag(
         "act-on-annotation-copies",
@@ -376,7 +411,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
 )
 
 _BY_DEST = {flag.dest: flag for flag in RUN_FLAGS}
-_GROUPS = ("scope", "actions", "leader_election", "serving", "guardrails")
+_GROUPS = ("scope", "actions", "leader_election", "serving", "guardrails", "notifications")
 
 
 def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
@@ -408,5 +443,6 @@ def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
         leader_election=leader,
         serving=ServingSettings(**fields["serving"]),
         guardrails=GuardrailSettings(**fields["guardrails"]),
+        notifications=NotificationSettings(**fields["notifications"]),
         **fields[""],
     )

@@ -31,6 +31,7 @@ __all__ = [
     "LeaderElectionSettings",
     "LogFormat",
     "LogLevel",
+    "NotificationSettings",
     "ServingSettings",
     "Settings",
 ]
@@ -71,6 +72,7 @@ class ActionSettings:
     act_on_annotation_copies: bool = False
     maintenance_windows: MaintenanceWindows | None = None
     warn_before_ns: int = 0
+    persist_observations: bool = False
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.
@@ -86,6 +88,7 @@ class ActionSettings:
             act_on_annotation_copies=self.act_on_annotation_copies,
             maintenance_windows=self.maintenance_windows,
             warn_before_ns=self.warn_before_ns,
+            persist_observations=self.persist_observations,
         )
 
 
@@ -198,6 +201,24 @@ class ServingSettings:
 
 
 @dataclass(frozen=True)
+class NotificationSettings:
+    """Webhook notifications (docs/notifications.md); off without a URL or a URL file.
+
+    ``webhooks`` are the ``--notify-webhook`` URLs (validated); ``webhook_file`` the
+    ``--notify-webhook-file`` path (read once at start-up, then whenever it changes);
+    ``cluster_name`` goes into every document and its ``text``.
+    """
+
+    webhooks: tuple[str, ...] = ()
+    webhook_file: str | None = None
+    cluster_name: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.webhooks) or self.webhook_file is not None
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything ``run`` needs, grouped by the component that consumes it."""
 
@@ -206,6 +227,7 @@ class Settings:
     leader_election: LeaderElectionSettings
     serving: ServingSettings
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
     workers: int = 4
     rediscovery_interval: float = 60.0
     kubeconfig: str | None = None

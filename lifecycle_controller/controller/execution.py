@@ -173,8 +173,18 @@ class Executor:
 
     # ------------------------------------------------------------------ Events
 
-    async def emit(self, ref: ObjectRef, events: Iterable[Event]) -> None:
+    async def emit(
+        self, ref: ObjectRef, events: Iterable[Event], decision: Decision | None = None
+    ) -> None:
+        """Record ``events``; those of a ``decision`` carry its action, due time and dry-run."""
         for event in events:
+            if decision is not None:
+                event = catalogue.about(
+                    event,
+                    action=None if decision.action is None else decision.action.value,
+                    due_ns=decision.due_ns,
+                    dry_run=isinstance(decision, DryRun),
+                )
             await self.recorder.record(ref, event)
 
     # ------------------------------------------------------------------ decisions without a write
@@ -238,7 +248,7 @@ class Executor:
         acting = operation_of(decision) in _ACTING and decision.action is not None
         restart = acting and operation_of(decision) is Operation.RESTART
         if acting:
-            waiting = await self._held(key, ref)
+            waiting = await self._held(key, ref, decision)
             if waiting is None and restart:
                 waiting = await self._paced(key, obj, ref, decision)
             if waiting is not None:
@@ -263,7 +273,7 @@ class Executor:
                     return Executed(Result(requeue_after=BREAKER_SETTLE_S))
                 if not verdict:
                     await self.breaker.trip()
-                    return Executed(await self._held(key, ref))
+                    return Executed(await self._held(key, ref, decision))
                 admitted = True
             if not self.may_write():
                 raise NotLeading("leader lease not fresh; write postponed")
@@ -290,16 +300,15 @@ class Executor:
             if slot and self.rollouts is not None:
                 self.rollouts.abandon(key)
 
-    async def _held(self, key: ObjectKey, ref: ObjectRef) -> Result | None:
+    async def _held(self, key: ObjectKey, ref: ObjectRef, decision: Decision) -> Result | None:
         """The breaker is open: the action waits for the reset (Warning once per trip)."""
         breaker = self.breaker
         if breaker is None or not breaker.is_open:
             return None
         state = breaker.state
         breaker.hold(key)
-        await self.recorder.record(
-            ref, catalogue.actions_halted(state.actions, breaker.window_ns, state.tripped_at)
-        )
+        halted = catalogue.actions_halted(state.actions, breaker.window_ns, state.tripped_at)
+        await self.emit(ref, (halted,), decision)
         _log.info("action held by the open circuit breaker", tripped_at=state.tripped_at)
         return Result(requeue_after=HELD_RECHECK_S)
 
@@ -402,7 +411,7 @@ class Executor:
         elif response is not None:
             fresh = CachedObject.from_metadata(response.get("metadata") or {})
             self.cache.refresh(key, fresh, decided_on=obj)
-        await self.emit(ref, outcome.events)
+        await self.emit(ref, outcome.events, decision)
         self._count_success(key, decision, operation)
         if operation is Operation.RESTART and response:
             self._restarted_ns[obj.uid] = self.clock.now_ns()
@@ -435,7 +444,7 @@ class Executor:
         self, key: ObjectKey, ref: ObjectRef, decision: Patch | Delete, error: KubeError
     ) -> None:
         if decision.failure is not None:
-            await self.emit(ref, (decision.failure.event(str(error)),))
+            await self.emit(ref, (decision.failure.event(str(error)),), decision)
         if decision.action is not None:
             self.metrics.count_action(decision.action.value, key.resource.kind, "error")
         _log.warning("write failed", error=str(error))

@@ -52,7 +52,7 @@ __all__ = ["NamespaceDefaultsStore"]
 
 _log = structlog.get_logger(__name__)
 
-Report = Callable[[ObjectRef, Event], Awaitable[None]]
+Report = Callable[[ObjectRef, Event], Awaitable[object]]
 
 
 class NamespaceDefaultsStore:

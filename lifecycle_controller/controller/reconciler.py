@@ -10,7 +10,9 @@
 3. **act**: a decision without a write is settled (metrics, requeue); a write goes to the
    executor. A 409 Conflict is retried quietly (docs/behaviour.md#quiet-conflict-retries):
    re-read that one object from the API and decide again, a few times, before the failure
-   Warning and the rate-limited retry;
+   Warning and the rate-limited retry; a Wait's ``never`` record
+   (docs/behaviour.md#persisted-observations) is written the same way, and its failure
+   changes nothing else;
 4. **result**: the outcome's ledger operations, then either the requeue the core asked for
    or, when the write changed what decides (a consumed ``restart-at`` uncovering a recurring
    schedule, a new anchor), another pass at once on the state the write returned.
@@ -26,6 +28,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
 from lifecycle_controller.controller.execution import NS, ActionMetrics, Executor, NoActionMetrics
+from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import (
     Decision,
@@ -66,6 +69,8 @@ class Reconciler:
     max_passes: int = 8
     #: The defaults of a namespace (docs/annotations.md#namespace-defaults); None: none.
     namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None
+    #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
+    observations: ObservationWriter | None = None
 
     @classmethod
     def build(
@@ -76,6 +81,7 @@ class Reconciler:
         settings: DecisionSettings,
         metrics: ActionMetrics | None = None,
         namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None,
+        observations: ObservationWriter | None = None,
     ) -> Reconciler:
         """A reconciler that reads the executor's cache and shares its client and clock."""
         return cls(
@@ -87,6 +93,7 @@ class Reconciler:
             clock=executor.clock,
             metrics=metrics or NoActionMetrics(),
             namespace_defaults=namespace_defaults,
+            observations=observations,
         )
 
     async def __call__(self, key: ObjectKey) -> Result | None:
@@ -98,9 +105,19 @@ class Reconciler:
                 return None
             decision = self._decide(key, obj)
             ref = ObjectRef(key, obj.uid, obj.resource_version)
-            await self.executor.emit(ref, decision.events)
+            await self.executor.emit(ref, decision.events, decision)
             self.executor.publish_next_action(key, decision)
             if not isinstance(decision, Patch | Delete):
+                if (
+                    isinstance(decision, Wait)
+                    and decision.record
+                    and self.observations
+                    and await self.observations.write(key, obj, decision.record) == "conflict"
+                    and conflicts < self.conflict_retries
+                ):
+                    conflicts += 1  # the record, like any write: re-read and decide again
+                    obj = await self._reread(key)
+                    continue
                 return self.executor.settle(key, decision)
             try:
                 done = await self.executor.carry_out(
@@ -139,6 +156,8 @@ class Reconciler:
         facts = object_facts(
             key.resource, obj, restart_marker=self.executor.restart_marker(obj.uid)
         )
+        if self.observations is not None:
+            self.observations.check(obj)
         lookup = self.namespace_defaults
         decision = decide_in_namespace(
             annotations=obj.annotations,

@@ -15,6 +15,10 @@ An Event with a stable ``name`` (the warnings before acting) is created once und
 ``<object>.<name>`` and never folded: an AlreadyExists answer means it was already posted,
 by this process or an earlier one.
 
+:meth:`KubeEventRecorder.record` answers what became of the Event (:class:`Recorded`), so a
+decorator such as the webhook notifier (``controller/notify.py``) can tell a new Event from
+one folded away as a repeat.
+
 Writing an Event never fails a reconcile: errors are logged and dropped. Transient ones
 (429, 5xx, a lost connection) are retried first, a few times within about 4 s
 (:data:`RETRY_DELAYS`, ``Retry-After`` honoured up to :data:`MAX_RETRY_AFTER`): under API
@@ -26,6 +30,7 @@ was lost comes back AlreadyExists, which means it was posted.
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -92,10 +97,19 @@ def truncate_note(message: str, limit: int = NOTE_LIMIT) -> str:
     return encoded[: limit - 3].decode("utf-8", errors="ignore") + "..."
 
 
-class EventRecorder(Protocol):
-    """Where reconciles send their Events."""
+class Recorded(enum.Enum):
+    """What became of one recorded Event."""
 
-    async def record(self, ref: ObjectRef, event: Event) -> None: ...
+    CREATED = "created"  # a new Event object
+    SERIES = "series"  # one more occurrence counted on a recent identical Event
+    SUPPRESSED = "suppressed"  # sent before: a deduped warning or a stable name posted already
+    FAILED = "failed"  # the API refused it (logged and dropped)
+
+
+class EventRecorder(Protocol):
+    """Where reconciles send their Events (None: the recorder does not say what became of it)."""
+
+    async def record(self, ref: ObjectRef, event: Event) -> Recorded | None: ...
 
 
 @dataclass
@@ -141,49 +155,52 @@ class KubeEventRecorder:
                 await self._clock.sleep(wait)
         return await write()
 
-    async def record(self, ref: ObjectRef, event: Event) -> None:
+    async def record(self, ref: ObjectRef, event: Event) -> Recorded:
         reason = event.reason
         if event.dedupe_key is not None:
             once = (ref.uid, reason, event.dedupe_key)
             if once in self._deduped:
-                return
+                return Recorded.SUPPRESSED
             self._deduped[once] = None
         note = truncate_note(event.message)
         now_ns = self._clock.now_ns()
         if event.name is not None:
-            await self._create_once(ref, event, note, now_ns, event.name)
-            return
+            return await self._create_once(ref, event, note, now_ns, event.name)
         isomorphic = (ref.uid or ref.key.id, event.type.value, reason, note)
         try:
             series = self._series.get(isomorphic)
             recent = series is not None and now_ns - series.first_ns <= SERIES_WINDOW_NS
             if series is not None and recent and await self._bump_series(series, now_ns):
-                return
+                return Recorded.SERIES
             await self._create(ref, event.type, reason, note, now_ns, isomorphic)
         except KubeError as error:
             _log.warning(
                 "event not recorded", reason=reason, error=str(error), **ref.key.log_context()
             )
+            return Recorded.FAILED
+        return Recorded.CREATED
 
     async def _create_once(
         self, ref: ObjectRef, event: Event, note: str, now_ns: int, suffix: str
-    ) -> None:
+    ) -> Recorded:
         """Create the Event under its stable name unless it exists already."""
         namespace = ref.key.namespace or "default"
         name = f"{ref.key.name[: 252 - len(suffix)]}.{suffix}"
         if (namespace, name) in self._posted:
-            return
+            return Recorded.SUPPRESSED
         body = self._body(ref, event, note, now_ns, name)
+        verdict = Recorded.CREATED
         try:
             await self._retrying(lambda: self._kube.create(EVENTS, namespace, body))
         except (AlreadyExists, Conflict):
-            pass  # posted before (an earlier pass, process or leader)
+            verdict = Recorded.SUPPRESSED  # posted before (an earlier pass, process or leader)
         except KubeError as error:
             _log.warning(
                 "event not recorded", reason=event.reason, error=str(error), **ref.key.log_context()
             )
-            return
+            return Recorded.FAILED
         self._posted[(namespace, name)] = None
+        return verdict
 
     def _body(
         self, ref: ObjectRef, event: Event, note: str, now_ns: int, name: str

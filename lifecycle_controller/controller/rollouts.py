@@ -2,7 +2,9 @@
 
 docs/behaviour.md#rollout-verification. After every restart patch the executor hands the
 workload to :meth:`RolloutTracker.follow`: a task reads that one workload (a plain GET; the
-metadata-only informers stay as they are) every ``poll_interval`` until its status says the
+metadata-only informers stay as they are) on every tick of ``poll_interval`` (ticks shared
+by all followers, so the reads of one tick are batched: controller/rollout_reads.py) until its
+status says the
 rollout is complete (:func:`~lifecycle_controller.core.rollout_progress.rollout_progress`),
 then records Normal ``RolloutCompleted`` with the duration, or, after ``--rollout-timeout``,
 Warning ``RolloutStalled`` with the status fields; ``lifecycle_rollouts_total{kind,result}``
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 import structlog
 
 from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.controller.rollout_reads import RolloutReads
 from lifecycle_controller.core import ObjectKey, ObjectRef
 from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.rollout_progress import rollout_progress
@@ -69,6 +72,7 @@ class RolloutTracker:
         self._slots: set[ObjectKey] = set()  # reserved or rolling out (counted against limit)
         self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
         self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
+        self._reads = RolloutReads(kube)
 
     @property
     def in_progress(self) -> int:
@@ -143,6 +147,8 @@ class RolloutTracker:
             if self._tasks.get(key) is finished:
                 del self._tasks[key]
                 self._slots.discard(key)
+                if not self._tasks:
+                    self._reads.forget_namespace_sizes()
                 self.metrics.set_rollouts_in_progress(len(self._tasks))
                 self._wake_waiters()
 
@@ -157,9 +163,9 @@ class RolloutTracker:
             elapsed = self.clock.monotonic() - started
             if elapsed >= self.timeout:
                 break
-            await self.clock.sleep(min(self.poll_interval, max(self.timeout - elapsed, 0.0)))
+            await self.clock.sleep(min(self._until_tick(), max(self.timeout - elapsed, 0.0)))
             try:
-                obj = await self.kube.get(key.resource, key.namespace, key.name)
+                obj = await self._reads.read(key)
             except NotFound:
                 _log.info("restarted workload is gone; rollout no longer followed")
                 return
@@ -185,12 +191,20 @@ class RolloutTracker:
             ref, catalogue.rollout_stalled(int(self.timeout * _NS_PER_S), detail)
         )
 
+    def _until_tick(self) -> float:
+        """Seconds to the next shared tick (a multiple of the poll interval)."""
+        interval = self.poll_interval
+        if interval <= 0:
+            return 0.0
+        return interval - (self.clock.monotonic() % interval)
+
     async def aclose(self) -> None:
         """Stop following (the leader's work ends)."""
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._reads.aclose()
         self._tasks.clear()
         self._slots.clear()
         self._waiting.clear()

@@ -37,7 +37,7 @@ def decide_deletion(run: DecisionPass) -> Decision:
     if (held := run.held(due)) is not None:
         return held
     if not allowed:
-        return run.skip(due, {keys.DELETE_AT: None})
+        return run.skip(due, run.recorded({keys.DELETE_AT: None}, None))
     run.announce(due, run.opening(due))  # first seen inside the lead time: warn before acting
     if run.dry_run:
         return run.dry(

@@ -42,6 +42,7 @@ from lifecycle_controller.core.decision import (
 )
 from lifecycle_controller.core.durations import DurationError, parse_duration
 from lifecycle_controller.core.events import Event
+from lifecycle_controller.core.observed import check_record, encode_observation
 from lifecycle_controller.core.patches import (
     AnnotationChanges,
     annotation_patch,
@@ -99,6 +100,7 @@ class DecisionPass:
     policy: CatchUpPolicy = ALWAYS
     windows: MaintenanceWindows | None = None
     lead: LeadTime = NO_LEAD
+    record: str | None = None  # an ``observed`` value for the Wait to persist
 
     def get(self, key: str) -> str:
         return self.annotations.get(key, "")
@@ -233,7 +235,22 @@ class DecisionPass:
             return False
         ok, _ = observe_outcome(self.ledger.peek(self.facts.key), identity, due_ns, self.now)
         self.ops.append(Observe(identity, due_ns, self.now))
+        if self.settings.persist_observations:  # docs/behaviour.md#persisted-observations
+            seen, self.record = check_record(self.get(keys.OBSERVED), identity, due_ns, self.now)
+            ok = ok or seen
         return ok
+
+    def recorded(self, changes: AnnotationChanges, next_ns: int | None) -> AnnotationChanges:
+        """``changes`` plus the ``observed`` record of the next occurrence, or its removal."""
+        if not self.settings.persist_observations:
+            return changes
+        value = None
+        if self.never and not self.dry_run and next_ns is not None:
+            due = self.opening(next_ns)
+            value = encode_observation(self.identity(changes), due) if due > self.now else None
+        if value is None and keys.OBSERVED not in self.annotations:
+            return changes
+        return {**changes, keys.OBSERVED: value}
 
     def arm_ops(self, identity: Identity, due_ns: int | None) -> tuple[LedgerOp, ...]:
         """Ledger operations that arm an occurrence after a successful write (``never``)."""
@@ -273,6 +290,7 @@ class DecisionPass:
             action=self.action,
             due_ns=effective,
             log=log,
+            record=None if self.record is None else annotation_patch({keys.OBSERVED: self.record}),
         )
 
     def dry(
@@ -409,11 +427,11 @@ def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
                 None,
                 f"dry-run: would remove redundant {relative.after_name}",
             )
-        changes: AnnotationChanges = {relative.after_key: None}
         try:
             existing_due: int | None = parse_rfc3339(existing_at)
         except TimestampError:
             existing_due = None
+        changes = run.recorded({relative.after_key: None}, existing_due)
         arm = run.arm_ops(run.identity(changes), existing_due) if existing_due is not None else ()
         return run.patch(
             Operation.CLEANUP,
@@ -461,7 +479,7 @@ def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
         return run.dry(
             Operation.CONVERT, scheduled, due, f"dry-run: would set {relative.at_key}={at_value}"
         )
-    changes = {relative.at_key: at_value, relative.after_key: None}
+    changes = run.recorded({relative.at_key: at_value, relative.after_key: None}, due)
     return run.patch(
         Operation.CONVERT,
         annotation_patch(changes),

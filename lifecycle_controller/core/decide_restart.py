@@ -20,7 +20,7 @@ from lifecycle_controller.core.durations import (
     DurationError,
     parse_restart_every,
 )
-from lifecycle_controller.core.patches import AnnotationChanges, annotation_patch
+from lifecycle_controller.core.patches import annotation_patch
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
@@ -63,9 +63,10 @@ def decide_restart(run: DecisionPass) -> Decision:
             return run.wait(due, f"restart scheduled at {value}")
         if (held := run.held(due)) is not None:
             return held
+        consumed = run.recorded({keys.RESTART_AT: None}, None)
         if not allowed:
-            return run.skip(due, {keys.RESTART_AT: None})
-        return run.restart(due, {keys.RESTART_AT: None})
+            return run.skip(due, consumed)
+        return run.restart(due, consumed)
 
     if expression := run.get(keys.RESTART_CRON):
         zone_name = run.get(keys.CRON_TIMEZONE) or "UTC"
@@ -116,7 +117,7 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
                 Operation.INITIALIZE, None, following, "dry-run: would initialize the schedule"
             )
         new_anchor = format_rfc3339_nano(run.now)
-        changes: AnnotationChanges = {keys.LAST_RESTART_TIMESTAMP: new_anchor}
+        changes = run.recorded({keys.LAST_RESTART_TIMESTAMP: new_anchor}, following)
         return run.patch(
             Operation.INITIALIZE,
             annotation_patch(changes),
@@ -152,10 +153,10 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
     if (held := run.held(scheduled)) is not None:
         return held
 
-    acknowledgement: AnnotationChanges = {
-        keys.LAST_RESTART_TIMESTAMP: format_rfc3339_nano(plan.anchor_ns)
-    }
     following = schedule.next_after(plan.anchor_ns)
+    acknowledgement = run.recorded(
+        {keys.LAST_RESTART_TIMESTAMP: format_rfc3339_nano(plan.anchor_ns)}, following
+    )
     then = (FORGET, *run.arm_ops(run.identity(acknowledgement), following))
     requeue = None if following is None else requeue_after(following, run.now)
     if not allowed:

@@ -105,6 +105,8 @@ class DecisionSettings:
     (:mod:`~lifecycle_controller.core.copies`). ``maintenance_windows`` is the
     ``--maintenance-window`` default for objects without the annotation (None: always open).
     ``warn_before_ns`` is the ``--warn-before`` default lead time (0: no warnings).
+    ``persist_observations`` also records ``never`` observations on the object
+    (docs/behaviour.md#persisted-observations).
     """
 
     dry_run: bool = False
@@ -115,6 +117,7 @@ class DecisionSettings:
     act_on_annotation_copies: bool = False
     maintenance_windows: MaintenanceWindows | None = None
     warn_before_ns: int = 0
+    persist_observations: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,9 +165,14 @@ class Invalid(Decision):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wait(Decision):
-    """Nothing to do yet: requeue after ``requeue_after_ns`` (at least 1 ns)."""
+    """Nothing to do yet: requeue after ``requeue_after_ns`` (at least 1 ns).
+
+    ``record``, with ``--persist-observations`` only, is a merge patch that persists the
+    ``never`` observation of the waiting occurrence; its failure changes nothing else.
+    """
 
     requeue_after_ns: int
+    record: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

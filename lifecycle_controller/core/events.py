@@ -8,8 +8,9 @@ the catalogue is docs/annotations.md#events), so they are built here and nowhere
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from lifecycle_controller.core import keys
@@ -50,6 +51,7 @@ __all__ = [
     "UPCOMING_RESTART",
     "Event",
     "EventType",
+    "about",
     "action_deferred",
     "action_throttled",
     "actions_halted",
@@ -82,6 +84,22 @@ class Event:
     #: A stable Event name suffix (``<object>.<name>``): created once, never folded into a
     #: series; a second create answered AlreadyExists means the Event was already posted.
     name: str | None = None
+    # What the Event is about, for notifications (docs/notifications.md): the action
+    # (``delete``/``restart``), its due time and whether it is a dry-run. Not written to the
+    # API and not part of an Event's identity (equality ignores them).
+    action: str | None = field(default=None, compare=False)
+    due_ns: int | None = field(default=None, compare=False)
+    dry_run: bool = field(default=False, compare=False)
+
+
+def about(event: Event, *, action: str | None, due_ns: int | None, dry_run: bool) -> Event:
+    """``event`` with the action, due time and dry-run it does not carry yet filled in."""
+    return dataclasses.replace(
+        event,
+        action=event.action if event.action is not None else action,
+        due_ns=event.due_ns if event.due_ns is not None else due_ns,
+        dry_run=event.dry_run or dry_run,
+    )
 
 
 CONFLICTING_ANNOTATIONS: Final = "ConflictingAnnotations"
@@ -264,8 +282,12 @@ def skip_failed_prefix(action: str) -> str:
 
 def action_skipped(action: str, scheduled_ns: int) -> Event:
     when = format_rfc3339_nano(scheduled_ns)
-    return _normal(
-        ACTION_SKIPPED, f"Skipped {action} scheduled at {when} under the catch-up policy."
+    return Event(
+        EventType.NORMAL,
+        ACTION_SKIPPED,
+        f"Skipped {action} scheduled at {when} under the catch-up policy.",
+        action=action,
+        due_ns=scheduled_ns,
     )
 
 
@@ -366,10 +388,12 @@ def rollout_completed(duration_ns: int) -> Event:
 
 def rollout_stalled(timeout_ns: int, detail: str) -> Event:
     """The rollout a restart started has not completed within ``--rollout-timeout``."""
-    return _warning(
+    return Event(
+        EventType.WARNING,
         ROLLOUT_STALLED,
         f"Rollout after the restart not complete after {format_go_duration(timeout_ns)} "
         f"(--rollout-timeout): {detail}.",
+        action="restart",
     )
 
 
@@ -425,7 +449,15 @@ def upcoming(
     if dry_run:
         message += f" Dry-run: the {noun} will only be reported, not carried out."
     reason = UPCOMING_DELETION if delete else UPCOMING_RESTART
-    return Event(EventType.NORMAL, reason, message, name=name)
+    return Event(
+        EventType.NORMAL,
+        reason,
+        message,
+        name=name,
+        action="delete" if delete else "restart",
+        due_ns=due_ns,
+        dry_run=dry_run,
+    )
 
 
 # --- misconfiguration metric labels ---------------------------------------------------------

@@ -22,6 +22,7 @@ __all__ = [
     "MANAGED_BY_VALUE",
     "MAX_DELETE_TTL",
     "NAMESPACE_DEFAULT_KEYS",
+    "OBSERVED",
     "PREFIX",
     "RECURRING_KEYS",
     "REFERENCE_POINT",
@@ -63,6 +64,8 @@ NAMESPACE_DEFAULT_KEYS: Final = (CATCH_UP, DRY_RUN, WARN_BEFORE, MAINTENANCE_WIN
 LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"
 MANAGED_BY: Final = PREFIX + "managed-by"
 RESTARTED_AT: Final = PREFIX + "restartedAt"  # in spec.template.metadata.annotations
+# The persisted `never` observation (docs/behaviour.md#persisted-observations), opt-in.
+OBSERVED: Final = PREFIX + "observed"
 MANAGED_BY_VALUE: Final = "lifecycle-controller"
 
 REFERENCE_POINT_APPLY: Final = "applyTimestamp"

@@ -27,6 +27,7 @@ from lifecycle_controller.kube.connection import (
     ConnectionConfigError,
     load_configuration,
 )
+from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
 
@@ -111,8 +112,9 @@ class KubeClient:
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._closed = False
         self._extra: dict[str, Any] = {}
-        if self._config.proxy:
-            self._extra["proxy"] = self._config.proxy
+        proxy = self._config.request_proxy()
+        if proxy:
+            self._extra["proxy"] = proxy  # aiohttp sends credentials in it as Proxy-Authorization
         if self._config.tls_server_name:
             self._extra["server_hostname"] = self._config.tls_server_name
 
@@ -143,11 +145,10 @@ class KubeClient:
             raise TransportError("the API client is closed")
         session = self._sessions.get(pool)
         if session is None or session.closed:
-            connector = aiohttp.TCPConnector(limit=self._sizes[pool], ssl=self._ssl)
+            connector = new_connector(limit=self._sizes[pool], ssl_context=self._ssl)
             session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": self.user_agent},
-                trust_env=True,
                 skip_auto_headers=("Content-Type",),
             )
             self._sessions[pool] = session
@@ -157,7 +158,7 @@ class KubeClient:
         self._closed = True
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
-            await session.close()
+            await close_pool(session)
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -431,6 +432,14 @@ class KubeClient:
     ) -> dict[str, Any]:
         return await self.request(
             "GET", resource.object_path(namespace, name), pool=pool, timeout=timeout
+        )
+
+    async def list_objects(
+        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
+    ) -> dict[str, Any]:
+        """The first page (at most ``limit``) of a list of whole objects."""
+        return await self.request(
+            "GET", resource.collection_path(namespace), query=[("limit", str(limit))]
         )
 
     async def replace(

@@ -16,6 +16,8 @@ import os
 import ssl
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +92,18 @@ class ClusterConfig:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         return context
+
+    def request_proxy(self) -> str | None:
+        """The proxy for requests to the API server: the kubeconfig's ``proxy-url``, else the
+        environment's (``HTTPS_PROXY``/``HTTP_PROXY``, not for hosts in ``NO_PROXY``), as
+        client-go chooses it. Read once: aiohttp's ``trust_env`` would read the environment
+        and ``~/.netrc`` again, in a thread, for every request."""
+        if self.proxy:
+            return self.proxy
+        parts = urllib.parse.urlsplit(self.host)
+        if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+            return None
+        return urllib.request.getproxies().get(parts.scheme) or None
 
     async def authorization_header(self) -> str | None:
         if self.authorization is not None:

@@ -25,9 +25,13 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
 * informers: ``lifecycle_watch_restarts_total{resource,reason}``,
   ``lifecycle_relists_total{resource}``, ``lifecycle_cache_objects{resource}``;
 * ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``;
+* ``lifecycle_observations_persisted_total{result}``: writes of the persisted ``never``
+  observation (``--persist-observations``; results in ``core.observed.PERSIST_RESULTS``);
 * blast-radius controls: ``lifecycle_breaker_open``, ``lifecycle_breaker_trips_total``,
   ``lifecycle_rollout_duration_seconds``, ``lifecycle_rollouts_total{kind,result}``
-  (``completed``, ``stalled``) and ``lifecycle_rollouts_in_progress``.
+  (``completed``, ``stalled``) and ``lifecycle_rollouts_in_progress``;
+* webhook notifications: ``lifecycle_notifications_total{result}`` (``delivered``,
+  ``failed``, ``dropped``; docs/notifications.md#metric).
 
 ``result`` of ``lifecycle_actions_total``:
 
@@ -61,6 +65,7 @@ from prometheus_client import (
 )
 
 from lifecycle_controller.core.events import MISCONFIGURATION_LABELS
+from lifecycle_controller.core.observed import PERSIST_RESULTS
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.serving.runtime_metrics import (
     QueueMetricsAdapter,
@@ -76,6 +81,7 @@ __all__ = [
     "LATENESS_BUCKETS",
     "LOOP_LAG_BUCKETS",
     "MISCONFIGURATION_REASONS",
+    "NOTIFICATION_RESULTS",
     "ROLLOUT_BUCKETS",
     "Metrics",
 ]
@@ -85,6 +91,7 @@ ACTION_RESULTS = ("success", "error", "dry_run", "skipped", "throttled")
 #: Every ``reason`` label, in the order the Event catalogue defines them.
 MISCONFIGURATION_REASONS = tuple(dict.fromkeys(MISCONFIGURATION_LABELS.values()))
 DISCOVERY_RESULTS = ("discovered", "skipped", "failed")
+NOTIFICATION_RESULTS = ("delivered", "failed", "dropped")
 DISCOVERY_REASONS = (
     "watchable",
     "configured",
@@ -209,6 +216,14 @@ class Metrics:
         )
         self._define_lifecycle_metrics()
         self._define_guardrail_metrics()
+        self.notifications = Counter(
+            "lifecycle_notifications",
+            "Webhook notification documents by result (delivered, failed, dropped), per URL.",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in NOTIFICATION_RESULTS:
+            self.notifications.labels(result)
         self._next_actions = _NextActions(self.next_action_timestamp)
         self.discovery_ready.set(0)
 
@@ -278,6 +293,14 @@ class Metrics:
             "Occurrences remembered as observed before due (catch-up ledger entries).",
             registry=r,
         )
+        self.observations_persisted = Counter(
+            "lifecycle_observations_persisted",
+            "Writes of the persisted catch-up never observation, by result.",
+            ["result"],
+            registry=r,
+        )
+        for result in PERSIST_RESULTS:
+            self.observations_persisted.labels(result)
         self.event_loop_lag = Histogram(
             "lifecycle_event_loop_lag_seconds",
             "How late the asyncio event loop woke a periodic timer.",
@@ -330,6 +353,10 @@ class Metrics:
 
     def set_rollouts_in_progress(self, count: int) -> None:
         self.rollouts_in_progress.set(count)
+
+    def count_notification(self, result: str) -> None:
+        """One notification document ``delivered``, ``failed`` or ``dropped``."""
+        self.notifications.labels(result).inc()
 
     # --- discovery (reference) ------------------------------------------------------------
 
@@ -449,6 +476,10 @@ class Metrics:
     def set_ledger_arms(self, count: int) -> None:
         """The catch-up ledger holds ``count`` entries."""
         self.ledger_arms.set(count)
+
+    def count_observation_persisted(self, result: str) -> None:
+        """One write of the persisted ``never`` observation ended with ``result``."""
+        self.observations_persisted.labels(result).inc()
 
     # --- event loop -----------------------------------------------------------------------
 

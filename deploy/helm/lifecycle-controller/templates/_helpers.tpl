@@ -171,6 +171,7 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- with $cm.maxDeleteTTL }}{{ $args = append $args (printf "--max-delete-ttl=%s" .) }}{{ end }}
 {{- with $cm.maintenanceWindow }}{{ $args = append $args (printf "--maintenance-window=%s" .) }}{{ end }}
 {{- with $cm.warnBefore }}{{ $args = append $args (printf "--warn-before=%s" .) }}{{ end }}
+{{- if $cm.persistObservations }}{{ $args = append $args "--persist-observations=true" }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxDeletesPerMinute) }}{{ $args = append $args (printf "--max-deletes-per-minute=%d" (int64 $cm.maxDeletesPerMinute)) }}{{ end }}
 {{- if not (kindIs "invalid" $cm.maxRestartsPerMinute) }}{{ $args = append $args (printf "--max-restarts-per-minute=%d" (int64 $cm.maxRestartsPerMinute)) }}{{ end }}
 {{- if $cm.actOnAnnotationCopies }}{{ $args = append $args "--act-on-annotation-copies=true" }}{{ end }}
@@ -189,6 +190,13 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- if gt (int64 ($cm.maxConcurrentRollouts | default 0)) 0 }}{{ $args = append $args (printf "--max-concurrent-rollouts=%d" (int64 $cm.maxConcurrentRollouts)) }}{{ end }}
 {{- with $cm.rolloutTimeout }}{{ if ne (toString .) "15m" }}{{ $args = append $args (printf "--rollout-timeout=%s" .) }}{{ end }}{{ end }}
 {{- with $cm.restartJitter }}{{ if not (has (toString .) (list "0" "0s")) }}{{ $args = append $args (printf "--restart-jitter=%s" .) }}{{ end }}{{ end }}
+{{- /* webhook notifications (docs/notifications.md) */}}
+{{- $notifications := .Values.notifications | default dict }}
+{{- range $notifications.webhooks }}{{ $args = append $args (printf "--notify-webhook=%s" .) }}{{ end }}
+{{- if $notifications.existingSecret }}
+{{- $args = append $args (printf "--notify-webhook-file=%s/%s" (include "lifecycle-controller.notificationsDir" .) ($notifications.existingSecretKey | default "urls")) }}
+{{- end }}
+{{- with .Values.clusterName }}{{ $args = append $args (printf "--cluster-name=%s" .) }}{{ end }}
 {{- range (include "lifecycle-controller.watchResources" . | fromJsonArray) }}
 {{- $args = append $args (printf "--watch-resource=%s" .) }}
 {{- end }}
@@ -205,4 +213,9 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- $args = append $args (toString .) }}
 {{- end }}
 {{- toJson $args }}
+{{- end }}
+
+{{/* Where the notifications Secret (notifications.existingSecret) is mounted. */}}
+{{- define "lifecycle-controller.notificationsDir" -}}
+/etc/lifecycle-controller/notifications
 {{- end }}

@@ -1,0 +1,179 @@
+"""Webhook notifications end to end (docs/notifications.md), with a real receiver on loopback.
+
+The controller runs in-process against the real control plane; the receiver is an aiohttp
+server on 127.0.0.1 that records every POST. A ConfigMap due a few seconds from now with
+``warn-before`` gets ``UpcomingDeletion`` then ``Deleted`` documents with the object's
+fields; a receiver that answers 503 first gets the document again; a receiver that never
+answers does not delay the deletion (the ``Deleted`` Event's ``eventTime`` against the due
+time, both from the API server); a dry-run object's warning says ``dry_run: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from lifecycle_controller.kube import KubeClient
+from tests.integration.controller import StartController
+from tests.integration.events import list_events, wait_event
+from tests.integration.keys import DELETE_AT, DRY_RUN, P
+from tests.integration.scenario_support import sample, start_for, wait_gone
+from tests.integration.support import CONFIGMAPS, configmap, eventually
+from tests.integration.timestamps import PAST, epoch, parse_utc, rfc3339
+
+WARN_BEFORE = P + "warn-before"
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver: what it got (200 answers only), and how it answers."""
+
+    url: str = ""
+    received: list[dict[str, Any]] = field(default_factory=list)
+    requests: int = 0
+    #: Statuses answered first, in order, before 200s.
+    statuses: list[int] = field(default_factory=list)
+    #: While set to an unset Event, every request waits for it (a hung receiver).
+    hang: asyncio.Event | None = None
+
+    def reasons(self) -> list[str]:
+        return [str(document["reason"]) for document in self.received]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    state = Receiver()
+
+    async def hook(request: web.Request) -> web.Response:
+        state.requests += 1
+        if state.hang is not None:
+            await state.hang.wait()
+        status = state.statuses.pop(0) if state.statuses else 200
+        if status == 200:
+            state.received.append(await request.json())
+        return web.Response(status=status)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    state.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
+    yield state
+    if state.hang is not None:
+        state.hang.set()
+    await runner.cleanup()
+
+
+async def wait_documents(receiver: Receiver, count: int, *, within: float) -> None:
+    async def enough() -> bool:
+        return len(receiver.received) >= count
+
+    await eventually(enough, within=within, interval=0.1, what=f"{count} notification(s)")
+
+
+def event_time(event: dict[str, Any]) -> float:
+    return parse_utc(str(event["eventTime"])).timestamp()
+
+
+async def test_upcoming_then_deleted_documents_from_a_url_file(
+    start_controller: StartController,
+    namespace: str,
+    kube: KubeClient,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    urls = tmp_path / "urls"
+    urls.write_text(f"# the team's hook\n\n{receiver.url}\n")
+    running = await start_for(
+        start_controller, namespace, notify_webhook_file=str(urls), cluster_name="it-cluster"
+    )
+    due = rfc3339(datetime.now(UTC) + timedelta(seconds=7))
+    created = await kube.create(
+        CONFIGMAPS, namespace, configmap("tmp", **{DELETE_AT: due, WARN_BEFORE: "3s"})
+    )
+    await wait_gone(kube, CONFIGMAPS, namespace, "tmp", within=15)
+    await wait_documents(receiver, 2, within=10)
+    assert receiver.reasons() == ["UpcomingDeletion", "Deleted"]
+    events = {event["reason"]: event for event in await list_events(kube, namespace, "tmp")}
+    for document in receiver.received:
+        assert document["kind"] == "ConfigMap"
+        assert (document["namespace"], document["name"]) == (namespace, "tmp")
+        assert document["uid"] == created["metadata"]["uid"]
+        assert document["action"] == "delete"
+        assert document["due"] == due
+        assert document["dry_run"] is False
+        assert document["cluster"] == "it-cluster"
+        assert document["message"] == events[document["reason"]]["note"]
+        assert document["text"] == (
+            f"[it-cluster] {document['reason']}: ConfigMap {namespace}/tmp: {document['message']}"
+        )
+        occurred = parse_utc(str(document["occurred"])).timestamp()
+        assert abs(occurred - event_time(events[document["reason"]])) <= 1.0
+    upcoming, deleted = receiver.received
+    assert abs(parse_utc(upcoming["occurred"]).timestamp() - (epoch(due) - 3)) <= 1.0
+    assert abs(parse_utc(deleted["occurred"]).timestamp() - epoch(due)) <= 1.0
+    assert sample(running, "lifecycle_notifications_total", result="delivered") == 2
+    assert sample(running, "lifecycle_notifications_total", result="failed") == 0
+    assert sample(running, "lifecycle_notifications_total", result="dropped") == 0
+
+
+async def test_a_receiver_that_answers_503_first_gets_the_document_again(
+    start_controller: StartController, namespace: str, kube: KubeClient, receiver: Receiver
+) -> None:
+    receiver.statuses = [503]
+    running = await start_for(start_controller, namespace, notify_webhook=[receiver.url])
+    await kube.create(CONFIGMAPS, namespace, configmap("overdue", **{DELETE_AT: PAST}))
+    await wait_documents(receiver, 1, within=15)
+    assert receiver.reasons() == ["Deleted"]
+    assert receiver.requests == 2  # the 503, then the retry that was delivered
+    assert receiver.received[0]["due"] == PAST
+    assert sample(running, "lifecycle_notifications_total", result="delivered") == 1
+    assert sample(running, "lifecycle_notifications_total", result="failed") == 0
+
+
+async def test_a_hanging_receiver_does_not_delay_the_deletion(
+    start_controller: StartController, namespace: str, kube: KubeClient, receiver: Receiver
+) -> None:
+    receiver.hang = asyncio.Event()
+    await start_for(start_controller, namespace, notify_webhook=[receiver.url])
+    due = rfc3339(datetime.now(UTC) + timedelta(seconds=5))
+    await kube.create(
+        CONFIGMAPS, namespace, configmap("stuck", **{DELETE_AT: due, WARN_BEFORE: "3s"})
+    )
+    await wait_gone(kube, CONFIGMAPS, namespace, "stuck", within=15)
+    await wait_event(kube, namespace, "stuck", "Deleted")
+    events = {event["reason"]: event for event in await list_events(kube, namespace, "stuck")}
+    # The warning's document is stuck in the receiver when the deletion falls due.
+    assert receiver.requests >= 1
+    assert receiver.received == []
+    assert event_time(events["UpcomingDeletion"]) < epoch(due) - 2
+    assert abs(event_time(events["Deleted"]) - epoch(due)) <= 1.0
+
+
+async def test_a_dry_run_objects_warning_says_dry_run(
+    start_controller: StartController, namespace: str, kube: KubeClient, receiver: Receiver
+) -> None:
+    await start_for(start_controller, namespace, notify_webhook=[receiver.url], warn_before="1h")
+    due = rfc3339(datetime.now(UTC) + timedelta(minutes=30))
+    await kube.create(
+        CONFIGMAPS, namespace, configmap("rehearsal", **{DELETE_AT: due, DRY_RUN: "true"})
+    )
+    await wait_documents(receiver, 1, within=10)
+    [document] = receiver.received
+    assert (document["reason"], document["action"], document["due"]) == (
+        "UpcomingDeletion",
+        "delete",
+        due,
+    )
+    assert document["dry_run"] is True
+    assert document["cluster"] == ""
+    assert document["text"].startswith(f"UpcomingDeletion (dry-run): ConfigMap {namespace}/")
