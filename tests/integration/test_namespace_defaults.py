@@ -5,7 +5,8 @@ Event says so and the object survives) unless the object says ``dry-run: "false"
 ``max-delete-ttl`` refuses a longer ``delete-after``; changing its annotation re-evaluates the
 objects already there; an invalid ``maintenance-window`` on it blocks deletions there and gets
 a Warning on the Namespace; and with an exact ``--watch-namespace``, an identity with only
-namespaced rights plus get/list/watch on that one Namespace object is enough.
+namespaced rights plus get/list/watch on that one Namespace object is enough. ``status``
+and ``explain`` name the values that came from the Namespace.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import NAMESPACES
+from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.tools.explain import explain_object
+from lifecycle_controller.tools.status import collect_status
 from tests.integration.controller import StartController
 from tests.integration.events import events_of, list_events, wait_event
 from tests.integration.keys import DELETE_AFTER, DELETE_AT, DRY_RUN, P
@@ -143,3 +149,30 @@ async def test_namespaced_rights_plus_reading_that_namespace_suffice(
     await create(kube, CONFIGMAPS, namespace, configmap("kept", **{DELETE_AT: PAST}))
     await wait_event(kube, namespace, "kept", "DryRunDelete")
     assert not await gone(kube, CONFIGMAPS, namespace, "kept")
+
+
+async def test_status_and_explain_name_the_namespace_defaults(
+    namespace: str, kube: KubeClient
+) -> None:
+    await annotate_namespace(kube, namespace, **{DRY_RUN: "true"})
+    await create(kube, CONFIGMAPS, namespace, configmap("shown", **{DELETE_AT: PAST}))
+    report = await collect_status(
+        kube,
+        scope=ScopeConfig(watch_resources=("configmaps",)),
+        clock=RealClock(),
+        settings=DecisionSettings(),
+        namespace=namespace,
+    )
+    (row,) = report.rows
+    assert row.dry_run is True
+    assert row.inherited == [f"dry-run from namespace {namespace}"]
+    explained = await explain_object(
+        kube,
+        "configmap/shown",
+        namespace=namespace,
+        scope=ScopeConfig(),
+        settings=DecisionSettings(),
+        now_ns=RealClock().now_ns(),
+    )
+    assert explained.dry_run == f"yes (namespace {namespace})"
+    assert explained.inherited == [f"dry-run from namespace {namespace}"]
