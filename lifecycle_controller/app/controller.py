@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 
@@ -28,6 +29,7 @@ from lifecycle_controller.controller.execution import Executor, RestartPacing
 from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
+from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
 from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
 from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.reconciler import Reconciler
@@ -96,6 +98,15 @@ class _Pipeline:
     informers: InformerSet
     queue: WorkQueue[ObjectKey]
     reconciler: Reconciler
+    namespaces: NamespaceDefaultsStore | None = None
+
+    def synced(self) -> bool:
+        """The informers and the namespace-defaults store have listed once."""
+        return self.informers.synced() and (self.namespaces is None or self.namespaces.synced())
+
+    def disconnected(self) -> list[str]:
+        stores = [] if self.namespaces is None else self.namespaces.disconnected()
+        return sorted([*self.informers.disconnected(), *stores])
 
 
 class Controller:
@@ -153,12 +164,12 @@ class Controller:
             discovery_complete=lambda: (
                 self._pipeline is not None and self._pipeline.discovery.not_ready_reason is None
             ),
-            caches_synced=lambda: self._pipeline is not None and self._pipeline.informers.synced(),
+            caches_synced=lambda: self._pipeline is not None and self._pipeline.synced(),
             # Before the first full sync the reference's "waiting ..." reason stands; after it,
             # informers that cannot list or watch make the caches stale (an outage).
             sync_error=lambda: (
-                caches_stale(self._pipeline.informers.disconnected())
-                if self._pipeline is not None and self._pipeline.informers.synced()
+                caches_stale(self._pipeline.disconnected())
+                if self._pipeline is not None and self._pipeline.synced()
                 else None
             ),
         )
@@ -280,11 +291,19 @@ class Controller:
             ),
             rollouts=rollouts,
         )
+        namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
+            source=self.kube,
+            clock=self.clock,
+            names=settings.scope.informer_namespaces(),
+            on_change=self._namespace_changed(cache, queue),
+            report=recorder.record,
+        )
         reconciler = Reconciler.build(
             executor=executor,
             ledger=self.ledger,
             settings=actions.decision_settings(),
             metrics=self.metrics,
+            namespace_defaults=namespaces.get,
             observations=ObservationWriter(self.kube, cache, self.may_write, self.metrics)
             if actions.persist_observations
             else None,
@@ -298,11 +317,13 @@ class Controller:
             metrics=_InformerMetrics(self.metrics),
             on_resource_gone=lambda _resource: discovery.trigger(),
         )
-        self._pipeline = _Pipeline(discovery, informers, queue, reconciler)
+        self._pipeline = _Pipeline(discovery, informers, queue, reconciler, namespaces)
+        namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
         try:
             watched = await discovery.initial()  # logs an empty watch set itself
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
+            await namespaces.wait_synced()  # no action before the namespace defaults are known
             queue.start()
 
             async def on_change(
@@ -327,6 +348,7 @@ class Controller:
                 )
         finally:
             queue.shutdown()
+            await cancel_and_wait(namespace_task)
             await rollouts.aclose()
             await informers.aclose()
             await queue.aclose()
@@ -397,6 +419,29 @@ class Controller:
         started = await informers.ensure(sorted(added))
         if started:
             _log.info("watching", resources=[str(r) for r in started])
+
+    def _namespace_changed(
+        self, cache: MetadataCache, queue: WorkQueue[ObjectKey]
+    ) -> Callable[[str], None]:
+        """A Namespace's defaults changed: re-evaluate its annotated objects in scope."""
+        scope = self.settings.scope
+
+        def enqueue(namespace: str) -> None:
+            keys = [
+                key
+                for resource in sorted(cache.types())
+                if resource.namespaced
+                for key in cache.keys(resource, namespace=namespace)
+                if scope.allows(
+                    group=resource.group, kind=resource.kind, namespace=namespace, name=key.name
+                )
+            ]
+            if keys:
+                _log.info("namespace defaults changed", namespace=namespace, objects=len(keys))
+            for key in keys:
+                queue.add(key)
+
+        return enqueue
 
     def _make_handler(self, queue: WorkQueue[ObjectKey], reconciler: Reconciler) -> EventHandler:
         scope = self.settings.scope

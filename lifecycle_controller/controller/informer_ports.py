@@ -49,6 +49,7 @@ class MetadataSource(Protocol):
         limit: int = 500,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        field_selector: str | None = None,
     ) -> dict[str, Any]: ...
 
     def watch_metadata(
@@ -58,6 +59,7 @@ class MetadataSource(Protocol):
         namespace: str | None = None,
         resource_version: str,
         timeout_seconds: int,
+        field_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]: ...
 
 

@@ -5,8 +5,8 @@
 :class:`~lifecycle_controller.controller.execution.Executor`); it sequences them:
 
 1. **read** the object from the metadata cache (gone: forget it, done);
-2. **decide** at ``now``, apply the decision's ``never``-ledger operations, log it, and
-   **record** its Events and the next-action metric;
+2. **decide** at ``now`` (with the namespace's defaults), apply the decision's
+   ``never``-ledger operations, log it, and **record** its Events and the next-action metric;
 3. **act**: a decision without a write is settled (metrics, requeue); a write goes to the
    executor. A 409 Conflict is retried quietly (docs/behaviour.md#quiet-conflict-retries):
    re-read that one object from the API and decide again, a few times, before the failure
@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +41,9 @@ from lifecycle_controller.core import (
     ObjectRef,
     Patch,
     Wait,
-    decide,
     should_enqueue_on_update,
 )
+from lifecycle_controller.core.namespace_defaults import NamespaceDefaults, decide_in_namespace
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import Conflict, KubeClient, NotFound
 from lifecycle_controller.machinery.clock import Clock
@@ -66,6 +67,8 @@ class Reconciler:
     conflict_retries: int = 3
     #: Passes one reconcile may run back to back after writes that changed what decides.
     max_passes: int = 8
+    #: The defaults of a namespace (docs/annotations.md#namespace-defaults); None: none.
+    namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None
     #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
     observations: ObservationWriter | None = None
 
@@ -77,6 +80,7 @@ class Reconciler:
         ledger: Ledger,
         settings: DecisionSettings,
         metrics: ActionMetrics | None = None,
+        namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None,
         observations: ObservationWriter | None = None,
     ) -> Reconciler:
         """A reconciler that reads the executor's cache and shares its client and clock."""
@@ -88,6 +92,7 @@ class Reconciler:
             settings=settings,
             clock=executor.clock,
             metrics=metrics or NoActionMetrics(),
+            namespace_defaults=namespace_defaults,
             observations=observations,
         )
 
@@ -153,12 +158,14 @@ class Reconciler:
         )
         if self.observations is not None:
             self.observations.check(obj)
-        decision = decide(
+        lookup = self.namespace_defaults
+        decision = decide_in_namespace(
             annotations=obj.annotations,
             facts=facts,
             now_ns=self.clock.now_ns(),
             settings=self.settings,
             ledger=self.ledger,
+            defaults=None if lookup is None else lookup(key.namespace),
         )
         self._apply_ledger(key, decision.ledger_ops)
         _log_decision(decision)

@@ -147,6 +147,7 @@ class Informer:
         on_resource_gone: ResourceGoneHandler | None = None,
         on_change_seen: ChangeSeen | None = None,
         rng: random.Random | None = None,
+        field_selector: str | None = None,
     ) -> None:
         if namespace is not None and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it has no namespace scope")
@@ -161,6 +162,8 @@ class Informer:
         self._on_gone = on_resource_gone
         self._on_change_seen = on_change_seen
         self._rng = random.Random() if rng is None else rng
+        # Sent only when set (``metadata.name=<name>``: one object, with RBAC by resourceNames).
+        self._selector = {"field_selector": field_selector} if field_selector else {}
         s = self._settings
         self._backoff = Backoff(
             clock,
@@ -329,6 +332,7 @@ class Informer:
                 limit=self._settings.page_size,
                 continue_token=continue_token,
                 resource_version=resource_version,
+                **self._selector,
             )
             for item in page.get("items") or ():
                 metadata = item.get("metadata") if isinstance(item, Mapping) else None
@@ -365,6 +369,7 @@ class Informer:
             namespace=self.namespace,
             resource_version=self._resource_version,
             timeout_seconds=timeout,
+            **self._selector,
         )
         try:
             async for event in stream:

@@ -56,6 +56,7 @@ __all__ = [
     "action_throttled",
     "actions_halted",
     "invalid_maintenance_window",
+    "invalid_namespace_default",
     "invalid_warn_before",
     "misconfiguration_label",
     "restart_deferred",
@@ -477,3 +478,19 @@ MISCONFIGURATION_LABELS: Final = {
 def misconfiguration_label(event_reason: str) -> str:
     """The metric label for a problem Event's reason (``invalid_annotation`` if unknown)."""
     return MISCONFIGURATION_LABELS.get(event_reason, "invalid_annotation")
+
+
+# --- namespace defaults (docs/annotations.md#namespace-defaults) ----------------------------
+
+
+def invalid_namespace_default(*, uid: str, key: str, value: str, error: str, blocks: str) -> Event:
+    """An invalid default on a Namespace, recorded on the Namespace once per value.
+
+    ``blocks`` says what it holds back in the namespace's objects (those without their own
+    value for the key).
+    """
+    return _warning(
+        INVALID_ANNOTATION,
+        f"Invalid namespace default {key}={go_quote(value)}: {error}; {blocks}",
+        _dedupe_key(uid, key, value),
+    )

@@ -20,6 +20,8 @@ __all__ = [
     "MAINTENANCE_WINDOW",
     "MANAGED_BY",
     "MANAGED_BY_VALUE",
+    "MAX_DELETE_TTL",
+    "NAMESPACE_DEFAULT_KEYS",
     "OBSERVED",
     "PREFIX",
     "RECURRING_KEYS",
@@ -53,6 +55,10 @@ CATCH_UP: Final = PREFIX + "catch-up"
 DRY_RUN: Final = PREFIX + "dry-run"
 MAINTENANCE_WINDOW: Final = PREFIX + "maintenance-window"
 WARN_BEFORE: Final = PREFIX + "warn-before"
+# On a Namespace only: a per-namespace cap on deletions (docs/annotations.md#namespace-defaults).
+MAX_DELETE_TTL: Final = PREFIX + "max-delete-ttl"
+# The keys a Namespace carries as defaults for the objects in it, plus the cap.
+NAMESPACE_DEFAULT_KEYS: Final = (CATCH_UP, DRY_RUN, WARN_BEFORE, MAINTENANCE_WINDOW, MAX_DELETE_TTL)
 
 # Written by the controller (docs/annotations.md#annotations-the-controller-writes).
 LAST_RESTART_TIMESTAMP: Final = PREFIX + "last-restart-timestamp"

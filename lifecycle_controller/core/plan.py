@@ -18,7 +18,6 @@ from typing import Any
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.catchup import Ledger
 from lifecycle_controller.core.cron import CronError, ZoneError, load_zone, parse_cron
-from lifecycle_controller.core.decide import decide
 from lifecycle_controller.core.decision import (
     Action,
     Decision,
@@ -34,6 +33,12 @@ from lifecycle_controller.core.decision import (
 )
 from lifecycle_controller.core.durations import DurationError, parse_restart_every
 from lifecycle_controller.core.events import EventType
+from lifecycle_controller.core.namespace_defaults import (
+    NamespaceDefaults,
+    NamespaceSource,
+    decide_in_namespace,
+    resolve_inputs,
+)
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
@@ -55,7 +60,8 @@ class Explanation:
     ``action``: ``delete``, ``restart`` or None. ``due_ns``: when it happens (None: nothing
     scheduled). ``summary``: one line for humans. ``steps``: bookkeeping writes that come
     first. ``problems``: Warning Event messages (``reason: message``). ``upcoming``: the
-    next occurrences of a recurring schedule (or the one-time due instant).
+    next occurrences of a recurring schedule (or the one-time due instant). ``inherited``:
+    the values that came from the object's Namespace (``dry-run from namespace previews``).
     """
 
     action: str | None
@@ -65,6 +71,7 @@ class Explanation:
     problems: tuple[str, ...] = ()
     upcoming: tuple[int, ...] = field(default=())
     dry_run: bool = False
+    inherited: tuple[str, ...] = ()
 
 
 def _apply_patch(annotations: dict[str, str], body: Mapping[str, Any]) -> None:
@@ -131,6 +138,8 @@ def _summary(decision: Decision) -> str:
         if messages:
             return "; ".join(messages)
     if isinstance(decision, Invalid):
+        if not decision.events and decision.log:  # held back by its namespace's defaults
+            return "blocked: " + decision.log
         return "blocked: " + decision.reason
     return decision.log or type(decision).__name__.lower()
 
@@ -142,21 +151,33 @@ def explain(
     now_ns: int,
     settings: DecisionSettings,
     occurrences: int = 3,
+    namespace_defaults: NamespaceDefaults | None = None,
 ) -> Explanation:
-    """Explain what the controller would do with the object from ``now_ns`` on."""
+    """Explain what the controller would do with the object from ``now_ns`` on.
+
+    ``namespace_defaults``: those of the object's Namespace
+    (docs/annotations.md#namespace-defaults), if known.
+    """
     current = dict(annotations)
     ledger = Ledger()
     steps: list[str] = []
     problems: list[str] = []
     decision: Decision = Idle()
     for _ in range(_MAX_STEPS):
-        decision = decide(
-            annotations=current, facts=facts, now_ns=now_ns, settings=settings, ledger=ledger
+        decision = decide_in_namespace(
+            annotations=current,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            ledger=ledger,
+            defaults=namespace_defaults,
         )
         ledger.apply(facts.key, decision.ledger_ops)
         for event in decision.events:
             if event.type is EventType.WARNING:
                 problems.append(f"{event.reason}: {event.message}")
+        if isinstance(decision, Invalid) and not decision.events and decision.log:
+            problems.append(f"{decision.reason}: {decision.log}")  # held back by its namespace
         if not (isinstance(decision, Patch) and decision.operation in _BOOKKEEPING):
             break
         steps.append(decision.log or decision.operation.value)
@@ -173,4 +194,21 @@ def explain(
         problems=tuple(dict.fromkeys(problems)),
         upcoming=_upcoming(current, settings, decision, now_ns=now_ns, count=occurrences),
         dry_run=isinstance(decision, DryRun),
+        inherited=_inherited(annotations, namespace_defaults, settings),
+    )
+
+
+def _inherited(
+    annotations: Mapping[str, str],
+    defaults: NamespaceDefaults | None,
+    settings: DecisionSettings,
+) -> tuple[str, ...]:
+    """``<key> from namespace <name>`` for each value the object takes from its Namespace."""
+    if defaults is None:
+        return ()
+    sources = resolve_inputs(annotations, defaults, settings).sources
+    return tuple(
+        f"{key.removeprefix(keys.PREFIX)} from namespace {defaults.namespace}"
+        for key in keys.NAMESPACE_DEFAULT_KEYS
+        if sources.get(key) is NamespaceSource.NAMESPACE and key in defaults.values
     )

@@ -316,6 +316,7 @@ class KubeClient:
         limit: int = 500,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        field_selector: str | None = None,
     ) -> dict[str, Any]:
         """One page of a metadata-only list (``PartialObjectMetadataList``).
 
@@ -325,6 +326,8 @@ class KubeClient:
         raw and decoded, all at once (docs/architecture.md#informer-loop).
         """
         query = [("limit", str(limit))]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         if continue_token:
             query.append(("continue", continue_token))
         elif resource_version is not None and not (resource_version == "0" and limit > 0):
@@ -343,6 +346,7 @@ class KubeClient:
         namespace: str | None = None,
         resource_version: str,
         timeout_seconds: int,
+        field_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A metadata-only watch with bookmarks, from ``resource_version``."""
         query = [
@@ -351,6 +355,8 @@ class KubeClient:
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         return self.stream(resource.collection_path(namespace), query=query, accept=ACCEPT_METADATA)
 
     async def get_metadata(

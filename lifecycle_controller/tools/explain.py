@@ -18,6 +18,7 @@ from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
 from lifecycle_controller.core.gotext import format_go_duration, go_parse_bool
+from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import Explanation, explain
 from lifecycle_controller.core.relevance import has_action
 from lifecycle_controller.core.resources import ResourceType
@@ -30,6 +31,7 @@ from lifecycle_controller.core.timestamps import (
 )
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.tools.status import namespace_defaults
 
 __all__ = [
     "ExplainError",
@@ -70,6 +72,8 @@ class ObjectReport:
     scope: str
     events: list[dict[str, str]] = field(default_factory=list)
     why_nothing_happened: str | None = None
+    #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
+    inherited: list[str] = field(default_factory=list)
 
 
 def resolve_resource(resources: Sequence[DiscoveredResource], name: str) -> ResourceType:
@@ -125,11 +129,17 @@ def _scope(
 
 
 def _catch_up(
-    annotations: Mapping[str, str], action: str | None, settings: DecisionSettings
+    annotations: Mapping[str, str],
+    action: str | None,
+    settings: DecisionSettings,
+    defaults: NamespaceDefaults | None = None,
 ) -> str:
     value = annotations.get(keys.CATCH_UP)
     if value is not None:
         source = "annotation"
+    elif defaults is not None and keys.CATCH_UP in defaults.values:
+        value = defaults.values[keys.CATCH_UP]
+        source = f"default of namespace {defaults.namespace}"
     else:
         policy = settings.restart_catch_up if action == "restart" else settings.delete_catch_up
         value = policy.mode.value if policy.window_ns == 0 else format_go_duration(policy.window_ns)
@@ -141,10 +151,20 @@ def _catch_up(
     return f"{value} ({source}); if the controller is down at the due time, {meaning}"
 
 
-def _dry_run(annotations: Mapping[str, str], settings: DecisionSettings) -> str:
+def _dry_run(
+    annotations: Mapping[str, str],
+    settings: DecisionSettings,
+    defaults: NamespaceDefaults | None = None,
+) -> str:
     if settings.dry_run:
         return "yes (--dry-run)"
     value = annotations.get(keys.DRY_RUN)
+    if value is None and defaults is not None and keys.DRY_RUN in defaults.values:
+        source = f"namespace {defaults.namespace}"
+        if defaults.dry_run is None:
+            value = defaults.values[keys.DRY_RUN]
+            return f"invalid value {value!r} ({source}): nothing is done until it is fixed"
+        return f"yes ({source})" if defaults.dry_run else f"no ({source} says false)"
     if value is None:
         return "no"
     parsed = go_parse_bool(value)
@@ -244,6 +264,7 @@ async def explain_object(
         metadata = response.get("metadata") or {}
         obj = CachedObject.from_metadata(metadata)
         events = await _events(kube, where or "default", name, obj.uid)
+        defaults = await _namespace_defaults(kube, where)
     except KubeError as error:
         raise ExplainError(str(error)) from error
     annotations = dict(obj.annotations)
@@ -253,6 +274,7 @@ async def explain_object(
         now_ns=now_ns,
         settings=settings,
         occurrences=occurrences,
+        namespace_defaults=defaults,
     )
     watched, scope_text = _scope(resource, verbs, obj, scope, settings)
     due = explanation.due_ns
@@ -275,13 +297,24 @@ async def explain_object(
         upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
         steps=list(explanation.steps),
         problems=list(explanation.problems),
-        catch_up=_catch_up(annotations, explanation.action, settings),
-        dry_run=_dry_run(annotations, settings),
+        catch_up=_catch_up(annotations, explanation.action, settings, defaults),
+        dry_run=_dry_run(annotations, settings, defaults),
         watched=watched,
         scope=scope_text,
         events=events,
         why_nothing_happened=_why_nothing(annotations, explanation, watched, scope_text, obj),
+        inherited=list(explanation.inherited),
     )
+
+
+async def _namespace_defaults(kube: KubeClient, namespace: str | None) -> NamespaceDefaults | None:
+    """The defaults of the object's Namespace; None when it has none or cannot be read."""
+    if namespace is None:
+        return None
+    try:
+        return (await namespace_defaults(kube, namespace)).get(namespace)
+    except KubeError:
+        return None  # not readable by this user: explain the object without them
 
 
 def _field(label: str, value: str) -> str:
@@ -315,6 +348,8 @@ def render_report(report: ObjectReport) -> str:
         lines.append(_field("  then", instant))
     lines.append(_field("Catch-up", report.catch_up))
     lines.append(_field("Dry-run", report.dry_run))
+    for inherited in report.inherited:
+        lines.append(_field("Inherited", inherited))
     for problem in report.problems:
         lines.append(_field("Problem", problem))
     if report.why_nothing_happened:

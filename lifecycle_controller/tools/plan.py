@@ -20,6 +20,7 @@ import yaml
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.copies import controller_owner
+from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.tools.report import Row, row_for
@@ -139,6 +140,15 @@ def plan_rows(
     settings = DecisionSettings(dry_run=dry_run, max_delete_ttl_ns=max_delete_ttl_ns)
     if local_zone is not None:
         settings = dataclasses.replace(settings, local_zone=local_zone)
+    objects = list(objects)
+    # docs/annotations.md#namespace-defaults: the Namespace manifests in the input.
+    defaults = {
+        str((obj.get("metadata") or {}).get("name", "")): parse_namespace_defaults(
+            str((obj.get("metadata") or {}).get("name", "")), lifecycle_annotations(obj)
+        )
+        for obj in objects
+        if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1"
+    }
     rows = []
     for obj in objects:
         annotations = lifecycle_annotations(obj)
@@ -151,6 +161,7 @@ def plan_rows(
             now_ns=now_ns,
             settings=settings,
             occurrences=occurrences,
+            namespace_defaults=defaults.get(facts.namespace) if facts.namespace else None,
         )
         rows.append(
             row_for(

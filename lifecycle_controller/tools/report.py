@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import yaml
@@ -30,6 +30,8 @@ class Row:
     problems: list[str]
     upcoming: list[str]
     dry_run: bool
+    #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
+    inherited: list[str] = field(default_factory=list)
 
 
 def row_for(
@@ -47,6 +49,7 @@ def row_for(
         problems=list(explanation.problems),
         upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
         dry_run=explanation.dry_run,
+        inherited=list(explanation.inherited),
     )
 
 
@@ -59,6 +62,8 @@ def _table(rows: Sequence[Row]) -> str:
             detail = "; ".join(row.problems)
         if row.dry_run:
             detail = f"[dry-run] {detail}"
+        if row.inherited:
+            detail = f"{detail} ({', '.join(row.inherited)})"
         lines.append(
             (row.kind, row.namespace or "-", row.name, row.action or "-", row.next or "-", detail)
         )

@@ -13,10 +13,15 @@ from dataclasses import dataclass, field
 from lifecycle_controller.controller.cache import CachedObject, object_facts
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.copies import is_annotation_copy
+from lifecycle_controller.core.namespace_defaults import (
+    NamespaceDefaults,
+    parse_namespace_defaults,
+)
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.tools.report import Row, row_for
 
@@ -43,6 +48,25 @@ async def _annotated(
             return found
 
 
+async def namespace_defaults(
+    kube: KubeClient, namespace: str | None
+) -> dict[str, NamespaceDefaults]:
+    """The Namespaces' defaults (docs/annotations.md#namespace-defaults): just ``namespace``'s
+    when one is given (a ``metadata.name`` field selector), else every Namespace's."""
+    found: dict[str, NamespaceDefaults] = {}
+    token: str | None = None
+    selector = None if namespace is None else f"metadata.name={namespace}"
+    while True:
+        page = await kube.list_metadata(NAMESPACES, continue_token=token, field_selector=selector)
+        for item in page.get("items") or []:
+            obj = CachedObject.from_metadata(item.get("metadata") or {})
+            if obj.annotated:
+                found[obj.name] = parse_namespace_defaults(obj.name, obj.annotations)
+        token = (page.get("metadata") or {}).get("continue") or None
+        if not token:
+            return found
+
+
 async def collect_status(
     kube: KubeClient,
     *,
@@ -56,6 +80,11 @@ async def collect_status(
     plan = plan_resources(snapshot.resources, scope)
     report = StatusReport()
     now_ns = clock.now_ns()
+    try:
+        defaults = await namespace_defaults(kube, namespace)
+    except KubeError as error:
+        report.unreadable.append(f"namespaces (namespace defaults are not shown): {error}")
+        defaults = {}
     for resource in plan.watched:
         if namespace is not None and not resource.namespaced:
             continue
@@ -81,6 +110,7 @@ async def collect_status(
                 facts=object_facts(resource, obj),
                 now_ns=now_ns,
                 settings=settings,
+                namespace_defaults=defaults.get(obj.namespace) if obj.namespace else None,
             )
             if explanation.action is None and not explanation.problems:
                 continue  # only bookkeeping (managed-by, a restart marker): nothing to show

@@ -830,3 +830,33 @@ def test_operator_guide_documents_every_value(helm: Helm) -> None:
         if not documented:
             missing.append(path)
     assert not missing, f"values missing from docs/operator-guide.md: {missing}"
+
+
+# --- namespace defaults (docs/annotations.md#namespace-defaults) ------------------------------
+
+
+def test_namespace_defaults_read_every_namespace_with_cluster_rbac(helm: Helm) -> None:
+    docs = by_template(helm)["namespace-defaults-rbac.yaml"]
+    role = one(docs, "ClusterRole", f"{FULLNAME}-namespace-defaults-role")
+    assert rules(role) == [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}
+    ]
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == f"{FULLNAME}-namespace-defaults-role"
+    assert binding["subjects"][0]["namespace"] == RELEASE_NAMESPACE
+
+
+def test_namespace_defaults_read_only_the_watched_namespaces_with_namespaced_rbac(
+    helm: Helm,
+) -> None:
+    values = scope(watchNamespaces=["team-a", "team-b"], ignoreNamespaces=["team-b"])
+    role = one(by_template(helm, values)["namespace-defaults-rbac.yaml"], "ClusterRole")
+    assert rules(role) == [
+        {
+            "apiGroups": [""],
+            "resources": ["namespaces"],
+            "resourceNames": ["team-a"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    assert "namespace-defaults-rbac.yaml" not in by_template(helm, {"rbac": {"create": False}})

@@ -16,6 +16,7 @@ import pytest
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import LEASES, KubeClient, NotFound
+from lifecycle_controller.kube.resources import NAMESPACES
 from tests.chart.support import Helm, apply_chart_rbac, args_of, can_i, parse_run_args
 from tests.integration.controller import StartController
 from tests.integration.events import events_of
@@ -125,3 +126,14 @@ async def test_namespaced_values_least_privilege(
     assert not can_i(kubeconfig, "delete", "configmaps", namespace=namespace)
     assert not can_i(kubeconfig, "get", "secrets", namespace=watched)
     assert can_i(kubeconfig, "delete", "configmaps", namespace=watched)
+
+    # Namespace defaults: only the watched Namespace object is readable, by name.
+    assert not can_i(kubeconfig, "list", "namespaces")
+    async with await KubeClient.connect(str(kubeconfig)) as own:
+        selector = f"metadata.name={watched}"
+        listed = await own.list_metadata(NAMESPACES, field_selector=selector)
+        assert [item["metadata"]["name"] for item in listed["items"]] == [watched]
+    store = running.controller.pipeline.namespaces if running.controller.pipeline else None
+    assert store is not None
+    assert store.synced()
+    assert store.disconnected() == []

@@ -158,3 +158,61 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert lint("-f", "-", "--max-delete-ttl", "2x") == 2
     assert lint("-f", "-", "--now", "yesterday") == 2
     assert lint() == 2  # -f is required
+
+
+NAMESPACED = """
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: previews
+  annotations:
+    lifecycle.cezary.dev/dry-run: "true"
+    lifecycle.cezary.dev/max-delete-ttl: "1h"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: short
+  namespace: previews
+  annotations:
+    lifecycle.cezary.dev/delete-after: 30m
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: long
+  namespace: previews
+  annotations:
+    lifecycle.cezary.dev/delete-after: 2h
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: elsewhere
+  namespace: team-a
+  annotations:
+    lifecycle.cezary.dev/delete-after: 2h
+"""
+
+
+def test_a_namespace_manifest_in_the_input_supplies_its_defaults() -> None:
+    result = CliRunner().invoke(
+        cli, ["plan", "-f", "-", "--now", "2026-11-30T12:00:00Z", "-o", "json"], input=NAMESPACED
+    )
+    assert result.exit_code == 1  # "long" has a problem: plan is also a linter
+    rows = json.loads(result.stdout)
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["short"]["dry_run"] is True
+    assert by_name["short"]["inherited"] == [
+        "dry-run from namespace previews",
+        "max-delete-ttl from namespace previews",
+    ]
+    assert by_name["long"]["problems"][0].startswith("DeleteTTLExceeded: ")
+    assert by_name["elsewhere"]["dry_run"] is False
+    assert by_name["elsewhere"]["inherited"] == []
+    table = (
+        CliRunner()
+        .invoke(cli, ["plan", "-f", "-", "--now", "2026-11-30T12:00:00Z"], input=NAMESPACED)
+        .stdout
+    )
+    assert "(dry-run from namespace previews, max-delete-ttl from namespace previews)" in table

@@ -7,7 +7,7 @@ import pytest
 from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.scope import DiscoveredResource, ScopeConfig
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import CONFIGMAPS
+from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
 from lifecycle_controller.testing.fakeclock import FakeClock
 from lifecycle_controller.tools.explain import (
     ExplainError,
@@ -111,3 +111,27 @@ async def test_missing_object_and_bad_target(kube: KubeClient, clock: FakeClock)
             settings=settings,
             now_ns=clock.now_ns(),
         )
+
+
+async def test_explain_names_the_namespace_defaults(kube: KubeClient, clock: FakeClock) -> None:
+    await kube.create(
+        NAMESPACES, None, annotated("previews", {keys.DRY_RUN: "true", keys.CATCH_UP: "never"})
+    )
+    await kube.create(
+        CONFIGMAPS, "previews", annotated("tmp", {keys.DELETE_AT: "2026-01-01T02:00:00Z"})
+    )
+    report = await explain_object(
+        kube,
+        "configmap/tmp",
+        namespace="previews",
+        scope=ScopeConfig(),
+        settings=DecisionSettings(),
+        now_ns=clock.now_ns(),
+    )
+    assert report.dry_run == "yes (namespace previews)"
+    assert report.catch_up.startswith("never (default of namespace previews)")
+    assert report.inherited == [
+        "catch-up from namespace previews",
+        "dry-run from namespace previews",
+    ]
+    assert "Inherited:    dry-run from namespace previews" in render_report(report)

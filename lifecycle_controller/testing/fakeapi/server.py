@@ -43,6 +43,12 @@ def _metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _selected_name(selector: str | None) -> str | None:
+    """The name of a ``metadata.name=<name>`` field selector (other selectors are ignored)."""
+    field, _, value = (selector or "").partition("=")
+    return value if field == "metadata.name" else None
+
+
 def _status_response(error: ApiStatus, headers: dict[str, str] | None = None) -> web.Response:
     return web.json_response(error.status(), status=error.code, headers=headers)
 
@@ -335,6 +341,9 @@ class FakeApiServer:
             continue_token=recorded.param("continue"),
             resource_version=recorded.param("resourceVersion"),
         )
+        name = _selected_name(recorded.param("fieldSelector"))
+        if name is not None:
+            items = [item for item in items if item.get("metadata", {}).get("name") == name]
         list_meta: dict[str, Any] = {"resourceVersion": version}
         if token:
             list_meta["continue"] = token
@@ -420,6 +429,9 @@ class FakeApiServer:
                 if item is None:
                     break
                 if isinstance(item, WatchEvent):
+                    selected = _selected_name(recorded.param("fieldSelector"))
+                    if selected is not None and item.object["metadata"].get("name") != selected:
+                        continue
                     obj = _metadata_only(item.object) if metadata_only else item.object
                     line: dict[str, Any] = {"type": item.type, "object": obj}
                 else:

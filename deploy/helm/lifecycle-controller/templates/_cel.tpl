@@ -8,7 +8,7 @@ backslashes, so they need no escaping inside CEL string literals.
 
 {{/* The keys the controller reads or writes at the top level of metadata.annotations. */}}
 {{- define "lifecycle-controller.cel.knownKeys" -}}
-{{- $keys := list "delete-after" "delete-at" "restart-after" "restart-at" "restart-every" "restart-cron" "cron-timezone" "reference-point" "catch-up" "dry-run" "maintenance-window" "warn-before" "last-restart-timestamp" "managed-by" "restartedAt" "observed" }}
+{{- $keys := list "delete-after" "delete-at" "restart-after" "restart-at" "restart-every" "restart-cron" "cron-timezone" "reference-point" "catch-up" "dry-run" "maintenance-window" "warn-before" "max-delete-ttl" "last-restart-timestamp" "managed-by" "restartedAt" "observed" }}
 {{- $full := list }}
 {{- range $keys }}{{ $full = append $full (printf "lifecycle.cezary.dev/%s" .) }}{{ end }}
 {{- toJson $full }}

@@ -1,0 +1,207 @@
+"""The namespace-defaults store: what each Namespace sets for the objects in it.
+
+Namespace defaults (docs/annotations.md#namespace-defaults) need a Namespace's annotations
+whether or not Namespaces are in the watch list, so this store runs informers of its own on
+Namespaces: the same metadata-only reflector loop as every other informer
+(:class:`~lifecycle_controller.controller.reflector.Informer`), each into a cache of its own
+(which keeps only lifecycle annotations, and only annotated Namespaces). Cluster-wide, one
+informer reads every Namespace; with exact ``--watch-namespace`` names, one informer per name
+lists and watches with ``fieldSelector=metadata.name=<name>``, so RBAC on just those
+Namespace objects suffices.
+
+A change of a Namespace's defaults (:func:`~lifecycle_controller.core.namespace_defaults.
+namespace_defaults_changed`) calls ``on_change(name)``, which the composition root turns
+into re-evaluating that namespace's objects, and reports its invalid values once, as
+Warning Events on the Namespace (``report``) and a log line.
+
+Reading Namespaces is not granted by older installations: when it is forbidden (or the API
+does not serve Namespaces), the store logs an error, counts as synced with no defaults for
+that scope (the controller behaves as it did without this feature) and tries again later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+
+import structlog
+
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.informer_ports import (
+    EventKind,
+    InformerSettings,
+    MetadataSource,
+)
+from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.core.events import Event
+from lifecycle_controller.core.namespace_defaults import (
+    NamespaceDefaults,
+    namespace_default_annotations,
+    namespace_defaults_changed,
+    parse_namespace_defaults,
+)
+from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.kube import Forbidden
+from lifecycle_controller.kube.resources import NAMESPACES
+from lifecycle_controller.machinery.backoff import Backoff
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["NamespaceDefaultsStore"]
+
+_log = structlog.get_logger(__name__)
+
+Report = Callable[[ObjectRef, Event], Awaitable[object]]
+
+
+class NamespaceDefaultsStore:
+    """Parsed defaults per Namespace, kept current by metadata-only Namespace informers."""
+
+    def __init__(
+        self,
+        *,
+        source: MetadataSource,
+        clock: Clock,
+        names: Sequence[str] | None = None,
+        on_change: Callable[[str], None] | None = None,
+        report: Report | None = None,
+        settings: InformerSettings | None = None,
+        retry_after: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._source = source
+        self._clock = clock
+        #: None: one cluster-wide informer; else one per exact name.
+        self._scopes: list[str | None] = [None] if names is None else [*sorted(set(names))]
+        self._on_change = on_change
+        self._report = report
+        self._settings = replace(settings or InformerSettings(), stop_when_forbidden=True)
+        self._retry_after = retry_after
+        self._rng = random.Random() if rng is None else rng
+        self._caches = {scope: MetadataCache() for scope in self._scopes}
+        self._informers: dict[str | None, Informer] = {}
+        self._unavailable: set[str | None] = set()
+        self._defaults: dict[str, NamespaceDefaults] = {}
+        self._reports: asyncio.Queue[tuple[ObjectRef, Event]] = asyncio.Queue()
+        self._ready = asyncio.Event()
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, namespace: str | None) -> NamespaceDefaults | None:
+        """The defaults of ``namespace`` (None: none known, or a cluster-scoped object)."""
+        return None if namespace is None else self._defaults.get(namespace)
+
+    def synced(self) -> bool:
+        """Every scope has listed once, or cannot be read (forbidden, not served)."""
+        return all(
+            scope in self._unavailable or cache.is_synced(NAMESPACES, None)
+            for scope, cache in self._caches.items()
+        )
+
+    def disconnected(self) -> list[str]:
+        """Namespace informers that cannot reach the API server right now (readiness)."""
+        return sorted(
+            "namespaces" if scope is None else f"namespaces/{scope}"
+            for scope, informer in self._informers.items()
+            if informer.disconnected and scope not in self._unavailable
+        )
+
+    async def wait_synced(self) -> None:
+        """Return once :meth:`synced` (workers wait for it before acting)."""
+        await self._ready.wait()
+
+    def _seen(self, scope: str | None) -> None:
+        self._unavailable.discard(scope)
+        self._check_synced()
+
+    def _check_synced(self) -> None:
+        if self.synced():
+            self._ready.set()
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Run the informers and the reporter until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for scope in self._scopes:
+                group.create_task(self._run_scope(scope), name=f"namespace informer {scope}")
+            group.create_task(self._run_reporter(), name="namespace defaults reporter")
+
+    async def _run_scope(self, scope: str | None) -> None:
+        informer = Informer(
+            resource=NAMESPACES,
+            namespace=None,
+            source=self._source,
+            cache=self._caches[scope],
+            on_event=self._on_event,
+            clock=self._clock,
+            settings=self._settings,
+            on_change_seen=lambda: self._seen(scope),
+            rng=random.Random(self._rng.random()),
+            field_selector=None if scope is None else f"metadata.name={scope}",
+        )
+        self._informers[scope] = informer
+        retry = Backoff(self._clock, initial=self._retry_after, maximum=self._retry_after * 10)
+        while True:
+            try:
+                await informer.run()  # returns only when Namespaces are not served (404)
+                problem = "namespaces are not served"
+            except Forbidden as error:
+                problem = f"reading namespaces is forbidden: {error}"
+            if scope not in self._unavailable:
+                _log.error(
+                    "namespace defaults unavailable; grant get, list and watch on namespaces",
+                    scope=scope or "*",
+                    error=problem,
+                )
+            self._unavailable.add(scope)
+            self._check_synced()
+            await retry.wait()
+
+    async def _run_reporter(self) -> None:
+        while True:
+            ref, event = await self._reports.get()
+            if self._report is None:
+                continue
+            try:
+                await self._report(ref, event)
+            except Exception:
+                _log.exception("recording a namespace Warning failed", name=ref.key.name)
+
+    # ------------------------------------------------------------------ changes
+
+    def _on_event(
+        self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+    ) -> None:
+        name = key.name
+        before: Mapping[str, str] = old.annotations if old is not None else {}
+        after: Mapping[str, str] = new.annotations if new is not None and kind != "delete" else {}
+        if kind == "delete" or not namespace_default_annotations(after):
+            self._defaults.pop(name, None)
+        else:
+            assert new is not None
+            defaults = parse_namespace_defaults(name, after)
+            self._defaults[name] = defaults
+            previous = self._problem_values(before, name)
+            for problem in defaults.problems:
+                if (problem.key, problem.value) in previous:
+                    continue
+                _log.warning(
+                    "invalid namespace default",
+                    kind="Namespace",
+                    name=name,
+                    annotation=problem.key,
+                    value=problem.value,
+                    error=problem.error,
+                )
+                ref = ObjectRef(key, new.uid, new.resource_version)
+                self._reports.put_nowait((ref, problem.event(new.uid)))
+        if namespace_defaults_changed(before, after) and self._on_change is not None:
+            self._on_change(name)
+
+    @staticmethod
+    def _problem_values(annotations: Mapping[str, str], name: str) -> set[tuple[str, str]]:
+        """(key, value) of the problems the previous state already had (reported then)."""
+        defaults = parse_namespace_defaults(name, annotations)
+        return {(problem.key, problem.value) for problem in defaults.problems}
