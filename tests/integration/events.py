@@ -51,23 +51,34 @@ async def list_events(
 
 
 async def events_of(
-    kube: KubeClient, namespace: str, name: str, *, reporter: str | None = CONTROLLER
+    kube: KubeClient,
+    namespace: str,
+    name: str,
+    *,
+    reporter: str | None = CONTROLLER,
+    rollouts: bool = False,
 ) -> list[EventTuple]:
-    """(type, reason, note) of the controller's Events about ``name``, oldest first."""
+    """(type, reason, note) of the controller's Events about ``name``, oldest first.
+
+    ``RolloutCompleted`` is left out unless ``rollouts`` (see :data:`ROLLOUT_COMPLETED`).
+    """
     return [
         (event["type"], event["reason"], event.get("note", ""))
         for event in await list_events(kube, namespace, name, reporter=reporter)
+        if rollouts or event["reason"] != ROLLOUT_COMPLETED
     ]
 
 
 async def wait_event(
     kube: KubeClient, namespace: str, name: str, reason: str, *, within: float = 10
 ) -> list[EventTuple]:
-    """Poll the controller's Events about ``name`` until one has ``reason``; return them all."""
+    """Poll the controller's Events about ``name`` until one has ``reason``; return them all
+    (``RolloutCompleted`` only when that is the reason waited for)."""
     seen: list[EventTuple] = []
+    rollouts = reason == ROLLOUT_COMPLETED
 
     async def present() -> bool:
-        seen[:] = await events_of(kube, namespace, name)
+        seen[:] = await events_of(kube, namespace, name, rollouts=rollouts)
         return any(event[1] == reason for event in seen)
 
     await eventually(present, within=within, what=f"a {reason} Event about {name}")

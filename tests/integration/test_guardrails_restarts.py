@@ -111,7 +111,9 @@ async def test_max_concurrent_rollouts_restarts_in_pairs_each_completed(
 
     async def all_completed() -> bool:
         for name in names:
-            if "RolloutCompleted" not in [r for _, r, _ in await events_of(kube, namespace, name)]:
+            if "RolloutCompleted" not in [
+                r for _, r, _ in await events_of(kube, namespace, name, rollouts=True)
+            ]:
                 return False
         return True
 
@@ -126,7 +128,7 @@ async def test_max_concurrent_rollouts_restarts_in_pairs_each_completed(
     ]
     assert len(queued) >= 2
     for name in names:
-        reasons = [r for _, r, _ in await events_of(kube, namespace, name)]
+        reasons = [r for _, r, _ in await events_of(kube, namespace, name, rollouts=True)]
         assert reasons.count("RestartQueued") <= 1
         assert reasons.count("RolloutCompleted") == 1
     assert sample(running, "lifecycle_rollouts_total", kind="Deployment", result="completed") == 6

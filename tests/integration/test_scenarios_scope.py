@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller import app
 from lifecycle_controller.app import Controller
+from lifecycle_controller.app import controller as app_controller
 from lifecycle_controller.config import ConfigError, RawFlags, build_settings
 from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.devcluster import ControlPlane
@@ -438,7 +438,9 @@ async def test_as_64_broad_mode_stays_unready_until_discovery_completes(
 ) -> None:
     # The reference retries every 30 s (checked with a fake clock in test_discovery.py);
     # 1 s here keeps the scenario short. Nothing else is changed.
-    monkeypatch.setattr(app, "Discovery", functools.partial(Discovery, retry_interval=1.0))
+    monkeypatch.setattr(
+        app_controller, "Discovery", functools.partial(Discovery, retry_interval=1.0)
+    )
     await create_configmap(kube, namespace, "config", **{DELETE_AT: PAST})
     running = await start_controller(watch_namespace=[namespace], ready=False)
 

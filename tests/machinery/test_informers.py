@@ -92,6 +92,7 @@ class FakeSource:
         limit: int = 500,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        field_selector: str | None = None,
     ) -> dict[str, Any]:
         self.list_calls.append(
             {"ns": namespace, "limit": limit, "continue": continue_token, "rv": resource_version}
@@ -109,6 +110,7 @@ class FakeSource:
         namespace: str | None = None,
         resource_version: str,
         timeout_seconds: int,
+        field_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         self.watch_calls.append({"ns": namespace, "rv": resource_version, "t": timeout_seconds})
         return self._stream(self.watches.popleft() if self.watches else None)
