@@ -6,8 +6,9 @@ workload per poll: 500 restarts, about 3,500 GETs. The followers here wake on sh
 :class:`RolloutReads` gathers the reads of one loop iteration and answers those of one
 resource type in one namespace with one list when there are several, paging at most four
 times as many objects as were asked for. When the namespace holds more than that (the list
-would carry many workloads nobody follows), the rest are read one by one, and that
-namespace stays on single reads while rollouts are followed there.
+would carry many workloads nobody follows), the rest are read one by one, and the size the
+API server reported (``remainingItemCount``) decides later ticks: a list again once enough
+of that namespace's workloads are followed at once.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class RolloutReads:
         self.kube = kube
         self._pending: dict[ObjectKey, asyncio.Future[dict[str, Any]]] = {}
         self._flush: asyncio.Handle | None = None
-        self._single: set[_Group] = set()  # namespaces too large for a batch list
+        self._sizes: dict[_Group, int] = {}  # objects in a namespace, where a list was cut
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def read(self, key: ObjectKey) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class RolloutReads:
 
     def forget_namespace_sizes(self) -> None:
         """No rollout is followed any more: the next storm measures namespaces afresh."""
-        self._single.clear()
+        self._sizes.clear()
 
     def _start_flush(self) -> None:
         self._flush = None
@@ -68,7 +69,8 @@ class RolloutReads:
         self, group: _Group, reads: dict[ObjectKey, asyncio.Future[dict[str, Any]]]
     ) -> None:
         try:
-            if len(reads) >= LIST_FROM and group not in self._single:
+            size = self._sizes.get(group)
+            if len(reads) >= LIST_FROM and (size is None or LIST_FACTOR * len(reads) >= size):
                 reads = await self._answer_by_list(group, reads)
             await asyncio.gather(*(self._answer_one(key, future) for key, future in reads.items()))
         finally:
@@ -94,8 +96,13 @@ class RolloutReads:
             if found is not None and not found[1].done():
                 item.setdefault("kind", resource.kind)
                 found[1].set_result(item)
-        if (listed.get("metadata") or {}).get("continue"):
-            self._single.add(group)  # more objects than the bound: read one by one from now
+        meta = listed.get("metadata") or {}
+        if meta.get("continue"):
+            remaining = meta.get("remainingItemCount")
+            counted = len(listed.get("items") or ()) + (
+                remaining if isinstance(remaining, int) else 1_000_000
+            )
+            self._sizes[group] = counted  # more objects than the bound: lists only when worth it
             return dict(by_name.values())
         for _name, (key, future) in by_name.items():
             if not future.done():

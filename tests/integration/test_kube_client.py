@@ -112,3 +112,20 @@ def test_requests_cancelled_mid_flight_leak_no_socket(control_plane: ControlPlan
             gc.collect()
     leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert leaks == []
+
+
+async def test_a_bounded_list_of_whole_objects_says_how_many_are_left(
+    kube: KubeClient, namespace: str
+) -> None:
+    """What batched rollout reads rely on (controller/rollout_reads.py): a cut list carries a
+    continue token and ``remainingItemCount``; an uncut one has neither."""
+    for i in range(5):
+        await kube.create(CONFIGMAPS, namespace, configmap(f"c{i}"))
+    cut = await kube.list_objects(CONFIGMAPS, namespace=namespace, limit=2)
+    assert all("data" in item for item in cut["items"])  # whole objects, not metadata
+    assert cut["metadata"]["continue"]
+    assert cut["metadata"]["remainingItemCount"] == 3
+    whole = await kube.list_objects(CONFIGMAPS, namespace=namespace, limit=20)
+    assert len(whole["items"]) == 5
+    assert "continue" not in whole["metadata"]
+    assert "remainingItemCount" not in whole["metadata"]

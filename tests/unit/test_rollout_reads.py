@@ -79,7 +79,7 @@ async def test_a_workload_missing_from_a_whole_list_is_not_found(
     await reads.aclose()
 
 
-async def test_a_namespace_larger_than_the_bound_falls_back_to_gets_and_stays_there(
+async def test_a_namespace_larger_than_the_bound_falls_back_to_gets_until_lists_pay(
     api: FakeApiServer, kube: KubeClient
 ) -> None:
     names = await deployments(kube, "big", 2 * LIST_FACTOR * 2 + 5)
@@ -89,10 +89,14 @@ async def test_a_namespace_larger_than_the_bound_falls_back_to_gets_and_stays_th
     assert [o["metadata"]["name"] for o in got] == wanted
     assert reads_of(api) == (1, 2)  # one bounded page, then the two single reads
     await asyncio.gather(*(reads.read(key("big", n)) for n in wanted))
-    assert reads_of(api) == (1, 4)  # no more lists in that namespace
+    assert reads_of(api) == (1, 4)  # 2 of 21 followed: single reads
+    many = names[-6:]  # 6 of 21 followed: a list of 24 pays
+    got = await asyncio.gather(*(reads.read(key("big", n)) for n in many))
+    assert [o["metadata"]["name"] for o in got] == many
+    assert reads_of(api) == (2, 4)
     reads.forget_namespace_sizes()
     await asyncio.gather(*(reads.read(key("big", n)) for n in wanted))
-    assert reads_of(api) == (2, 6)
+    assert reads_of(api) == (3, 6)  # measured afresh: a bounded list, then the two GETs
     await reads.aclose()
 
 

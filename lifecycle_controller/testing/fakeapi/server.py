@@ -334,7 +334,7 @@ class FakeApiServer:
         if recorded.is_watch:
             return await self._watch(request, recorded, resource, namespace, metadata_only)
         limit = recorded.param("limit")
-        items, version, token = self.store.list_page(
+        items, version, token, remaining = self.store.list_page(
             resource,
             namespace,
             limit=int(limit) if limit else None,
@@ -347,6 +347,8 @@ class FakeApiServer:
         list_meta: dict[str, Any] = {"resourceVersion": version}
         if token:
             list_meta["continue"] = token
+            if name is None:  # as the API server: no count for a list with a selector
+                list_meta["remainingItemCount"] = remaining
         if metadata_only:
             document = {
                 "kind": "PartialObjectMetadataList",

@@ -182,8 +182,9 @@ class Store:
         limit: int | None = None,
         continue_token: str | None = None,
         resource_version: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str, str | None]:
-        """(items, list resourceVersion, continue token or None), paginated like etcd.
+    ) -> tuple[list[dict[str, Any]], str, str | None, int]:
+        """(items, list resourceVersion, continue token or None, items left), paginated like
+        etcd (the API server reports the items left as ``remainingItemCount``).
 
         Later pages are served from the snapshot of the first one, at its resourceVersion; a
         continue token older than the last compaction is 410 Gone (reason Expired).
@@ -210,7 +211,7 @@ class Store:
         if rest:
             token = f"fake-continue-{next(self._tokens)}"
             self._snapshots[token] = _Snapshot(snapshot.revision, rest)
-        return page, str(snapshot.revision), token
+        return page, str(snapshot.revision), token, len(rest)
 
     # ------------------------------------------------------------------ writing
 
