@@ -432,9 +432,7 @@ class Controller:
                 for resource in sorted(cache.types())
                 if resource.namespaced
                 for key in cache.keys(resource, namespace=namespace)
-                if scope.allows(
-                    group=resource.group, kind=resource.kind, namespace=namespace, name=key.name
-                )
+                if scope.allows_object(resource, namespace, key.name)
             ]
             if keys:
                 _log.info("namespace defaults changed", namespace=namespace, objects=len(keys))
@@ -456,12 +454,7 @@ class Controller:
             if new is None:
                 return
             resource = key.resource
-            if not scope.allows(
-                group=resource.group,
-                kind=resource.kind,
-                namespace=key.namespace or "",
-                name=key.name,
-            ):
+            if not scope.allows_object(resource, key.namespace, key.name):
                 return
             if ignore_copies and is_annotation_copy(resource, new.controller_owner):
                 return  # docs/annotations.md#annotation-copies

@@ -156,6 +156,12 @@ class ScopeConfig:
         # Other cluster-scoped objects: a namespace watch list means strict mode.
         return not self.watch_namespaces
 
+    def allows_object(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """:meth:`allows` for one object of a watched ``resource``."""
+        return self.allows(
+            group=resource.group, kind=resource.kind, namespace=namespace or "", name=name
+        )
+
     def informer_namespaces(self) -> tuple[str, ...] | None:
         """Where namespaced informers read (docs/behaviour.md#read-scoping); None: cluster-wide.
 

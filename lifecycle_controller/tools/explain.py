@@ -115,9 +115,7 @@ def _scope(
         return False, f"{resource.key} does not serve all of {needed}, so it is never watched"
     if not scope.is_resource_allowed(resource.key):
         return False, f"{resource.key} is not in the resource watch list (or is ignored)"
-    if not scope.allows(
-        group=resource.group, kind=resource.kind, namespace=obj.namespace or "", name=obj.name
-    ):
+    if not scope.allows_object(resource, obj.namespace, obj.name):
         where = obj.namespace or obj.name
         return False, f"namespace {where!r} is outside the namespace watch list (or is ignored)"
     if not settings.act_on_annotation_copies and is_annotation_copy(resource, obj.controller_owner):

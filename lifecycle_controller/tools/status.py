@@ -94,12 +94,7 @@ async def collect_status(
             report.unreadable.append(f"{resource.key}: {error}")
             continue
         for obj in objects:
-            if not scope.allows(
-                group=resource.group,
-                kind=resource.kind,
-                namespace=obj.namespace or "",
-                name=obj.name,
-            ):
+            if not scope.allows_object(resource, obj.namespace, obj.name):
                 continue
             if not settings.act_on_annotation_copies and is_annotation_copy(
                 resource, obj.controller_owner

@@ -493,3 +493,23 @@ def test_carry_over_keeps_failed_groups_unchanged() -> None:
 )
 def test_spec_2_5_may_select_group(watch: tuple[str, ...], group: str, selectable: bool) -> None:
     assert scope(watch=watch).may_select_group(group) is selectable
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name"), [("team-a", "x"), ("team-b", "x"), (None, "team-a"), (None, "node-1")]
+)
+@pytest.mark.parametrize(
+    "resource",
+    [
+        ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True),
+        ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
+        ResourceType("", "v1", "nodes", "Node", namespaced=False),
+    ],
+)
+def test_allows_object_is_allows_for_the_objects_type(
+    resource: ResourceType, namespace: str | None, name: str
+) -> None:
+    scope = ScopeConfig(watch_namespaces=("team-a",))
+    assert scope.allows_object(resource, namespace, name) == scope.allows(
+        group=resource.group, kind=resource.kind, namespace=namespace or "", name=name
+    )
