@@ -13,7 +13,6 @@ from pathlib import Path
 import structlog
 
 from lifecycle_controller.machinery.clock import Clock, RealClock
-from lifecycle_controller.machinery.tls import self_signed_certificate
 
 __all__ = ["ReloadingTls"]
 
@@ -72,6 +71,10 @@ class ReloadingTls:
 
     @staticmethod
     def _self_signed() -> ssl.SSLContext:
+        # Imported here: cryptography costs about 10 MB and 40 ms, and only a secure metrics
+        # server without a certificate folder needs it (docs/architecture.md#raw-requests).
+        from lifecycle_controller.machinery.tls import self_signed_certificate
+
         cert_pem, key_pem = self_signed_certificate()
         with tempfile.TemporaryDirectory(prefix="lifecycle-metrics-tls-") as tmp:
             cert_file, key_file = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
