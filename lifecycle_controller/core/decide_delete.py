@@ -53,6 +53,6 @@ def decide_deletion(run: DecisionPass) -> Decision:
         events=tuple(run.events),
         ledger_ops=tuple(run.ops),
         action=Action.DELETE,
-        due_ns=due,
+        due_ns=run.opening(due),  # lateness counts from a window's opening
         log=f"deleting (delete-at {value})",
     )

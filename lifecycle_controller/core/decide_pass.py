@@ -396,7 +396,7 @@ class DecisionPass:
             failure=Failure(
                 reason=events.RESTART_FAILED, message_prefix=events.RESTART_PATCH_FAILED_PREFIX
             ),
-            due_ns=scheduled_ns,
+            due_ns=self.opening(scheduled_ns),  # lateness counts from a window's opening
             log=f"restarting (restartedAt={marker})",
         )
 

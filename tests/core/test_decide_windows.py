@@ -16,6 +16,7 @@ from lifecycle_controller.core import (
     keys,
     parse_catch_up_policy,
 )
+from lifecycle_controller.core.decision import ObjectFacts
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.relevance import should_enqueue_on_update
 from lifecycle_controller.core.windows import parse_windows
@@ -58,6 +59,32 @@ def test_due_outside_every_window_waits_for_the_opening_with_action_deferred() -
 def test_at_the_opening_it_runs() -> None:
     assert isinstance(run(windowed(), now=OPENING), Delete)
     assert isinstance(run(windowed(), now=OPENING + 30 * MINUTE), Delete)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "facts", "scheduled"),
+    [
+        (windowed(), CONFIGMAP, DUE),
+        (
+            {keys.RESTART_AT: DUE, keys.MAINTENANCE_WINDOW: NIGHTLY},
+            DEPLOYMENT,
+            DUE,
+        ),
+        (
+            {keys.DELETE_AT: "2026-10-05T23:10:00Z", keys.MAINTENANCE_WINDOW: NIGHTLY},
+            CONFIGMAP,
+            "2026-10-05T23:10:00Z",
+        ),
+    ],
+)
+def test_an_action_is_due_at_its_opening_so_lateness_counts_from_there(
+    annotations: dict[str, str], facts: ObjectFacts, scheduled: str
+) -> None:
+    """``due_ns`` of the acting decision feeds the lateness metric: waiting for a window is
+    not lateness; an occurrence inside a window is due at its own time."""
+    decision = run(annotations, now=OPENING + 10 * MINUTE + SECOND, facts=facts)
+    assert isinstance(decision, Delete | Patch)
+    assert decision.due_ns == max(OPENING, ts(scheduled))
 
 
 def test_due_inside_a_window_runs_at_once() -> None:
