@@ -173,6 +173,7 @@ class WebhookNotifier:
         self._capacity = capacity
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._attempts = attempts
+        self._clock = clock
         self._backoff = backoff or (lambda: Backoff(clock, initial=0.5, maximum=30.0))
         self._on_result = on_result
         self._ready = asyncio.Event()
@@ -236,7 +237,7 @@ class WebhookNotifier:
                 problem = f"{type(error).__name__}: {error}"
             if not retry or attempt == self._attempts:
                 break
-            await asyncio.sleep(backoff.next_delay())
+            await self._clock.sleep(backoff.next_delay())
         _log.warning(
             "notification not delivered",
             reason=document.get("reason"),

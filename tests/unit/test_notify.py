@@ -18,6 +18,8 @@ from lifecycle_controller.controller.notify import (
 )
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.unit.support import eventually
 
 
 @dataclass
@@ -191,3 +193,29 @@ async def test_without_urls_nothing_is_queued() -> None:
     target = WebhookNotifier([], clock=RealClock())
     target.offer(document())
     assert not target.enabled
+
+
+async def test_the_retry_waits_its_backoff_on_the_injected_clock(receiver: Receiver) -> None:
+    """The wait between attempts is the controller's clock's: nothing is retried until
+    the backoff has passed on it, and then at once."""
+    clock = FakeClock()
+    receiver.statuses = [503]
+    results: list[str] = []
+    target = WebhookNotifier(
+        [receiver.url],
+        clock=clock,
+        backoff=lambda: Backoff(clock, initial=30.0, maximum=30.0),
+        on_result=results.append,
+    )
+    async with running(target):
+        target.offer(document())
+        await eventually(lambda: clock.sleeper_deadlines())
+        (deadline,) = clock.sleeper_deadlines()
+        assert 30.0 <= deadline - clock.monotonic() < 60.0  # 30 s plus up to 100 % jitter
+        assert results == []
+        assert receiver.received == []
+        await clock.advance(deadline - clock.monotonic() - 0.001)
+        assert receiver.received == []
+        await clock.advance(0.001)
+        await asyncio.wait_for(receiver.got.wait(), 5)
+    assert results == ["delivered"]
