@@ -109,7 +109,9 @@ class Helm:
             command = [str(self.binary), *args]
             if values is not None:
                 values_file = Path(work) / "values.yaml"
-                values_file.write_text(yaml.safe_dump(dict(values)))
+                # JSON (a subset of YAML): every string stays a string for helm. PyYAML leaves
+                # "36686e12" unquoted, and Go's YAML reads that as a number.
+                values_file.write_text(json.dumps(dict(values)))
                 command += ["-f", str(values_file)]
             if kubeconfig is not None:
                 command += ["--kubeconfig", str(kubeconfig)]
@@ -214,7 +216,8 @@ def kubectl(
 
 
 def to_yaml_stream(docs: Sequence[Doc]) -> str:
-    return yaml.safe_dump_all(list(docs), sort_keys=False)
+    """Documents for ``kubectl apply -f -``, each as JSON (see the values file above)."""
+    return "".join(f"---\n{json.dumps(doc)}\n" for doc in docs)
 
 
 def ensure_namespaces(plane: ControlPlane, names: Iterable[str]) -> None:
@@ -277,19 +280,21 @@ class Identity:
         server = cluster["server"].removeprefix("https://")
         host, _, port = server.partition(":")
         self.host, self.port = host, int(port)
-        self._workdir = tempfile.TemporaryDirectory(prefix="identity-")
-        work = Path(self._workdir.name)
-        ca = work / "ca.crt"
-        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-        self._context = ssl.create_default_context(cafile=str(ca))
         self._headers: dict[str, str] = {}
-        if "token" in user:
-            self._headers["Authorization"] = f"Bearer {user['token']}"
-        else:
-            cert, key = work / "client.crt", work / "client.key"
-            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
-            key.write_bytes(base64.b64decode(user["client-key-data"]))
-            self._context.load_cert_chain(str(cert), str(key))
+        # The files are read while the context is built, so nothing outlives this block (an
+        # Identity that is never closed leaves no directory behind).
+        with tempfile.TemporaryDirectory(prefix="identity-") as workdir:
+            work = Path(workdir)
+            ca = work / "ca.crt"
+            ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+            self._context = ssl.create_default_context(cafile=str(ca))
+            if "token" in user:
+                self._headers["Authorization"] = f"Bearer {user['token']}"
+            else:
+                cert, key = work / "client.crt", work / "client.key"
+                cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+                key.write_bytes(base64.b64decode(user["client-key-data"]))
+                self._context.load_cert_chain(str(cert), str(key))
 
     def request(
         self,
@@ -311,7 +316,7 @@ class Identity:
         )
 
     def close(self) -> None:
-        self._workdir.cleanup()
+        """Nothing to release (kept so callers may close what they opened)."""
 
 
 def parse_run_args(args: list[str]) -> dict[str, Any]:

@@ -753,6 +753,15 @@ def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
     ]
 
 
+def test_label_values_that_look_like_numbers_stay_strings(helm: Helm) -> None:
+    """A selector value such as ``36686e12`` (random hex once made a test flaky) reaches
+    the binding as a string: the API server refuses a number in ``matchLabels``."""
+    selector = {"matchLabels": {"team/id": "36686e12", "shard": "0123"}}
+    docs = helm.render({"admissionPolicy": {"enabled": True, "namespaceSelector": selector}})
+    (binding,) = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == selector
+
+
 def test_notes_are_rendered(helm: Helm) -> None:
     notes = helm.notes()
     assert 'installed as release "rel" in namespace "lc"' in notes
