@@ -111,11 +111,16 @@ class NoActionMetrics:
         pass
 
 
-def guarded(patch: Mapping[str, Any], resource_version: str) -> dict[str, Any]:
-    """A copy of ``patch`` with ``metadata.resourceVersion`` set (other metadata kept)."""
+def guarded(
+    patch: Mapping[str, Any], resource_version: str, *, uid: str | None = None
+) -> dict[str, Any]:
+    """A copy of ``patch`` with ``metadata.resourceVersion`` (and ``uid``, if given) set,
+    other metadata kept."""
     body = dict(patch)
     metadata = dict(body.get("metadata") or {})
     metadata["resourceVersion"] = resource_version
+    if uid is not None:
+        metadata["uid"] = uid
     body["metadata"] = metadata
     return body
 

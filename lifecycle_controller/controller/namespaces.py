@@ -177,13 +177,12 @@ class NamespaceDefaultsStore:
         name = key.name
         before: Mapping[str, str] = old.annotations if old is not None else {}
         after: Mapping[str, str] = new.annotations if new is not None and kind != "delete" else {}
-        if kind == "delete" or not namespace_default_annotations(after):
-            self._defaults.pop(name, None)
-        else:
+        known = self._defaults.pop(name, None)  # what ``before`` parsed to
+        if kind != "delete" and namespace_default_annotations(after):
             assert new is not None
             defaults = parse_namespace_defaults(name, after)
             self._defaults[name] = defaults
-            previous = self._problem_values(before, name)
+            previous = set() if known is None else {(p.key, p.value) for p in known.problems}
             for problem in defaults.problems:
                 if (problem.key, problem.value) in previous:
                     continue
@@ -199,9 +198,3 @@ class NamespaceDefaultsStore:
                 self._reports.put_nowait((ref, problem.event(new.uid)))
         if namespace_defaults_changed(before, after) and self._on_change is not None:
             self._on_change(name)
-
-    @staticmethod
-    def _problem_values(annotations: Mapping[str, str], name: str) -> set[tuple[str, str]]:
-        """(key, value) of the problems the previous state already had (reported then)."""
-        defaults = parse_namespace_defaults(name, annotations)
-        return {(problem.key, problem.value) for problem in defaults.problems}

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.execution import guarded
 from lifecycle_controller.core import ObjectKey, keys
 from lifecycle_controller.core.observed import ObservationError, decode_observation
 from lifecycle_controller.kube import (
@@ -78,11 +79,7 @@ class ObservationWriter:
         if not self.may_write():
             _log.debug("not leading; observation not persisted")
             return "not_leading"
-        patch = dict(body)
-        metadata = dict(patch.get("metadata") or {})
-        metadata["resourceVersion"] = obj.resource_version
-        metadata["uid"] = obj.uid
-        patch["metadata"] = metadata
+        patch = guarded(body, obj.resource_version, uid=obj.uid)
         try:
             response = await self.kube.merge_patch(key.resource, key.namespace, key.name, patch)
         except KubeError as error:
@@ -98,7 +95,8 @@ class ObservationWriter:
         self.cache.refresh(key, fresh, decided_on=obj)
         self._count("written")
         _log.info(
-            "observation persisted", observed=metadata.get("annotations", {}).get(keys.OBSERVED)
+            "observation persisted",
+            observed=patch["metadata"].get("annotations", {}).get(keys.OBSERVED),
         )
         return "written"
 

@@ -23,7 +23,6 @@ is cluster-scoped and so has no namespace defaults of its own.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -45,9 +44,10 @@ from lifecycle_controller.core.decision import (
     Invalid,
     ObjectFacts,
 )
-from lifecycle_controller.core.durations import DurationError, parse_duration, parse_max_delete_ttl
+from lifecycle_controller.core.durations import DurationError, parse_max_delete_ttl
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.warnings import parse_warn_before
 from lifecycle_controller.core.windows import MaintenanceWindows, WindowError, parse_windows
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
 ]
 
 _BOTH = frozenset({Action.DELETE, Action.RESTART})
-_ZERO = re.compile(r"0+[smhd]")
 _BLOCKS_ALL = "objects here without their own value take no action until it is fixed"
 _BLOCKS_DELETES = "objects here are not deleted until it is fixed"
 _BLOCKS_WARNING = "objects here without their own value get no warning before actions"
@@ -148,7 +147,7 @@ def parse_namespace_defaults(namespace: str, annotations: Mapping[str, str]) -> 
     if keys.WARN_BEFORE in values:
         value = values[keys.WARN_BEFORE]
         try:
-            parsed["warn_before_ns"] = 0 if _ZERO.fullmatch(value) else parse_duration(value)
+            parsed["warn_before_ns"] = parse_warn_before(value)
         except DurationError as error:
             problem(keys.WARN_BEFORE, str(error), frozenset())
     if keys.MAINTENANCE_WINDOW in values:

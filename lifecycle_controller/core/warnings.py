@@ -23,7 +23,14 @@ from lifecycle_controller.core.durations import DurationError, parse_duration
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.gotext import format_go_duration
 
-__all__ = ["NO_LEAD", "LeadTime", "occurrence_name", "parse_lead_time", "policy_text"]
+__all__ = [
+    "NO_LEAD",
+    "LeadTime",
+    "occurrence_name",
+    "parse_lead_time",
+    "parse_warn_before",
+    "policy_text",
+]
 
 #: ``0s``, ``00m`` ...: the annotation's way to turn a ``--warn-before`` default off.
 _ZERO = re.compile(r"0+[smhd]")
@@ -45,15 +52,19 @@ class LeadTime:
 NO_LEAD: Final = LeadTime(0)
 
 
+def parse_warn_before(value: str) -> int:
+    """A ``warn-before`` value in nanoseconds: the strict duration grammar, or a zero such as
+    ``0s`` (no warning). Raises DurationError."""
+    return 0 if _ZERO.fullmatch(value) else parse_duration(value)
+
+
 def parse_lead_time(annotations: Mapping[str, str], default_ns: int, uid: str) -> LeadTime:
     """The object's ``warn-before`` (strict duration grammar, or zero), else the default."""
     if keys.WARN_BEFORE not in annotations:
         return LeadTime(default_ns)
     value = annotations[keys.WARN_BEFORE]
-    if _ZERO.fullmatch(value):
-        return LeadTime(0)
     try:
-        return LeadTime(parse_duration(value))
+        return LeadTime(parse_warn_before(value))
     except DurationError as error:
         return LeadTime(0, events.invalid_warn_before(uid=uid, value=value, error=str(error)))
 

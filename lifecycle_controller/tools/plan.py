@@ -142,13 +142,12 @@ def plan_rows(
         settings = dataclasses.replace(settings, local_zone=local_zone)
     objects = list(objects)
     # docs/annotations.md#namespace-defaults: the Namespace manifests in the input.
-    defaults = {
-        str((obj.get("metadata") or {}).get("name", "")): parse_namespace_defaults(
-            str((obj.get("metadata") or {}).get("name", "")), lifecycle_annotations(obj)
-        )
+    namespaces = [
+        (str((obj.get("metadata") or {}).get("name", "")), lifecycle_annotations(obj))
         for obj in objects
         if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1"
-    }
+    ]
+    defaults = {name: parse_namespace_defaults(name, found) for name, found in namespaces}
     rows = []
     for obj in objects:
         annotations = lifecycle_annotations(obj)

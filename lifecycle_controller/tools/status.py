@@ -33,12 +33,18 @@ class StatusReport:
 
 
 async def _annotated(
-    kube: KubeClient, resource: ResourceType, namespace: str | None
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    *,
+    field_selector: str | None = None,
 ) -> list[CachedObject]:
     found: list[CachedObject] = []
     token: str | None = None
     while True:
-        page = await kube.list_metadata(resource, namespace=namespace, continue_token=token)
+        page = await kube.list_metadata(
+            resource, namespace=namespace, continue_token=token, field_selector=field_selector
+        )
         for item in page.get("items") or []:
             obj = CachedObject.from_metadata(item.get("metadata") or {})
             if obj.annotated:
@@ -53,18 +59,9 @@ async def namespace_defaults(
 ) -> dict[str, NamespaceDefaults]:
     """The Namespaces' defaults (docs/annotations.md#namespace-defaults): just ``namespace``'s
     when one is given (a ``metadata.name`` field selector), else every Namespace's."""
-    found: dict[str, NamespaceDefaults] = {}
-    token: str | None = None
     selector = None if namespace is None else f"metadata.name={namespace}"
-    while True:
-        page = await kube.list_metadata(NAMESPACES, continue_token=token, field_selector=selector)
-        for item in page.get("items") or []:
-            obj = CachedObject.from_metadata(item.get("metadata") or {})
-            if obj.annotated:
-                found[obj.name] = parse_namespace_defaults(obj.name, obj.annotations)
-        token = (page.get("metadata") or {}).get("continue") or None
-        if not token:
-            return found
+    annotated = await _annotated(kube, NAMESPACES, None, field_selector=selector)
+    return {obj.name: parse_namespace_defaults(obj.name, obj.annotations) for obj in annotated}
 
 
 async def collect_status(
