@@ -43,6 +43,7 @@ from lifecycle_controller.kube import (
 from lifecycle_controller.machinery.clock import RealClock
 from tests.integration.keys import DELETE_AFTER, DRY_RUN
 from tests.integration.support import CONFIGMAPS, configmap, eventually
+from tests.loopback import served
 
 EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)  # not watch-cached
 
@@ -491,21 +492,16 @@ async def test_silent_stream_is_cut_and_rewatched_from_the_last_version(
 
     app = web.Application()
     app.router.add_get("/api/v1/configmaps", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     configuration, _ = await load_configuration(str(control_plane.admin_kubeconfig))
-    configuration.host = f"http://127.0.0.1:{port}"
     metrics = Metrics()
-    try:
-        async with KubeClient(configuration, timeouts=Timeouts(watch_idle=0.3)) as fake:
-            informer = make_informer(fake, CONFIGMAPS, None, metrics=metrics)
-            async with running(informer):
-                await wait_until(lambda: len(watches) >= 2, "a re-watch")
-    finally:
-        finished.set()
-        await runner.cleanup()
+    async with served(app) as base:
+        configuration.host = base
+        try:
+            async with KubeClient(configuration, timeouts=Timeouts(watch_idle=0.3)) as fake:
+                informer = make_informer(fake, CONFIGMAPS, None, metrics=metrics)
+                async with running(informer):
+                    await wait_until(lambda: len(watches) >= 2, "a re-watch")
+        finally:
+            finished.set()
     assert watches[:2] == ["10", "12"]
     assert metrics.restarts[0] == "transport"

@@ -27,6 +27,7 @@ from tests.integration.keys import DELETE_AT, DRY_RUN, P
 from tests.integration.scenario_support import sample, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, configmap, eventually
 from tests.integration.timestamps import PAST, epoch, parse_utc, rfc3339
+from tests.loopback import served
 
 WARN_BEFORE = P + "warn-before"
 
@@ -62,15 +63,11 @@ async def receiver() -> AsyncIterator[Receiver]:
 
     app = web.Application()
     app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    state.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    yield state
-    if state.hang is not None:
-        state.hang.set()
-    await runner.cleanup()
+    async with served(app, shutdown_timeout=1.0) as base:
+        state.url = f"{base}/hook"
+        yield state
+        if state.hang is not None:
+            state.hang.set()
 
 
 async def wait_documents(receiver: Receiver, count: int, *, within: float) -> None:

@@ -16,6 +16,7 @@ from aiohttp import web
 from lifecycle_controller.kube import KubeClient, TransportError
 from lifecycle_controller.kube.connection import ClusterConfig
 from lifecycle_controller.kube.resources import NAMESPACES
+from tests.loopback import served
 
 HOST = "http://kube.invalid:6443"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
@@ -43,14 +44,9 @@ async def proxy() -> AsyncIterator[Proxy]:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    recorded.url = f"http://127.0.0.1:{port}"
-    yield recorded
-    await runner.cleanup()
+    async with served(app) as base:
+        recorded.url = base
+        yield recorded
 
 
 @pytest.mark.parametrize(

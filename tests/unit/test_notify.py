@@ -19,6 +19,7 @@ from lifecycle_controller.controller.notify import (
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.loopback import served
 from tests.unit.support import eventually
 
 
@@ -46,16 +47,11 @@ async def receiver() -> AsyncIterator[Receiver]:
 
     app = web.Application()
     app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    state.url = f"http://127.0.0.1:{port}/hook"
-    yield state
-    if state.hang is not None:
-        state.hang.set()
-    await runner.cleanup()
+    async with served(app) as base:
+        state.url = f"{base}/hook"
+        yield state
+        if state.hang is not None:
+            state.hang.set()
 
 
 def document(name: str = "cm", reason: str = "Deleted") -> dict[str, Any]:
