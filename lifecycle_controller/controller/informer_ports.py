@@ -39,7 +39,7 @@ ResourceGoneHandler = Callable[[ResourceType], None]
 
 
 class MetadataSource(Protocol):
-    """The two calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them."""
+    """The calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them."""
 
     async def list_metadata(
         self,
@@ -60,6 +60,16 @@ class MetadataSource(Protocol):
         resource_version: str,
         timeout_seconds: int,
         field_selector: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+    def watch_list_metadata(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        timeout_seconds: int,
+        field_selector: str | None = None,
+        decode_if: Callable[[bytes], bool] | None = None,
     ) -> AsyncIterator[dict[str, Any]]: ...
 
 
@@ -106,6 +116,9 @@ class InformerSettings:
     """Tunables; the defaults are client-go's reflector values."""
 
     page_size: int = 500
+    #: List with a streaming watch (``sendInitialEvents``, client-go's WatchList) and fall
+    #: back to paginated lists when the API server refuses it; False: always paginated.
+    streaming_list: bool = True
     watch_timeout_min: int = 300
     watch_timeout_max: int = 600
     backoff_initial: float = 0.8

@@ -3,12 +3,17 @@
 One asyncio task per (resource type, namespace or cluster-wide) runs client-go's reflector
 loop over metadata-only requests (docs/architecture.md#informer-loop):
 
-1. **List** ``PartialObjectMetadata`` in pages (``limit``, following ``continue``). The first
-   list asks for ``resourceVersion=0`` (served from the API server's watch cache); every later
-   list is a consistent read (no resourceVersion). An expired continue token (410) restarts
-   the list. Each item is compared with the cache and reported; keys of the scope that are
-   cached but no longer listed get a *synthesised* delete (client-go's
-   ``DeletedFinalStateUnknown``). The scope is marked synced after the first full list.
+1. **List.** By default a *streaming list*: one metadata-only watch with
+   ``sendInitialEvents=true`` (client-go's WatchList) that starts with an ADDED event per
+   current object (a consistent read, served from the API server's watch cache) and a
+   bookmark marking the end of those initial events, then goes on as an ordinary watch, so a
+   list costs one request and bounded memory on both sides. A server that refuses it
+   (400/422: older, or the feature turned off) makes the informer list in pages from then on:
+   ``PartialObjectMetadata`` in pages (``limit``, following ``continue``), consistent reads
+   (an expired continue token restarts the list). Each listed object is compared with the
+   cache and reported; keys of the scope that are cached but no longer listed get a
+   *synthesised* delete (client-go's ``DeletedFinalStateUnknown``). The scope is marked
+   synced after the first full list.
 2. **Watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a random
    ``timeoutSeconds`` in [300, 600] (so many informers do not reconnect in lockstep),
    remembering the resourceVersion of every event, bookmarks included.
@@ -59,25 +64,30 @@ stops the others. Its ports (source, handler, metrics, settings) are in
 from __future__ import annotations
 
 import asyncio
-import enum
 import random
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import (
     ChangeSeen,
     EventHandler,
-    EventKind,
     InformerMetrics,
     InformerSettings,
     MetadataSource,
     NoInformerMetrics,
     ResourceGoneHandler,
 )
+from lifecycle_controller.controller.informer_recovery import (
+    Step,
+    WatchEnd,
+    recovery_after,
+    recovery_for,
+)
+from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
     ApiError,
@@ -85,10 +95,7 @@ from lifecycle_controller.kube import (
     Gone,
     NotFound,
     ResourceType,
-    ServerError,
-    TooManyRequests,
     TransportError,
-    Unauthorized,
 )
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
@@ -100,30 +107,12 @@ _log = structlog.get_logger(__name__)
 
 #: How many times an expired continue token may restart one list before it counts as failed.
 _LIST_RESTARTS = 3
-
-
-class WatchEnd(enum.Enum):
-    """How one watch stream ended without raising."""
-
-    CLOSED = "closed"  # the server ended it (timeoutSeconds): re-watch from the last RV now
-    CLOSED_EARLY = "closed_early"  # ended at once with nothing in it: back off, re-watch
-    EXPIRED = "expired"  # ERROR 410: relist
-    TOO_LARGE = "too_large"  # ERROR 504 (RV ahead of the cache): back off, same RV
-    ERROR = "error"  # another ERROR event: back off, relist
-
-
-class _Step(enum.Enum):
-    LIST = "list"
-    WATCH = "watch"
-
-
-@dataclass(frozen=True)
-class _Recovery:
-    step: _Step
-    reason: str
-    backoff: bool
-    at_least: float = 0.0
-    cap: float | None = None
+#: The annotation of the bookmark that ends a streaming list's initial events.
+_INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+#: How the API server (Go's encoding/json) begins an ADDED watch line, and the bytes every
+#: line of an object with a lifecycle annotation contains (Go escapes none of them).
+_ADDED_LINE = b'{"type":"ADDED"'
+_PREFIX_BYTES = PREFIX.encode()
 
 
 class Informer:
@@ -155,12 +144,10 @@ class Informer:
         self.namespace = namespace
         self._source = source
         self._cache = cache
-        self._on_event = on_event
         self._clock = clock
         self._metrics = NoInformerMetrics() if metrics is None else metrics
         self._settings = InformerSettings() if settings is None else settings
         self._on_gone = on_resource_gone
-        self._on_change_seen = on_change_seen
         self._rng = random.Random() if rng is None else rng
         # Sent only when set (``metadata.name=<name>``: one object, with RBAC by resourceNames).
         self._selector = {"field_selector": field_selector} if field_selector else {}
@@ -175,9 +162,12 @@ class Informer:
             rng=self._rng,
         )
         self._resource_version: str | None = None
+        self._streaming = self._settings.streaming_list
+        self._stream_listed = False
         self._lists = 0
         self._failures = 0
         self._log = _log.bind(resource=str(resource), scope=namespace or "*")
+        self._writer = CacheWriter(resource, cache, on_event, on_change_seen, self._log)
         cache.register_scope(resource, namespace)
 
     @property
@@ -211,14 +201,19 @@ class Informer:
 
     async def run(self) -> None:
         """List, watch, recover, forever; returns only when the resource type is gone (404)."""
-        step = _Step.LIST
+        step = Step.LIST
         expired_in_a_row = 0
         while True:
             try:
-                if step is _Step.LIST:
-                    await self.list_once()
-                    step = _Step.WATCH
-                end = await self.watch_once()
+                end: WatchEnd | None = None
+                if step is Step.LIST:
+                    if self._streaming:
+                        end = await self._stream_or_fall_back()
+                    if end is None:
+                        await self.list_once()
+                    step = Step.WATCH
+                if end is None:
+                    end = await self.watch_once()
             except asyncio.CancelledError:
                 raise
             except NotFound as error:
@@ -234,60 +229,27 @@ class Informer:
                     raise asyncio.CancelledError from error  # a cancel turned into an error
                 if isinstance(error, Forbidden) and self._settings.stop_when_forbidden:
                     raise
+                if self._stream_listed:  # the streaming list completed; its watch failed
+                    step = Step.WATCH
                 self._failures += 1
-                recovery = self._recovery_for(error, step)
+                recovery = recovery_for(
+                    error,
+                    step,
+                    has_version=self._resource_version is not None,
+                    failures=self._failures,
+                    transport_cap=self._settings.backoff_transport_max,
+                    log=self._log,
+                )
             else:
                 if end is WatchEnd.CLOSED:
                     self._succeeded()
-                recovery = self._recovery_after(end, expired_in_a_row)
+                recovery = recovery_after(end, expired_in_a_row)
                 expired_in_a_row = expired_in_a_row + 1 if end is WatchEnd.EXPIRED else 0
             self._metrics.watch_restarted(self.resource, recovery.reason)
             step = recovery.step
             if recovery.backoff:
                 delay = await self._backoff.wait(at_least=recovery.at_least, cap=recovery.cap)
                 self._log.debug("retrying", reason=recovery.reason, delay=round(delay, 3))
-
-    def _recovery_after(self, end: WatchEnd, expired_in_a_row: int) -> _Recovery:
-        if end is WatchEnd.CLOSED:
-            return _Recovery(_Step.WATCH, end.value, backoff=False)
-        if end is WatchEnd.EXPIRED:
-            # Relist at once, but a second 410 right after a fresh list waits first.
-            return _Recovery(_Step.LIST, end.value, backoff=expired_in_a_row > 0)
-        if end in (WatchEnd.CLOSED_EARLY, WatchEnd.TOO_LARGE):
-            return _Recovery(_Step.WATCH, end.value, backoff=True)
-        return _Recovery(_Step.LIST, end.value, backoff=True)
-
-    def _recovery_for(self, error: Exception, step: _Step) -> _Recovery:
-        """Map a failure in ``step`` to what happens next (404 is handled by the caller)."""
-        after_list = step is _Step.LIST or self._resource_version is None
-        same = _Step.LIST if after_list else _Step.WATCH
-        if isinstance(error, Gone):
-            return _Recovery(_Step.LIST, "expired", backoff=after_list)
-        if isinstance(error, Forbidden):
-            self._log.error(
-                "access forbidden: grant list and watch on this resource (RBAC)",
-                step=step.value,
-                error=str(error),
-            )
-            return _Recovery(_Step.LIST, "forbidden", backoff=True)
-        if isinstance(error, Unauthorized):
-            self._log.error("credentials rejected", step=step.value, error=str(error))
-            return _Recovery(_Step.LIST, "unauthorized", backoff=True)
-        if isinstance(error, TooManyRequests):
-            self._log.info("throttled by the API server", step=step.value)
-            return _Recovery(same, "throttled", backoff=True, at_least=error.retry_after or 0.0)
-        if isinstance(error, TransportError | ServerError):
-            self._log.info("connection lost or server error", step=step.value, error=str(error))
-            reason = "transport" if isinstance(error, TransportError) else "server_error"
-            # Failing again: relist, so the first answer after an outage is a full list.
-            retry = _Step.LIST if self._failures > 1 else same
-            cap = self._settings.backoff_transport_max if reason == "transport" else None
-            return _Recovery(retry, reason, backoff=True, cap=cap)
-        if isinstance(error, ApiError):
-            self._log.warning("request refused", step=step.value, error=str(error))
-            return _Recovery(_Step.LIST, "api_error", backoff=True)
-        self._log.exception("unexpected informer failure", step=step.value)
-        return _Recovery(_Step.LIST, "unexpected", backoff=True)
 
     # ------------------------------------------------------------------ list
 
@@ -312,15 +274,20 @@ class Informer:
                     raise
                 consistent = True
                 self._log.info("list continue token expired; listing again")
+        return resource_version
+
+    def _listed(self, resource_version: str, stale: set[ObjectKey]) -> None:
+        """A full list is in: synthesise deletes for ``stale`` keys, mark the scope synced."""
+        self._writer.forget(stale)
+        self._metrics.cache_objects(self.resource, self._cache.count(self.resource))
+        if self._lists:
+            self._metrics.relisted(self.resource)
         self._lists += 1
         self._resource_version = resource_version
         self._succeeded()
-        if relist:
-            self._metrics.relisted(self.resource)
         self._cache.mark_synced(self.resource, self.namespace)
-        self._change_seen()
+        self._writer.change_seen()
         self._log.debug("listed", resource_version=resource_version)
-        return resource_version
 
     async def _list_pages(self, resource_version: str | None) -> str:
         stale = set(self._cache.keys(self.resource, namespace=self.namespace))
@@ -337,17 +304,91 @@ class Informer:
             for item in page.get("items") or ():
                 metadata = item.get("metadata") if isinstance(item, Mapping) else None
                 if isinstance(metadata, Mapping):
-                    stale.discard(self._upsert(metadata, created=True, listed=True))
+                    stale.discard(self._writer.upsert(metadata, created=True, listed=True))
             list_meta = page.get("metadata") or {}
             continue_token = list_meta.get("continue") or None
             if continue_token is None:
                 break
-        for key in stale:
-            old = self._cache.delete(key)
-            if old is not None:
-                self._emit("delete", key, old, None)
-        self._metrics.cache_objects(self.resource, self._cache.count(self.resource))
-        return str(list_meta.get("resourceVersion", ""))
+        listed_version = str(list_meta.get("resourceVersion", ""))
+        self._listed(listed_version, stale)
+        return listed_version
+
+    # ------------------------------------------------------------------ streaming list
+
+    async def _stream_or_fall_back(self) -> WatchEnd | None:
+        """:meth:`stream_once`; None when the server does not serve streaming lists.
+
+        Such a server refuses the request (400 or 422): this informer then lists in pages
+        from now on."""
+        try:
+            return await self.stream_once()
+        except ApiError as error:
+            if error.status not in (400, 422) or self._stream_listed:
+                raise
+            self._streaming = False
+            self._log.info(
+                "the API server does not serve streaming lists; listing in pages",
+                error=str(error),
+            )
+            return None
+
+    async def stream_once(self) -> WatchEnd:
+        """List by a streaming watch (initial events), then keep watching on that stream.
+
+        Until the ``k8s.io/initial-events-end`` bookmark, every ADDED event is a listed
+        object, applied as a paginated list applies it; at the bookmark, cached keys of this
+        scope that were not listed get synthesised deletes and the scope is synced; after it,
+        events apply as in :meth:`watch_once`. While the scope had nothing cached, initial
+        objects without a lifecycle annotation cannot change anything and are dropped before
+        they are decoded (docs/architecture.md#informer-loop). Returns how the stream ended;
+        raises KubeError, and TransportError when it ends before its initial events do.
+        """
+        self._stream_listed = False
+        stale = set(self._cache.keys(self.resource, namespace=self.namespace))
+        skip_unannotated = not stale
+        listing = True
+
+        def decode_if(line: bytes) -> bool:
+            if listing and skip_unannotated and line.startswith(_ADDED_LINE):
+                return _PREFIX_BYTES in line
+            return True
+
+        stream = self._source.watch_list_metadata(
+            self.resource,
+            namespace=self.namespace,
+            timeout_seconds=self._watch_timeout(),
+            decode_if=decode_if,
+            **self._selector,
+        )
+        try:
+            async for event in stream:
+                obj = event.get("object")
+                if not isinstance(obj, Mapping):
+                    continue
+                event_type = str(event.get("type", ""))
+                if event_type == "ERROR":
+                    return self._classify_error(obj)
+                if not listing:
+                    self._apply_event(event_type, obj)
+                    continue
+                metadata = obj.get("metadata")
+                if not isinstance(metadata, Mapping):
+                    continue
+                if event_type == "ADDED":
+                    stale.discard(self._writer.upsert(metadata, created=True, listed=True))
+                elif event_type == "BOOKMARK":
+                    annotations = metadata.get("annotations") or {}
+                    if annotations.get(_INITIAL_EVENTS_END) == "true":
+                        listing = False
+                        self._listed(str(metadata.get("resourceVersion", "")), stale)
+                        self._stream_listed = True
+                else:
+                    self._apply_event(event_type, obj)
+        finally:
+            await _aclose(stream)
+        if listing:
+            raise TransportError("the streaming list ended before its initial events did")
+        return WatchEnd.CLOSED
 
     # ------------------------------------------------------------------ watch
 
@@ -359,9 +400,7 @@ class Informer:
         """
         if self._resource_version is None:
             raise RuntimeError("watch_once() needs a resourceVersion: call list_once() first")
-        timeout = self._rng.randint(
-            self._settings.watch_timeout_min, self._settings.watch_timeout_max
-        )
+        timeout = self._watch_timeout()
         started = self._clock.monotonic()
         received = False
         stream = self._source.watch_metadata(
@@ -389,6 +428,10 @@ class Informer:
             return WatchEnd.CLOSED_EARLY
         return WatchEnd.CLOSED
 
+    def _watch_timeout(self) -> int:
+        """A random ``timeoutSeconds`` (so many informers do not reconnect in lockstep)."""
+        return self._rng.randint(self._settings.watch_timeout_min, self._settings.watch_timeout_max)
+
     def _apply_event(self, event_type: str, obj: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         version = metadata.get("resourceVersion")
@@ -398,11 +441,11 @@ class Informer:
         if event_type == "BOOKMARK":
             return
         if event_type in ("ADDED", "MODIFIED"):
-            self._upsert(metadata, created=event_type == "ADDED", listed=False)
-            self._change_seen()
+            self._writer.upsert(metadata, created=event_type == "ADDED", listed=False)
+            self._writer.change_seen()
         elif event_type == "DELETED":
-            self._remove(metadata)
-            self._change_seen()
+            self._writer.remove(metadata)
+            self._writer.change_seen()
         else:
             self._log.warning("unknown watch event type", event_type=event_type)
             return
@@ -419,60 +462,6 @@ class Informer:
             return WatchEnd.TOO_LARGE
         self._log.warning("watch error event", code=code, message=message)
         return WatchEnd.ERROR
-
-    # ------------------------------------------------------------------ cache + delivery
-
-    def _key(self, obj: CachedObject) -> ObjectKey:
-        namespace = obj.namespace if self.resource.namespaced else None
-        return ObjectKey(self.resource, namespace, obj.name)
-
-    def _upsert(self, metadata: Mapping[str, Any], *, created: bool, listed: bool) -> ObjectKey:
-        """Apply the current state of one object; return its key."""
-        new = CachedObject.from_metadata(metadata)
-        key = self._key(new)
-        old = self._cache.get(key)
-        if old is not None and old.uid != new.uid:
-            # Deleted and recreated under the same name while we were not watching.
-            self._cache.delete(key)
-            self._emit("delete", key, old, None)
-            old = None
-            created = True
-        if old is None:
-            if new.annotated:
-                self._cache.put(key, new)
-                self._emit("add" if created else "update", key, None, new)
-            return key
-        if listed and old.resource_version == new.resource_version:
-            return key
-        if new.annotated:
-            self._cache.put(key, new)
-        else:
-            self._cache.delete(key)
-        self._emit("update", key, old, new)
-        return key
-
-    def _remove(self, metadata: Mapping[str, Any]) -> None:
-        final = CachedObject.from_metadata(metadata)
-        key = self._key(final)
-        old = self._cache.delete(key)
-        if old is not None or final.annotated:
-            self._emit("delete", key, old, final)
-
-    def _change_seen(self) -> None:
-        if self._on_change_seen is None:
-            return
-        try:
-            self._on_change_seen()
-        except Exception:
-            self._log.exception("change handler failed")
-
-    def _emit(
-        self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
-    ) -> None:
-        try:
-            self._on_event(kind, key, old, new)
-        except Exception:
-            self._log.exception("event handler failed", change=kind, **key.log_context())
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

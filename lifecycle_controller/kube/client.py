@@ -30,6 +30,7 @@ from lifecycle_controller.kube.connection import (
 from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
+from lifecycle_controller.kube.watch_lines import LineFilter, json_lines
 
 __all__ = [
     "ACCEPT_AGGREGATED_DISCOVERY",
@@ -272,10 +273,12 @@ class KubeClient:
         query: Iterable[tuple[str, str]] = (),
         accept: str = JSON,
         idle_timeout: float | None = None,
+        decode_if: LineFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Open a watch and yield each JSON line; a silence over ``idle_timeout`` ends it.
 
-        Ends normally when the server closes the stream; raises TransportError when the
+        Lines refused by ``decode_if`` are dropped undecoded (:mod:`.watch_lines`). Ends
+        normally when the server closes the stream; raises TransportError when the
         connection breaks or stays silent too long, and KubeError for a non-2xx answer.
         """
         idle = idle_timeout or self.timeouts.watch_idle
@@ -287,24 +290,10 @@ class KubeClient:
             timeout=_timeout(None, self.timeouts.connect, idle),
             pool="watches",
         ) as response:
-            while True:
-                try:
-                    line = await response.content.readline()
-                except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-                    raise TransportError(
-                        f"watch {path}: {error or type(error).__name__}"
-                    ) from error
-                if not line:
-                    return
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise TransportError(f"watch {path}: a line is not JSON") from error
-                if isinstance(event, dict):
-                    yield event
+            async for event in json_lines(
+                response.content, what=f"watch {path}", decode_if=decode_if
+            ):
+                yield event
 
     # ------------------------------------------------------------------ typed helpers
 
@@ -358,6 +347,39 @@ class KubeClient:
         if field_selector:
             query.append(("fieldSelector", field_selector))
         return self.stream(resource.collection_path(namespace), query=query, accept=ACCEPT_METADATA)
+
+    def watch_list_metadata(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        timeout_seconds: int,
+        field_selector: str | None = None,
+        decode_if: LineFilter | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A streaming list: a metadata-only watch that starts with every current object.
+
+        ``sendInitialEvents=true`` with ``resourceVersionMatch=NotOlderThan`` and no
+        resourceVersion: an ADDED event per object as of a consistent read, then a BOOKMARK
+        annotated ``k8s.io/initial-events-end``, then ordinary watch events
+        (docs/architecture.md#informer-loop). A server without the feature refuses the
+        request (400 or 422).
+        """
+        query = [
+            ("watch", "true"),
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        return self.stream(
+            resource.collection_path(namespace),
+            query=query,
+            accept=ACCEPT_METADATA,
+            decode_if=decode_if,
+        )
 
     async def get_metadata(
         self, resource: ResourceType, namespace: str | None, name: str

@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -49,6 +49,8 @@ EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)  # not watch
 
 # Fast recovery so the tests stay short; the protocol is the same as with the defaults.
 FAST = InformerSettings(backoff_initial=0.05, backoff_max=0.2, min_watch_seconds=0.0)
+#: For the tests of the paginated protocol (the fallback when streaming lists are refused).
+PAGED = replace(FAST, streaming_list=False)
 
 
 @dataclass
@@ -293,6 +295,8 @@ class CountingSource:
 
     kube: KubeClient
     list_calls: list[dict[str, Any]] = field(default_factory=list)
+    watch_calls: list[dict[str, Any]] = field(default_factory=list)
+    stream_calls: list[dict[str, Any]] = field(default_factory=list)
     after_page: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     async def list_metadata(self, resource: ResourceType, **kwargs: Any) -> dict[str, Any]:
@@ -305,7 +309,14 @@ class CountingSource:
     def watch_metadata(
         self, resource: ResourceType, **kwargs: Any
     ) -> AsyncIterator[dict[str, Any]]:
+        self.watch_calls.append(kwargs)
         return self.kube.watch_metadata(resource, **kwargs)
+
+    def watch_list_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        self.stream_calls.append(kwargs)
+        return self.kube.watch_list_metadata(resource, **kwargs)
 
 
 async def test_lists_follow_continue_tokens(kube: KubeClient, namespace: str) -> None:
@@ -314,7 +325,7 @@ async def test_lists_follow_continue_tokens(kube: KubeClient, namespace: str) ->
     await kube.create(CONFIGMAPS, namespace, configmap("plain"))
     source, recorder = CountingSource(kube), Recorder()
     informer = make_informer(
-        source, CONFIGMAPS, namespace, recorder=recorder, settings=InformerSettings(page_size=2)
+        source, CONFIGMAPS, namespace, recorder=recorder, settings=replace(PAGED, page_size=2)
     )
     await informer.list_once()  # resourceVersion=0 (this server may answer in one page)
     await informer.list_once()  # a consistent relist: pages of 2
@@ -325,6 +336,34 @@ async def test_lists_follow_continue_tokens(kube: KubeClient, namespace: str) ->
     assert all(c["continue_token"] for c in consistent[1:])
     assert sorted(key.name for _, key, _, _ in recorder.events) == [f"c{i}" for i in range(5)]
     assert {kind for kind, _, _, _ in recorder.events} == {"add"}  # unchanged: not re-delivered
+
+
+async def test_a_streaming_list_is_one_request_that_lists_then_watches(
+    kube: KubeClient, namespace: str
+) -> None:
+    for i in range(3):
+        await kube.create(CONFIGMAPS, namespace, configmap(f"s{i}", **{DELETE_AFTER: f"{i}h"}))
+    for i in range(20):
+        await kube.create(CONFIGMAPS, namespace, configmap(f"plain{i}"))
+    source, recorder, cache = CountingSource(kube), Recorder(), MetadataCache()
+    informer = make_informer(source, CONFIGMAPS, namespace, cache=cache, recorder=recorder)
+    async with running(informer):
+        await wait_until(lambda: informer.synced, "the streaming list")
+        assert sorted(key.name for _, key, _, _ in recorder.events) == ["s0", "s1", "s2"]
+        assert {kind for kind, _, _, _ in recorder.events} == {"add"}
+        assert informer.resource_version
+        await kube.merge_patch(
+            CONFIGMAPS, namespace, "plain3", patch_annotations({DRY_RUN: "true"})
+        )
+        await kube.merge_patch(CONFIGMAPS, namespace, "s1", patch_annotations({DELETE_AFTER: None}))
+        await wait_until(lambda: len(recorder.events) == 5, "the changes after the list")
+    # Listed and then watched over the one stream: no list, no second watch.
+    assert source.list_calls == []
+    assert source.watch_calls == []
+    assert len(source.stream_calls) == 1
+    assert recorder.of("plain3") == [("update", None, {DRY_RUN: "true"})]
+    assert recorder.of("s1")[-1] == ("update", {DELETE_AFTER: "1h"}, {})
+    assert sorted(k.name for k in cache.keys(CONFIGMAPS)) == ["plain3", "s0", "s2"]
 
 
 # ---------------------------------------------------------------------------- 410 Gone
@@ -378,6 +417,11 @@ class Interruptible:
         self.watch_versions.append(kwargs["resource_version"])
         return self._watch(resource, kwargs)
 
+    def watch_list_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.kube.watch_list_metadata(resource, **kwargs)  # not used: PAGED
+
     async def _watch(
         self, resource: ResourceType, kwargs: dict[str, Any]
     ) -> AsyncIterator[dict[str, Any]]:
@@ -410,7 +454,7 @@ async def test_relist_after_410_synthesises_deletes_for_objects_gone_meanwhile(
     await kube.create(EVENTS, namespace, core_event("goes", namespace, **{DELETE_AFTER: "1h"}))
     source, cache, recorder, metrics = Interruptible(kube), MetadataCache(), Recorder(), Metrics()
     informer = make_informer(
-        source, EVENTS, namespace, cache=cache, recorder=recorder, metrics=metrics
+        source, EVENTS, namespace, cache=cache, recorder=recorder, metrics=metrics, settings=PAGED
     )
     async with running(informer):
         await wait_until(lambda: informer.synced, "the first list")
@@ -451,7 +495,7 @@ async def test_expired_continue_token_restarts_the_list(
 
     source, recorder = CountingSource(kube), Recorder()
     informer = make_informer(
-        source, EVENTS, namespace, recorder=recorder, settings=InformerSettings(page_size=2)
+        source, EVENTS, namespace, recorder=recorder, settings=replace(PAGED, page_size=2)
     )
     await informer.list_once()  # the first list (resourceVersion=0)
     source.list_calls.clear()
@@ -498,7 +542,7 @@ async def test_silent_stream_is_cut_and_rewatched_from_the_last_version(
         configuration.host = base
         try:
             async with KubeClient(configuration, timeouts=Timeouts(watch_idle=0.3)) as fake:
-                informer = make_informer(fake, CONFIGMAPS, None, metrics=metrics)
+                informer = make_informer(fake, CONFIGMAPS, None, metrics=metrics, settings=PAGED)
                 async with running(informer):
                     await wait_until(lambda: len(watches) >= 2, "a re-watch")
         finally:

@@ -8,9 +8,10 @@ are exercised against the real API server in ``tests/integration/test_informers.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from lifecycle_controller.kube import (
     ResourceType,
     TooManyRequests,
     TransportError,
+    Unprocessable,
 )
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.testing.fakeclock import FakeClock
@@ -35,7 +37,7 @@ from lifecycle_controller.testing.fakeclock import FakeClock
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 ANNOTATION = "lifecycle.cezary.dev/delete-after"
 
-Script = dict[str, Any] | list[dict[str, Any]] | Exception
+Script = dict[str, Any] | list[dict[str, Any] | Exception] | Exception
 
 
 def meta(
@@ -83,6 +85,11 @@ class FakeSource:
     watches: deque[Script] = field(default_factory=deque)
     list_calls: list[dict[str, Any]] = field(default_factory=list)
     watch_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: Scripts of streaming lists (initial events, then watch events); none left: 422.
+    streams: deque[Script] = field(default_factory=deque)
+    stream_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: Lines the streaming list's ``decode_if`` refused (as the API server would encode them).
+    undecoded: list[bytes] = field(default_factory=list)
 
     async def list_metadata(
         self,
@@ -115,6 +122,32 @@ class FakeSource:
         self.watch_calls.append({"ns": namespace, "rv": resource_version, "t": timeout_seconds})
         return self._stream(self.watches.popleft() if self.watches else None)
 
+    def watch_list_metadata(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        timeout_seconds: int,
+        field_selector: str | None = None,
+        decode_if: Callable[[bytes], bool] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        self.stream_calls.append({"ns": namespace, "t": timeout_seconds})
+        if not self.streams:
+            refused = Unprocessable(422, {"message": "sendInitialEvents is forbidden"})
+            return self._stream(refused)
+        return self._filtered(self._stream(self.streams.popleft()), decode_if)
+
+    async def _filtered(
+        self, events: AsyncIterator[dict[str, Any]], decode_if: Callable[[bytes], bool] | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Offer each event to ``decode_if`` as the line Go's encoder would send."""
+        async for item in events:
+            line = json.dumps(item, separators=(",", ":")).encode()
+            if decode_if is not None and not decode_if(line):
+                self.undecoded.append(line)
+                continue
+            yield item
+
     async def _stream(self, answer: Script | None) -> AsyncIterator[dict[str, Any]]:
         if isinstance(answer, Exception):
             raise answer
@@ -124,6 +157,8 @@ class FakeSource:
         assert isinstance(answer, list)
         for item in answer:
             await asyncio.sleep(0)
+            if isinstance(item, Exception):
+                raise item
             yield item
 
 
@@ -171,7 +206,7 @@ class CountingMetrics:
         self.objects[resource] = count
 
 
-SETTINGS = InformerSettings(page_size=2)
+SETTINGS = InformerSettings(page_size=2, streaming_list=False)
 
 
 @dataclass
@@ -183,7 +218,9 @@ class Harness:
     metrics: CountingMetrics = field(default_factory=CountingMetrics)
     gone: list[ResourceType] = field(default_factory=list)
 
-    def informer(self, namespace: str | None = None) -> Informer:
+    def informer(
+        self, namespace: str | None = None, settings: InformerSettings = SETTINGS
+    ) -> Informer:
         return Informer(
             resource=CONFIGMAPS,
             namespace=namespace,
@@ -192,7 +229,7 @@ class Harness:
             on_event=self.recorder,
             clock=self.clock,
             metrics=self.metrics,
-            settings=SETTINGS,
+            settings=settings,
             on_resource_gone=self.gone.append,
             rng=random.Random(1),
         )

@@ -24,6 +24,7 @@ from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import LEASES, KubeClient
 from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
+from lifecycle_controller.testing.fakeapi.faults import RecordedRequest
 from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.unit.support import TrackedLeases, annotated, eventually, sleeping
 
@@ -41,9 +42,19 @@ def recorder(seen: Seen) -> EventHandler:
     return on_event
 
 
-async def test_an_informer_lists_in_pages_then_follows_the_watch(
-    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+@pytest.mark.parametrize(
+    ("server_streams", "informer_streams"),
+    [(True, True), (False, True), (True, False)],
+    ids=["streaming-list", "server-refuses-streaming", "paginated"],
+)
+async def test_an_informer_lists_then_follows_the_watch(
+    api: FakeApiServer,
+    kube: KubeClient,
+    clock: FakeClock,
+    server_streams: bool,
+    informer_streams: bool,
 ) -> None:
+    api.streaming_lists = server_streams
     for name in ("a", "b", "c"):
         api.store.create(CONFIGMAPS, "default", annotated(name, TTL))
     api.store.create(CONFIGMAPS, "default", annotated("plain", {}))
@@ -54,21 +65,30 @@ async def test_an_informer_lists_in_pages_then_follows_the_watch(
         cache=cache,
         on_event=recorder(seen),
         clock=clock,
-        settings=InformerSettings(page_size=2),
+        settings=InformerSettings(page_size=2, streaming_list=informer_streams),
         rng=random.Random(1),
     )
     async with informers:
         await informers.ensure([CONFIGMAPS])
         await eventually(informers.synced)
         assert sorted(seen) == [("add", n, False, True) for n in "abc"]
-        lists = [r for r in api.requests_to("GET") if not r.is_watch]
-        assert [r.param("limit") for r in lists] == ["2", "2"]
-        # a consistent paginated list: with resourceVersion=0 the API server ignores limit
-        assert lists[0].param("resourceVersion") is None
         await eventually(lambda: api.store.watchers(CONFIGMAPS))
-        watch = api.requests_to("GET")[-1]
-        assert watch.param("resourceVersion") == str(api.store.revision)
-        assert 300 <= int(watch.param("timeoutSeconds") or 0) <= 600
+        lists = [r for r in api.requests_to("GET") if not r.is_watch]
+        watches = [r for r in api.requests_to("GET") if r.is_watch]
+        if server_streams and informer_streams:
+            assert lists == []  # one request lists and then watches
+            assert [w.param("sendInitialEvents") for w in watches] == ["true"]
+            assert watches[0].param("resourceVersionMatch") == "NotOlderThan"
+            assert watches[0].param("resourceVersion") is None
+        else:
+            assert [r.param("limit") for r in lists] == ["2", "2"]
+            # a consistent paginated list: with resourceVersion=0 the API server ignores limit
+            assert lists[0].param("resourceVersion") is None
+            assert watches[-1].param("resourceVersion") == str(api.store.revision)
+            assert watches[-1].param("sendInitialEvents") is None
+            # refused once (422), then never asked again
+            assert len(watches) == (2 if informer_streams else 1)
+        assert 300 <= int(watches[-1].param("timeoutSeconds") or 0) <= 600
         seen.clear()
         api.store.patch(CONFIGMAPS, "default", "a", {"metadata": {"annotations": None}})
         api.store.patch(CONFIGMAPS, "default", "plain", {"metadata": {"annotations": TTL}})
@@ -82,18 +102,31 @@ async def test_an_informer_lists_in_pages_then_follows_the_watch(
         assert {k.name for k in cache.keys(CONFIGMAPS)} == {"c", "plain"}
 
 
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming-list", "paginated"])
 async def test_a_compacted_watch_relists_and_synthesises_deletes(
-    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock, streaming: bool
 ) -> None:
     for name in ("a", "b"):
         api.store.create(CONFIGMAPS, "default", annotated(name, TTL))
     cache = MetadataCache()
     seen: Seen = []
+
+    def watches() -> list[RecordedRequest]:
+        return [r for r in api.requests_to("GET") if r.is_watch]
+
     async with InformerSet(
-        source=kube, cache=cache, on_event=recorder(seen), clock=clock, rng=random.Random(2)
+        source=kube,
+        cache=cache,
+        on_event=recorder(seen),
+        clock=clock,
+        settings=InformerSettings(streaming_list=streaming),
+        rng=random.Random(2),
     ) as informers:
         await informers.ensure([CONFIGMAPS])
         await eventually(lambda: api.store.watchers(CONFIGMAPS))
+        if streaming:  # the streaming list's own stream ends normally: watched again at once
+            api.close_watches()
+            await eventually(lambda: len(watches()) == 2 and bool(api.store.watchers()))
         # A watch closed at once, with nothing in it, counts as a failure: the informer backs
         # off. Meanwhile "b" goes away, "c" appears and the history is compacted.
         api.close_watches()
@@ -106,8 +139,11 @@ async def test_a_compacted_watch_relists_and_synthesises_deletes(
         await eventually(lambda: len(seen) == 2)
         # The re-watch from the old resourceVersion got ERROR 410: a consistent relist.
         assert sorted(seen) == [("add", "c", False, True), ("delete", "b", True, False)]
-        relist = [r for r in api.requests_to("GET") if not r.is_watch][-1]
-        assert relist.param("resourceVersion") is None
+        if streaming:
+            assert watches()[-1].param("sendInitialEvents") == "true"
+        else:
+            relist = [r for r in api.requests_to("GET") if not r.is_watch][-1]
+            assert relist.param("resourceVersion") is None
         assert {k.name for k in cache.keys(CONFIGMAPS)} == {"a", "c"}
 
 

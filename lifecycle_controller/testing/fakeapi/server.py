@@ -7,7 +7,8 @@ streaming, only without a cluster. Served: discovery (see
 :mod:`~lifecycle_controller.testing.fakeapi.discovery`), list (``limit``/``continue``,
 metadata-only with the ``PartialObjectMetadataList`` media type), watch (from a
 resourceVersion, bookmarks when asked, ``timeoutSeconds``, ERROR 410 for a compacted
-resourceVersion), get, create, merge patch, PUT and delete with the store's preconditions,
+resourceVersion; a streaming list with ``sendInitialEvents`` unless ``streaming_lists`` is
+off), get, create, merge patch, PUT and delete with the store's preconditions,
 and ``TokenReview``/``SubjectAccessReview`` answered from :attr:`FakeApiServer.tokens` and
 :attr:`FakeApiServer.grants`.
 """
@@ -67,10 +68,13 @@ class FakeApiServer:
         now_ns: Callable[[], int] | None = None,
         aggregated_discovery: bool = True,
         token: str = TOKEN,
+        streaming_lists: bool = True,
     ) -> None:
         self.store = Store(now_ns=now_ns)
         self.catalogue = Catalogue()
         self.aggregated_discovery = aggregated_discovery
+        #: False: refuse ``sendInitialEvents`` (422), as a server without WatchList does.
+        self.streaming_lists = streaming_lists
         self.token = token
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
@@ -406,11 +410,16 @@ class FakeApiServer:
         namespace: str | None,
         metadata_only: bool,
     ) -> web.StreamResponse:
+        bookmarks = recorded.param("allowWatchBookmarks") == "true"
+        initial_events = recorded.param("sendInitialEvents") == "true"
+        if initial_events:
+            self._check_streaming_list(recorded, bookmarks)
         watcher = self.store.watch(
             resource,
             namespace,
-            recorded.param("resourceVersion"),
-            bookmarks=recorded.param("allowWatchBookmarks") == "true",
+            "" if initial_events else recorded.param("resourceVersion"),
+            bookmarks=bookmarks,
+            initial_events_end=initial_events,
         )
         timeout = recorded.param("timeoutSeconds")
         loop = asyncio.get_running_loop()
@@ -444,6 +453,23 @@ class FakeApiServer:
         with contextlib.suppress(ConnectionResetError):
             await response.write_eof()
         return response
+
+    def _check_streaming_list(self, recorded: RecordedRequest, bookmarks: bool) -> None:
+        """Refuse a streaming list as kube-apiserver does: feature off, or options wrong."""
+        if not self.streaming_lists:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                "sendInitialEvents is forbidden for watch unless the WatchList feature "
+                "gate is enabled",
+            )
+        if recorded.param("resourceVersionMatch") != "NotOlderThan" or not bookmarks:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                "sendInitialEvents needs resourceVersionMatch=NotOlderThan and "
+                "allowWatchBookmarks=true",
+            )
 
     # ------------------------------------------------------------------ reviews
 

@@ -382,17 +382,29 @@ class Store:
         resource_version: str | None,
         *,
         bookmarks: bool = False,
+        initial_events_end: bool = False,
     ) -> Watcher:
         """Register a watcher and queue what it missed since ``resource_version``.
 
-        ``0`` or empty starts with an ADDED event per current object; a resourceVersion older
-        than the last compaction gets an ERROR 410 event and the end of the stream.
+        ``0`` or empty starts with an ADDED event per current object (and, with
+        ``initial_events_end``, the bookmark that ends a streaming list's initial events); a
+        resourceVersion older than the last compaction gets an ERROR 410 event and the end of
+        the stream.
         """
         watcher = Watcher(resource, namespace, bookmarks)
         if resource_version in (None, "", "0"):
             for _, obj in self._select(resource, namespace):
                 watcher.queue.put_nowait(
                     WatchEvent(self.revision, resource, "ADDED", copy.deepcopy(obj))
+                )
+            if initial_events_end:
+                metadata = {
+                    "resourceVersion": str(self.revision),
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                }
+                obj = {"kind": resource.kind, "apiVersion": resource.api_version}
+                watcher.queue.put_nowait(
+                    {"type": "BOOKMARK", "object": {**obj, "metadata": metadata}}
                 )
         elif int(resource_version) < self.compacted:
             watcher.queue.put_nowait(expired_event(resource_version, self.compacted))
