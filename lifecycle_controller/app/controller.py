@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from lifecycle_controller.config import Settings
+from lifecycle_controller.controller.background_events import BackgroundRecorder
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery
@@ -98,6 +99,7 @@ class _Pipeline:
     informers: InformerSet
     queue: WorkQueue[ObjectKey]
     reconciler: Reconciler
+    events: BackgroundRecorder
     namespaces: NamespaceDefaultsStore | None = None
 
     def synced(self) -> bool:
@@ -188,12 +190,13 @@ class Controller:
 
     async def drain(self) -> None:
         """Graceful shutdown: start no reconcile (queued keys are left to the next leader),
-        wait for those in flight (a write sent gets its response and its Event). Bound it
-        with a timeout; cancelling :meth:`run` afterwards releases the Lease."""
+        wait for those in flight (a write sent gets its response) and for the Events pending.
+        Bound it with a timeout; cancelling :meth:`run` afterwards releases the Lease."""
         self._stopping = True
         pipeline = self._pipeline
         if pipeline is not None:
             await pipeline.queue.shutdown_with_drain()
+            await pipeline.events.flush()  # the actions done get their Events
 
     async def run(self) -> None:
         """Serve probes and metrics, then lead (or wait to lead) until cancelled.
@@ -272,6 +275,7 @@ class Controller:
         if notifier is not None:  # docs/notifications.md: every Event source, leader only
             cluster = settings.notifications.cluster_name
             recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
+        recorder = events = BackgroundRecorder(recorder)  # no worker waits for an Event
         breaker, rollouts = self._guardrails(recorder, queue)
         executor = Executor(
             cache=cache,
@@ -317,7 +321,7 @@ class Controller:
             metrics=_InformerMetrics(self.metrics),
             on_resource_gone=lambda _resource: discovery.trigger(),
         )
-        self._pipeline = _Pipeline(discovery, informers, queue, reconciler, namespaces)
+        self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
         namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
         try:
             watched = await discovery.initial()  # logs an empty watch set itself
@@ -352,6 +356,7 @@ class Controller:
             await rollouts.aclose()
             await informers.aclose()
             await queue.aclose()
+            await events.aclose()
             self._pipeline = None
 
     def _notifier(self) -> WebhookNotifier | None:

@@ -26,6 +26,7 @@ import random
 import ssl
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,8 @@ class FaultProxy:
     #: (method, path and query, Accept) of every request, recorded when it arrives (a watch
     #: is in :attr:`records` only once its stream has ended).
     arrived: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Response bytes passed on so far, per path and query (open watches included).
+    bytes_streamed: Counter[str] = field(default_factory=Counter)
     #: (arrival time, method, path and query) of every request.
     arrivals: list[tuple[float, str, str]] = field(default_factory=list)
     port: int = 0
@@ -206,6 +209,7 @@ class FaultProxy:
                     if watch and self.frozen:
                         continue
                     size += len(chunk)
+                    self.bytes_streamed[path] += len(chunk)
                     await out.write(chunk)
                 await out.write_eof()
             except (ConnectionError, aiohttp.ClientError):

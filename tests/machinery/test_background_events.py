@@ -1,0 +1,135 @@
+"""Events written beside the reconcile (controller.background_events).
+
+A scripted inner recorder whose writes finish when the test says: record() returns before
+the write, Events of one object keep their order while other objects' go ahead, the slot
+limit holds a worker back, flush() waits for all, a failing write is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+
+from lifecycle_controller.controller.background_events import BackgroundRecorder
+from lifecycle_controller.controller.recorder import Recorded
+from lifecycle_controller.core.events import Event, EventType
+from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.testing.fakeapi import CONFIGMAPS
+
+
+def ref(name: str) -> ObjectRef:
+    return ObjectRef(ObjectKey(CONFIGMAPS, "team", name), uid=f"uid-{name}")
+
+
+def event(reason: str) -> Event:
+    return Event(EventType.NORMAL, reason, f"{reason} happened")
+
+
+@dataclass
+class Gated:
+    """Each write waits for its gate (opened by the test); remembers the order of writes."""
+
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    failing: set[str] = field(default_factory=set)
+
+    def gate(self, reason: str) -> asyncio.Event:
+        return self.gates.setdefault(reason, asyncio.Event())
+
+    async def record(self, ref: ObjectRef, event: Event) -> Recorded | None:
+        self.started.append(event.reason)
+        await self.gate(event.reason).wait()
+        if event.reason in self.failing:
+            raise RuntimeError("the API is down")
+        self.written.append(event.reason)
+        return Recorded.CREATED
+
+
+async def settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_record_returns_before_the_write_and_flush_waits_for_it() -> None:
+    inner = Gated()
+    events = BackgroundRecorder(inner)
+    assert await events.record(ref("a"), event("Deleted")) is None
+    await settle()
+    assert inner.started == ["Deleted"]
+    assert inner.written == []
+    assert events.pending == 1
+    flushing = asyncio.create_task(events.flush())
+    await settle()
+    assert not flushing.done()
+    inner.gate("Deleted").set()
+    await flushing
+    assert inner.written == ["Deleted"]
+    assert events.pending == 0
+
+
+async def test_one_objects_events_keep_their_order_others_go_ahead() -> None:
+    inner = Gated()
+    events = BackgroundRecorder(inner)
+    await events.record(ref("a"), event("UpcomingDeletion"))
+    await events.record(ref("a"), event("Deleted"))
+    await events.record(ref("b"), event("Restarted"))
+    await settle()
+    # "Deleted" waits for the Event before it about the same object; "b" does not.
+    assert inner.started == ["UpcomingDeletion", "Restarted"]
+    inner.gate("Restarted").set()
+    inner.gate("Deleted").set()
+    await settle()
+    assert inner.written == ["Restarted"]
+    inner.gate("UpcomingDeletion").set()
+    await events.flush()
+    assert inner.written == ["Restarted", "UpcomingDeletion", "Deleted"]
+
+
+async def test_a_worker_waits_while_the_limit_is_in_flight() -> None:
+    inner = Gated()
+    events = BackgroundRecorder(inner, limit=2)
+    await events.record(ref("a"), event("E1"))
+    await events.record(ref("b"), event("E2"))
+    third = asyncio.create_task(events.record(ref("c"), event("E3")))
+    await settle()
+    assert not third.done()
+    inner.gate("E1").set()
+    await settle()
+    assert third.done()
+    for reason in ("E2", "E3"):
+        inner.gate(reason).set()
+    await events.flush()
+    assert sorted(inner.written) == ["E1", "E2", "E3"]
+
+
+async def test_a_failed_write_is_dropped_and_the_next_one_still_goes() -> None:
+    inner = Gated(failing={"E1"})
+    events = BackgroundRecorder(inner, limit=1)
+    await events.record(ref("a"), event("E1"))
+    inner.gate("E1").set()
+    inner.gate("E2").set()
+    await events.record(ref("a"), event("E2"))  # the failed one gave its slot back
+    await events.flush()
+    assert inner.written == ["E2"]
+
+
+async def test_aclose_cancels_what_is_pending() -> None:
+    inner = Gated()
+    events = BackgroundRecorder(inner, limit=1)
+    await events.record(ref("a"), event("E1"))
+    await settle()
+    await events.aclose()
+    assert events.pending == 0
+    assert inner.written == []
+    # The cancelled write released its slot.
+    async with asyncio.timeout(1):
+        await events.record(ref("a"), event("E2"))
+    await events.aclose()
+
+
+def test_the_limit_is_validated() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        BackgroundRecorder(Gated(), limit=0)
