@@ -138,9 +138,12 @@ async def populate(kube: KubeClient, objects: int) -> float:
     return time.perf_counter() - started
 
 
-def _controller_argv(kubeconfig: Path, probe: int, metrics: int) -> list[str]:
-    script = Path(sys.executable).with_name("lifecycle-controller")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "lifecycle_controller"]
+def _controller_argv(
+    kubeconfig: Path, probe: int, metrics: int, python: str | None = None
+) -> list[str]:
+    interpreter = python or sys.executable
+    script = Path(interpreter).with_name("lifecycle-controller")
+    command = [str(script)] if script.exists() else [interpreter, "-m", "lifecycle_controller"]
     return [
         *command,
         "run",
@@ -306,7 +309,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
         probe, metrics = _free_port(), _free_port()
         started = time.time()
         process = _spawn(
-            _controller_argv(plane.admin_kubeconfig, probe, metrics),
+            _controller_argv(plane.admin_kubeconfig, probe, metrics, args.controller_python),
             args.controller_source,
             plane.logs_dir / "controller.log",
         )
@@ -394,6 +397,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--controller-source",
         help="run the controller from this source folder (compare a checkout)",
+    )
+    parser.add_argument(
+        "--controller-python",
+        help="run the controller with this interpreter (e.g. a virtualenv with only the "
+        "package installed, as a user has it: development tools change import times)",
     )
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument("--no-plots", action="store_true")

@@ -1,7 +1,7 @@
 """The process around one :class:`Controller`: connection, signals, grace period, exit codes.
 
 Shutdown (SIGTERM/SIGINT, or ``--run-for``): the workers stop taking keys and the reconciles
-in flight finish (their writes and Events included) for at most
+in flight finish (their writes, and the Events still pending) for at most
 :data:`SHUTDOWN_GRACE_SECONDS`; then the leader's work is cancelled, the Lease is released
 and the servers close (docs/reliability.md#shutdown). A second signal skips the wait.
 Losing the Lease stops the work at once and exits non-zero, as controller-runtime does.
