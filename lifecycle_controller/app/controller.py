@@ -277,6 +277,7 @@ class Controller:
             recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
         recorder = events = BackgroundRecorder(recorder)  # no worker waits for an Event
         breaker, rollouts = self._guardrails(recorder, queue)
+        rollouts.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
         executor = Executor(
             cache=cache,
             kube=self.kube,

@@ -7,7 +7,12 @@ by all followers, so the reads of one tick are batched: controller/rollout_reads
 status says the
 rollout is complete (:func:`~lifecycle_controller.core.rollout_progress.rollout_progress`),
 then records Normal ``RolloutCompleted`` with the duration, or, after ``--rollout-timeout``,
-Warning ``RolloutStalled`` with the status fields; ``lifecycle_rollouts_total{kind,result}``
+Warning ``RolloutStalled`` with the status fields. A tick skips the read while the
+workload's resourceVersion in the informer cache (:attr:`RolloutTracker.version_of`) is still
+the one of the state last evaluated: every status update changes it and the metadata-only
+watch delivers that change, so an unchanged version means an unchanged status; at least
+every :data:`FORCED_READ_TICKS` ticks it is read anyway (an informer that lost its watch
+must not stall a rollout). ``lifecycle_rollouts_total{kind,result}``
 and ``lifecycle_rollout_duration_seconds`` count them.
 
 With ``--max-concurrent-rollouts N`` the executor asks :meth:`try_start` before a restart:
@@ -37,6 +42,9 @@ __all__ = ["RolloutMetrics", "RolloutTracker"]
 
 _log = structlog.get_logger(__name__)
 _NS_PER_S = 1_000_000_000
+#: A followed workload whose cached resourceVersion has not moved is read on every this-many
+#: ticks anyway.
+FORCED_READ_TICKS = 10
 
 
 class RolloutMetrics(Protocol):
@@ -69,6 +77,9 @@ class RolloutTracker:
         self.waiter_ttl = waiter_ttl
         #: Requeues a waiting key (wired to the work queue's ``add``).
         self.wake: Callable[[ObjectKey], None] = lambda key: None
+        #: The resourceVersion the informer cache holds for a key (None: not cached); wired
+        #: to the cache. Unchanged since the last evaluated state: the read is skipped.
+        self.version_of: Callable[[ObjectKey], str | None] = lambda key: None
         self._slots: set[ObjectKey] = set()  # reserved or rolling out (counted against limit)
         self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
         self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
@@ -135,9 +146,14 @@ class RolloutTracker:
             previous.cancel()  # superseded by a newer restart of the same workload
         if self.limit > 0:
             self._slots.add(key)
-        generation = (response.get("metadata") or {}).get("generation")
+        metadata = response.get("metadata") or {}
+        generation = metadata.get("generation")
         task = asyncio.create_task(
-            self._follow(ref, generation if isinstance(generation, int) else 0),
+            self._follow(
+                ref,
+                generation if isinstance(generation, int) else 0,
+                str(metadata.get("resourceVersion") or ""),
+            ),
             name=f"rollout {key.id}",
         )
         self._tasks[key] = task
@@ -154,16 +170,23 @@ class RolloutTracker:
 
         task.add_done_callback(done)
 
-    async def _follow(self, ref: ObjectRef, generation: int) -> None:
+    async def _follow(self, ref: ObjectRef, generation: int, evaluated: str) -> None:
+        """``evaluated``: the resourceVersion of the state the patch answered with."""
         key = ref.key
         kind = key.resource.kind
         started = self.clock.monotonic()
         detail = "no status read yet"
+        unchanged_ticks = 0
         while True:
             elapsed = self.clock.monotonic() - started
             if elapsed >= self.timeout:
                 break
             await self.clock.sleep(min(self._until_tick(), max(self.timeout - elapsed, 0.0)))
+            if evaluated and self.version_of(key) == evaluated:
+                unchanged_ticks += 1
+                if unchanged_ticks < FORCED_READ_TICKS:
+                    continue  # nothing changed since the state last evaluated
+            unchanged_ticks = 0
             try:
                 obj = await self._reads.read(key)
             except NotFound:
@@ -173,6 +196,7 @@ class RolloutTracker:
                 _log.warning("rollout status unreadable", error=str(error))
                 continue
             metadata = obj.setdefault("metadata", {})
+            evaluated = str(metadata.get("resourceVersion") or "")
             if isinstance(metadata.get("generation"), int) and metadata["generation"] < generation:
                 metadata["generation"] = generation
             progress = rollout_progress(obj)

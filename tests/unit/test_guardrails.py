@@ -17,7 +17,7 @@ from lifecycle_controller.controller.execution import Executor, RestartPacing
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
-from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.controller.rollouts import FORCED_READ_TICKS, RolloutTracker
 from lifecycle_controller.core import DecisionSettings, Ledger, keys
 from lifecycle_controller.core.pacing import restart_jitter_ns
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
@@ -260,6 +260,63 @@ async def test_rollouts_are_limited_followed_and_reported(
         await clock.advance(1)
     await eventually(lambda: "RolloutStalled" in reasons(api, "stuck"))
     assert metrics.rollouts == [("Deployment", "completed"), ("Deployment", "stalled")]
+    await tracker.aclose()
+
+
+async def test_a_rollout_is_read_only_after_its_cached_version_moves(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    metrics = Metrics()
+    tracker = RolloutTracker(kube, recorder, clock, metrics, timeout=60, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+
+    def status_reads() -> int:
+        return len(
+            [r for r in api.requests_to("GET") if "/deployments" in r.path and not r.is_watch]
+        )
+
+    async def tick() -> None:
+        await eventually(lambda: bool(clock.sleeper_deadlines()))
+        await clock.advance(1)
+        await asyncio.sleep(0)
+
+    assert await reconcile(key) is None  # the patch's answer is in the cache (refresh)
+    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
+    # The fake has no Deployment controller and no informer here: the status moves in the
+    # store, the cache still holds the patched state.
+    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
+    for _ in range(3):
+        await tick()
+    assert status_reads() == 0  # unchanged cached version: nothing to read
+    moved = api.store.get(DEPLOYMENTS, "team", "web")
+    cache.put(key, CachedObject.from_metadata(moved["metadata"]))  # the watch event arrives
+    await tick()
+    await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
+    assert status_reads() == 1
+    await tracker.aclose()
+
+
+async def test_a_rollout_is_read_now_and_then_when_the_cache_does_not_move(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=60, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+    assert await reconcile(key) is None
+    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
+    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
+    for _ in range(FORCED_READ_TICKS - 1):  # a watch that is down: the cache never moves
+        await eventually(lambda: bool(clock.sleeper_deadlines()))
+        await clock.advance(1)
+    assert "RolloutCompleted" not in reasons(api, "web")
+    await eventually(lambda: bool(clock.sleeper_deadlines()))
+    await clock.advance(1)
+    await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
     await tracker.aclose()
 
 
