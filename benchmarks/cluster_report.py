@@ -44,6 +44,13 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _lag(summary: dict[str, Any]) -> str:
+    """The p99 bound of a lag window, or why there is none (sampled every 0.5 s)."""
+    if not summary.get("samples"):
+        return "no sample (shorter than the 0.5 s sampling interval)"
+    return f"≤ {summary.get('p99_le_s')} s"
+
+
 def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| run | objects | ready (floor seq / par) | ratio | first request | CPU to ready "
@@ -61,7 +68,7 @@ def markdown(runs: list[dict[str, Any]]) -> str:
             f"| {run['first_request_s']} s | {run['cpu_to_ready_s']:.2f} s "
             f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB "
             f"| {run['hwm_mb']:.0f} MB | {sum(idle.values())} in {run['idle_s']:.0f} s "
-            f"{idle} | ≤ {lag.get('p99_le_s')} s |"
+            f"{idle} | {_lag(lag)} |"
         )
     action_runs = [r for r in runs if r.get("burst")]
     if action_runs:
@@ -80,7 +87,7 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 f"{burst['done']}/{burst['count']} | {floors['delete_at_4_s']} / "
                 f"{floors['delete_at_16_s']} s | {d.get('burst_ratio')}x "
                 f"| {d.get('cpu_per_deletion_ms')} ms | {run['requests'].get('burst')} "
-                f"| ≤ {run['lag'].get('burst', {}).get('p99_le_s')} s "
+                f"| {_lag(run['lag'].get('burst', {}))} "
                 f"| {storm['last_done_s']} s, {storm['done']}/{storm['count']} "
                 f"| {floors['restart_at_4_s']} s | {d.get('storm_ratio')}x "
                 f"| {d.get('cpu_per_restart_ms')} ms |"

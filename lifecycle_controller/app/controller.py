@@ -394,6 +394,7 @@ class Controller:
             timeout=guardrails.rollout_timeout,
         )
         rollouts.wake = queue.add
+        rollouts.busy = lambda: len(queue) > 0
         return breaker, rollouts
 
     def _unless_stopping(self, reconciler: Reconciler) -> ReconcileFunc[ObjectKey]:

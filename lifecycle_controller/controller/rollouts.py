@@ -12,7 +12,10 @@ workload's resourceVersion in the informer cache (:attr:`RolloutTracker.version_
 the one of the state last evaluated: every status update changes it and the metadata-only
 watch delivers that change, so an unchanged version means an unchanged status; at least
 every :data:`FORCED_READ_TICKS` ticks it is read anyway (an informer that lost its watch
-must not stall a rollout). ``lifecycle_rollouts_total{kind,result}``
+must not stall a rollout). While keys wait for a worker (:attr:`RolloutTracker.busy`: a
+storm of due actions), reads wait too, for at most :data:`MAX_DEFERRED_TICKS` ticks in a
+row: verification must not take the API server's capacity from actions that are due (their
+``RolloutCompleted`` Events follow the reads). ``lifecycle_rollouts_total{kind,result}``
 and ``lifecycle_rollout_duration_seconds`` count them.
 
 With ``--max-concurrent-rollouts N`` the executor asks :meth:`try_start` before a restart:
@@ -45,6 +48,8 @@ _NS_PER_S = 1_000_000_000
 #: A followed workload whose cached resourceVersion has not moved is read on every this-many
 #: ticks anyway.
 FORCED_READ_TICKS = 10
+#: A tick's read waits for the work queue to empty at most this many ticks in a row.
+MAX_DEFERRED_TICKS = 30
 
 
 class RolloutMetrics(Protocol):
@@ -80,6 +85,8 @@ class RolloutTracker:
         #: The resourceVersion the informer cache holds for a key (None: not cached); wired
         #: to the cache. Unchanged since the last evaluated state: the read is skipped.
         self.version_of: Callable[[ObjectKey], str | None] = lambda key: None
+        #: True while keys wait for a worker (wired to the work queue's length).
+        self.busy: Callable[[], bool] = lambda: False
         self._slots: set[ObjectKey] = set()  # reserved or rolling out (counted against limit)
         self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
         self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
@@ -176,12 +183,16 @@ class RolloutTracker:
         kind = key.resource.kind
         started = self.clock.monotonic()
         detail = "no status read yet"
-        unchanged_ticks = 0
+        unchanged_ticks = deferred_ticks = 0
         while True:
             elapsed = self.clock.monotonic() - started
             if elapsed >= self.timeout:
                 break
             await self.clock.sleep(min(self._until_tick(), max(self.timeout - elapsed, 0.0)))
+            if self.busy() and deferred_ticks < MAX_DEFERRED_TICKS:
+                deferred_ticks += 1
+                continue  # due actions first
+            deferred_ticks = 0
             if evaluated and self.version_of(key) == evaluated:
                 unchanged_ticks += 1
                 if unchanged_ticks < FORCED_READ_TICKS:

@@ -17,7 +17,11 @@ from lifecycle_controller.controller.execution import Executor, RestartPacing
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
-from lifecycle_controller.controller.rollouts import FORCED_READ_TICKS, RolloutTracker
+from lifecycle_controller.controller.rollouts import (
+    FORCED_READ_TICKS,
+    MAX_DEFERRED_TICKS,
+    RolloutTracker,
+)
 from lifecycle_controller.core import DecisionSettings, Ledger, keys
 from lifecycle_controller.core.pacing import restart_jitter_ns
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
@@ -317,6 +321,27 @@ async def test_a_rollout_is_read_now_and_then_when_the_cache_does_not_move(
     await eventually(lambda: bool(clock.sleeper_deadlines()))
     await clock.advance(1)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
+    await tracker.aclose()
+
+
+async def test_rollout_reads_wait_while_actions_queue_but_not_forever(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=120, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    tracker.busy = lambda: True  # a storm: keys always waiting for a worker
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+    assert await reconcile(key) is None
+    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
+    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
+    for _ in range(MAX_DEFERRED_TICKS):
+        await eventually(lambda: bool(clock.sleeper_deadlines()))
+        await clock.advance(1)
+    assert "RolloutCompleted" not in reasons(api, "web")  # deferred: actions come first
+    await eventually(lambda: bool(clock.sleeper_deadlines()))
+    await clock.advance(1)
+    await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))  # but not forever
     await tracker.aclose()
 
 
