@@ -45,9 +45,9 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lag(summary: dict[str, Any]) -> str:
-    """The p99 bound of a lag window, or why there is none (sampled every 0.1 s)."""
+    """The p99 bound of a lag window, or why there is none."""
     if not summary.get("samples"):
-        return "no sample (shorter than the 0.1 s sampling interval)"
+        return "no sample (ready within the sampling interval)"
     return f"≤ {summary.get('p99_le_s')} s"
 
 
