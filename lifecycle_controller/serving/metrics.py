@@ -483,7 +483,7 @@ class Metrics:
 
     # --- event loop -----------------------------------------------------------------------
 
-    async def run_loop_lag_monitor(self, clock: Clock, *, interval: float = 0.1) -> None:
+    async def run_loop_lag_monitor(self, clock: Clock, *, interval: float = 0.5) -> None:
         """Sleep ``interval`` on ``clock`` forever and record how late each wake-up was.
 
         A busy or blocked event loop wakes the timer late; the histogram shows by how much.
