@@ -14,6 +14,10 @@ raises :class:`TerminalError`         nothing: logged, no retry (no ``forget``)
 raises any other ``Exception``        ``add_rate_limited(key)`` (logged)
 ====================================  ===========================================
 
+An exception with a positive numeric ``retry_after`` attribute (the API server's 429 with
+``Retry-After``, :class:`lifecycle_controller.kube.TooManyRequests`) is retried no sooner than
+that many seconds, as client-go's REST client waits before it retries a 429.
+
 ``done(key)`` is always called, even on cancellation. The queue guarantees a key is never
 reconciled by two workers at once. A failing reconcile never kills its worker; workers exit
 when the queue is shut down and empty. Each item is logged with its key bound into structlog's
@@ -171,7 +175,9 @@ async def _reconcile_one(
 
 
 def _retry_after_error(queue: WorkQueue[K], key: K, err: BaseException) -> ReconcileOutcome:
-    queue.add_rate_limited(key)
+    asked = getattr(err, "retry_after", None)
+    wait = float(asked) if isinstance(asked, int | float) and asked > 0 else 0.0
+    queue.add_rate_limited(key, at_least=wait)
     _log.error(
         "reconcile failed; retrying with backoff",
         error=str(err) or type(err).__name__,

@@ -348,11 +348,12 @@ class WorkQueue(Generic[K]):
 
     # --- the rate-limiting queue --------------------------------------------------------
 
-    def add_rate_limited(self, key: K) -> None:
-        """``add_after(key, rate_limiter.when(key))``: retry with backoff."""
+    def add_rate_limited(self, key: K, *, at_least: float = 0.0) -> None:
+        """``add_after(key, rate_limiter.when(key))``: retry with backoff, and not sooner than
+        ``at_least`` seconds (a server's ``Retry-After``)."""
         if self._shutting_down:
             return
-        self.add_after(key, self._limiter.when(key))
+        self.add_after(key, max(self._limiter.when(key), at_least))
 
     def forget(self, key: K) -> None:
         """Clear ``key``'s backoff history in the rate limiter. Does not dequeue anything."""

@@ -133,6 +133,26 @@ async def test_error_retries_with_exponential_backoff(
     assert q.num_requeues("k") == 0
 
 
+class Throttled(Exception):
+    """Like kube's TooManyRequests: the server asked to wait ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__("429")
+        self.retry_after = retry_after
+
+
+async def test_an_error_with_retry_after_waits_at_least_that_long(
+    clock: FakeClock, q: WorkQueue[str], workers: Callable[..., asyncio.Task[None]]
+) -> None:
+    script = Script(clock, {"k": [Throttled(2.0), Throttled(None), Throttled(0.001)]})
+    workers(script)
+    q.add("k")
+    await clock.advance(10)
+    # Retry-After 2 s instead of the 5 ms backoff; none: the backoff (10 ms); shorter than the
+    # backoff: the backoff (20 ms).
+    assert script.times("k") == pytest.approx([0, 2.0, 2.01, 2.03])
+
+
 async def test_error_ignores_nothing_else_and_keeps_counting(
     clock: FakeClock, q: WorkQueue[str], workers: Callable[..., asyncio.Task[None]]
 ) -> None:
