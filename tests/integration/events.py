@@ -13,14 +13,20 @@ and waits for an Event with a given reason (:func:`wait_event`, :func:`wait_for_
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lifecycle_controller.kube import EVENTS, KubeClient
 from tests.integration.keys import CONTROLLER
 from tests.integration.support import eventually
 
 EventTuple = tuple[str, str, str]
+_T = TypeVar("_T")
+#: Two reads this far apart that agree end :func:`events_of` (at most SETTLE_READS more reads).
+SETTLE_SECONDS = 0.5
+SETTLE_READS = 20
 
 
 #: The Normal Event that follows every restart once its rollout completes (the rollout
@@ -61,12 +67,31 @@ async def events_of(
     """(type, reason, note) of the controller's Events about ``name``, oldest first.
 
     ``RolloutCompleted`` is left out unless ``rollouts`` (see :data:`ROLLOUT_COMPLETED`).
+    The controller writes an action's Event a moment after the action (beside its workers,
+    docs/behaviour.md#event-catalogue), so a test that has just seen the action's effect
+    reads until two reads :data:`SETTLE_SECONDS` apart agree.
     """
-    return [
-        (event["type"], event["reason"], event.get("note", ""))
-        for event in await list_events(kube, namespace, name, reporter=reporter)
-        if rollouts or event["reason"] != ROLLOUT_COMPLETED
-    ]
+
+    async def read() -> list[EventTuple]:
+        return [
+            (event["type"], event["reason"], event.get("note", ""))
+            for event in await list_events(kube, namespace, name, reporter=reporter)
+            if rollouts or event["reason"] != ROLLOUT_COMPLETED
+        ]
+
+    return await settled(read)
+
+
+async def settled(read: Callable[[], Awaitable[list[_T]]]) -> list[_T]:
+    """``read()`` again until two reads :data:`SETTLE_SECONDS` apart agree."""
+    seen = await read()
+    for _ in range(SETTLE_READS):
+        await asyncio.sleep(SETTLE_SECONDS)
+        again = await read()
+        if again == seen:
+            break
+        seen = again
+    return seen
 
 
 async def wait_event(
@@ -106,17 +131,22 @@ async def event_records(
     """Every Event regarding ``name`` (any reporter unless ``reporter``), oldest first.
 
     ``RolloutCompleted`` is left out unless ``rollouts`` (see :data:`ROLLOUT_COMPLETED`).
+    Read until settled, like :func:`events_of`.
     """
-    return [
-        EventRecord(
-            event["type"],
-            event["reason"],
-            event.get("note", ""),
-            int((event.get("series") or {}).get("count", 1)),
-        )
-        for event in await list_events(kube, namespace, name, reporter=reporter)
-        if rollouts or event["reason"] != ROLLOUT_COMPLETED
-    ]
+
+    async def read() -> list[EventRecord]:
+        return [
+            EventRecord(
+                event["type"],
+                event["reason"],
+                event.get("note", ""),
+                int((event.get("series") or {}).get("count", 1)),
+            )
+            for event in await list_events(kube, namespace, name, reporter=reporter)
+            if rollouts or event["reason"] != ROLLOUT_COMPLETED
+        ]
+
+    return await settled(read)
 
 
 async def wait_for_event(
