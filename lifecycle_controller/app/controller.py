@@ -276,8 +276,7 @@ class Controller:
             cluster = settings.notifications.cluster_name
             recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
         recorder = events = BackgroundRecorder(recorder)  # no worker waits for an Event
-        breaker, rollouts = self._guardrails(recorder, queue)
-        rollouts.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+        breaker, rollouts = self._guardrails(recorder, queue, cache)
         executor = Executor(
             cache=cache,
             kube=self.kube,
@@ -369,7 +368,7 @@ class Controller:
         return WebhookNotifier(urls, clock=self.clock, on_result=self.metrics.count_notification)
 
     def _guardrails(
-        self, recorder: EventRecorder, queue: WorkQueue[ObjectKey]
+        self, recorder: EventRecorder, queue: WorkQueue[ObjectKey], cache: MetadataCache
     ) -> tuple[CircuitBreaker, RolloutTracker]:
         """The circuit breaker (latched beside the Lease) and the rollout tracker."""
         guardrails = self.settings.guardrails
@@ -395,6 +394,7 @@ class Controller:
         )
         rollouts.wake = queue.add
         rollouts.busy = lambda: len(queue) > 0
+        rollouts.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
         return breaker, rollouts
 
     def _unless_stopping(self, reconciler: Reconciler) -> ReconcileFunc[ObjectKey]:

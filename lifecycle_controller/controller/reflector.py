@@ -260,8 +260,7 @@ class Informer:
         later ones are consistent reads. Synthesises deletes for cached keys of this scope
         that are gone, and marks the scope synced. Raises KubeError on failure.
         """
-        relist = self._lists > 0
-        consistent = relist
+        consistent = self._lists > 0
         restarts = 0
         while True:
             try:

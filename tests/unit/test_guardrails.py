@@ -267,37 +267,48 @@ async def test_rollouts_are_limited_followed_and_reported(
     await tracker.aclose()
 
 
+async def restarted_and_rolled_out(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock, *, timeout: float, cached: bool
+) -> tuple[RolloutTracker, MetadataCache, ObjectKey]:
+    """Restart "web" through a tracker (its versions read from the cache when ``cached``),
+    then write the status the Deployment controller would: the rollout is complete in the
+    store. The fake has no Deployment controller and no informer: the cache still holds the
+    patched state."""
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=timeout, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    if cached:
+        tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+    assert await reconcile(key) is None  # the patch's answer is in the cache (refresh)
+    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
+    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
+    return tracker, cache, key
+
+
+async def tick(clock: FakeClock) -> None:
+    """Advance to the tracker's next one-second tick."""
+    await eventually(lambda: bool(clock.sleeper_deadlines()))
+    await clock.advance(1)
+
+
 async def test_a_rollout_is_read_only_after_its_cached_version_moves(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
-    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
-    metrics = Metrics()
-    tracker = RolloutTracker(kube, recorder, clock, metrics, timeout=60, poll_interval=1)
-    reconcile, cache = build(kube, clock, rollouts=tracker)
-    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
-    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+    tracker, cache, key = await restarted_and_rolled_out(api, kube, clock, timeout=60, cached=True)
 
     def status_reads() -> int:
         return len(
             [r for r in api.requests_to("GET") if "/deployments" in r.path and not r.is_watch]
         )
 
-    async def tick() -> None:
-        await eventually(lambda: bool(clock.sleeper_deadlines()))
-        await clock.advance(1)
-        await asyncio.sleep(0)
-
-    assert await reconcile(key) is None  # the patch's answer is in the cache (refresh)
-    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
-    # The fake has no Deployment controller and no informer here: the status moves in the
-    # store, the cache still holds the patched state.
-    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
     for _ in range(3):
-        await tick()
+        await tick(clock)
+        await asyncio.sleep(0)
     assert status_reads() == 0  # unchanged cached version: nothing to read
     moved = api.store.get(DEPLOYMENTS, "team", "web")
     cache.put(key, CachedObject.from_metadata(moved["metadata"]))  # the watch event arrives
-    await tick()
+    await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
     assert status_reads() == 1
     await tracker.aclose()
@@ -306,20 +317,11 @@ async def test_a_rollout_is_read_only_after_its_cached_version_moves(
 async def test_a_rollout_is_read_now_and_then_when_the_cache_does_not_move(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
-    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
-    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=60, poll_interval=1)
-    reconcile, cache = build(kube, clock, rollouts=tracker)
-    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
-    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
-    assert await reconcile(key) is None
-    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
-    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
+    tracker, _, _ = await restarted_and_rolled_out(api, kube, clock, timeout=60, cached=True)
     for _ in range(FORCED_READ_TICKS - 1):  # a watch that is down: the cache never moves
-        await eventually(lambda: bool(clock.sleeper_deadlines()))
-        await clock.advance(1)
+        await tick(clock)
     assert "RolloutCompleted" not in reasons(api, "web")
-    await eventually(lambda: bool(clock.sleeper_deadlines()))
-    await clock.advance(1)
+    await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
     await tracker.aclose()
 
@@ -327,20 +329,12 @@ async def test_a_rollout_is_read_now_and_then_when_the_cache_does_not_move(
 async def test_rollout_reads_wait_while_actions_queue_but_not_forever(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
-    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
-    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=120, poll_interval=1)
-    reconcile, cache = build(kube, clock, rollouts=tracker)
+    tracker, _, _ = await restarted_and_rolled_out(api, kube, clock, timeout=120, cached=False)
     tracker.busy = lambda: True  # a storm: keys always waiting for a worker
-    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
-    assert await reconcile(key) is None
-    generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
-    api.store.patch(DEPLOYMENTS, "team", "web", {"status": {"observedGeneration": generation}})
     for _ in range(MAX_DEFERRED_TICKS):
-        await eventually(lambda: bool(clock.sleeper_deadlines()))
-        await clock.advance(1)
+        await tick(clock)
     assert "RolloutCompleted" not in reasons(api, "web")  # deferred: actions come first
-    await eventually(lambda: bool(clock.sleeper_deadlines()))
-    await clock.advance(1)
+    await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))  # but not forever
     await tracker.aclose()
 
