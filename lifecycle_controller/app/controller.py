@@ -49,6 +49,7 @@ from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.tasks import cancel_and_wait
 from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor
 from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.serving.server import (
     MetricsServer,
@@ -205,7 +206,9 @@ class Controller:
         """
         async with AsyncExitStack() as stack:
             await self._start_servers(stack)
-            lag = asyncio.create_task(self.metrics.run_loop_lag_monitor(self.clock))
+            # The lag is the real event loop's, whatever clock the decisions run on.
+            probe = run_loop_lag_monitor(self.metrics.event_loop_lag, RealClock())
+            lag = asyncio.create_task(probe)
             stack.push_async_callback(cancel_and_wait, lag)
             if self.elector is None:
                 await self._lead()

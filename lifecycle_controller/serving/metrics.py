@@ -66,7 +66,6 @@ from prometheus_client import (
 
 from lifecycle_controller.core.events import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
-from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.serving.runtime_metrics import (
     QueueMetricsAdapter,
     ReconcileMetrics,
@@ -150,6 +149,7 @@ class _NextActions:
         self._gauge = gauge
         self._objects: dict[tuple[Hashable, str], tuple[_LabelSet, float]] = {}
         self._sets: dict[_LabelSet, _Earliest] = {}
+        self._shown: dict[_LabelSet, float] = {}  # what the gauge holds
         self._seq = itertools.count()
 
     def __len__(self) -> int:
@@ -175,10 +175,13 @@ class _NextActions:
         earliest = self._sets.get(labels)
         minimum = None if earliest is None else earliest.minimum()
         if minimum is not None:
-            self._gauge.labels(*labels).set(minimum)
+            if self._shown.get(labels) != minimum:  # a burst's objects share one due time
+                self._shown[labels] = minimum
+                self._gauge.labels(*labels).set(minimum)
             return
         self._sets.pop(labels, None)
-        self._gauge.remove(*labels)
+        if self._shown.pop(labels, None) is not None:
+            self._gauge.remove(*labels)
 
 
 class Metrics:
@@ -480,18 +483,3 @@ class Metrics:
     def count_observation_persisted(self, result: str) -> None:
         """One write of the persisted ``never`` observation ended with ``result``."""
         self.observations_persisted.labels(result).inc()
-
-    # --- event loop -----------------------------------------------------------------------
-
-    async def run_loop_lag_monitor(self, clock: Clock, *, interval: float = 0.5) -> None:
-        """Sleep ``interval`` on ``clock`` forever and record how late each wake-up was.
-
-        A busy or blocked event loop wakes the timer late; the histogram shows by how much.
-        Run as a task; cancel it to stop.
-        """
-        if not (interval > 0 and math.isfinite(interval)):
-            raise ValueError(f"interval must be a positive number of seconds, got {interval}")
-        while True:
-            started = clock.monotonic()
-            await clock.sleep(interval)
-            self.event_loop_lag.observe(max(0.0, clock.monotonic() - started - interval))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from prometheus_client import generate_latest
 from lifecycle_controller.controller.result import ReconcileOutcome
 from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter
 from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor
 from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.testing.fakeclock import FakeClock
 
@@ -93,6 +95,25 @@ def test_repeated_updates_do_not_grow_without_bound(metrics: Metrics) -> None:
         metrics.set_next_action(rng.randrange(10), "delete", "Secret", "", rng.random() * 1e6)
     heaps = metrics._next_actions._sets  # white box: stale heap entries are compacted
     assert sum(len(h.heap) for h in heaps.values()) <= 2 * 10 + 16
+
+
+def test_the_gauge_is_written_only_when_a_minimum_moves(metrics: Metrics) -> None:
+    writes: list[tuple[str, ...]] = []
+    labels = metrics.next_action_timestamp.labels
+
+    def counting(*values: str) -> Any:
+        writes.append(values)
+        return labels(*values)
+
+    metrics.next_action_timestamp.labels = counting  # type: ignore[method-assign,assignment]
+    for i in range(100):  # a burst: one due time for all
+        metrics.set_next_action(("cm", i), "delete", "ConfigMap", "ns", 500.0)
+    for i in range(99):
+        metrics.set_next_action(("cm", i), "delete", "ConfigMap", "ns", None)
+    assert len(writes) == 1
+    metrics.set_next_action(("cm", 99), "delete", "ConfigMap", "ns", 400.0)
+    assert len(writes) == 2
+    assert next_action_series(metrics) == {("delete", "ConfigMap", "ns"): 400.0}
 
 
 def test_invalid_next_action_arguments_are_rejected(metrics: Metrics) -> None:
@@ -289,7 +310,7 @@ class _LateClock(FakeClock):
 
 async def test_loop_lag_monitor_records_late_wakeups(metrics: Metrics) -> None:
     clock = _LateClock()
-    task = asyncio.create_task(metrics.run_loop_lag_monitor(clock, interval=1.0))
+    task = asyncio.create_task(run_loop_lag_monitor(metrics.event_loop_lag, clock, interval=1.0))
     await clock.advance(3 * 1.25)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -297,4 +318,4 @@ async def test_loop_lag_monitor_records_late_wakeups(metrics: Metrics) -> None:
     assert sample(metrics, "lifecycle_event_loop_lag_seconds_count") == 3
     assert sample(metrics, "lifecycle_event_loop_lag_seconds_sum") == pytest.approx(0.75)
     with pytest.raises(ValueError, match="interval"):
-        await metrics.run_loop_lag_monitor(clock, interval=0)
+        await run_loop_lag_monitor(metrics.event_loop_lag, clock, interval=0)
