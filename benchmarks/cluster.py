@@ -27,15 +27,18 @@ import math
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks.cluster_measure import (
     BENCH_AGENT,
+    ProcSample,
     Sampler,
     action_floor,
     lag_summary,
@@ -294,82 +297,180 @@ async def floors_after(kube: KubeClient, config: Any, count: int, storm: int) ->
     return out
 
 
+@dataclass
+class _Running:
+    """One started controller process and its 50 ms sampler."""
+
+    process: subprocess.Popen[bytes]
+    sampler: Sampler
+    sampling: asyncio.Task[None]
+    started: float
+    metrics_url: str
+
+    async def until_ready(self) -> ProcSample:
+        while self.sampler.ready_at is None:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the controller exited: {self.process.returncode}")
+            await asyncio.sleep(0.02)
+        return self.sampler.last()
+
+    async def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(20)
+        if self.process.poll() is None:
+            self.process.kill()
+        self.sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.sampling
+
+
+def _start(plane: ControlPlane, args: argparse.Namespace) -> _Running:
+    probe, metrics = _free_port(), _free_port()
+    started = time.time()
+    process = _spawn(
+        _controller_argv(plane.admin_kubeconfig, probe, metrics, args.controller_python),
+        args.controller_source,
+        plane.logs_dir / "controller.log",
+    )
+    sampler = Sampler(process.pid, started, f"http://127.0.0.1:{probe}/readyz")
+    sampling = asyncio.create_task(sampler.run())
+    return _Running(process, sampler, sampling, started, f"http://127.0.0.1:{metrics}/metrics")
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def _startup(running: _Running, at_ready: ProcSample, floor: dict[str, Any]) -> dict[str, Any]:
+    assert running.sampler.ready_at is not None
+    return {
+        "started": running.started,
+        "ready_s": round(running.sampler.ready_at, 3),
+        "floor_sequential_s": floor["sequential_s"],
+        "floor_parallel_s": floor["parallel_s"],
+        "cpu_to_ready_s": round(at_ready.cpu_s, 3),
+        "rss_ready_mb": round(at_ready.rss_mb, 1),
+        "hwm_ready_mb": round(at_ready.hwm_mb, 1),
+    }
+
+
+def _median_of_rounds(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The round whose ``key`` is the median (its figures stay together), with every round's."""
+
+    def order(one: dict[str, Any]) -> float:
+        value = one.get(key)
+        return math.inf if value is None else float(value)
+
+    ordered = sorted(rounds, key=order)
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["rounds"] = [{k: v for k, v in r.items() if k != "lateness_s"} for r in rounds]
+    return chosen
+
+
+async def _actions(
+    kube: KubeClient, running: _Running, args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
+    """``--rounds`` bursts, then ``--rounds`` storms, on the running controller."""
+    bursts, storms = [], []
+    lag0 = await scrape_lag_buckets(running.metrics_url)
+    for _ in range(args.rounds):
+        cpu0 = running.sampler.last().cpu_s
+        one = await burst(kube, args.burst, args.lead)
+        one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu0, 3)
+        bursts.append(one)
+    lag1 = await scrape_lag_buckets(running.metrics_url)
+    for _ in range(args.rounds):
+        cpu1 = running.sampler.last().cpu_s
+        one = await restart_storm(kube, args.storm, args.lead)
+        one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu1, 3)
+        storms.append(one)
+    chosen_burst = _median_of_rounds(bursts, "last_gone_s")
+    chosen_storm = _median_of_rounds(storms, "last_done_s")
+    # CPU per action is its own median (the median-lateness round need not be the median CPU).
+    chosen_burst["controller_cpu_s"] = _median([b["controller_cpu_s"] for b in bursts])
+    chosen_storm["controller_cpu_s"] = _median([s["controller_cpu_s"] for s in storms])
+    phases = {
+        "burst": (chosen_burst["due"] - 0.5, chosen_burst["end"] + 0.5),
+        "storm": (chosen_storm["due"] - 0.5, chosen_storm["end"] + 0.5),
+    }
+    return chosen_burst, chosen_storm, lag_summary(lag0, lag1), phases
+
+
 async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "objects": objects,
         "deployments": DEPLOYMENT_COUNT,
         "secrets": SECRET_COUNT,
+        "rounds": args.rounds,
     }
     config, _ = await load_configuration(str(plane.admin_kubeconfig))
+    startups: list[dict[str, Any]] = []
+    lag: dict[str, Any] = {}
+    phases: dict[str, tuple[float, float]] = {}
+    floor: dict[str, Any] = {}
     async with await KubeClient.connect(
         str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
     ) as kube:
         result["create_s"] = round(await populate(kube, objects), 1)
-        result["list_floor"] = await list_floor(config, WATCHED)
-        probe, metrics = _free_port(), _free_port()
-        started = time.time()
-        process = _spawn(
-            _controller_argv(plane.admin_kubeconfig, probe, metrics, args.controller_python),
-            args.controller_source,
-            plane.logs_dir / "controller.log",
-        )
-        sampler = Sampler(process.pid, started, f"http://127.0.0.1:{probe}/readyz")
-        sampling = asyncio.create_task(sampler.run())
-        metrics_url = f"http://127.0.0.1:{metrics}/metrics"
-        phases: dict[str, tuple[float, float]] = {}
-        lag: dict[str, Any] = {}
-        try:
-            while sampler.ready_at is None:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the controller exited: {process.returncode}")
-                await asyncio.sleep(0.02)
-            at_ready = sampler.last()
-            lag_ready = await scrape_lag_buckets(metrics_url)
-            lag["initial_sync"] = lag_summary({}, lag_ready)
-            result["ready_s"] = round(sampler.ready_at, 3)
-            result["cpu_to_ready_s"] = round(at_ready.cpu_s, 3)
-            result["rss_ready_mb"] = round(at_ready.rss_mb, 1)
-            result["hwm_ready_mb"] = round(at_ready.hwm_mb, 1)
-            ready_wall = started + sampler.ready_at
-            phases["startup"] = (started, ready_wall)
-            await asyncio.sleep(args.idle)
-            idle = sampler.last()
-            phases["idle"] = (ready_wall, time.time())
-            result["idle_s"] = args.idle
-            result["rss_idle_mb"] = round(idle.rss_mb, 1)
-            result["cpu_idle_s"] = round(idle.cpu_s - at_ready.cpu_s, 3)
-            if objects <= args.actions_up_to:
-                cpu0, lag0 = sampler.last().cpu_s, await scrape_lag_buckets(metrics_url)
-                result["burst"] = await burst(kube, args.burst, args.lead)
-                cpu1, lag1 = sampler.last().cpu_s, await scrape_lag_buckets(metrics_url)
-                phases["burst"] = (result["burst"]["due"] - 0.5, result["burst"]["end"] + 0.5)
-                result["burst"]["controller_cpu_s"] = round(cpu1 - cpu0, 3)
-                lag["burst"] = lag_summary(lag0, lag1)
-                storm = await restart_storm(kube, args.storm, args.lead)
-                cpu2 = sampler.last().cpu_s
-                storm["controller_cpu_s"] = round(cpu2 - cpu1, 3)
-                result["storm"] = storm
-                phases["storm"] = (storm["due"] - 0.5, storm["end"] + 0.5)
-            final = sampler.last()
-            result["hwm_mb"] = round(final.hwm_mb, 1)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(20)
-            if process.poll() is None:
-                process.kill()
-            sampling.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampling
+        # Each round: the list floor, then a fresh controller start (paired, one after another).
+        for round_number in range(args.rounds):
+            floor = await list_floor(config, WATCHED, runs=max(1, 3 // args.rounds))
+            running = _start(plane, args)
+            try:
+                at_ready = await running.until_ready()
+                startups.append(_startup(running, at_ready, floor))
+                if round_number < args.rounds - 1:
+                    continue
+                lag_ready = await scrape_lag_buckets(running.metrics_url)
+                lag["initial_sync"] = lag_summary({}, lag_ready)
+                ready_wall = running.started + startups[-1]["ready_s"]
+                phases["startup"] = (running.started, ready_wall)
+                await asyncio.sleep(args.idle)
+                idle = running.sampler.last()
+                phases["idle"] = (ready_wall, time.time())
+                result["idle_s"] = args.idle
+                result["rss_idle_mb"] = round(idle.rss_mb, 1)
+                result["cpu_idle_s"] = round(idle.cpu_s - at_ready.cpu_s, 3)
+                if objects <= args.actions_up_to:
+                    burst_run, storm_run, lag["burst"], windows = await _actions(
+                        kube, running, args
+                    )
+                    result["burst"], result["storm"] = burst_run, storm_run
+                    phases.update(windows)
+                result["hwm_mb"] = round(running.sampler.last().hwm_mb, 1)
+            finally:
+                await running.stop()
         result["lag"] = lag
         result["timeline"] = [
-            [round(s.t, 2), round(s.rss_mb, 1), round(s.cpu_s, 2)] for s in sampler.samples
+            [round(s.t, 2), round(s.rss_mb, 1), round(s.cpu_s, 2)] for s in running.sampler.samples
         ]
         if objects <= args.actions_up_to:
-            result["action_floors"] = await floors_after(kube, config, args.burst, args.storm)
+            floors = [
+                await floors_after(kube, config, args.burst, args.storm) for _ in range(args.rounds)
+            ]
+            result["action_floors"] = {k: _median([f[k] for f in floors]) for k in floors[0]}
+            result["action_floor_rounds"] = floors
     audit = read_audit(plane.audit_log)
     ours = [r for r in audit if r.agent.startswith("lifecycle-controller/")]
-    result["first_request_s"] = round(min(r.at for r in ours) - started, 3) if ours else None
+    for startup in startups:
+        after = [r.at for r in ours if r.at >= startup["started"]]
+        startup["first_request_s"] = round(min(after) - startup["started"], 3) if after else None
+    for key in ("ready_s", "cpu_to_ready_s", "rss_ready_mb", "hwm_ready_mb"):
+        result[key] = _median([s[key] for s in startups])
+    firsts = [s["first_request_s"] for s in startups if s["first_request_s"] is not None]
+    result["first_request_s"] = _median(firsts) if firsts else None
+    result["list_floor"] = {
+        "sequential_s": _median([s["floor_sequential_s"] for s in startups]),
+        "parallel_s": _median([s["floor_parallel_s"] for s in startups]),
+        "metadata_bytes_per_type": floor.get("metadata_bytes_per_type"),
+    }
+    # The peak is the worst of every start (and of the last one's whole run).
+    result["hwm_mb"] = max([result.get("hwm_mb", 0.0)] + [s["hwm_ready_mb"] for s in startups])
+    result["ready_ratio_rounds"] = [
+        round(s["ready_s"] / s["floor_sequential_s"], 3) for s in startups
+    ]
+    result["startup_rounds"] = startups
     result["requests"] = {
         name: requests_between(audit, "lifecycle-controller/", *window)
         for name, window in phases.items()
@@ -402,6 +503,13 @@ def main(argv: list[str] | None = None) -> None:
         "--controller-python",
         help="run the controller with this interpreter (e.g. a virtualenv with only the "
         "package installed, as a user has it: development tools change import times)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="startups (each paired with a list floor), bursts, storms and action floors per "
+        "object count; the report gives medians",
     )
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument("--no-plots", action="store_true")

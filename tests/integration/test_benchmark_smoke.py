@@ -25,6 +25,7 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
             "--burst=100",
             "--storm=20",
             "--lead=6",
+            "--rounds=2",
             "--no-plots",
             f"--output={tmp_path}",
         ]
@@ -41,4 +42,7 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
     assert run["derived"]["requests_per_deletion"] == 2.0
     assert set(run["action_floors"]) == {"delete_at_4_s", "delete_at_16_s", "restart_at_4_s"}
     assert run["lag"]["burst"]["samples"] > 0
+    assert [len(run["startup_rounds"]), len(run["burst"]["rounds"])] == [2, 2]
+    assert len(run["storm"]["rounds"]) == len(run["action_floor_rounds"]) == 2
+    assert all(r["first_request_s"] is not None for r in run["startup_rounds"])
     assert "| 1,000 |" in (tmp_path / "cluster.md").read_text()
