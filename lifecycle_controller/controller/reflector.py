@@ -96,6 +96,7 @@ from lifecycle_controller.kube import (
     NotFound,
     ResourceType,
     TransportError,
+    is_added_event,
 )
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
@@ -109,9 +110,8 @@ _log = structlog.get_logger(__name__)
 _LIST_RESTARTS = 3
 #: The annotation of the bookmark that ends a streaming list's initial events.
 _INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-#: How the API server (Go's encoding/json) begins an ADDED watch line, and the bytes every
-#: line of an object with a lifecycle annotation contains (Go escapes none of them).
-_ADDED_LINE = b'{"type":"ADDED"'
+#: The bytes every event of an object with a lifecycle annotation contains, as a JSON line
+#: (Go escapes none of them) or as a protobuf frame (strings are plain UTF-8).
 _PREFIX_BYTES = PREFIX.encode()
 
 
@@ -348,7 +348,7 @@ class Informer:
         listing = True
 
         def decode_if(line: bytes) -> bool:
-            if listing and skip_unannotated and line.startswith(_ADDED_LINE):
+            if listing and skip_unannotated and is_added_event(line):
                 return _PREFIX_BYTES in line
             return True
 

@@ -29,6 +29,7 @@ from lifecycle_controller.kube.errors import (
     Unprocessable,
 )
 from lifecycle_controller.kube.resources import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
+from lifecycle_controller.kube.watch_lines import is_added_event
 
 __all__ = [
     "ACCEPT_AGGREGATED_DISCOVERY",
@@ -56,5 +57,6 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unprocessable",
+    "is_added_event",
     "load_configuration",
 ]

@@ -11,8 +11,8 @@ starving ordinary requests or the leader-election renewals
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -30,7 +30,8 @@ from lifecycle_controller.kube.connection import (
 from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
-from lifecycle_controller.kube.watch_lines import LineFilter, json_lines
+from lifecycle_controller.kube.watch_lines import LineFilter, watch_events
+from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 
 __all__ = [
     "ACCEPT_AGGREGATED_DISCOVERY",
@@ -54,6 +55,7 @@ ACCEPT_METADATA_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 )
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+ACCEPT_METADATA_WATCH = f"{PROTOBUF};as=PartialObjectMetadata;g=meta.k8s.io;v=v1,{ACCEPT_METADATA}"
 ACCEPT_AGGREGATED_DISCOVERY = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 )
@@ -112,6 +114,7 @@ class KubeClient:
         self._sizes: dict[str, int] = {"requests": 64, "watches": watch_pool_size, "leases": 4}
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._closed = False
+        self._json_watches: set[ResourceType] = set()  # protobuf failed for these types
         self._extra: dict[str, Any] = {}
         proxy = self._config.request_proxy()
         if proxy:
@@ -274,10 +277,11 @@ class KubeClient:
         accept: str = JSON,
         idle_timeout: float | None = None,
         decode_if: LineFilter | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Open a watch and yield each JSON line; a silence over ``idle_timeout`` ends it.
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Open a watch and yield each event; a silence over ``idle_timeout`` ends it.
 
-        Lines refused by ``decode_if`` are dropped undecoded (:mod:`.watch_lines`). Ends
+        The events are read as the server sent them, JSON lines or protobuf frames; those
+        refused by ``decode_if`` are dropped undecoded (:mod:`.watch_lines`). Ends
         normally when the server closes the stream; raises TransportError when the
         connection breaks or stays silent too long, and KubeError for a non-2xx answer.
         """
@@ -290,9 +294,7 @@ class KubeClient:
             timeout=_timeout(None, self.timeouts.connect, idle),
             pool="watches",
         ) as response:
-            async for event in json_lines(
-                response.content, what=f"watch {path}", decode_if=decode_if
-            ):
+            async for event in watch_events(response, what=f"watch {path}", decode_if=decode_if):
                 yield event
 
     # ------------------------------------------------------------------ typed helpers
@@ -344,9 +346,7 @@ class KubeClient:
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        return self.stream(resource.collection_path(namespace), query=query, accept=ACCEPT_METADATA)
+        return self._watch(resource, namespace, query, field_selector)
 
     def watch_list_metadata(
         self,
@@ -372,14 +372,30 @@ class KubeClient:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
+        return self._watch(resource, namespace, query, field_selector, decode_if)
+
+    async def _watch(
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        query: list[tuple[str, str]],
+        field_selector: str | None,
+        decode_if: LineFilter | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Protobuf first (docs/architecture.md#protobuf-watches), JSON once it failed."""
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        return self.stream(
-            resource.collection_path(namespace),
-            query=query,
-            accept=ACCEPT_METADATA,
-            decode_if=decode_if,
+        accept = ACCEPT_METADATA if resource in self._json_watches else ACCEPT_METADATA_WATCH
+        events = self.stream(
+            resource.collection_path(namespace), query=query, accept=accept, decode_if=decode_if
         )
+        try:
+            async with aclosing(events):
+                async for event in events:
+                    yield event
+        except ProtobufError:
+            self._json_watches.add(resource)  # the next watch of this type asks for JSON only
+            raise
 
     async def get_metadata(
         self, resource: ResourceType, namespace: str | None, name: str

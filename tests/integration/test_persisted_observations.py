@@ -45,6 +45,7 @@ from tests.integration.support import CONFIGMAPS, configmap, eventually
 from tests.integration.timestamps import parse_utc, stamp
 
 OBSERVED = P + "observed"
+PERSISTED = "lifecycle_observations_persisted_total"
 LEASE_SECONDS = 6.0
 #: How far ahead of its creation the deadline is: enough for the leader to observe it.
 AHEAD = 3
@@ -122,7 +123,11 @@ async def test_a_never_occurrence_across_a_sigkill_failover(
             return OBSERVED in (obj["metadata"].get("annotations") or {})
 
         await eventually(recorded, within=AHEAD, interval=0.05, what="the observed record")
-        assert await metric(first, "lifecycle_observations_persisted_total", result="written") == 1
+
+        async def counted() -> bool:  # counted once the controller has read the write's answer
+            return await metric(first, PERSISTED, result="written") == 1
+
+        await eventually(counted, within=5, interval=0.05, what="the persisted write counted")
         record = (await kube.get(CONFIGMAPS, namespace, "promised"))["metadata"]["annotations"][
             OBSERVED
         ]
@@ -193,4 +198,4 @@ async def test_a_restart_clears_its_record_in_the_one_restart_patch(
     assert restart_annotations[RESTART_AT] is None
     assert restart_annotations[OBSERVED] is None  # cleared in the same patch as the restart
     assert "spec" in restart.body
-    assert sample(running, "lifecycle_observations_persisted_total", result="written") == 1
+    assert sample(running, PERSISTED, result="written") == 1

@@ -7,6 +7,7 @@ and how it maps answers to the error tree.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from lifecycle_controller.kube import (
     Unauthorized,
 )
 from lifecycle_controller.kube.client import Timeouts
+from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 from lifecycle_controller.testing.fakeapi import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -240,6 +242,28 @@ async def test_watch_errors_and_closes_end_open_streams(
     api.close_watches()
     assert await asyncio.wait_for(task, 5) == []
     assert api.store.open_watches == 0
+
+
+async def test_a_protobuf_watch_that_does_not_parse_is_watched_in_json_from_then_on(
+    api: FakeApiServer, kube: KubeClient
+) -> None:
+    api.store.create(CONFIGMAPS, "default", configmap("a"))
+    api.broken_protobuf_watches = 1
+    with pytest.raises(ProtobufError):
+        await collect(kube.watch_metadata(CONFIGMAPS, resource_version="0", timeout_seconds=9), 1)
+    stream = kube.watch_metadata(CONFIGMAPS, resource_version="0", timeout_seconds=9)
+    (added,) = await asyncio.wait_for(collect(stream, 1), 5)
+    assert added["object"]["metadata"]["name"] == "a"
+    first, second = (r.headers["Accept"] for r in api.requests_to("GET") if r.is_watch)
+    assert first.startswith(PROTOBUF + ";as=PartialObjectMetadata")
+    assert "protobuf" not in second
+    other = kube.watch_metadata(DEPLOYMENTS, resource_version="0", timeout_seconds=9)
+    task = asyncio.ensure_future(collect(other, 1))
+    await api.until(lambda: bool(api.store.watchers(DEPLOYMENTS)))
+    assert api.requests_to("GET")[-1].headers["Accept"].startswith(PROTOBUF)  # other types
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def test_faults_answer_the_next_matching_requests(

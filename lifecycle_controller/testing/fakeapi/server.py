@@ -26,6 +26,7 @@ from aiohttp import web
 
 from lifecycle_controller.kube import KubeClient, ResourceType, Timeouts
 from lifecycle_controller.kube.connection import ClusterConfig
+from lifecycle_controller.kube.watch_protobuf import PROTOBUF
 from lifecycle_controller.testing.fakeapi.discovery import Catalogue, ServedResource
 from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
 from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, WatchEvent
@@ -75,6 +76,8 @@ class FakeApiServer:
         self.aggregated_discovery = aggregated_discovery
         #: False: refuse ``sendInitialEvents`` (422), as a server without WatchList does.
         self.streaming_lists = streaming_lists
+        #: Watches asking for protobuf first get a frame that does not parse, this many times.
+        self.broken_protobuf_watches = 0
         self.token = token
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
@@ -410,6 +413,11 @@ class FakeApiServer:
         namespace: str | None,
         metadata_only: bool,
     ) -> web.StreamResponse:
+        if self.broken_protobuf_watches and request.headers.get("Accept", "").startswith(PROTOBUF):
+            self.broken_protobuf_watches -= 1
+            garbage = b"\x0b"
+            body = len(garbage).to_bytes(4, "big") + garbage
+            return web.Response(body=body, content_type=PROTOBUF)
         bookmarks = recorded.param("allowWatchBookmarks") == "true"
         initial_events = recorded.param("sendInitialEvents") == "true"
         if initial_events:
