@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -278,9 +279,9 @@ async def floors_after(kube: KubeClient, config: Any, count: int, storm: int) ->
             for m in (item["metadata"] for item in listing["items"])
             if m["name"].startswith(f"f{concurrency}-")
         ]
-        out[f"delete_at_{concurrency}_s"] = round(
-            await action_floor(config, targets, concurrency=concurrency, action="delete"), 3
-        )
+        seconds, cpu = await action_floor(config, targets, concurrency=concurrency, action="delete")
+        out[f"delete_at_{concurrency}_s"] = round(seconds, 3)
+        out[f"delete_cpu_ms_at_{concurrency}"] = round(1000 * cpu / len(targets), 3)
     listing = await kube.list_metadata(DEPLOYMENTS, limit=0)
     targets = [
         {
@@ -291,9 +292,9 @@ async def floors_after(kube: KubeClient, config: Any, count: int, storm: int) ->
         }
         for m in (item["metadata"] for item in listing["items"])
     ][:storm]
-    out[f"restart_at_{WORKERS}_s"] = round(
-        await action_floor(config, targets, concurrency=WORKERS, action="restart"), 3
-    )
+    seconds, cpu = await action_floor(config, targets, concurrency=WORKERS, action="restart")
+    out[f"restart_at_{WORKERS}_s"] = round(seconds, 3)
+    out[f"restart_cpu_ms_at_{WORKERS}"] = round(1000 * cpu / len(targets), 3)
     return out
 
 
@@ -372,19 +373,20 @@ async def _actions(
     kube: KubeClient, running: _Running, args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
     """``--rounds`` bursts, then ``--rounds`` storms, on the running controller."""
-    bursts, storms = [], []
+
+    async def rounds(action: Callable[[], Awaitable[dict[str, Any]]]) -> list[dict[str, Any]]:
+        done = []
+        for _ in range(args.rounds):
+            cpu = running.sampler.last().cpu_s
+            one = await action()
+            one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu, 3)
+            done.append(one)
+        return done
+
     lag0 = await scrape_lag_buckets(running.metrics_url)
-    for _ in range(args.rounds):
-        cpu0 = running.sampler.last().cpu_s
-        one = await burst(kube, args.burst, args.lead)
-        one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu0, 3)
-        bursts.append(one)
+    bursts = await rounds(lambda: burst(kube, args.burst, args.lead))
     lag1 = await scrape_lag_buckets(running.metrics_url)
-    for _ in range(args.rounds):
-        cpu1 = running.sampler.last().cpu_s
-        one = await restart_storm(kube, args.storm, args.lead)
-        one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu1, 3)
-        storms.append(one)
+    storms = await rounds(lambda: restart_storm(kube, args.storm, args.lead))
     chosen_burst = _median_of_rounds(bursts, "last_gone_s")
     chosen_storm = _median_of_rounds(storms, "last_done_s")
     # CPU per action is its own median (the median-lateness round need not be the median CPU).

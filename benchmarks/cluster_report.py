@@ -32,12 +32,14 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
     burst, storm, floors = run.get("burst"), run.get("storm"), run.get("action_floors", {})
     if burst and burst.get("done"):
         out["cpu_per_deletion_ms"] = round(1000 * burst["controller_cpu_s"] / burst["done"], 2)
+        out["floor_cpu_per_deletion_ms"] = floors.get("delete_cpu_ms_at_4")
         floor4 = floors.get("delete_at_4_s")
         out["burst_ratio"] = round(burst["last_gone_s"] / floor4, 2) if floor4 else None
         requests = run["requests"].get("burst", {})
         out["requests_per_deletion"] = round(sum(requests.values()) / burst["done"], 2)
     if storm and storm.get("done"):
         out["cpu_per_restart_ms"] = round(1000 * storm["controller_cpu_s"] / storm["done"], 2)
+        out["floor_cpu_per_restart_ms"] = floors.get("restart_cpu_ms_at_4")
         floor4 = floors.get("restart_at_4_s")
         out["storm_ratio"] = round(storm["last_done_s"] / floor4, 2) if floor4 else None
     return out
@@ -90,11 +92,12 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 f"| {burst['last_gone_s']} s ({burst['p99_s']} s), "
                 f"{burst['done']}/{burst['count']} | {floors['delete_at_4_s']} / "
                 f"{floors['delete_at_16_s']} s | {d.get('burst_ratio')}x "
-                f"| {d.get('cpu_per_deletion_ms')} ms | {run['requests'].get('burst')} "
+                f"| {d.get('cpu_per_deletion_ms')} ms (floor {d.get('floor_cpu_per_deletion_ms')}) "
+                f"| {run['requests'].get('burst')} "
                 f"| {_lag(run['lag'].get('burst', {}))} "
                 f"| {storm['last_done_s']} s, {storm['done']}/{storm['count']} "
                 f"| {floors['restart_at_4_s']} s | {d.get('storm_ratio')}x "
-                f"| {d.get('cpu_per_restart_ms')} ms |"
+                f"| {d.get('cpu_per_restart_ms')} ms (floor {d.get('floor_cpu_per_restart_ms')}) |"
             )
     return "\n".join(lines) + "\n"
 

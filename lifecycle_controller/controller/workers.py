@@ -132,8 +132,13 @@ async def _worker(
     name: str,
     observer: ReconcileObserver,
 ) -> None:
-    while await process_next_item(queue, reconcile, name=name, observer=observer):
-        pass
+    while True:
+        if not await process_next_item(queue, reconcile, name=name, observer=observer):
+            return
+        # A reconcile that decides to wait never suspends, and neither does get() while keys
+        # are queued: without this yield, thousands of keys queued by an initial list would
+        # be reconciled in one go while the probes and the informers wait.
+        await asyncio.sleep(0)
 
 
 async def _reconcile_one(

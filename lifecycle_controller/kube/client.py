@@ -30,7 +30,7 @@ from lifecycle_controller.kube.connection import (
 from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
-from lifecycle_controller.kube.watch_lines import LineFilter, watch_events
+from lifecycle_controller.kube.watch_events import LineFilter, watch_events
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Splitting a watch response into its events, one network chunk at a time.
 
-JSON lines are split here; protobuf frames in :mod:`.watch_protobuf`. :func:`watch_events`
-reads an answer in whichever encoding the server chose.
+JSON lines are split here, protobuf frames in :mod:`.watch_protobuf`;
+:mod:`.watch_events` reads an answer in whichever encoding the server chose.
 
 A watch answers with one JSON document per line. Reading it line by line with
 ``StreamReader.readline()`` has two costs that matter for a streaming list (the initial
@@ -27,27 +27,25 @@ from typing import Any
 import aiohttp
 
 from lifecycle_controller.kube.errors import TransportError
-from lifecycle_controller.kube.watch_protobuf import PROTOBUF, is_added_frame, protobuf_events
 
-__all__ = ["MAX_LINE_BYTES", "LineFilter", "is_added_event", "json_lines", "watch_events"]
+__all__ = ["MAX_LINE_BYTES", "LineFilter", "is_added_line", "json_lines", "next_chunk"]
 
 #: An event is decoded only when this returns True for its raw bytes (None: every event).
 LineFilter = Callable[[bytes], bool]
 _ADDED_LINE = b'{"type":"ADDED"'  # how Go's encoder starts every ADDED line
 
 
-def is_added_event(raw: bytes) -> bool:
-    """True when the raw event (a JSON line or a protobuf frame) is an ADDED event."""
-    return raw.startswith(_ADDED_LINE) or is_added_frame(raw)
+def is_added_line(line: bytes) -> bool:
+    """True when ``line`` is an ADDED event (checked on the raw bytes, nothing decoded)."""
+    return line.startswith(_ADDED_LINE)
 
 
-def watch_events(
-    response: aiohttp.ClientResponse, *, what: str, decode_if: LineFilter | None = None
-) -> AsyncIterator[dict[str, Any]]:
-    """The events of a watch answer, read as the server encoded them (its Content-Type)."""
-    if response.content_type == PROTOBUF:
-        return protobuf_events(response.content, what=what, decode_if=decode_if)
-    return json_lines(response.content, what=what, decode_if=decode_if)
+async def next_chunk(content: aiohttp.StreamReader, what: str) -> bytes:
+    """The next network chunk of a streamed answer (empty at its end); TransportError."""
+    try:
+        return await content.readany()
+    except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+        raise TransportError(f"{what}: {error or type(error).__name__}") from error
 
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -64,10 +62,7 @@ async def json_lines(
     pending: list[bytes] = []
     pending_bytes = 0
     while True:
-        try:
-            chunk = await content.readany()
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            raise TransportError(f"{what}: {error or type(error).__name__}") from error
+        chunk = await next_chunk(content, what)
         if not chunk:
             break
         end = chunk.rfind(b"\n")

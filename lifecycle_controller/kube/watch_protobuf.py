@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from lifecycle_controller.kube.errors import TransportError
+from lifecycle_controller.kube.watch_lines import next_chunk
 
 __all__ = [
     "PROTOBUF",
@@ -64,10 +65,7 @@ async def protobuf_events(
     """
     buffer = bytearray()
     while True:
-        try:
-            chunk = await content.readany()
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            raise TransportError(f"{what}: {error or type(error).__name__}") from error
+        chunk = await next_chunk(content, what)
         if not chunk:
             break
         buffer += chunk

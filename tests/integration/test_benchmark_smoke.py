@@ -40,7 +40,15 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
     assert run["storm"]["done"] == 20
     assert run["requests"]["burst"] == {"create events": 100, "delete configmaps": 100}
     assert run["derived"]["requests_per_deletion"] == 2.0
-    assert set(run["action_floors"]) == {"delete_at_4_s", "delete_at_16_s", "restart_at_4_s"}
+    assert set(run["action_floors"]) == {
+        "delete_at_4_s",
+        "delete_at_16_s",
+        "restart_at_4_s",
+        "delete_cpu_ms_at_4",
+        "delete_cpu_ms_at_16",
+        "restart_cpu_ms_at_4",
+    }
+    assert run["derived"]["floor_cpu_per_deletion_ms"] > 0
     assert run["lag"]["burst"]["samples"] > 0
     assert [len(run["startup_rounds"]), len(run["burst"]["rounds"])] == [2, 2]
     assert len(run["storm"]["rounds"]) == len(run["action_floor_rounds"]) == 2

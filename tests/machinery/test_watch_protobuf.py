@@ -13,7 +13,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.base_protocol import BaseProtocol
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from lifecycle_controller.kube.watch_protobuf import (
     decode_watch_event,
     protobuf_events,
 )
+from tests.machinery.test_watch_lines import reader
 
 # ---------------------------------------------------------------------- a tiny encoder
 
@@ -96,15 +96,6 @@ REAL_BOOKMARK = bytes.fromhex(
     "727469616c4f626a6563744d65746164617461123a0a380a0012001a0022002a00320536323238383800420062"
     "210a196b38732e696f2f696e697469616c2d6576656e74732d656e641204747275651a002200"
 )
-
-
-def reader(*chunks: bytes) -> aiohttp.StreamReader:
-    loop = asyncio.get_running_loop()
-    stream = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
-    for chunk in chunks:
-        stream.feed_data(chunk)
-    stream.feed_eof()
-    return stream
 
 
 async def collect(stream: aiohttp.StreamReader, **kwargs: Any) -> list[dict[str, Any]]:

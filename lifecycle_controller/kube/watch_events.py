@@ -1,0 +1,32 @@
+"""A watch answer's events, in whichever encoding the API server chose.
+
+Watches ask for protobuf first and JSON second (docs/architecture.md#protobuf-watches); the
+answer's ``Content-Type`` says which came back: protobuf frames are read by
+:mod:`.watch_protobuf`, JSON lines by :mod:`.watch_lines`. Both yield the same dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from lifecycle_controller.kube.watch_lines import LineFilter, is_added_line, json_lines
+from lifecycle_controller.kube.watch_protobuf import PROTOBUF, is_added_frame, protobuf_events
+
+__all__ = ["LineFilter", "is_added_event", "watch_events"]
+
+
+def is_added_event(raw: bytes) -> bool:
+    """True when the raw event (a JSON line or a protobuf frame) is an ADDED event."""
+    return is_added_line(raw) or is_added_frame(raw)
+
+
+def watch_events(
+    response: aiohttp.ClientResponse, *, what: str, decode_if: LineFilter | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """The events of a watch answer, read as the server encoded them."""
+    if response.content_type == PROTOBUF:
+        return protobuf_events(response.content, what=what, decode_if=decode_if)
+    return json_lines(response.content, what=what, decode_if=decode_if)
