@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core.resources import ObjectKey
-from lifecycle_controller.kube import ResourceType
+from lifecycle_controller.kube import EventFilter, ResourceType
 
 __all__ = [
     "ChangeSeen",
@@ -69,7 +69,7 @@ class MetadataSource(Protocol):
         namespace: str | None = None,
         timeout_seconds: int,
         field_selector: str | None = None,
-        decode_if: Callable[[bytes], bool] | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]: ...
 
 

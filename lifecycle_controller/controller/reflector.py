@@ -347,9 +347,9 @@ class Informer:
         skip_unannotated = not stale
         listing = True
 
-        def decode_if(line: bytes) -> bool:
-            if listing and skip_unannotated and is_added_event(line):
-                return _PREFIX_BYTES in line
+        def decode_if(raw: bytes | bytearray, start: int, end: int) -> bool:
+            if listing and skip_unannotated and is_added_event(raw, start):
+                return raw.find(_PREFIX_BYTES, start, end) >= 0
             return True
 
         stream = self._source.watch_list_metadata(

@@ -29,7 +29,7 @@ from lifecycle_controller.kube.errors import (
     Unprocessable,
 )
 from lifecycle_controller.kube.resources import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
-from lifecycle_controller.kube.watch_events import is_added_event
+from lifecycle_controller.kube.watch_events import EventFilter, is_added_event
 
 __all__ = [
     "ACCEPT_AGGREGATED_DISCOVERY",
@@ -45,6 +45,7 @@ __all__ = [
     "ClusterConfig",
     "Conflict",
     "ConnectionConfigError",
+    "EventFilter",
     "Forbidden",
     "Gone",
     "KubeClient",

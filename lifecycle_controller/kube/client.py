@@ -30,7 +30,7 @@ from lifecycle_controller.kube.connection import (
 from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.kube.errors import TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
-from lifecycle_controller.kube.watch_events import LineFilter, watch_events
+from lifecycle_controller.kube.watch_events import EventFilter, watch_events
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 
 __all__ = [
@@ -276,7 +276,7 @@ class KubeClient:
         query: Iterable[tuple[str, str]] = (),
         accept: str = JSON,
         idle_timeout: float | None = None,
-        decode_if: LineFilter | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Open a watch and yield each event; a silence over ``idle_timeout`` ends it.
 
@@ -355,7 +355,7 @@ class KubeClient:
         namespace: str | None = None,
         timeout_seconds: int,
         field_selector: str | None = None,
-        decode_if: LineFilter | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A streaming list: a metadata-only watch that starts with every current object.
 
@@ -380,7 +380,7 @@ class KubeClient:
         namespace: str | None,
         query: list[tuple[str, str]],
         field_selector: str | None,
-        decode_if: LineFilter | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Protobuf first (docs/architecture.md#protobuf-watches), JSON once it failed."""
         if field_selector:

@@ -12,19 +12,19 @@ from typing import Any
 
 import aiohttp
 
-from lifecycle_controller.kube.watch_lines import LineFilter, is_added_line, json_lines
+from lifecycle_controller.kube.watch_lines import EventFilter, is_added_line, json_lines
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, is_added_frame, protobuf_events
 
-__all__ = ["LineFilter", "is_added_event", "watch_events"]
+__all__ = ["EventFilter", "is_added_event", "watch_events"]
 
 
-def is_added_event(raw: bytes) -> bool:
-    """True when the raw event (a JSON line or a protobuf frame) is an ADDED event."""
-    return is_added_line(raw) or is_added_frame(raw)
+def is_added_event(raw: bytes | bytearray, start: int = 0) -> bool:
+    """True when the raw event at ``start`` (a JSON line or a protobuf frame) is an ADDED."""
+    return is_added_line(raw, start) or is_added_frame(raw, start)
 
 
 def watch_events(
-    response: aiohttp.ClientResponse, *, what: str, decode_if: LineFilter | None = None
+    response: aiohttp.ClientResponse, *, what: str, decode_if: EventFilter | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """The events of a watch answer, read as the server encoded them."""
     if response.content_type == PROTOBUF:

@@ -11,7 +11,9 @@ events of tens of thousands of objects, docs/architecture.md#informer-loop):
   informer applies, the event loop would not run anything else (probes, workers, the Lease)
   until the stream stalls; here every chunk ends with a yield to the loop;
 * every line is decoded, although the informer ignores most of them: ``decode_if`` is asked
-  about each raw line first, and a line it refuses is dropped undecoded.
+  about each raw line first, and a line it refuses is dropped undecoded;
+* a chunk can hold thousands of lines when the loop was busy while it arrived, so the
+  splitter also yields after every :data:`EVENTS_PER_STEP` lines.
 
 Lines longer than :data:`MAX_LINE_BYTES` end the stream with a TransportError (the API server
 limits one object to about 1.5 MB, so that is a broken stream, not data).
@@ -28,16 +30,27 @@ import aiohttp
 
 from lifecycle_controller.kube.errors import TransportError
 
-__all__ = ["MAX_LINE_BYTES", "LineFilter", "is_added_line", "json_lines", "next_chunk"]
+__all__ = [
+    "EVENTS_PER_STEP",
+    "MAX_LINE_BYTES",
+    "EventFilter",
+    "is_added_line",
+    "json_lines",
+    "next_chunk",
+]
 
-#: An event is decoded only when this returns True for its raw bytes (None: every event).
-LineFilter = Callable[[bytes], bool]
+#: Asked about each raw event before it is decoded, with the bytes that hold it and its
+#: bounds in them (nothing is copied); an event it refuses is dropped undecoded.
+EventFilter = Callable[[bytes | bytearray, int, int], bool]
+#: The most events split between two yields to the event loop (a network chunk can hold
+#: thousands when the loop was busy while it arrived).
+EVENTS_PER_STEP = 256
 _ADDED_LINE = b'{"type":"ADDED"'  # how Go's encoder starts every ADDED line
 
 
-def is_added_line(line: bytes) -> bool:
-    """True when ``line`` is an ADDED event (checked on the raw bytes, nothing decoded)."""
-    return line.startswith(_ADDED_LINE)
+def is_added_line(raw: bytes | bytearray, start: int = 0) -> bool:
+    """True when the line at ``start`` is an ADDED event (nothing decoded)."""
+    return raw.startswith(_ADDED_LINE, start)
 
 
 async def next_chunk(content: aiohttp.StreamReader, what: str) -> bytes:
@@ -52,7 +65,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 async def json_lines(
-    content: aiohttp.StreamReader, *, what: str, decode_if: LineFilter | None = None
+    content: aiohttp.StreamReader, *, what: str, decode_if: EventFilter | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield each JSON object line of ``content`` until the server ends the stream.
 
@@ -82,20 +95,22 @@ async def json_lines(
         if tail:
             pending.append(tail)
         pending_bytes = len(tail)
-        for line in complete.split(b"\n"):
+        for count, line in enumerate(complete.split(b"\n"), 1):
             event = _decoded(line, what, decode_if)
             if event is not None:
                 yield event
+            if count % EVENTS_PER_STEP == 0:
+                await asyncio.sleep(0)
         await asyncio.sleep(0)  # buffered chunks never suspend readany(): let the loop run
     event = _decoded(b"".join(pending), what, decode_if)  # a last line without its newline
     if event is not None:
         yield event
 
 
-def _decoded(line: bytes, what: str, decode_if: LineFilter | None) -> dict[str, Any] | None:
+def _decoded(line: bytes, what: str, decode_if: EventFilter | None) -> dict[str, Any] | None:
     if not line or line.isspace():
         return None
-    if decode_if is not None and not decode_if(line):
+    if decode_if is not None and not decode_if(line, 0, len(line)):
         return None
     try:
         event = json.loads(line)

@@ -18,14 +18,15 @@ annotations, owner references, finalizers; managed fields are skipped by length)
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 
 from lifecycle_controller.kube.errors import TransportError
-from lifecycle_controller.kube.watch_lines import next_chunk
+from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP, EventFilter, next_chunk
 
 __all__ = [
     "PROTOBUF",
@@ -42,25 +43,28 @@ _MAGIC = b"k8s\x00"
 _ADDED = b"\n\x05ADDED"  # field 1 (type), length 5, "ADDED": how every ADDED event starts
 
 _Fields = Iterator[tuple[int, int, int, int]]
+Buffer = bytes | bytearray
+_LENGTH = struct.Struct(">I")
 
 
 class ProtobufError(TransportError):
     """A watch frame that is not the protobuf the API server sends."""
 
 
-def is_added_frame(frame: bytes) -> bool:
-    """True when ``frame`` is an ADDED event (checked on the raw bytes, nothing decoded)."""
-    return frame.startswith(_ADDED)
+def is_added_frame(raw: bytes | bytearray, start: int = 0) -> bool:
+    """True when the frame body at ``start`` is an ADDED event (nothing decoded)."""
+    return raw.startswith(_ADDED, start)
 
 
 async def protobuf_events(
-    content: aiohttp.StreamReader, *, what: str, decode_if: Callable[[bytes], bool] | None = None
+    content: aiohttp.StreamReader, *, what: str, decode_if: EventFilter | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield each event of a protobuf watch until the server ends the stream.
 
-    ``decode_if`` is asked about each raw frame first; a frame it refuses is dropped
-    undecoded. Every network chunk ends with a yield to the event loop (buffered data never
-    suspends ``readany()``). Raises TransportError when reading fails, a frame grows past
+    ``decode_if`` is asked about each frame first, in place; a frame it refuses is dropped
+    undecoded (and never copied). Every network chunk, and every :data:`EVENTS_PER_STEP`
+    frames, ends with a yield to the event loop (buffered data never suspends
+    ``readany()``). Raises TransportError when reading fails, a frame grows past
     MAX_FRAME_BYTES or the stream ends inside a frame, and ProtobufError for a bad frame.
     """
     buffer = bytearray()
@@ -69,28 +73,32 @@ async def protobuf_events(
         if not chunk:
             break
         buffer += chunk
-        start = 0
+        start = frames = 0
         while len(buffer) - start >= 4:
-            length = int.from_bytes(buffer[start : start + 4], "big")
+            (length,) = _LENGTH.unpack_from(buffer, start)
             if length > MAX_FRAME_BYTES:
                 raise TransportError(f"{what}: a frame is longer than {MAX_FRAME_BYTES} bytes")
-            end = start + 4 + length
+            body, end = start + 4, start + 4 + length
             if end > len(buffer):
                 break
-            frame = bytes(buffer[start + 4 : end])
             start = end
-            if decode_if is None or decode_if(frame):
-                yield decode_watch_event(frame, what=what)
+            if decode_if is None or decode_if(buffer, body, end):
+                yield decode_watch_event(buffer, body, end, what=what)
+            frames += 1
+            if frames % EVENTS_PER_STEP == 0:
+                await asyncio.sleep(0)
         del buffer[:start]
         await asyncio.sleep(0)  # buffered chunks never suspend readany(): let the loop run
     if buffer:
         raise TransportError(f"{what}: the stream ended inside a frame")
 
 
-def decode_watch_event(frame: bytes, *, what: str = "watch") -> dict[str, Any]:
-    """One WatchEvent frame as the dict a JSON watch gives (``type`` and ``object``)."""
+def decode_watch_event(
+    raw: bytes | bytearray, start: int = 0, end: int | None = None, *, what: str = "watch"
+) -> dict[str, Any]:
+    """The WatchEvent in ``raw[start:end]`` as the dict a JSON watch gives."""
     try:
-        return _watch_event(frame)
+        return _watch_event(raw, start, len(raw) if end is None else end)
     except (IndexError, ValueError) as error:  # truncated varints, bad UTF-8, bad time
         raise ProtobufError(f"{what}: a frame is not a protobuf watch event") from error
 
@@ -98,7 +106,7 @@ def decode_watch_event(frame: bytes, *, what: str = "watch") -> dict[str, Any]:
 # ---------------------------------------------------------------------- wire format
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
     byte = buf[pos]
     if byte < 0x80:
         return byte, pos + 1
@@ -115,7 +123,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def _fields(buf: bytes, pos: int, end: int) -> _Fields:
+def _fields(buf: Buffer, pos: int, end: int) -> _Fields:
     """``(number, wire type, a, b)`` per field: a varint's value in ``a``, else a slice.
 
     One-byte keys, lengths and values (almost all of them) are read inline.
@@ -155,7 +163,7 @@ def _fields(buf: bytes, pos: int, end: int) -> _Fields:
         raise ValueError("a field runs past its message")
 
 
-def _text(buf: bytes, a: int, b: int) -> str:
+def _text(buf: Buffer, a: int, b: int) -> str:
     return buf[a:b].decode()
 
 
@@ -166,20 +174,20 @@ def _int64(value: int) -> int:
 # ---------------------------------------------------------------------- messages
 
 
-def _watch_event(frame: bytes) -> dict[str, Any]:
+def _watch_event(raw: Buffer, start: int, end: int) -> dict[str, Any]:
     kind = ""
     obj: dict[str, Any] = {}
-    for number, wire, a, b in _fields(frame, 0, len(frame)):
+    for number, wire, a, b in _fields(raw, start, end):
         if number == 1 and wire == 2:
-            kind = _text(frame, a, b)
+            kind = _text(raw, a, b)
         elif number == 2 and wire == 2:
-            for inner, inner_wire, c, d in _fields(frame, a, b):
+            for inner, inner_wire, c, d in _fields(raw, a, b):
                 if inner == 1 and inner_wire == 2:
-                    obj = _unknown(frame, c, d)
+                    obj = _unknown(raw, c, d)
     return {"type": kind, "object": obj}
 
 
-def _unknown(buf: bytes, a: int, b: int) -> dict[str, Any]:
+def _unknown(buf: Buffer, a: int, b: int) -> dict[str, Any]:
     """``k8s\\0`` + runtime.Unknown → the object's dict (apiVersion, kind, its fields)."""
     if buf[a : a + 4] != _MAGIC:
         raise ValueError("an embedded object without the k8s protobuf magic")
@@ -209,7 +217,7 @@ def _unknown(buf: bytes, a: int, b: int) -> dict[str, Any]:
 _META_TEXT = {1: "name", 2: "generateName", 3: "namespace", 5: "uid", 6: "resourceVersion"}
 
 
-def _object_meta(buf: bytes, a: int, b: int) -> dict[str, Any]:
+def _object_meta(buf: Buffer, a: int, b: int) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for number, wire, c, d in _fields(buf, a, b):
         if wire == 2 and number in _META_TEXT:
@@ -234,7 +242,7 @@ def _object_meta(buf: bytes, a: int, b: int) -> dict[str, Any]:
     return meta
 
 
-def _time(buf: bytes, a: int, b: int) -> str | None:
+def _time(buf: Buffer, a: int, b: int) -> str | None:
     """A metav1.Time as JSON gives it: RFC 3339 in UTC, whole seconds (None when zero)."""
     seconds = nanos = 0
     for number, wire, c, _ in _fields(buf, a, b):
@@ -251,7 +259,7 @@ def _time(buf: bytes, a: int, b: int) -> str | None:
     return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
 
 
-def _map_entry(buf: bytes, a: int, b: int) -> tuple[str, str]:
+def _map_entry(buf: Buffer, a: int, b: int) -> tuple[str, str]:
     key = value = ""
     for number, wire, c, d in _fields(buf, a, b):
         if number == 1 and wire == 2:
@@ -265,7 +273,7 @@ _OWNER_TEXT = {1: "kind", 3: "name", 4: "uid", 5: "apiVersion"}
 _OWNER_BOOL = {6: "controller", 7: "blockOwnerDeletion"}
 
 
-def _owner_reference(buf: bytes, a: int, b: int) -> dict[str, Any]:
+def _owner_reference(buf: Buffer, a: int, b: int) -> dict[str, Any]:
     owner: dict[str, Any] = {}
     for number, wire, c, d in _fields(buf, a, b):
         if wire == 2 and number in _OWNER_TEXT:
@@ -278,7 +286,7 @@ def _owner_reference(buf: bytes, a: int, b: int) -> dict[str, Any]:
 _STATUS_TEXT = {2: "status", 3: "message", 4: "reason"}
 
 
-def _status(buf: bytes, a: int, b: int) -> dict[str, Any]:
+def _status(buf: Buffer, a: int, b: int) -> dict[str, Any]:
     status: dict[str, Any] = {}
     for number, wire, c, d in _fields(buf, a, b):
         if wire == 2 and number in _STATUS_TEXT:

@@ -11,7 +11,7 @@ import asyncio
 import json
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from lifecycle_controller.controller.reflector import Informer, WatchEnd
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
     NAMESPACES,
+    EventFilter,
     Forbidden,
     Gone,
     NotFound,
@@ -129,7 +130,7 @@ class FakeSource:
         namespace: str | None = None,
         timeout_seconds: int,
         field_selector: str | None = None,
-        decode_if: Callable[[bytes], bool] | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         self.stream_calls.append({"ns": namespace, "t": timeout_seconds})
         if not self.streams:
@@ -138,12 +139,12 @@ class FakeSource:
         return self._filtered(self._stream(self.streams.popleft()), decode_if)
 
     async def _filtered(
-        self, events: AsyncIterator[dict[str, Any]], decode_if: Callable[[bytes], bool] | None
+        self, events: AsyncIterator[dict[str, Any]], decode_if: EventFilter | None
     ) -> AsyncIterator[dict[str, Any]]:
         """Offer each event to ``decode_if`` as the line Go's encoder would send."""
         async for item in events:
             line = json.dumps(item, separators=(",", ":")).encode()
-            if decode_if is not None and not decode_if(line):
+            if decode_if is not None and not decode_if(line, 0, len(line)):
                 self.undecoded.append(line)
                 continue
             yield item

@@ -62,15 +62,17 @@ async def test_blank_lines_are_skipped_and_a_last_line_needs_no_newline() -> Non
 async def test_refused_lines_are_not_decoded() -> None:
     seen: list[bytes] = []
 
-    def decode_if(line: bytes) -> bool:
-        seen.append(line)
-        return b"o3" in line
+    def decode_if(raw: bytes | bytearray, start: int, end: int) -> bool:
+        seen.append(bytes(raw[start:end]))
+        return raw.find(b"o3", start, end) >= 0
 
     events = await collect(reader(encoded(EVENTS)), decode_if=decode_if)
     assert events == [EVENTS[3]]
     assert len(seen) == len(EVENTS)
     # A refused line is never parsed: garbage passes when the filter drops it.
-    assert await collect(reader(b"not json\n{}\n"), decode_if=lambda line: line == b"{}") == [{}]
+    assert await collect(
+        reader(b"not json\n{}\n"), decode_if=lambda raw, a, b: raw[a:b] == b"{}"
+    ) == [{}]
 
 
 async def test_a_line_that_is_not_json_breaks_the_stream() -> None:

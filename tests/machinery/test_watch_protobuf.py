@@ -9,14 +9,17 @@ JSON encoding of the same objects on a real API server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.base_protocol import BaseProtocol
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.kube import TransportError, is_added_event
+from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP
 from lifecycle_controller.kube.watch_protobuf import (
     MAX_FRAME_BYTES,
     ProtobufError,
@@ -194,9 +197,9 @@ def test_an_error_event_carries_its_status() -> None:
 
 
 def test_added_events_are_recognised_undecoded_in_both_encodings() -> None:
-    assert is_added_event(metadata_frame("ADDED", {"name": "a"})[4:])
-    assert not is_added_event(metadata_frame("MODIFIED", {"name": "a"})[4:])
-    assert not is_added_event(REAL_BOOKMARK[4:])
+    assert is_added_event(metadata_frame("ADDED", {"name": "a"}), 4)
+    assert not is_added_event(metadata_frame("MODIFIED", {"name": "a"}), 4)
+    assert not is_added_event(REAL_BOOKMARK, 4)
     assert is_added_event(b'{"type":"ADDED","object":{}}')
     assert not is_added_event(b'{"type":"DELETED","object":{}}')
 
@@ -246,10 +249,34 @@ def test_any_chunking_yields_every_event_in_order(cuts: list[int]) -> None:
     assert [e["object"]["metadata"]["name"] for e in events] == [f"o{i}" for i in range(5)]
 
 
+async def test_a_chunk_of_many_frames_is_split_in_bounded_steps() -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    data = b"".join(metadata_frame("ADDED", {"name": f"o{i}"}) for i in range(4 * EVENTS_PER_STEP))
+    loop = asyncio.get_running_loop()
+    one_chunk = aiohttp.StreamReader(BaseProtocol(loop), 2**22, loop=loop)  # never paused
+    one_chunk.feed_data(data)
+    one_chunk.feed_eof()
+    running = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    seen = [ticks async for _ in protobuf_events(one_chunk, what="watch x")]
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    assert len(seen) == 4 * EVENTS_PER_STEP
+    assert len(set(seen)) >= 4  # one chunk, yet the loop ran after every EVENTS_PER_STEP
+
+
 async def test_refused_frames_are_dropped_undecoded() -> None:
     garbage = b"\x0a\x05ADDED\xff\xff"  # an ADDED frame that would not decode
     data = len(garbage).to_bytes(4, "big") + garbage + metadata_frame("DELETED", {"name": "b"})
-    events = await collect(reader(data), decode_if=lambda raw: not raw.endswith(b"\xff"))
+    events = await collect(reader(data), decode_if=lambda raw, a, b: raw[b - 1] != 0xFF)
     assert [e["type"] for e in events] == ["DELETED"]
 
 
