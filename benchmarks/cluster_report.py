@@ -52,6 +52,11 @@ def _lag(summary: dict[str, Any]) -> str:
     return f"≤ {summary.get('p99_le_s')} s"
 
 
+def _floor(cpu_ms: float | None) -> str:
+    """The plain client's CPU per action beside the controller's (older runs lack it)."""
+    return "" if cpu_ms is None else f" (floor {cpu_ms} ms)"
+
+
 def _name(run: dict[str, Any]) -> str:
     rounds = run.get("rounds", 1)
     return f"{run.get('label', '')}" + (f" (median of {rounds})" if rounds > 1 else "")
@@ -92,12 +97,12 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 f"| {burst['last_gone_s']} s ({burst['p99_s']} s), "
                 f"{burst['done']}/{burst['count']} | {floors['delete_at_4_s']} / "
                 f"{floors['delete_at_16_s']} s | {d.get('burst_ratio')}x "
-                f"| {d.get('cpu_per_deletion_ms')} ms (floor {d.get('floor_cpu_per_deletion_ms')}) "
+                f"| {d.get('cpu_per_deletion_ms')} ms{_floor(d.get('floor_cpu_per_deletion_ms'))} "
                 f"| {run['requests'].get('burst')} "
                 f"| {_lag(run['lag'].get('burst', {}))} "
                 f"| {storm['last_done_s']} s, {storm['done']}/{storm['count']} "
                 f"| {floors['restart_at_4_s']} s | {d.get('storm_ratio')}x "
-                f"| {d.get('cpu_per_restart_ms')} ms (floor {d.get('floor_cpu_per_restart_ms')}) |"
+                f"| {d.get('cpu_per_restart_ms')} ms{_floor(d.get('floor_cpu_per_restart_ms'))} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -111,10 +116,14 @@ def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:
     except ImportError:
         return []
     written = []
-    ordered = sorted((r for r in runs if r.get("label") != "before"), key=lambda r: r["objects"])
+    ordered = sorted(
+        (r for r in runs if not str(r.get("label", "")).startswith("before")),
+        key=lambda r: r["objects"],
+    )
     counts = [r["objects"] for r in ordered]
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(counts, [r["hwm_mb"] for r in ordered], "o-", label="peak (VmHWM)")
+    left.plot(counts, [r["hwm_mb"] for r in ordered], "o-", label="peak over the run (VmHWM)")
+    left.plot(counts, [r["hwm_ready_mb"] for r in ordered], "o-", label="peak until ready")
     left.plot(counts, [r["rss_ready_mb"] for r in ordered], "o-", label="RSS when ready")
     left.plot(counts, [r["rss_idle_mb"] for r in ordered], "o-", label="RSS after idle")
     left.set(xscale="log", xlabel="ConfigMaps", ylabel="MB", title="memory")
