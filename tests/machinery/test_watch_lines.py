@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from lifecycle_controller.kube import TransportError, watch_lines
 from lifecycle_controller.kube.watch_lines import json_lines
+from tests.machinery.loop_ticks import LoopTicks
 
 
 def reader(*chunks: bytes) -> aiohttp.StreamReader:
@@ -87,14 +88,6 @@ async def test_an_endless_line_breaks_the_stream(monkeypatch: pytest.MonkeyPatch
 
 
 async def test_the_loop_runs_between_buffered_chunks() -> None:
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     loop = asyncio.get_running_loop()
     stream = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
     stream.feed_data(encoded(EVENTS[:1]))
@@ -102,10 +95,8 @@ async def test_the_loop_runs_between_buffered_chunks() -> None:
     assert await anext(events) == EVENTS[0]
     stream.feed_data(encoded(EVENTS[1:]))  # already buffered when the next chunk is read
     stream.feed_eof()
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    ticks = 0
-    assert await anext(events) == EVENTS[1]
-    # readline() would hand out a buffered line without suspending: ticks would stay 0.
-    assert ticks >= 1
-    task.cancel()
+    async with LoopTicks() as ticks:
+        before = ticks.count
+        assert await anext(events) == EVENTS[1]
+        # readline() would hand out a buffered line without suspending: no tick in between.
+        assert ticks.count > before

@@ -9,7 +9,6 @@ JSON encoding of the same objects on a real API server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import aiohttp
@@ -26,6 +25,7 @@ from lifecycle_controller.kube.watch_protobuf import (
     decode_watch_event,
     protobuf_events,
 )
+from tests.machinery.loop_ticks import LoopTicks
 from tests.machinery.test_watch_lines import reader
 
 # ---------------------------------------------------------------------- a tiny encoder
@@ -250,25 +250,13 @@ def test_any_chunking_yields_every_event_in_order(cuts: list[int]) -> None:
 
 
 async def test_a_chunk_of_many_frames_is_split_in_bounded_steps() -> None:
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     data = b"".join(metadata_frame("ADDED", {"name": f"o{i}"}) for i in range(4 * EVENTS_PER_STEP))
     loop = asyncio.get_running_loop()
     one_chunk = aiohttp.StreamReader(BaseProtocol(loop), 2**22, loop=loop)  # never paused
     one_chunk.feed_data(data)
     one_chunk.feed_eof()
-    running = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    seen = [ticks async for _ in protobuf_events(one_chunk, what="watch x")]
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
+    async with LoopTicks() as ticks:
+        seen = [ticks.count async for _ in protobuf_events(one_chunk, what="watch x")]
     assert len(seen) == 4 * EVENTS_PER_STEP
     assert len(set(seen)) >= 4  # one chunk, yet the loop ran after every EVENTS_PER_STEP
 

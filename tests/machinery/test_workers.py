@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -22,6 +21,7 @@ from lifecycle_controller.controller.workers import (
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
+from tests.machinery.loop_ticks import LoopTicks
 
 pytestmark = [pytest.mark.timeout(5), pytest.mark.usefixtures("no_leaked_tasks")]
 
@@ -313,30 +313,19 @@ async def test_never_two_reconciles_of_one_key_at_once(
 async def test_a_worker_lets_the_loop_run_between_reconciles_that_never_suspend(
     q: WorkQueue[str], workers: Callable[..., asyncio.Task[None]]
 ) -> None:
-    ticks = 0
     seen: list[int] = []
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     all_seen = asyncio.Event()
+    async with LoopTicks() as ticks:
 
-    async def instant(key: str) -> None:  # decides to wait: nothing to await
-        seen.append(ticks)
-        if len(seen) == 50:
-            all_seen.set()
+        async def instant(key: str) -> None:  # decides to wait: nothing to await
+            seen.append(ticks.count)
+            if len(seen) == 50:
+                all_seen.set()
 
-    for i in range(50):
-        q.add(f"k{i}")
-    running = asyncio.create_task(ticker())
-    workers(instant, 1)
-    await all_seen.wait()
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
+        for i in range(50):
+            q.add(f"k{i}")
+        workers(instant, 1)
+        await all_seen.wait()
     assert len(set(seen)) == 50  # the other task ran between every two reconciles
 
 
