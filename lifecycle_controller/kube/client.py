@@ -281,7 +281,7 @@ class KubeClient:
         """Open a watch and yield each event; a silence over ``idle_timeout`` ends it.
 
         The events are read as the server sent them, JSON lines or protobuf frames; those
-        refused by ``decode_if`` are dropped undecoded (:mod:`.watch_lines`). Ends
+        refused by ``decode_if`` are dropped undecoded (:mod:`.watch_events`). Ends
         normally when the server closes the stream; raises TransportError when the
         connection breaks or stays silent too long, and KubeError for a non-2xx answer.
         """
