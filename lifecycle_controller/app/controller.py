@@ -278,7 +278,7 @@ class Controller:
         if notifier is not None:  # docs/notifications.md: every Event source, leader only
             cluster = settings.notifications.cluster_name
             recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
-        recorder = events = BackgroundRecorder(recorder)  # no worker waits for an Event
+        recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = self._guardrails(recorder, queue, cache)
         executor = Executor(
             cache=cache,

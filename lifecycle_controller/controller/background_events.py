@@ -3,23 +3,26 @@
 A worker that has carried out an action used to wait for the action's Event to be written:
 for a deletion that was half of the worker's time, so a burst of due actions went half as
 fast as the API server allowed. :class:`BackgroundRecorder` hands each Event to a task and
-returns at once; a worker waits only while ``limit`` Events are in flight already, so a
-burst cannot pile up unbounded work. Events about one object are written in the order they
-were recorded (each waits for the one before it), which keeps series folding and the order
-a user reads them in as before. :meth:`BackgroundRecorder.flush` waits for every pending
-Event (a graceful shutdown: actions done get their Events); :meth:`BackgroundRecorder.aclose`
-cancels what is left.
+returns at once, stamped with the time it was recorded (``Event.at_ns``: its ``eventTime``
+is the action's, not the write's); a worker waits only while ``limit`` Events are in flight
+already, so a burst cannot pile up unbounded work. Events about one object are written in
+the order they were recorded (each waits for the one before it), which keeps series folding
+and the order a user reads them in as before. :meth:`BackgroundRecorder.flush` waits for
+every pending Event (a graceful shutdown: actions done get their Events);
+:meth:`BackgroundRecorder.aclose` cancels what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import structlog
 
 from lifecycle_controller.controller.recorder import EventRecorder, Recorded
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["DEFAULT_LIMIT", "BackgroundRecorder"]
 
@@ -32,10 +35,11 @@ _log = structlog.get_logger(__name__)
 class BackgroundRecorder:
     """An :class:`EventRecorder` that writes through ``inner`` in background tasks."""
 
-    def __init__(self, inner: EventRecorder, *, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, inner: EventRecorder, *, clock: Clock, limit: int = DEFAULT_LIMIT) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         self._inner = inner
+        self._clock = clock
         self._slots = asyncio.Semaphore(limit)
         self._pending: set[asyncio.Task[None]] = set()
         self._last: dict[ObjectKey, asyncio.Task[None]] = {}
@@ -47,6 +51,8 @@ class BackgroundRecorder:
 
     async def record(self, ref: ObjectRef, event: Event) -> Recorded | None:
         """Queue the Event; returns None (what became of it is not known yet)."""
+        if event.at_ns is None:
+            event = dataclasses.replace(event, at_ns=self._clock.now_ns())
         await self._slots.acquire()
         key = ref.key
         task = asyncio.create_task(self._write(self._last.get(key), ref, event))

@@ -280,7 +280,7 @@ class NotifyingRecorder:
                     reason=event.reason,
                     message=event.message,
                     due_ns=event.due_ns,
-                    occurred_ns=self._clock.now_ns(),
+                    occurred_ns=self._clock.now_ns() if event.at_ns is None else event.at_ns,
                     dry_run=event.dry_run,
                     cluster=self._cluster,
                 )

@@ -163,7 +163,7 @@ class KubeEventRecorder:
                 return Recorded.SUPPRESSED
             self._deduped[once] = None
         note = truncate_note(event.message)
-        now_ns = self._clock.now_ns()
+        now_ns = self._clock.now_ns() if event.at_ns is None else event.at_ns
         if event.name is not None:
             return await self._create_once(ref, event, note, now_ns, event.name)
         isomorphic = (ref.uid or ref.key.id, event.type.value, reason, note)

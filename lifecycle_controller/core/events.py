@@ -90,6 +90,10 @@ class Event:
     action: str | None = field(default=None, compare=False)
     due_ns: int | None = field(default=None, compare=False)
     dry_run: bool = field(default=False, compare=False)
+    #: When it happened, in Unix nanoseconds: the Event's ``eventTime`` and a notification's
+    #: time. None: when it is written (an Event written in the background is stamped when it
+    #: is queued, so a burst's Events carry their actions' times, in their order).
+    at_ns: int | None = field(default=None, compare=False)
 
 
 def about(event: Event, *, action: str | None, due_ns: int | None, dry_run: bool) -> Event:

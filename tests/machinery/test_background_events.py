@@ -17,6 +17,7 @@ from lifecycle_controller.controller.recorder import Recorded
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.testing.fakeapi import CONFIGMAPS
+from lifecycle_controller.testing.fakeclock import FakeClock
 
 
 def ref(name: str) -> ObjectRef:
@@ -34,6 +35,7 @@ class Gated:
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    times: list[int | None] = field(default_factory=list)
     failing: set[str] = field(default_factory=set)
 
     def gate(self, reason: str) -> asyncio.Event:
@@ -45,6 +47,7 @@ class Gated:
         if event.reason in self.failing:
             raise RuntimeError("the API is down")
         self.written.append(event.reason)
+        self.times.append(event.at_ns)
         return Recorded.CREATED
 
 
@@ -55,7 +58,7 @@ async def settle() -> None:
 
 async def test_record_returns_before_the_write_and_flush_waits_for_it() -> None:
     inner = Gated()
-    events = BackgroundRecorder(inner)
+    events = BackgroundRecorder(inner, clock=FakeClock())
     assert await events.record(ref("a"), event("Deleted")) is None
     await settle()
     assert inner.started == ["Deleted"]
@@ -72,7 +75,7 @@ async def test_record_returns_before_the_write_and_flush_waits_for_it() -> None:
 
 async def test_one_objects_events_keep_their_order_others_go_ahead() -> None:
     inner = Gated()
-    events = BackgroundRecorder(inner)
+    events = BackgroundRecorder(inner, clock=FakeClock())
     await events.record(ref("a"), event("UpcomingDeletion"))
     await events.record(ref("a"), event("Deleted"))
     await events.record(ref("b"), event("Restarted"))
@@ -88,9 +91,25 @@ async def test_one_objects_events_keep_their_order_others_go_ahead() -> None:
     assert inner.written == ["Restarted", "UpcomingDeletion", "Deleted"]
 
 
+async def test_each_event_carries_the_time_it_was_recorded_not_written() -> None:
+    inner = Gated()
+    clock = FakeClock()
+    events = BackgroundRecorder(inner, clock=clock)
+    recorded_at = clock.now_ns()
+    await events.record(ref("a"), event("Deleted"))
+    await clock.advance(5)
+    stamped = Event(EventType.NORMAL, "Restarted", "restarted", at_ns=recorded_at - 7)
+    await events.record(ref("b"), stamped)  # a time it already has is kept
+    await clock.advance(5)
+    inner.gate("Deleted").set()
+    inner.gate("Restarted").set()
+    await events.flush()
+    assert inner.times == [recorded_at, recorded_at - 7]
+
+
 async def test_a_worker_waits_while_the_limit_is_in_flight() -> None:
     inner = Gated()
-    events = BackgroundRecorder(inner, limit=2)
+    events = BackgroundRecorder(inner, clock=FakeClock(), limit=2)
     await events.record(ref("a"), event("E1"))
     await events.record(ref("b"), event("E2"))
     third = asyncio.create_task(events.record(ref("c"), event("E3")))
@@ -107,7 +126,7 @@ async def test_a_worker_waits_while_the_limit_is_in_flight() -> None:
 
 async def test_a_failed_write_is_dropped_and_the_next_one_still_goes() -> None:
     inner = Gated(failing={"E1"})
-    events = BackgroundRecorder(inner, limit=1)
+    events = BackgroundRecorder(inner, clock=FakeClock(), limit=1)
     await events.record(ref("a"), event("E1"))
     inner.gate("E1").set()
     inner.gate("E2").set()
@@ -118,7 +137,7 @@ async def test_a_failed_write_is_dropped_and_the_next_one_still_goes() -> None:
 
 async def test_aclose_cancels_what_is_pending() -> None:
     inner = Gated()
-    events = BackgroundRecorder(inner, limit=1)
+    events = BackgroundRecorder(inner, clock=FakeClock(), limit=1)
     await events.record(ref("a"), event("E1"))
     await settle()
     await events.aclose()
@@ -132,4 +151,4 @@ async def test_aclose_cancels_what_is_pending() -> None:
 
 def test_the_limit_is_validated() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        BackgroundRecorder(Gated(), limit=0)
+        BackgroundRecorder(Gated(), clock=FakeClock(), limit=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from lifecycle_controller.controller.recorder import KubeEventRecorder, truncate_note
@@ -50,6 +51,17 @@ async def test_an_event_names_the_object_the_controller_and_the_action(
     )
     assert event["eventTime"] == "2026-01-01T00:00:00.000000Z"
     assert "series" not in event
+
+
+async def test_an_event_stamped_when_it_happened_keeps_that_time(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """A background write comes after its action: the Event says when the action was."""
+    happened = clock.now_ns()
+    await clock.advance(2.5)
+    await recorder(kube, clock).record(REF, dataclasses.replace(DELETED, at_ns=happened))
+    (event,) = events(api)
+    assert event["eventTime"] == "2026-01-01T00:00:00.000000Z"
 
 
 async def test_a_cluster_scoped_object_gets_its_event_in_default(
