@@ -1,21 +1,34 @@
 """The connection pools' connector, and closing it without leaking sockets.
 
 Python before 3.12.8 (and 3.13.0) loses the raw socket under a TLS connection that is
-closed while its TLS goodbye is still under way: a request cancelled mid-response (a watch
-timing out, a reconcile cut by shutdown, a lost Lease) closes its connection that way, and
-if the pool is closed soon after, that socket stays open until the garbage collector finds
-it (``ResourceWarning: unclosed transport``). aiohttp's ``enable_cleanup_closed`` keeps such
-connections and aborts them when the pool closes (and every 2 s); it is needed only on those
-Python versions, and aiohttp warns when it is asked for elsewhere.
+closed while its TLS goodbye is still under way: if the event loop ends before the goodbye
+does, that socket stays open until the garbage collector finds it (``ResourceWarning:
+unclosed transport``). Two ways a connection gets there:
+
+* a request cancelled mid-response (a watch timing out, a reconcile cut by shutdown, a lost
+  Lease) hands its connection back to the pool, closed; aiohttp's ``enable_cleanup_closed``
+  keeps such connections and aborts them when the pool closes (and every 2 s);
+* a request cancelled just after its TLS handshake, before the pool has handed the
+  connection to it: the connection is closed where it was being opened and the pool never
+  learns of it. The connector here remembers every connection it opens and, when the pool
+  closes, aborts the ones still open.
+
+Both are needed only on those Python versions (aiohttp warns when ``enable_cleanup_closed``
+is asked for elsewhere).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 __all__ = ["close_pool", "new_connector"]
 
@@ -23,15 +36,38 @@ __all__ = ["close_pool", "new_connector"]
 LEAKS_TLS_SOCKETS = sys.version_info < (3, 12, 8) or (3, 13, 0) <= sys.version_info < (3, 13, 1)
 
 
+class _RememberingConnector(aiohttp.TCPConnector):
+    """A TCPConnector that can abort every connection it opened that is still open."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(enable_cleanup_closed=True, **kwargs)
+        self._opened: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+        self._factory = functools.partial(self._remembered, self._factory)
+
+    def _remembered(self, make: Callable[[], ResponseHandler]) -> ResponseHandler:
+        handler = make()
+        self._opened.add(handler)
+        return handler
+
+    def abort_open(self) -> None:
+        """Abort the connections still open (their sockets close on the next loop turn)."""
+        for handler in list(self._opened):
+            if handler.transport is not None:
+                handler.transport.abort()
+
+
 def new_connector(*, limit: int, ssl_context: ssl.SSLContext | bool) -> aiohttp.TCPConnector:
     """A pool of at most ``limit`` connections that never leaks a closed TLS socket."""
     if LEAKS_TLS_SOCKETS:
-        return aiohttp.TCPConnector(limit=limit, ssl=ssl_context, enable_cleanup_closed=True)
+        return _RememberingConnector(limit=limit, ssl=ssl_context)
     return aiohttp.TCPConnector(limit=limit, ssl=ssl_context)
 
 
 async def close_pool(session: aiohttp.ClientSession) -> None:
     """Close a session and let the sockets it aborted finish closing."""
+    connector = session.connector
     await session.close()
+    if isinstance(connector, _RememberingConnector):
+        connector.abort_open()
     # Aborted transports report connection_lost on the next loop iteration.
     await asyncio.sleep(0)

@@ -8,7 +8,9 @@ import gc
 import warnings
 from typing import Any
 
+import aiohttp
 import pytest
+import yarl
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
@@ -20,6 +22,7 @@ from lifecycle_controller.kube import (
     TransportError,
     load_configuration,
 )
+from lifecycle_controller.kube.connector import LEAKS_TLS_SOCKETS, close_pool, new_connector
 from lifecycle_controller.kube.resources import NAMESPACES
 from tests.integration.support import CONFIGMAPS, configmap
 
@@ -109,6 +112,37 @@ def test_requests_cancelled_mid_flight_leak_no_socket(control_plane: ControlPlan
         warnings.simplefilter("always", ResourceWarning)
         for step in range(200):
             asyncio.run(cancelled_request(step * 0.0001))
+            gc.collect()
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaks == []
+
+
+@pytest.mark.skipif(not LEAKS_TLS_SOCKETS, reason="this Python closes such sockets itself")
+def test_a_connection_closed_before_the_pool_got_it_leaks_no_socket(
+    control_plane: ControlPlane,
+) -> None:
+    """The rare case of the test above, made certain: a request cancelled right after its TLS
+    handshake closes a connection the pool never handed out (its TLS goodbye under way), and
+    the loop ends at once. The connector opens it here as the pool would, without the pool."""
+
+    async def closed_before_the_pool_got_it() -> None:
+        config, _ = await load_configuration(str(control_plane.admin_kubeconfig))
+        url = yarl.URL(config.host)
+        connector = new_connector(limit=4, ssl_context=config.ssl_context())
+        session = aiohttp.ClientSession(connector=connector)
+        loop = asyncio.get_running_loop()
+        assert url.host is not None
+        assert url.port is not None
+        transport, _ = await loop.create_connection(
+            connector._factory, url.host, url.port, ssl=config.ssl_context()
+        )
+        transport.close()  # the TLS goodbye starts; the API server's answer is not awaited
+        await close_pool(session)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(5):
+            asyncio.run(closed_before_the_pool_got_it())
             gc.collect()
     leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert leaks == []
