@@ -22,17 +22,17 @@ from dataclasses import dataclass, replace
 import structlog
 
 from lifecycle_controller.config import Settings
+from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.background_events import BackgroundRecorder
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery
-from lifecycle_controller.controller.execution import Executor, RestartPacing
+from lifecycle_controller.controller.guardrail_state import RestartPacing
 from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
 from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
-from lifecycle_controller.controller.observations import ObservationWriter
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRecorder
 from lifecycle_controller.controller.result import ReconcileFunc, Result
@@ -280,24 +280,6 @@ class Controller:
             recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = self._guardrails(recorder, queue, cache)
-        executor = Executor(
-            cache=cache,
-            kube=self.kube,
-            recorder=recorder,
-            clock=self.clock,
-            budgets={
-                Action.DELETE: ActionBudget(actions.max_deletes_per_minute, clock=self.clock),
-                Action.RESTART: ActionBudget(actions.max_restarts_per_minute, clock=self.clock),
-            },
-            may_write=self.may_write,
-            metrics=self.metrics,
-            breaker=breaker,
-            pacing=RestartPacing(
-                min_interval_ns=int(settings.guardrails.min_restart_interval * 1e9),
-                jitter_ns=int(settings.guardrails.restart_jitter * 1e9),
-            ),
-            rollouts=rollouts,
-        )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
             clock=self.clock,
@@ -305,15 +287,26 @@ class Controller:
             on_change=self._namespace_changed(cache, queue),
             report=recorder.record,
         )
-        reconciler = Reconciler.build(
-            executor=executor,
+        reconciler = build_reconciler(
+            api=self.kube,
+            cache=cache,
+            recorder=recorder,
+            clock=self.clock,
             ledger=self.ledger,
             settings=actions.decision_settings(),
             metrics=self.metrics,
+            may_write=self.may_write,
+            budgets={
+                Action.DELETE: ActionBudget(actions.max_deletes_per_minute, clock=self.clock),
+                Action.RESTART: ActionBudget(actions.max_restarts_per_minute, clock=self.clock),
+            },
+            breaker=breaker,
+            rollouts=rollouts,
+            pacing=RestartPacing.of_seconds(
+                settings.guardrails.min_restart_interval, settings.guardrails.restart_jitter
+            ),
             namespace_defaults=namespaces.get,
-            observations=ObservationWriter(self.kube, cache, self.may_write, self.metrics)
-            if actions.persist_observations
-            else None,
+            observation_metrics=self.metrics,
         )
         informers = InformerSet(
             source=self.kube,
@@ -459,7 +452,7 @@ class Controller:
             kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
         ) -> None:
             if kind == "delete":
-                reconciler.forget(key)
+                reconciler.object_gone(key)
                 return
             if new is None:
                 return

@@ -1,13 +1,17 @@
 """The latched circuit breaker (docs/behaviour.md#circuit-breaker).
 
-``--breaker-max-actions N`` / ``--breaker-window W``: the executor asks :meth:`admit` right
-before each deletion or restart it sends; when N actions already fall within the last W the
-breaker **trips** instead: the state is written to a small ConfigMap beside the Lease
+``--breaker-max-actions N`` / ``--breaker-window W``: before each deletion or restart the
+guardrails (:func:`lifecycle_controller.core.guardrails.check`) read :meth:`facts`; an action
+they let go takes its place in the window with :meth:`reserve`. When N actions already fall
+within the last W the breaker **trips** instead: the state is written to a small ConfigMap
+beside the Lease
 (``<lease name>-breaker`` in the Lease's namespace, keys ``state``, ``trippedAt``,
 ``actions``, ``window``, ``trips``, ``resetAt``) and stays open, across restarts and
 failovers, until ``lifecycle-controller breaker reset`` closes it. While open nothing is
-sent; the executor holds each due object (Warning ``ActionsHalted`` once per trip) and the
-breaker requeues every held object as soon as it sees the reset.
+sent; each due object is held (Warning ``ActionsHalted`` once per trip; the ConfigMap counts
+them and names the first few) and the breaker requeues every held object as soon as it sees
+the reset. Every action held at the reset then goes, outside the window: the operator who
+reset the breaker reviewed them; the window counts only the actions that were not held.
 
 The window itself is counted in memory by the leader (a new leader starts an empty window);
 the latch is what must survive, and it lives in the cluster.
@@ -20,18 +24,22 @@ from typing import Protocol
 
 import structlog
 
-from lifecycle_controller.core.breaker import ActionWindow, BreakerState
+from lifecycle_controller.core.breaker import HELD_NAMED, ActionWindow, BreakerState
+from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.gotext import format_go_duration
+from lifecycle_controller.core.guardrails import BreakerFacts
 from lifecycle_controller.core.resources import ObjectKey
-from lifecycle_controller.core.timestamps import format_rfc3339_seconds
 from lifecycle_controller.kube import KubeClient, KubeError
-from lifecycle_controller.kube.breaker_store import read_breaker, write_breaker
+from lifecycle_controller.kube.breaker_store import (
+    read_breaker,
+    write_breaker,
+    write_breaker_keys,
+)
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["BreakerMetrics", "CircuitBreaker"]
 
 _log = structlog.get_logger(__name__)
-_NS_PER_S = 1_000_000_000
 
 
 class BreakerMetrics(Protocol):
@@ -58,7 +66,7 @@ class CircuitBreaker:
         self.namespace = namespace
         self.name = name
         self.limit = limit
-        self.window_ns = int(window * _NS_PER_S)
+        self.window_ns = int(window * NS_PER_SECOND)
         self.clock = clock
         self.metrics = metrics
         self.poll_interval = poll_interval
@@ -66,7 +74,11 @@ class CircuitBreaker:
         self.on_release: Callable[[ObjectKey], None] = lambda key: None
         self._window = ActionWindow(limit, max(self.window_ns, 1))
         self._held: dict[ObjectKey, None] = {}
-        self._unsaved = False
+        #: Held when the breaker was last reset: let go outside the window (the operator
+        #: reviewed them), until each one's action is carried out.
+        self._released: dict[ObjectKey, None] = {}
+        self._unsaved = False  # a trip not yet latched in the cluster
+        self._held_changed = False  # the held objects changed since they were last written
         self._in_flight = 0
 
     @property
@@ -77,43 +89,64 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         return self.enabled and self.state.open
 
-    # ------------------------------------------------------------------ the executor's side
+    # ------------------------------------------------------------------ the decision's side
 
-    def admit(self) -> bool | None:
-        """Reserve one action now.
+    def facts(self, key: ObjectKey) -> BreakerFacts | None:
+        """What :func:`lifecycle_controller.core.guardrails.check` needs (None: no breaker)."""
+        if not self.enabled:
+            return None
+        return BreakerFacts(
+            open=self.state.open,
+            limit=self.limit,
+            window_ns=self.window_ns,
+            in_window=self._window.count(self.clock.now_ns()),
+            in_flight=self._in_flight,
+            tripped_at=self.state.tripped_at,
+            tripped_actions=self.state.actions,
+            released=key in self._released,
+        )
 
-        True: go ahead, then report with :meth:`settle`. False: it would be the (N+1)th in
-        the window, so the breaker must trip. None: the window is full only counting
-        actions still in flight; ask again shortly, since one of them may fail and give its
-        place back (tripping now would halt an action the limit allows).
+    def reserve(self, key: ObjectKey) -> bool:
+        """Take a place in the window for ``key``'s action, which the guardrails let go.
+
+        An action released by a reset takes none (it is not counted). Returns whether a place
+        was taken; hand it to :meth:`settle` when the write ends.
         """
-        if not self.enabled:
-            return True
-        if self.state.open:
+        if not self.enabled or key in self._released:
             return False
-        if self._window.admit(self.clock.now_ns()):
-            self._in_flight += 1
-            return True
-        return None if self._in_flight else False
+        if not self._window.admit(self.clock.now_ns()):
+            raise RuntimeError("breaker window full: the guardrails should have held this action")
+        self._in_flight += 1
+        return True
 
-    def settle(self, *, carried_out: bool) -> None:
-        """An admitted action ended: carried out, or not (its write failed: place given back)."""
-        if not self.enabled:
+    def settle(self, key: ObjectKey, *, counted: bool, carried_out: bool) -> None:
+        """An action let go ended: carried out, or not (its write failed: place given back)."""
+        if carried_out:
+            self._released.pop(key, None)
+        if not counted:
             return
         self._in_flight = max(0, self._in_flight - 1)
         if not carried_out:
             self._window.refund()
 
     def hold(self, key: ObjectKey) -> None:
-        """``key`` waits for the reset; it is requeued when the breaker closes."""
-        self._held[key] = None
+        """``key`` waits for the reset; it is requeued, and let go, when the breaker closes."""
+        if key not in self._held:
+            self._held[key] = None
+            self._held_changed = True  # the ConfigMap names what is held
 
-    async def trip(self) -> None:
-        """Open the breaker now (in memory at once, then in the cluster)."""
+    def release(self, key: ObjectKey) -> None:
+        """``key`` is gone: it waits for nothing any more."""
+        if self._held.pop(key, 0) is None:
+            self._held_changed = True
+        self._released.pop(key, None)
+
+    async def trip(self, at: str) -> None:
+        """Open the breaker now, tripped at ``at`` (in memory at once, then in the cluster)."""
         if self.state.open:
             return
         self.state = self.state.tripped(
-            at=format_rfc3339_seconds(self.clock.now_ns()),
+            at=at,
             actions=self.limit,
             window=format_go_duration(self.window_ns),
         )
@@ -150,10 +183,23 @@ class CircuitBreaker:
                     await self._save()
                 else:
                     self._apply(await read_breaker(self.kube, self.namespace, self.name))
+                    if self.state.open and self._held_changed:
+                        await self._save_held()
             except KubeError as error:
                 _log.warning("circuit breaker state unreadable", error=str(error))
 
+    def _with_held(self) -> BreakerState:
+        held = [key.id for key in self._held]
+        self._held_changed = False
+        return self.state.holding(len(held), held[:HELD_NAMED])
+
+    async def _save_held(self) -> None:
+        """Write only what is held (a patch of two keys can never reopen a reset breaker)."""
+        self.state = self._with_held()
+        await write_breaker_keys(self.kube, self.namespace, self.name, self.state.held_data())
+
     async def _save(self) -> None:
+        self.state = self._with_held()
         try:
             await write_breaker(self.kube, self.namespace, self.name, self.state)
         except KubeError as error:
@@ -168,7 +214,8 @@ class CircuitBreaker:
         if was_open and not state.open:
             self._window.clear()
             held, self._held = list(self._held), {}
-            _log.info("circuit breaker reset", released=len(held))
+            self._released.update(dict.fromkeys(held))
+            _log.info("circuit breaker reset; every held action goes", released=len(held))
             for key in held:
                 self.on_release(key)
         elif state.open and not was_open:

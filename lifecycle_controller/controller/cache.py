@@ -2,9 +2,14 @@
 
 Reconciles read objects from here, never from the API (docs/behaviour.md#guarded-writes:
 every write is guarded by resourceVersion or UID preconditions, so a stale read costs a retry,
-never a wrong action). Informers (:mod:`lifecycle_controller.controller.informers`) fill it;
-the only other writes are two named operations for the controller's own writes,
-:meth:`MetadataCache.refresh` and :meth:`MetadataCache.forget_deleted` (see there why).
+never a wrong action). Two writers, each through its own door:
+
+* the informers (:mod:`lifecycle_controller.controller.cache_writer`) store what they list
+  and watch, with :meth:`MetadataCache.put` and :meth:`MetadataCache.delete`;
+* the controller's own API calls on objects (:mod:`lifecycle_controller.controller.writes`,
+  the one module that makes them) give their answers back with
+  :meth:`MetadataCache.write_back`: a patch's response, a delete, a re-read after a conflict,
+  and the restart facts of :class:`RestartFacts` (see there why).
 
 What is stored, and why so little
 ---------------------------------
@@ -52,7 +57,7 @@ from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 
-__all__ = ["CachedObject", "MetadataCache", "object_facts"]
+__all__ = ["CachedObject", "MetadataCache", "RestartFact", "RestartFacts", "object_facts"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -102,6 +107,46 @@ Scope = str | None
 """A namespace for a per-namespace informer, ``None`` for a cluster-wide one."""
 
 
+@dataclass(frozen=True, slots=True)
+class RestartFact:
+    """What this process knows of a workload's last restart, beyond its metadata.
+
+    ``marker`` is the Pod template's ``restartedAt`` as last seen (a restart's response, or
+    one read of the workload for the restart guard; None: the template has none);
+    ``at_ns`` is when this process restarted it (the marker has whole seconds on workloads
+    restarted by other tools).
+    """
+
+    marker: str | None
+    at_ns: int | None = None
+
+
+class RestartFacts:
+    """Restart facts by object UID, the most recent :data:`MAX` kept.
+
+    The metadata-only informers never see Pod templates, so the restart marker a new
+    restart must differ from, and the last restart the restart guard measures from, are
+    remembered here when the controller's own writes and reads return them.
+    """
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self._facts: dict[str, RestartFact] = {}
+
+    def get(self, uid: str) -> RestartFact | None:
+        return self._facts.get(uid)
+
+    def put(self, uid: str, fact: RestartFact) -> None:
+        self._facts.pop(uid, None)
+        self._facts[uid] = fact
+        if len(self._facts) > self.MAX:
+            del self._facts[next(iter(self._facts))]
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+
 class MetadataCache:
     """Annotated objects by key, per resource type, plus per-(type, scope) synced flags.
 
@@ -111,6 +156,7 @@ class MetadataCache:
     def __init__(self) -> None:
         self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
         self._synced: dict[ResourceType, dict[Scope, bool]] = {}
+        self._restarts = RestartFacts()
 
     # ------------------------------------------------------------------ objects
 
@@ -130,19 +176,36 @@ class MetadataCache:
 
     # ------------------------------------------------------------------ our own writes
 
-    def refresh(
-        self, key: ObjectKey, fresh: CachedObject, *, decided_on: CachedObject | None = None
+    def write_back(
+        self,
+        key: ObjectKey,
+        fresh: CachedObject | None,
+        *,
+        decided_on: CachedObject | None = None,
+        restart: RestartFact | None = None,
     ) -> None:
-        """Store a state the controller got from the API itself: a patch's response
-        (``decided_on`` is the state the patch was decided on) or a re-read after a conflict.
+        """Store a state the controller got from the API itself (``None``: it deleted ``key``).
 
-        Without it, the next pass over ``key`` (a requeue can come before the watch event)
-        would decide on the old state and spend a conflict. When the informer has already
-        stored a different state than the one a patch was decided on, that state is at least
-        as new and is kept. The watch event of the patch then finds the same annotations here
-        and is not delivered again, so the writer runs the pass that event would have run.
+        * After a patch (``decided_on`` is the state it was decided on) or a re-read after a
+          conflict, the next pass over ``key`` (a requeue can come before the watch event)
+          must not decide on the old state and spend a conflict. When the informer has
+          already stored a different state than the one a patch was decided on, that state
+          is at least as new and is kept. The watch event of the patch then finds the same
+          annotations here and is not delivered again, so the writer runs the pass that event
+          would have run.
+        * After a delete, ``key`` is dropped now, before the watch event confirms it: a pass
+          in between would otherwise see the object again and send a second delete.
+        * ``restart`` records what a restart (or a read of the workload) told of its Pod
+          template, under the object's UID (``fresh`` or the cached state names it).
         """
         current = self.get(key)
+        if restart is not None:
+            uid = (fresh or current or decided_on or _NO_OBJECT).uid
+            if uid:
+                self._restarts.put(uid, restart)
+        if fresh is None:
+            self.delete(key)
+            return
         if (
             decided_on is not None
             and current is not None
@@ -155,12 +218,9 @@ class MetadataCache:
         else:
             self.delete(key)
 
-    def forget_deleted(self, key: ObjectKey) -> None:
-        """The controller deleted ``key``: drop it now, before the watch event confirms it.
-
-        A pass in between would otherwise see the object again and send a second delete.
-        """
-        self.delete(key)
+    def restart_fact(self, uid: str) -> RestartFact | None:
+        """What the controller's own writes and reads told of the workload's last restart."""
+        return self._restarts.get(uid)
 
     # ------------------------------------------------------------------ reading
 
@@ -216,6 +276,9 @@ class MetadataCache:
         """Forget a resource type entirely: its objects and its synced flags."""
         self._objects.pop(resource, None)
         self._synced.pop(resource, None)
+
+
+_NO_OBJECT = CachedObject("", "", "", None, "")
 
 
 def object_facts(

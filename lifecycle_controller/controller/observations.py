@@ -9,36 +9,50 @@ in-memory observation stays, the Wait's requeue stands, and the next pass tries 
 a conflict the reconciler re-reads the object and decides again at once, a few times, as for
 any write). The reconciler calls it; nothing here decides.
 
-A successful write refreshes the metadata cache with the response, so the next pass does
-not decide on the old state; the watch event of the write is not relevant
+The writer (:mod:`~lifecycle_controller.controller.writes`) hands the response back to the
+metadata cache, so the next pass does not decide on the old state; the watch event of the
+write is not relevant
 (:func:`~lifecycle_controller.core.should_enqueue_on_update` ignores the ``observed`` key),
 so the controller's own write never enqueues the object again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.execution import guarded
+from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.controller.result import NotLeading
+from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey, keys
 from lifecycle_controller.core.observed import ObservationError, decode_observation
 from lifecycle_controller.kube import (
     Conflict,
     Forbidden,
-    KubeClient,
     KubeError,
     NotFound,
     Unprocessable,
 )
 
-__all__ = ["ObservationMetrics", "ObservationWriter", "garbled_observation"]
+__all__ = ["ObservationMetrics", "ObservationWriter", "RecordResult", "garbled_observation"]
 
 _log = structlog.get_logger(__name__)
+
+
+class RecordResult(enum.StrEnum):
+    """How writing a record ended (the ``result`` label of its counter)."""
+
+    WRITTEN = "written"
+    CONFLICT = "conflict"
+    FORBIDDEN = "forbidden"
+    INVALID = "invalid"
+    GONE = "gone"
+    ERROR = "error"
+    NOT_LEADING = "not_leading"
 
 
 class ObservationMetrics(Protocol):
@@ -63,9 +77,7 @@ def garbled_observation(annotations: Mapping[str, str]) -> str | None:
 class ObservationWriter:
     """Sends the record patch of a Wait; see the module docstring."""
 
-    kube: KubeClient
-    cache: MetadataCache
-    may_write: Callable[[], bool]
+    writer: ObjectWriter
     metrics: ObservationMetrics | None = None
 
     def check(self, obj: CachedObject) -> None:
@@ -74,44 +86,47 @@ class ObservationWriter:
         if problem is not None:
             _log.warning("ignoring an invalid observed annotation", error=problem)
 
-    async def write(self, key: ObjectKey, obj: CachedObject, body: Mapping[str, Any]) -> str:
-        """One guarded merge patch of the record; its result (``written``, ``conflict``, …)."""
-        if not self.may_write():
-            _log.debug("not leading; observation not persisted")
-            return "not_leading"
-        patch = guarded(body, obj.resource_version, uid=obj.uid)
+    async def write(
+        self, key: ObjectKey, obj: CachedObject, body: Mapping[str, Any]
+    ) -> RecordResult:
+        """One guarded merge patch of the record (resourceVersion and UID), and its result."""
         try:
-            response = await self.kube.merge_patch(key.resource, key.namespace, key.name, patch)
+            patched = await self.writer.patch(key, obj, body, with_uid=True)
+        except NotLeading:
+            _log.debug("not leading; observation not persisted")
+            return RecordResult.NOT_LEADING
         except KubeError as error:
             result = _result_of(error)
             self._count(result)
             _log.warning(
                 "observation not persisted; the in-memory observation still counts",
-                result=result,
+                result=result.value,
                 error=str(error),
             )
             return result
-        fresh = CachedObject.from_metadata(response.get("metadata") or {})
-        self.cache.refresh(key, fresh, decided_on=obj)
-        self._count("written")
+        if patched is None:
+            self._count(RecordResult.GONE)
+            _log.warning("observation not persisted; the object is gone")
+            return RecordResult.GONE
+        self._count(RecordResult.WRITTEN)
         _log.info(
             "observation persisted",
-            observed=patch["metadata"].get("annotations", {}).get(keys.OBSERVED),
+            observed=(body.get("metadata") or {}).get("annotations", {}).get(keys.OBSERVED),
         )
-        return "written"
+        return RecordResult.WRITTEN
 
-    def _count(self, result: str) -> None:
+    def _count(self, result: RecordResult) -> None:
         if self.metrics is not None:
-            self.metrics.count_observation_persisted(result)
+            self.metrics.count_observation_persisted(result.value)
 
 
-def _result_of(error: KubeError) -> str:
+def _result_of(error: KubeError) -> RecordResult:
     if isinstance(error, Conflict):
-        return "conflict"
+        return RecordResult.CONFLICT
     if isinstance(error, Forbidden):
-        return "forbidden"
+        return RecordResult.FORBIDDEN
     if isinstance(error, Unprocessable):
-        return "invalid"
+        return RecordResult.INVALID
     if isinstance(error, NotFound):
-        return "gone"
-    return "error"
+        return RecordResult.GONE
+    return RecordResult.ERROR

@@ -1,51 +1,59 @@
-"""One work item, as a short sequence: read → decide → act → record → result.
+"""One work item, decided once per pass: read → decide → account → write → result.
 
-``Reconciler.__call__(key)`` is what the workers run. It neither decides (that is
-:func:`lifecycle_controller.core.decide`) nor carries anything out (that is the
-:class:`~lifecycle_controller.controller.execution.Executor`); it sequences them:
+``Reconciler.__call__(key)`` is what the workers run. Each pass over the object:
 
-1. **read** the object from the metadata cache (gone: forget it, done);
-2. **decide** at ``now`` (with the namespace's defaults), apply the decision's
-   ``never``-ledger operations, log it, and **record** its Events and the next-action metric;
-3. **act**: a decision without a write is settled (metrics, requeue); a write goes to the
-   executor. A 409 Conflict is retried quietly (docs/behaviour.md#quiet-conflict-retries):
-   re-read that one object from the API and decide again, a few times, before the failure
-   Warning and the rate-limited retry; a Wait's ``never`` record
-   (docs/behaviour.md#persisted-observations) is written the same way, and its failure
-   changes nothing else;
-4. **result**: the outcome's ledger operations, then either the requeue the core asked for
-   or, when the write changed what decides (a consumed ``restart-at`` uncovering a recurring
-   schedule, a new anchor), another pass at once on the state the write returned.
+1. **read** it from the metadata cache (gone: forget it, done);
+2. **decide**, in one place:
+   :func:`~lifecycle_controller.core.namespace_defaults.decide_in_namespace`
+   (core, with the namespace's defaults) answers what the object needs; for a deletion or a
+   restart the guardrails (:func:`lifecycle_controller.core.guardrails.check`, on the facts
+   :class:`~lifecycle_controller.controller.guardrail_state.Guardrails` reads) may turn it
+   into a :class:`~lifecycle_controller.core.guardrails.Hold`, which is treated like a
+   ``Wait``. The one read a decision may need, the Pod template's restart marker for the
+   restart guard, is made here before deciding, once per workload and process;
+3. **account** for the final decision
+   (:class:`~lifecycle_controller.controller.accounting.Accounting`:
+   ledger, Events, the metrics that describe decisions, one log line);
+4. **write**: a ``Patch`` or ``Delete`` goes to the
+   :class:`~lifecycle_controller.controller.execution.Executor` with its reservation; a
+   ``Wait`` may carry its ``never`` record (docs/behaviour.md#persisted-observations), which
+   the :class:`~lifecycle_controller.controller.observations.ObservationWriter` sends;
+5. **result**: the requeue the decision asked for, or **another pass** at once, on the state
+   the pass left, in exactly two cases: a write hit a 409 Conflict (re-read that one object
+   and decide again, a few times, before the failure Warning and the rate-limited retry:
+   docs/behaviour.md#quiet-conflict-retries), or a write changed what decides (a consumed
+   ``restart-at`` uncovering a recurring schedule, a new anchor).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
+from lifecycle_controller.controller.accounting import Accounting
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
-from lifecycle_controller.controller.execution import NS, ActionMetrics, Executor, NoActionMetrics
-from lifecycle_controller.controller.observations import ObservationWriter
+from lifecycle_controller.controller.execution import Executor, WriteOutcome
+from lifecycle_controller.controller.guardrail_state import Guardrails, Reservation
+from lifecycle_controller.controller.observations import ObservationWriter, RecordResult
 from lifecycle_controller.controller.result import Result
+from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import (
     Decision,
     DecisionSettings,
     Delete,
-    DryRun,
     Ledger,
-    LedgerOp,
     ObjectKey,
     ObjectRef,
     Patch,
     Wait,
     should_enqueue_on_update,
 )
+from lifecycle_controller.core.durations import NS_PER_SECOND
+from lifecycle_controller.core.guardrails import Hold, check
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults, decide_in_namespace
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
-from lifecycle_controller.kube import Conflict, KubeClient, NotFound
+from lifecycle_controller.kube import Conflict, KubeError
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["Reconciler"]
@@ -53,17 +61,28 @@ __all__ = ["Reconciler"]
 _log = structlog.get_logger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """How one pass ended: the reconcile's ``result``, or ``again`` on this state."""
+
+    result: Result | None = None
+    again: CachedObject | None = None
+    conflict: bool = False
+    gone: bool = False
+
+
 @dataclass
 class Reconciler:
     """Callable per work item; see the module docstring for the sequence."""
 
     cache: MetadataCache
-    kube: KubeClient
+    writer: ObjectWriter
     executor: Executor
+    guardrails: Guardrails
+    accounting: Accounting
     ledger: Ledger
     settings: DecisionSettings
     clock: Clock
-    metrics: ActionMetrics
     conflict_retries: int = 3
     #: Passes one reconcile may run back to back after writes that changed what decides.
     max_passes: int = 8
@@ -72,130 +91,115 @@ class Reconciler:
     #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
     observations: ObservationWriter | None = None
 
-    @classmethod
-    def build(
-        cls,
-        *,
-        executor: Executor,
-        ledger: Ledger,
-        settings: DecisionSettings,
-        metrics: ActionMetrics | None = None,
-        namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None,
-        observations: ObservationWriter | None = None,
-    ) -> Reconciler:
-        """A reconciler that reads the executor's cache and shares its client and clock."""
-        return cls(
-            cache=executor.cache,
-            kube=executor.kube,
-            executor=executor,
-            ledger=ledger,
-            settings=settings,
-            clock=executor.clock,
-            metrics=metrics or NoActionMetrics(),
-            namespace_defaults=namespace_defaults,
-            observations=observations,
-        )
-
     async def __call__(self, key: ObjectKey) -> Result | None:
         obj = self.cache.get(key)
         conflicts = passes = 0
-        while True:
-            if obj is None:
-                self.forget(key)
-                return None
-            decision = self._decide(key, obj)
-            ref = ObjectRef(key, obj.uid, obj.resource_version)
-            await self.executor.emit(ref, decision.events, decision)
-            self.executor.publish_next_action(key, decision)
-            if not isinstance(decision, Patch | Delete):
-                if (
-                    isinstance(decision, Wait)
-                    and decision.record
-                    and self.observations
-                    and await self.observations.write(key, obj, decision.record) == "conflict"
-                    and conflicts < self.conflict_retries
-                ):
-                    conflicts += 1  # the record, like any write: re-read and decide again
-                    obj = await self._reread(key)
-                    continue
-                return self.executor.settle(key, decision)
-            try:
-                done = await self.executor.carry_out(
-                    key, obj, decision, quiet_conflict=conflicts < self.conflict_retries
-                )
-            except Conflict:
-                if conflicts >= self.conflict_retries:
-                    raise
+        while obj is not None:
+            step = await self._pass(key, obj, quiet_conflict=conflicts < self.conflict_retries)
+            if step.gone:
+                break
+            if step.again is None:
+                return step.result
+            if step.conflict:
                 conflicts += 1
-                _log.debug("conflict; re-reading and deciding again", attempt=conflicts)
-                obj = await self._reread(key)
-                continue
-            if done.gone:
-                self.forget(key)
-                return None
-            self._apply_ledger(key, decision.on_success.ledger_ops)
-            passes += 1
-            fresh = done.fresh
-            if (
-                fresh is None
-                or passes >= self.max_passes
-                or not should_enqueue_on_update(obj.annotations, fresh.annotations)
-            ):
-                return done.result
-            obj = self.cache.get(key)  # the write changed what decides: decide again now
+            else:
+                passes += 1
+                if passes >= self.max_passes:
+                    return step.result
+            obj = step.again
+        self.object_gone(key)
+        return None
 
-    def forget(self, key: ObjectKey) -> None:
-        """The object is gone: drop its ledger arm and its next-action metric."""
-        self.ledger.forget(key)
-        self.metrics.set_ledger_arms(len(self.ledger))
-        self.executor.forget(key)
+    # ------------------------------------------------------------------ one pass
 
-    # ------------------------------------------------------------------ steps
+    async def _pass(self, key: ObjectKey, obj: CachedObject, *, quiet_conflict: bool) -> _Step:
+        decision, final, reservation = await self._decide(key, obj)
+        ref = ObjectRef(key, obj.uid, obj.resource_version)
+        await self.accounting.decided(ref, decision, final)
+        if isinstance(final, Hold):
+            return _Step(_requeue(final.requeue_after_ns))
+        if isinstance(final, Patch | Delete):
+            assert reservation is not None
+            return await self._write(key, obj, final, reservation, quiet_conflict=quiet_conflict)
+        if isinstance(final, Wait):
+            if final.record and self.observations is not None:
+                written = await self.observations.write(key, obj, final.record)
+                if written is RecordResult.CONFLICT and quiet_conflict:
+                    return await self._reread(key)  # the record, like any write
+            return _Step(_requeue(final.requeue_after_ns, order=final.scheduled_ns or 0))
+        return _Step()
 
-    def _decide(self, key: ObjectKey, obj: CachedObject) -> Decision:
-        facts = object_facts(
-            key.resource, obj, restart_marker=self.executor.restart_marker(obj.uid)
-        )
+    async def _decide(
+        self, key: ObjectKey, obj: CachedObject
+    ) -> tuple[Decision, Decision, Reservation | None]:
+        """Core's decision, the one that stands after the guardrails, and for a write that
+        goes, what it reserved (facts read, checked and reserved with no await between)."""
         if self.observations is not None:
             self.observations.check(obj)
         lookup = self.namespace_defaults
         decision = decide_in_namespace(
             annotations=obj.annotations,
-            facts=facts,
+            facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
             now_ns=self.clock.now_ns(),
             settings=self.settings,
             ledger=self.ledger,
             defaults=None if lookup is None else lookup(key.namespace),
         )
-        self._apply_ledger(key, decision.ledger_ops)
-        _log_decision(decision)
-        return decision
+        if not isinstance(decision, Patch | Delete):
+            return decision, decision, None
+        if self.guardrails.needs_restart_marker(obj, decision):
+            try:
+                await self.writer.read_restart_marker(key, obj)
+            except KubeError as error:
+                _log.warning("workload unreadable for the restart guard", error=str(error))
+        hold = check(decision, self.guardrails.facts(key, obj, decision))
+        if hold is None:
+            return decision, decision, self.guardrails.reserve(key, decision)
+        await self.guardrails.apply(key, hold)  # its state changes before its first await
+        return decision, hold, None
 
-    def _apply_ledger(self, key: ObjectKey, ops: tuple[LedgerOp, ...]) -> None:
-        self.ledger.apply(key, ops)
-        self.metrics.set_ledger_arms(len(self.ledger))
+    def _marker(self, obj: CachedObject) -> str | None:
+        fact = self.cache.restart_fact(obj.uid)
+        return None if fact is None else fact.marker
 
-    async def _reread(self, key: ObjectKey) -> CachedObject | None:
-        """The object's current metadata straight from the API (after a conflict)."""
+    async def _write(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        decision: Patch | Delete,
+        reservation: Reservation,
+        *,
+        quiet_conflict: bool,
+    ) -> _Step:
         try:
-            response = await self.kube.get_metadata(key.resource, key.namespace, key.name)
-        except NotFound:
-            return None
-        fresh = CachedObject.from_metadata(response.get("metadata") or {})
-        self.cache.refresh(key, fresh)
-        return fresh
+            done = await self.executor.carry_out(
+                key, obj, decision, reservation, quiet_conflict=quiet_conflict
+            )
+        except Conflict:
+            if not quiet_conflict:
+                raise
+            _log.debug("conflict; re-reading and deciding again")
+            return await self._reread(key)
+        if done.outcome is WriteOutcome.GONE or isinstance(decision, Delete):
+            return _Step(gone=True)
+        requeue = decision.on_success.requeue_after_ns
+        result = _requeue(requeue) if requeue else None
+        fresh = done.fresh
+        if fresh is None or not should_enqueue_on_update(obj.annotations, fresh.annotations):
+            return _Step(result)
+        # The write changed what decides: decide again now, on what the cache holds.
+        cached = self.cache.get(key)
+        return _Step(result, again=cached) if cached is not None else _Step(gone=True)
+
+    async def _reread(self, key: ObjectKey) -> _Step:
+        fresh = await self.writer.reread(key)
+        return _Step(gone=True) if fresh is None else _Step(again=fresh, conflict=True)
+
+    def object_gone(self, key: ObjectKey) -> None:
+        """The object is gone (or this controller deleted it): drop everything about it."""
+        self.accounting.gone(key)
+        self.guardrails.gone(key)
 
 
-def _log_decision(decision: Decision) -> None:
-    fields: dict[str, Any] = {"decision": type(decision).__name__}
-    if decision.action is not None:
-        fields["action"] = decision.action.value
-    if decision.due_ns is not None:
-        fields["due"] = format_rfc3339_nano(decision.due_ns)
-    if isinstance(decision, Patch | DryRun):
-        fields["operation"] = decision.operation.value
-    if isinstance(decision, Wait):
-        fields["requeue_after_s"] = decision.requeue_after_ns / NS
-    if decision.log:
-        fields["detail"] = decision.log
-    _log.info("decided", **fields)
+def _requeue(after_ns: int, *, order: int = 0) -> Result:
+    return Result(requeue_after=max(after_ns, 1) / NS_PER_SECOND, order=order)

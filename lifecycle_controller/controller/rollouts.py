@@ -18,9 +18,11 @@ row: verification must not take the API server's capacity from actions that are 
 ``RolloutCompleted`` Events follow the reads). ``lifecycle_rollouts_total{kind,result}``
 and ``lifecycle_rollout_duration_seconds`` count them.
 
-With ``--max-concurrent-rollouts N`` the executor asks :meth:`try_start` before a restart:
-at most N workloads are mid-rollout (or about to be patched) at once, and further due
-restarts wait in due-time order; when a rollout ends, the earliest waiters are requeued at
+With ``--max-concurrent-rollouts N`` the guardrails (:mod:`lifecycle_controller.core.guardrails`)
+ask :meth:`has_turn` before a restart, and the controller takes the slot with :meth:`reserve`
+only for a restart that goes: at most N workloads are mid-rollout (or about to be patched) at
+once, and further due restarts wait (:meth:`wait`) in due-time order; when a rollout ends,
+the earliest waiters are requeued at
 once (:attr:`RolloutTracker.wake`). The tracker lives in the leader's memory: a new leader
 starts with no rollout in progress.
 """
@@ -37,6 +39,7 @@ from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollout_reads import RolloutReads
 from lifecycle_controller.core import ObjectKey, ObjectRef
 from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
 from lifecycle_controller.machinery.clock import Clock
@@ -44,7 +47,6 @@ from lifecycle_controller.machinery.clock import Clock
 __all__ = ["RolloutMetrics", "RolloutTracker"]
 
 _log = structlog.get_logger(__name__)
-_NS_PER_S = 1_000_000_000
 #: A followed workload whose cached resourceVersion has not moved is read on every this-many
 #: ticks anyway.
 FORCED_READ_TICKS = 10
@@ -98,32 +100,48 @@ class RolloutTracker:
 
     # ------------------------------------------------------------------ slots
 
-    def try_start(self, key: ObjectKey, due_ns: int | None) -> bool:
-        """Reserve a rollout slot for ``key``'s due restart; False: it waits its turn."""
+    def has_turn(self, key: ObjectKey, due_ns: int | None) -> bool:
+        """May ``key``'s restart due at ``due_ns`` take a slot now? (Nothing is reserved.)
+
+        True without a limit; otherwise when a slot is free and ``key`` is among the earliest
+        due waiters that fit into the free slots, and its own previous rollout has ended.
+        """
         if self.limit <= 0:
             return True
-        now = self.clock.monotonic()
-        previous = self._waiting.get(key)
-        due = due_ns if due_ns is not None else 0
-        if previous is not None:
-            due = min(due, previous[0])
-        self._waiting[key] = (due, key.id, now)
-        self._waiting = {
-            k: entry for k, entry in self._waiting.items() if now - entry[2] <= self.waiter_ttl
-        }
         if key in self._slots:
             return False  # its own previous rollout is still in progress
         free = self.limit - len(self._slots)
         if free <= 0:
             return False
-        turn = sorted(self._waiting, key=lambda k: self._waiting[k][:2])[:free]
-        if key not in turn:
-            for other in turn:
-                self.wake(other)
-            return False
-        del self._waiting[key]
+        waiting = self._live_waiters()
+        waiting[key] = self._entry(key, due_ns)
+        return key in sorted(waiting, key=lambda k: waiting[k][:2])[:free]
+
+    def wait(self, key: ObjectKey, due_ns: int | None) -> None:
+        """``key``'s due restart waits for its turn; wake those whose turn it is."""
+        if self.limit <= 0:
+            return
+        self._waiting = self._live_waiters()
+        self._waiting[key] = self._entry(key, due_ns)
+        self._wake_waiters()
+
+    def reserve(self, key: ObjectKey) -> None:
+        """Take the slot :meth:`has_turn` found free (give it back with :meth:`abandon`)."""
+        if self.limit <= 0:
+            return
+        self._waiting.pop(key, None)
         self._slots.add(key)
-        return True
+
+    def _entry(self, key: ObjectKey, due_ns: int | None) -> tuple[int, str, float]:
+        due = due_ns if due_ns is not None else 0
+        previous = self._waiting.get(key)
+        if previous is not None:
+            due = min(due, previous[0])
+        return (due, key.id, self.clock.monotonic())
+
+    def _live_waiters(self) -> dict[ObjectKey, tuple[int, str, float]]:
+        now = self.clock.monotonic()
+        return {k: entry for k, entry in self._waiting.items() if now - entry[2] <= self.waiter_ttl}
 
     def abandon(self, key: ObjectKey) -> None:
         """A reserved slot was not used (the restart was not written)."""
@@ -217,13 +235,13 @@ class RolloutTracker:
                 self.metrics.observe_rollout(kind, "completed", seconds)
                 _log.info("rollout completed", seconds=round(seconds, 3))
                 await self.recorder.record(
-                    ref, catalogue.rollout_completed(int(seconds * _NS_PER_S))
+                    ref, catalogue.rollout_completed(int(seconds * NS_PER_SECOND))
                 )
                 return
         self.metrics.observe_rollout(kind, "stalled", self.clock.monotonic() - started)
         _log.warning("rollout stalled", detail=detail)
         await self.recorder.record(
-            ref, catalogue.rollout_stalled(int(self.timeout * _NS_PER_S), detail)
+            ref, catalogue.rollout_stalled(int(self.timeout * NS_PER_SECOND), detail)
         )
 
     def _until_tick(self) -> float:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["ActionWindow", "BreakerState"]
+__all__ = ["HELD_NAMED", "ActionWindow", "BreakerState"]
+
+#: How many held objects the latched state names (``heldObjects``); ``held`` counts them all.
+HELD_NAMED = 10
 
 
 class ActionWindow:
@@ -64,6 +67,8 @@ class BreakerState:
     """The latched state as stored in the breaker ConfigMap's ``data``.
 
     ``tripped_at`` (RFC 3339) identifies one trip: each held object is told once per trip.
+    ``held`` counts the actions held by the open breaker, ``held_objects`` names the first
+    :data:`HELD_NAMED` of them (``kind/namespace/name``); a reset lets every one of them go.
     """
 
     open: bool = False
@@ -72,6 +77,8 @@ class BreakerState:
     window: str = ""
     trips: int = 0
     reset_at: str = ""
+    held: int = 0
+    held_objects: tuple[str, ...] = ()
 
     @classmethod
     def from_data(cls, data: Mapping[str, str] | None) -> BreakerState:
@@ -91,6 +98,10 @@ class BreakerState:
             window=str(data.get("window", "")),
             trips=number("trips"),
             reset_at=str(data.get("resetAt", "")),
+            held=number("held"),
+            held_objects=tuple(
+                name for name in str(data.get("heldObjects", "")).split(",") if name.strip()
+            ),
         )
 
     def to_data(self) -> dict[str, str]:
@@ -101,12 +112,21 @@ class BreakerState:
             "window": self.window,
             "trips": str(self.trips),
             "resetAt": self.reset_at,
+            **self.held_data(),
         }
+
+    def held_data(self) -> dict[str, str]:
+        """The two keys that say what the open breaker holds."""
+        return {"held": str(self.held), "heldObjects": ",".join(self.held_objects)}
 
     def tripped(self, *, at: str, actions: int, window: str) -> BreakerState:
         """This state after one more trip."""
         return BreakerState(True, at, actions, window, self.trips + 1, self.reset_at)
 
+    def holding(self, held: int, names: tuple[str, ...] | list[str]) -> BreakerState:
+        """This state holding ``held`` actions, the first of them named."""
+        return replace(self, held=held, held_objects=tuple(names)[:HELD_NAMED])
+
     def reset(self, *, at: str) -> BreakerState:
-        """This state after a reset (the trip's facts stay for the record)."""
+        """This state after a reset (the trip's facts stay for the record; nothing is held)."""
         return BreakerState(False, self.tripped_at, self.actions, self.window, self.trips, at)

@@ -14,7 +14,14 @@ from lifecycle_controller.kube.client import KubeClient
 from lifecycle_controller.kube.errors import NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS
 
-__all__ = ["BREAKER_SUFFIX", "breaker_name", "read_breaker", "reset_breaker", "write_breaker"]
+__all__ = [
+    "BREAKER_SUFFIX",
+    "breaker_name",
+    "read_breaker",
+    "reset_breaker",
+    "write_breaker",
+    "write_breaker_keys",
+]
 
 BREAKER_SUFFIX = "-breaker"
 
@@ -49,6 +56,16 @@ async def write_breaker(kube: KubeClient, namespace: str, name: str, state: Brea
             "data": state.to_data(),
         }
         await kube.create(CONFIGMAPS, namespace, body)
+
+
+async def write_breaker_keys(
+    kube: KubeClient, namespace: str, name: str, data: dict[str, str]
+) -> None:
+    """Merge ``data`` into the existing ConfigMap's ``data`` (nothing when it is gone)."""
+    try:
+        await kube.merge_patch(CONFIGMAPS, namespace, name, {"data": data})
+    except NotFound:
+        return
 
 
 async def reset_breaker(kube: KubeClient, namespace: str, name: str, now_ns: int) -> BreakerState:

@@ -35,6 +35,15 @@ class ActionBudget:
         self._tokens = min(self._capacity, self._tokens + (now - self._last) * self._rate)
         self._last = now
 
+    def wait(self) -> float:
+        """Seconds until a token is available (0.0: one is, now); nothing is taken."""
+        if self.unlimited:
+            return 0.0
+        self._refill()
+        if self._tokens >= 1.0:
+            return 0.0
+        return (1.0 - self._tokens) / self._rate
+
     def take(self) -> float:
         """Take one token and return 0.0, or return the seconds until one will be available.
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.execution import Executor, RestartPacing
+from lifecycle_controller.controller.guardrail_state import RestartPacing
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
@@ -22,7 +23,8 @@ from lifecycle_controller.controller.rollouts import (
     MAX_DEFERRED_TICKS,
     RolloutTracker,
 )
-from lifecycle_controller.core import DecisionSettings, Ledger, keys
+from lifecycle_controller.core import Action, DecisionSettings, Delete, Failure, Ledger, keys
+from lifecycle_controller.core.guardrails import GuardrailFacts, HoldReason, check
 from lifecycle_controller.core.pacing import restart_jitter_ns
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.timestamps import parse_rfc3339
@@ -33,6 +35,7 @@ from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 DUE = "2025-12-31T23:00:00Z"  # an hour before the fake clock's start
+FAILURE = Failure(reason="DeletionFailed", message_prefix="")
 
 
 class Metrics:
@@ -71,19 +74,17 @@ def build(
     rollouts: RolloutTracker | None = None,
 ) -> tuple[Reconciler, MetadataCache]:
     cache = MetadataCache()
-    executor = Executor(
+    reconciler = build_reconciler(
+        api=kube,
         cache=cache,
-        kube=kube,
         recorder=KubeEventRecorder(kube, clock=clock, reporting_instance="test"),
         clock=clock,
-        budgets={},
+        ledger=Ledger(),
+        settings=DecisionSettings(),
         metrics=Metrics(),
         breaker=breaker,
-        pacing=pacing or RestartPacing(),
+        pacing=pacing,
         rollouts=rollouts,
-    )
-    reconciler = Reconciler.build(
-        executor=executor, ledger=Ledger(), settings=DecisionSettings(), metrics=Metrics()
     )
     return reconciler, cache
 
@@ -155,7 +156,10 @@ async def test_the_breaker_trips_latches_and_releases_on_reset(
     )
     await again.load()
     assert again.is_open
-    assert not again.admit()
+    facts = again.facts(keys_[0])
+    assert facts is not None
+    assert facts.open
+    assert not facts.released
     await reset_breaker(kube, "ops", "lease-breaker", clock.now_ns())
     await breaker.load()
     assert released == [keys_[2]]
@@ -177,16 +181,20 @@ async def test_the_breaker_poll_sees_a_reset(
         metrics=Metrics(),
         poll_interval=5,
     )
-    assert breaker.admit()
-    assert not breaker.admit()
-    await breaker.trip()
+    key = ObjectKey(CONFIGMAPS, "team", "cm")
+    assert breaker.reserve(key)
+    breaker.settle(key, counted=True, carried_out=True)
+    await breaker.trip("2026-01-01T00:00:00Z")
     task = asyncio.create_task(breaker.run())
     try:
         await reset_breaker(kube, "ops", "b", clock.now_ns())
         await eventually(lambda: bool(clock.sleeper_deadlines()))
         await clock.advance(5)
         await eventually(lambda: not breaker.is_open)
-        assert breaker.admit()
+        facts = breaker.facts(key)
+        assert facts is not None
+        assert not facts.open
+        assert facts.in_window == 0  # a reset starts an empty window
     finally:
         task.cancel()
 
@@ -345,10 +353,19 @@ async def test_the_breaker_waits_for_actions_in_flight_before_it_trips(
     breaker = CircuitBreaker(
         kube, namespace="ops", name="b", limit=1, window=60, clock=clock, metrics=Metrics()
     )
-    assert breaker.admit() is True
-    assert breaker.admit() is None  # full only with the first action in flight: wait
-    breaker.settle(carried_out=False)  # its write failed: the place is given back
-    assert breaker.admit() is True
-    breaker.settle(carried_out=True)
-    assert breaker.admit() is False  # now the (N+1)th: trip
-    assert not breaker.is_open  # admit() only says so; trip() opens it
+    first, second = (ObjectKey(CONFIGMAPS, "team", name) for name in ("a", "b"))
+    delete = Delete(uid="u", resource_version="1", action=Action.DELETE, failure=FAILURE)
+
+    def verdict(key: ObjectKey) -> HoldReason | None:
+        hold = check(delete, GuardrailFacts(now_ns=clock.now_ns(), breaker=breaker.facts(key)))
+        return None if hold is None else hold.reason
+
+    assert verdict(first) is None
+    assert breaker.reserve(first)
+    assert verdict(second) is HoldReason.BREAKER_SETTLING  # full only with one in flight
+    breaker.settle(first, counted=True, carried_out=False)  # its write failed: place back
+    assert verdict(second) is None
+    assert breaker.reserve(second)
+    breaker.settle(second, counted=True, carried_out=True)
+    assert verdict(first) is HoldReason.BREAKER_TRIPPED  # now the (N+1)th: trip
+    assert not breaker.is_open  # the check only says so; trip() opens it

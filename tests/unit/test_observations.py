@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pytest
 import structlog
 
+from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.execution import Executor
-from lifecycle_controller.controller.observations import ObservationWriter, garbled_observation
+from lifecycle_controller.controller.observations import garbled_observation
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
@@ -61,19 +61,16 @@ def rig(
     cache = cache or MetadataCache()
     counted = Counted()
     ledger = Ledger()
-    executor = Executor(
+    reconciler = build_reconciler(
+        api=kube,
         cache=cache,
-        kube=kube,
         recorder=KubeEventRecorder(kube, clock=clock, reporting_instance="test"),
         clock=clock,
-        budgets={Action.DELETE: ActionBudget(0, clock=clock)},
-        metrics=Metrics(),
-    )
-    reconciler = Reconciler.build(
-        executor=executor,
         ledger=ledger,
         settings=DecisionSettings(persist_observations=persist),
-        observations=ObservationWriter(kube, cache, lambda: True, counted) if persist else None,
+        metrics=Metrics(),
+        budgets={Action.DELETE: ActionBudget(0, clock=clock)},
+        observation_metrics=counted,
     )
     return Rig(api, cache, reconciler, counted, ledger)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import NotLeading, Result
@@ -89,20 +89,16 @@ def rig(
 ) -> Rig:
     cache = MetadataCache()
     metrics = Metrics()
-    executor = Executor(
+    reconciler = build_reconciler(
+        api=kube,
         cache=cache,
-        kube=kube,
         recorder=KubeEventRecorder(kube, clock=clock, reporting_instance="test"),
         clock=clock,
-        budgets={Action.DELETE: ActionBudget(deletes_per_minute, clock=clock)},
-        may_write=lambda: may_write,
-        metrics=metrics,
-    )
-    reconciler = Reconciler.build(
-        executor=executor,
         ledger=Ledger(),
         settings=DecisionSettings(dry_run=dry_run),
         metrics=metrics,
+        may_write=lambda: may_write,
+        budgets={Action.DELETE: ActionBudget(deletes_per_minute, clock=clock)},
     )
     return Rig(api, cache, reconciler, metrics)
 
@@ -348,7 +344,7 @@ async def test_workers_map_the_reconciler_outcomes_onto_the_queue(
     """Not due → requeue at the due time; NotLeading → rate-limited retries; then the delete."""
     leading = [False]
     r = rig(api, kube, clock)
-    r.reconcile.executor.may_write = lambda: leading[0]
+    r.reconcile.writer.may_write = lambda: leading[0]
     key = r.cached(CONFIGMAPS, "team", annotated("cm", TTL))
     queue: WorkQueue[ObjectKey] = WorkQueue(
         rate_limiter=default_controller_rate_limiter(clock), clock=clock

@@ -1,0 +1,230 @@
+"""What every decision leaves behind besides its write: Events, metrics, ledger and log.
+
+The reconciler decides once per pass (:func:`~lifecycle_controller.core.decide` plus the
+guardrails of :mod:`lifecycle_controller.core.guardrails`) and hands the **final** decision
+here, so the metrics that describe decisions are set in one place, from the decision that
+really stands:
+
+* :meth:`Accounting.decided`: the decision's ``never``-ledger operations, its Events (with
+  its action, due time and dry-run filled in) and a hold's Event, the next-action gauge
+  (``lifecycle_next_action_timestamp``: the due time of a waiting or held action), and the
+  counters of decisions without a write (misconfigurations, dry runs, throttled actions);
+* :meth:`Accounting.written`: after a write succeeded, the outcome's ledger operations and
+  Events, the action counters and the lateness histogram (how long after its due time the
+  action went);
+* :meth:`Accounting.failed`: after a write failed, the decision's failure Warning and the
+  error counter;
+* :meth:`Accounting.gone`: the object is gone, its ledger arm and metric series too.
+
+One log line at info per action (or hold, or problem); the decision detail is at debug.
+Every Event text comes from :mod:`lifecycle_controller.core.events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.core import (
+    Action,
+    Decision,
+    Delete,
+    DryRun,
+    Event,
+    Invalid,
+    Ledger,
+    LedgerOp,
+    ObjectKey,
+    ObjectRef,
+    Operation,
+    Patch,
+    Wait,
+)
+from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.durations import NS_PER_SECOND
+from lifecycle_controller.core.guardrails import Hold, HoldReason, acting_operation
+from lifecycle_controller.core.timestamps import format_rfc3339_nano
+
+__all__ = ["Accounting", "ActionMetrics", "NoActionMetrics"]
+
+_log = structlog.get_logger("lifecycle_controller.controller.reconciler")
+
+
+class ActionMetrics(Protocol):
+    """The metrics decisions feed (:class:`~lifecycle_controller.serving.metrics.Metrics`)."""
+
+    def count_action(self, action: str, kind: str, result: str) -> None: ...
+    def count_misconfiguration(self, kind: str, reason: str) -> None: ...
+    def observe_lateness(self, seconds: float) -> None: ...
+    def set_next_action(
+        self, key_id: str, action: str, kind: str, namespace: str, due_ts: float | None
+    ) -> None: ...
+    def forget_object(self, key_id: str) -> None: ...
+    def set_ledger_arms(self, n: int) -> None: ...
+
+
+class NoActionMetrics:
+    """The default :class:`ActionMetrics`: records nothing."""
+
+    def count_action(self, action: str, kind: str, result: str) -> None:
+        pass
+
+    def count_misconfiguration(self, kind: str, reason: str) -> None:
+        pass
+
+    def observe_lateness(self, seconds: float) -> None:
+        pass
+
+    def set_next_action(
+        self, key_id: str, action: str, kind: str, namespace: str, due_ts: float | None
+    ) -> None:
+        pass
+
+    def forget_object(self, key_id: str) -> None:
+        pass
+
+    def set_ledger_arms(self, n: int) -> None:
+        pass
+
+
+@dataclass
+class Accounting:
+    """Events, metrics, ledger and log lines of decisions (see the module docstring)."""
+
+    recorder: EventRecorder
+    ledger: Ledger
+    now_ns: Callable[[], int]
+    metrics: ActionMetrics = field(default_factory=NoActionMetrics)
+
+    # ------------------------------------------------------------------ the decision
+
+    async def decided(self, ref: ObjectRef, decision: Decision, final: Decision) -> None:
+        """``decision`` is core's answer, ``final`` what stands (the same, or its Hold)."""
+        key = ref.key
+        self.apply_ledger(key, decision.ledger_ops)
+        _log_decision(final)
+        await self.emit(ref, decision.events, decision)
+        if isinstance(final, Hold):
+            for event in final.events:
+                await self.recorder.record(ref, event)
+        self._publish_next_action(key, final)
+        kind = key.resource.kind
+        if isinstance(final, Invalid):
+            self.metrics.count_misconfiguration(
+                kind, catalogue.misconfiguration_label(final.reason)
+            )
+        elif (
+            isinstance(final, DryRun)
+            and final.action is not None
+            and final.operation
+            in (
+                Operation.DELETE,
+                Operation.RESTART,
+                Operation.SKIP,
+            )
+        ):
+            self.metrics.count_action(final.action.value, kind, "dry_run")
+        elif isinstance(final, Hold) and final.reason is HoldReason.BUDGET and final.action:
+            self.metrics.count_action(final.action.value, kind, "throttled")
+
+    async def emit(
+        self, ref: ObjectRef, events: Iterable[Event], decision: Decision | None = None
+    ) -> None:
+        """Record ``events``; those of a ``decision`` carry its action, due time and dry-run."""
+        for event in events:
+            if decision is not None:
+                event = catalogue.about(
+                    event,
+                    action=None if decision.action is None else decision.action.value,
+                    due_ns=decision.due_ns,
+                    dry_run=isinstance(decision, DryRun),
+                )
+            await self.recorder.record(ref, event)
+
+    def _publish_next_action(self, key: ObjectKey, final: Decision) -> None:
+        """The due time of a waiting (or held) action, per action; None for the others."""
+        due_ns = final.due_ns if isinstance(final, Wait | Hold) else None
+        if isinstance(final, Hold) and final.until_ns is not None:
+            due_ns = final.until_ns  # when the held action will go
+        for action in Action:
+            due = due_ns if final.action is action else None
+            self.metrics.set_next_action(
+                key.id,
+                action.value,
+                key.resource.kind,
+                key.namespace or "",
+                None if due is None else due / NS_PER_SECOND,
+            )
+
+    # ------------------------------------------------------------------ the write
+
+    async def written(self, ref: ObjectRef, decision: Patch | Delete) -> None:
+        """The write succeeded (for a delete, the object may have been gone already)."""
+        key = ref.key
+        outcome = decision.on_success
+        self.apply_ledger(key, outcome.ledger_ops)
+        await self.emit(ref, outcome.events, decision)
+        operation = Operation.DELETE if isinstance(decision, Delete) else decision.operation
+        if decision.action is not None:
+            kind = key.resource.kind
+            if acting_operation(decision) is not None:
+                self.metrics.count_action(decision.action.value, kind, "success")
+                if decision.due_ns is not None:
+                    lateness = (self.now_ns() - decision.due_ns) / NS_PER_SECOND
+                    self.metrics.observe_lateness(lateness)
+            elif operation is Operation.SKIP:
+                self.metrics.count_action(decision.action.value, kind, "skipped")
+        _log.info("write succeeded", operation=operation.value)
+
+    async def failed(self, ref: ObjectRef, decision: Patch | Delete, error: Exception) -> None:
+        """The write failed: the decision's failure Warning and the error counter."""
+        if decision.failure is not None:
+            await self.emit(ref, (decision.failure.event(str(error)),), decision)
+        if decision.action is not None:
+            self.metrics.count_action(decision.action.value, ref.key.resource.kind, "error")
+        _log.warning("write failed", error=str(error))
+
+    # ------------------------------------------------------------------ the ledger
+
+    def apply_ledger(self, key: ObjectKey, ops: tuple[LedgerOp, ...]) -> None:
+        if ops:
+            self.ledger.apply(key, ops)
+            self.metrics.set_ledger_arms(len(self.ledger))
+
+    def gone(self, key: ObjectKey) -> None:
+        """The object is gone: drop its ledger arm and its next-action series."""
+        self.ledger.forget(key)
+        self.metrics.set_ledger_arms(len(self.ledger))
+        self.metrics.forget_object(key.id)
+
+
+def _log_decision(decision: Decision) -> None:
+    fields: dict[str, Any] = {"decision": type(decision).__name__}
+    if decision.action is not None:
+        fields["action"] = decision.action.value
+    if decision.due_ns is not None:
+        fields["due"] = format_rfc3339_nano(decision.due_ns)
+    if isinstance(decision, Patch | DryRun):
+        fields["operation"] = decision.operation.value
+    if isinstance(decision, Wait | Hold):
+        fields["requeue_after_s"] = decision.requeue_after_ns / NS_PER_SECOND
+    if isinstance(decision, Hold):
+        fields["held_by"] = decision.reason.value
+    if isinstance(decision, Invalid):
+        _log.warning(
+            "invalid lifecycle annotations; nothing done",
+            reason=decision.reason,
+            error=decision.log,
+            **fields,
+        )
+        return
+    if decision.log:
+        fields["detail"] = decision.log
+    if isinstance(decision, Hold | DryRun):
+        _log.info("decided", **fields)
+    else:
+        _log.debug("decided", **fields)

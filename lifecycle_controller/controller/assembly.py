@@ -1,0 +1,74 @@
+"""The decision path, wired in one place: writer, guardrails, accounting, executor, reconciler.
+
+The composition root (``app/controller.py``) and the unit tests build the same path from the
+same parts, so this function is the one place that says which part talks to which: the
+reconciler decides (core plus the guardrails' facts), the accounting records, the executor
+writes through the one writer, and the writer alone hands API answers back to the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from lifecycle_controller.controller.accounting import Accounting, ActionMetrics, NoActionMetrics
+from lifecycle_controller.controller.breaker import CircuitBreaker
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.execution import Executor
+from lifecycle_controller.controller.guardrail_state import Guardrails, RestartPacing
+from lifecycle_controller.controller.observations import ObservationMetrics, ObservationWriter
+from lifecycle_controller.controller.reconciler import Reconciler
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.controller.writes import ObjectApi, ObjectWriter
+from lifecycle_controller.core import Action, DecisionSettings, Ledger
+from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.machinery.budget import ActionBudget
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["build_reconciler"]
+
+
+def build_reconciler(
+    *,
+    api: ObjectApi,
+    cache: MetadataCache,
+    recorder: EventRecorder,
+    clock: Clock,
+    ledger: Ledger,
+    settings: DecisionSettings,
+    metrics: ActionMetrics | None = None,
+    may_write: Callable[[], bool] = lambda: True,
+    budgets: Mapping[Action, ActionBudget] | None = None,
+    breaker: CircuitBreaker | None = None,
+    rollouts: RolloutTracker | None = None,
+    pacing: RestartPacing | None = None,
+    namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None,
+    observation_metrics: ObservationMetrics | None = None,
+) -> Reconciler:
+    """The reconciler and everything below it; ``settings.persist_observations`` turns on
+    the ``never`` record writer."""
+    writer = ObjectWriter(api, cache, clock, may_write=may_write)
+    accounting = Accounting(recorder, ledger, clock.now_ns, metrics or NoActionMetrics())
+    guardrails = Guardrails(
+        cache,
+        clock,
+        budgets=budgets or {},
+        breaker=breaker if breaker is not None and breaker.enabled else None,
+        rollouts=rollouts,
+        pacing=pacing or RestartPacing(),
+    )
+    observations = None
+    if settings.persist_observations:
+        observations = ObservationWriter(writer, observation_metrics)
+    return Reconciler(
+        cache=cache,
+        writer=writer,
+        executor=Executor(writer, accounting, recorder, rollouts),
+        guardrails=guardrails,
+        accounting=accounting,
+        ledger=ledger,
+        settings=settings,
+        clock=clock,
+        namespace_defaults=namespace_defaults,
+        observations=observations,
+    )

@@ -1,0 +1,161 @@
+"""The guardrails' state: the facts they decide on, the holds' effects, the reservations.
+
+:func:`lifecycle_controller.core.guardrails.check` decides whether a due deletion or restart
+goes now; it is pure, so the state it decides on lives here, with the leader:
+
+* :meth:`Guardrails.facts` reads that state into
+  :class:`~lifecycle_controller.core.guardrails.GuardrailFacts`
+  without an API call: the circuit breaker (:mod:`~lifecycle_controller.controller.breaker`),
+  the per-minute budgets (:mod:`lifecycle_controller.machinery.budget`), the rollout slots
+  (:mod:`~lifecycle_controller.controller.rollouts`), the restart pacing settings and the last
+  restart known for the workload (its annotations and the cache's restart facts);
+* :meth:`Guardrails.apply` carries out what a hold implies: the breaker trips and holds the
+  object until a reset; a restart waiting for a rollout slot joins the due-ordered queue;
+* :meth:`Guardrails.reserve` takes the budget's token, the rollout slot and the breaker
+  window's place for an action :func:`check` let go, and returns the :class:`Reservation`
+  that gives back what the write did not use.
+
+Facts are read, checked and reserved with no ``await`` in between, so nothing can change
+under a decision on the one event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lifecycle_controller.controller.breaker import CircuitBreaker
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.core import Action, Delete, ObjectKey, Operation, Patch, keys
+from lifecycle_controller.core.durations import NS_PER_SECOND
+from lifecycle_controller.core.guardrails import (
+    GuardrailFacts,
+    Hold,
+    HoldReason,
+    acting_operation,
+)
+from lifecycle_controller.core.pacing import last_restart_ns
+from lifecycle_controller.machinery.budget import ActionBudget
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["Guardrails", "Reservation", "RestartPacing"]
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPacing:
+    """``--min-restart-interval`` and ``--restart-jitter`` in nanoseconds (0 = off)."""
+
+    min_interval_ns: int = 0
+    jitter_ns: int = 0
+
+    @classmethod
+    def of_seconds(cls, min_interval: float, jitter: float) -> RestartPacing:
+        return cls(int(min_interval * NS_PER_SECOND), int(jitter * NS_PER_SECOND))
+
+
+@dataclass
+class Reservation:
+    """What an action let go has taken; :meth:`settle` gives back what was not used."""
+
+    key: ObjectKey
+    breaker: CircuitBreaker | None = None
+    breaker_counted: bool = False
+    rollouts: RolloutTracker | None = None
+    settled: bool = False
+
+    def settle(self, *, carried_out: bool) -> None:
+        """The write ended; call once (later calls do nothing)."""
+        if self.settled:
+            return
+        self.settled = True
+        if self.breaker is not None:
+            self.breaker.settle(self.key, counted=self.breaker_counted, carried_out=carried_out)
+        if self.rollouts is not None and not carried_out:
+            self.rollouts.abandon(self.key)
+
+
+@dataclass
+class Guardrails:
+    """The leader's guardrail state (see the module docstring)."""
+
+    cache: MetadataCache
+    clock: Clock
+    budgets: Mapping[Action, ActionBudget] = field(default_factory=dict)
+    breaker: CircuitBreaker | None = None
+    rollouts: RolloutTracker | None = None
+    pacing: RestartPacing = field(default_factory=RestartPacing)
+
+    def needs_restart_marker(self, obj: CachedObject, decision: Patch | Delete) -> bool:
+        """The restart guard needs the Pod template's marker, which nothing has told yet."""
+        return (
+            self.pacing.min_interval_ns > 0
+            and acting_operation(decision) is Operation.RESTART
+            and self.cache.restart_fact(obj.uid) is None
+        )
+
+    def facts(self, key: ObjectKey, obj: CachedObject, decision: Patch | Delete) -> GuardrailFacts:
+        """The state :func:`~lifecycle_controller.core.guardrails.check` decides on, now."""
+        now = self.clock.now_ns()
+        restart = acting_operation(decision) is Operation.RESTART
+        budget = self.budgets.get(decision.action) if decision.action is not None else None
+        wait_s = budget.wait() if budget is not None else 0.0
+        return GuardrailFacts(
+            now_ns=now,
+            uid=obj.uid,
+            breaker=None if self.breaker is None else self.breaker.facts(key),
+            last_restart_ns=self._last_restart(obj) if restart else None,
+            min_restart_interval_ns=self.pacing.min_interval_ns,
+            restart_jitter_ns=self.pacing.jitter_ns,
+            rollout_limit=0 if self.rollouts is None else self.rollouts.limit,
+            rollout_turn=(
+                self.rollouts is None or not restart or self.rollouts.has_turn(key, decision.due_ns)
+            ),
+            budget_wait_ns=max(0, int(wait_s * NS_PER_SECOND)),
+        )
+
+    def _last_restart(self, obj: CachedObject) -> int | None:
+        fact = self.cache.restart_fact(obj.uid)
+        last = last_restart_ns(
+            (
+                obj.annotations.get(keys.LAST_RESTART_TIMESTAMP),
+                None if fact is None else fact.marker,
+            )
+        )
+        exact = None if fact is None else fact.at_ns
+        if exact is not None and (last is None or exact > last):
+            return exact
+        return last
+
+    async def apply(self, key: ObjectKey, hold: Hold) -> None:
+        """What a hold implies beyond its requeue (and its Event, which accounting records)."""
+        if hold.reason is HoldReason.BREAKER_TRIPPED and self.breaker is not None:
+            await self.breaker.trip(hold.tripped_at)
+        if hold.reason in (HoldReason.BREAKER_OPEN, HoldReason.BREAKER_TRIPPED) and self.breaker:
+            self.breaker.hold(key)
+        elif hold.reason is HoldReason.ROLLOUT_SLOT and self.rollouts is not None:
+            self.rollouts.wait(key, hold.due_ns)
+
+    def reserve(self, key: ObjectKey, decision: Patch | Delete) -> Reservation:
+        """Take what an action :func:`check` let go uses (nothing for other writes)."""
+        operation = acting_operation(decision)
+        reservation = Reservation(key)
+        if operation is None:
+            return reservation
+        if operation is Operation.RESTART and self.rollouts is not None:
+            self.rollouts.reserve(key)
+            reservation.rollouts = self.rollouts
+        budget = self.budgets.get(decision.action) if decision.action is not None else None
+        if budget is not None:
+            budget.take()
+        if self.breaker is not None:
+            reservation.breaker = self.breaker
+            reservation.breaker_counted = self.breaker.reserve(key)
+        return reservation
+
+    def gone(self, key: ObjectKey) -> None:
+        """The object is gone: it waits for no slot and no reset any more."""
+        if self.rollouts is not None:
+            self.rollouts.forget(key)
+        if self.breaker is not None:
+            self.breaker.release(key)
