@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lifecycle_controller.core import events, keys
 from lifecycle_controller.core.decide_pass import DELETE_RELATIVE, DecisionPass, convert_relative
-from lifecycle_controller.core.decision import Action, Decision, Delete, Failure, Operation
+from lifecycle_controller.core.decision import Action, Decision, Delete, Operation
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 
 __all__ = ["decide_deletion"]
@@ -47,9 +47,7 @@ def decide_deletion(run: DecisionPass) -> Decision:
         uid=run.facts.uid,
         resource_version=run.facts.resource_version,
         on_success=run.outcome((events.deleted(value),), (), None),
-        failure=Failure(
-            reason=events.DELETION_FAILED, message_prefix=events.DELETION_FAILED_PREFIX
-        ),
+        failure=events.DELETION_FAILURE,
         events=tuple(run.events),
         ledger_ops=tuple(run.ops),
         action=Action.DELETE,

@@ -363,10 +363,7 @@ class DecisionPass:
                 (FORGET, *then),
                 requeue_ns,
             ),
-            failure=Failure(
-                reason=events.ACTION_SKIP_FAILED,
-                message_prefix=events.skip_failed_prefix(self.action.value),
-            ),
+            failure=events.skip_failure(self.action.value),
             due_ns=scheduled_ns,
             log=f"skipping {self.action.value} under the catch-up policy",
         )
@@ -393,9 +390,7 @@ class DecisionPass:
             Operation.RESTART,
             restart_patch(acknowledgement, marker),
             on_success=self.outcome((events.restart_triggered(),), then, requeue_ns),
-            failure=Failure(
-                reason=events.RESTART_FAILED, message_prefix=events.RESTART_PATCH_FAILED_PREFIX
-            ),
+            failure=events.RESTART_FAILURE,
             due_ns=self.opening(scheduled_ns),  # lateness counts from a window's opening
             log=f"restarting (restartedAt={marker})",
         )

@@ -24,7 +24,7 @@ from datetime import UTC, tzinfo
 from typing import Any
 
 from lifecycle_controller.core.catchup import ALWAYS, CatchUpPolicy, LedgerOp
-from lifecycle_controller.core.events import Event, EventType
+from lifecycle_controller.core.events import Event, Failure
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.core.windows import MaintenanceWindows
 
@@ -118,17 +118,6 @@ class DecisionSettings:
     maintenance_windows: MaintenanceWindows | None = None
     warn_before_ns: int = 0
     persist_observations: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Failure:
-    """The Warning to emit when the write fails: ``reason`` and ``prefix + error text``."""
-
-    reason: str
-    message_prefix: str
-
-    def event(self, error: str) -> Event:
-        return Event(EventType.WARNING, self.reason, self.message_prefix + error)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,7 +27,7 @@ __all__ = [
     "DELETED",
     "DELETE_TTL_EXCEEDED",
     "DELETION_FAILED",
-    "DELETION_FAILED_PREFIX",
+    "DELETION_FAILURE",
     "DRY_RUN_ACTION_SKIPPED",
     "DRY_RUN_DELETE",
     "DRY_RUN_RESTART",
@@ -40,7 +40,7 @@ __all__ = [
     "NOT_POD_SPAWNER",
     "RESTART_DEFERRED",
     "RESTART_FAILED",
-    "RESTART_PATCH_FAILED_PREFIX",
+    "RESTART_FAILURE",
     "RESTART_QUEUED",
     "RESTART_TRIGGERED",
     "ROLLOUT_BLOCKED",
@@ -51,6 +51,7 @@ __all__ = [
     "UPCOMING_RESTART",
     "Event",
     "EventType",
+    "Failure",
     "about",
     "action_deferred",
     "action_throttled",
@@ -125,11 +126,24 @@ DRY_RUN_ACTION_SKIPPED: Final = "DryRunActionSkipped"
 ACTION_SKIP_FAILED: Final = "ActionSkipFailed"
 DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
 
-DELETION_FAILED_PREFIX: Final = "Failed to delete resource: "
-RESTART_READ_FAILED_PREFIX: Final = "Could not read pod template annotations: "
-RESTART_SET_FAILED_PREFIX: Final = "Could not set pod template annotations: "
-RESTART_PATCH_FAILED_PREFIX: Final = "Could not patch object to trigger restart: "
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The Warning a failed write records: ``reason`` and ``message_prefix`` + the error.
+
+    Each failure Event has exactly one of these (:data:`DELETION_FAILURE`,
+    :data:`RESTART_FAILURE`, :func:`skip_failure`); a decision that writes carries its own.
+    """
+
+    reason: str
+    message_prefix: str
+
+    def event(self, error: str) -> Event:
+        return Event(EventType.WARNING, self.reason, self.message_prefix + error)
+
+
+DELETION_FAILURE: Final = Failure(DELETION_FAILED, "Failed to delete resource: ")
+RESTART_FAILURE: Final = Failure(RESTART_FAILED, "Could not patch object to trigger restart: ")
 
 def _warning(reason: str, message: str, dedupe_key: str | None = None) -> Event:
     return Event(EventType.WARNING, reason, message, dedupe_key)
@@ -230,8 +244,6 @@ def delete_ttl_exceeded(*, annotation: str, value: str, ttl_ns: int, max_ns: int
 # --- deletion -------------------------------------------------------------------------------
 
 
-def deletion_failed(error: str) -> Event:
-    return _warning(DELETION_FAILED, DELETION_FAILED_PREFIX + error)
 
 
 def deleted(delete_at_value: str) -> Event:
@@ -251,16 +263,10 @@ def dry_run_delete_scheduled(timestamp: str) -> Event:
 # --- restarts -------------------------------------------------------------------------------
 
 
-def restart_read_failed(error: str) -> Event:
-    return _warning(RESTART_FAILED, RESTART_READ_FAILED_PREFIX + error)
 
 
-def restart_set_failed(error: str) -> Event:
-    return _warning(RESTART_FAILED, RESTART_SET_FAILED_PREFIX + error)
 
 
-def restart_patch_failed(error: str) -> Event:
-    return _warning(RESTART_FAILED, RESTART_PATCH_FAILED_PREFIX + error)
 
 
 def restart_triggered() -> Event:
@@ -280,8 +286,9 @@ def dry_run_restart_scheduled(timestamp: str) -> Event:
 # --- catch-up skips -------------------------------------------------------------------------
 
 
-def skip_failed_prefix(action: str) -> str:
-    return f"Could not acknowledge skipped {action}: "
+def skip_failure(action: str) -> Failure:
+    """The Warning when acknowledging a skipped occurrence fails."""
+    return Failure(ACTION_SKIP_FAILED, f"Could not acknowledge skipped {action}: ")
 
 
 def action_skipped(action: str, scheduled_ns: int) -> Event:
@@ -303,8 +310,6 @@ def dry_run_action_skipped(action: str, scheduled_ns: int) -> Event:
     )
 
 
-def action_skip_failed(action: str, error: str) -> Event:
-    return _warning(ACTION_SKIP_FAILED, skip_failed_prefix(action) + error)
 
 
 # --- guardrails around a write ------------------------------------------------------------

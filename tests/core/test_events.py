@@ -240,15 +240,18 @@ def test_messages_keep_percent_signs_and_quotes_from_user_values() -> None:
     )
 
 
-def test_the_pod_template_failure_texts_exist_for_callers_that_read_the_template() -> None:
-    # Our merge patch never reads the template, but the reference's texts are kept.
-    assert ev.restart_read_failed("x") == Event(
-        ev.EventType.WARNING, "RestartFailed", "Could not read pod template annotations: x"
+def test_each_failed_write_has_one_failure_event_with_the_reference_text() -> None:
+    assert ev.RESTART_FAILURE.event("z") == Event(
+        ev.EventType.WARNING, "RestartFailed", "Could not patch object to trigger restart: z"
     )
-    assert ev.restart_set_failed("y").message == "Could not set pod template annotations: y"
-    assert ev.restart_patch_failed("z").message == "Could not patch object to trigger restart: z"
-    assert ev.deletion_failed("e").message == "Failed to delete resource: e"
-    assert ev.action_skip_failed("delete", "e").message == "Could not acknowledge skipped delete: e"
+    assert ev.DELETION_FAILURE.event("e") == Event(
+        ev.EventType.WARNING, "DeletionFailed", "Failed to delete resource: e"
+    )
+    skipped = ev.skip_failure("delete").event("e")
+    assert (skipped.reason, skipped.message) == (
+        "ActionSkipFailed",
+        "Could not acknowledge skipped delete: e",
+    )
 
 
 def test_as_06_as_13_repeated_warnings_carry_a_dedupe_key_per_object_and_value() -> None:
