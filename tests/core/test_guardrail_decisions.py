@@ -1,0 +1,232 @@
+"""The one decision whether a due deletion or restart goes now (core/guardrails.py).
+
+Tables over the facts each control gives, with injected time: which hold wins (the order of
+docs/behaviour.md#blast-radius-controls), what it waits for, which Event it carries, and that
+writes which are not actions are never held. A hypothesis property checks that a hold never
+lets go early: whatever the facts, a restart held by the guard or the jitter waits exactly
+until the later of the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lifecycle_controller.core import Action, Delete, Operation, Patch
+from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.guardrails import (
+    BREAKER_SETTLE_NS,
+    HELD_RECHECK_NS,
+    BreakerFacts,
+    GuardrailFacts,
+    Hold,
+    HoldReason,
+    acting_operation,
+    check,
+)
+from lifecycle_controller.core.pacing import restart_jitter_ns
+
+S = 1_000_000_000
+NOW = 1_767_225_600 * S  # 2026-01-01T00:00:00Z
+DUE = NOW - 60 * S
+
+DELETE = Delete(
+    uid="u1",
+    resource_version="7",
+    action=Action.DELETE,
+    due_ns=DUE,
+    failure=catalogue.DELETION_FAILURE,
+)
+RESTART = Patch(operation=Operation.RESTART, action=Action.RESTART, due_ns=DUE)
+CONVERT = Patch(operation=Operation.CONVERT, action=Action.DELETE, due_ns=DUE)
+SKIP = Patch(operation=Operation.SKIP, action=Action.RESTART, due_ns=DUE)
+
+CLOSED = BreakerFacts(open=False, limit=3, window_ns=600 * S)
+OPEN = replace(CLOSED, open=True, tripped_at="2025-12-31T23:50:00Z", tripped_actions=3)
+FULL = replace(CLOSED, in_window=3)
+FULL_IN_FLIGHT = replace(FULL, in_flight=1)
+
+
+def facts(**overrides: object) -> GuardrailFacts:
+    return replace(GuardrailFacts(now_ns=NOW, uid="u1"), **overrides)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("decision", "given_facts", "reason"),
+    [
+        # Nothing configured: every action goes.
+        (DELETE, facts(), None),
+        (RESTART, facts(), None),
+        # Writes that are not actions are never held, whatever the controls say.
+        (CONVERT, facts(breaker=OPEN, budget_wait_ns=5 * S), None),
+        (SKIP, facts(breaker=OPEN, rollout_limit=1, rollout_turn=False), None),
+        # The open breaker holds both actions, before anything else.
+        (DELETE, facts(breaker=OPEN, budget_wait_ns=5 * S), HoldReason.BREAKER_OPEN),
+        (
+            RESTART,
+            facts(breaker=OPEN, min_restart_interval_ns=3600 * S, last_restart_ns=NOW),
+            HoldReason.BREAKER_OPEN,
+        ),
+        # ... unless the action was held when the breaker was reset: it goes, uncounted.
+        (DELETE, facts(breaker=replace(OPEN, released=True)), None),
+        (DELETE, facts(breaker=replace(FULL, released=True)), None),
+        # The guard, then the jitter, then the rollout slot (restarts only).
+        (
+            RESTART,
+            facts(min_restart_interval_ns=3600 * S, last_restart_ns=NOW - 60 * S),
+            HoldReason.RESTART_GUARD,
+        ),
+        (DELETE, facts(min_restart_interval_ns=3600 * S, last_restart_ns=NOW), None),
+        (
+            RESTART,
+            facts(min_restart_interval_ns=3600 * S, last_restart_ns=NOW - 7200 * S),
+            None,
+        ),
+        (RESTART, facts(min_restart_interval_ns=3600 * S), None),  # never restarted
+        (RESTART, facts(rollout_limit=2, rollout_turn=False), HoldReason.ROLLOUT_SLOT),
+        (RESTART, facts(rollout_limit=2, rollout_turn=True), None),
+        (
+            RESTART,
+            facts(
+                min_restart_interval_ns=3600 * S,
+                last_restart_ns=NOW,
+                rollout_limit=1,
+                rollout_turn=False,
+            ),
+            HoldReason.RESTART_GUARD,
+        ),
+        # The budget, for both actions, after the restart controls.
+        (DELETE, facts(budget_wait_ns=2 * S), HoldReason.BUDGET),
+        (
+            RESTART,
+            facts(budget_wait_ns=2 * S, rollout_limit=1, rollout_turn=False),
+            HoldReason.ROLLOUT_SLOT,
+        ),
+        (RESTART, facts(budget_wait_ns=2 * S, breaker=FULL), HoldReason.BUDGET),
+        # The window last: full trips, full only with writes in flight waits a moment.
+        (DELETE, facts(breaker=FULL), HoldReason.BREAKER_TRIPPED),
+        (RESTART, facts(breaker=FULL), HoldReason.BREAKER_TRIPPED),
+        (DELETE, facts(breaker=FULL_IN_FLIGHT), HoldReason.BREAKER_SETTLING),
+        (DELETE, facts(breaker=replace(CLOSED, in_window=2)), None),
+    ],
+)
+def test_which_control_holds_a_due_write(
+    decision: Patch | Delete, given_facts: GuardrailFacts, reason: HoldReason | None
+) -> None:
+    hold = check(decision, given_facts)
+    assert (None if hold is None else hold.reason) is reason
+    if hold is not None:
+        assert hold.held is decision
+        assert hold.action is decision.action
+        assert hold.due_ns == decision.due_ns
+        assert hold.requeue_after_ns >= 1
+
+
+def test_the_open_breaker_holds_with_actions_halted_once_per_trip() -> None:
+    hold = check(DELETE, facts(breaker=OPEN))
+    assert isinstance(hold, Hold)
+    assert hold.requeue_after_ns == HELD_RECHECK_NS
+    assert hold.until_ns is None  # until a reset
+    (event,) = hold.events
+    assert event.reason == catalogue.ACTIONS_HALTED
+    assert event.dedupe_key == "breaker@2025-12-31T23:50:00Z"
+    assert event.message.startswith("Circuit breaker open: 3 actions within 10m0s")
+    assert (event.action, event.due_ns, event.dry_run) == ("delete", DUE, False)
+
+
+def test_the_n_plus_first_action_trips_at_now_and_names_that_trip() -> None:
+    hold = check(DELETE, facts(breaker=FULL))
+    assert isinstance(hold, Hold)
+    assert hold.tripped_at == "2026-01-01T00:00:00Z"
+    (event,) = hold.events
+    assert event.dedupe_key == "breaker@2026-01-01T00:00:00Z"
+    assert "3 actions within 10m0s" in event.message
+
+
+def test_a_window_full_only_with_writes_in_flight_looks_again_shortly_without_an_event() -> None:
+    hold = check(DELETE, facts(breaker=FULL_IN_FLIGHT))
+    assert isinstance(hold, Hold)
+    assert hold.requeue_after_ns == BREAKER_SETTLE_NS
+    assert hold.events == ()
+
+
+def test_the_restart_guard_waits_until_last_restart_plus_interval_with_restart_deferred() -> None:
+    last = NOW - 600 * S
+    hold = check(RESTART, facts(min_restart_interval_ns=3600 * S, last_restart_ns=last))
+    assert isinstance(hold, Hold)
+    assert hold.until_ns == last + 3600 * S
+    assert hold.requeue_after_ns == 3000 * S
+    (event,) = hold.events
+    assert event.reason == catalogue.RESTART_DEFERRED
+    assert event.dedupe_key == f"deferred@{DUE}"
+
+
+def test_the_jitter_delays_a_restart_by_the_uids_draw_without_an_event() -> None:
+    jitter = restart_jitter_ns("u1", DUE, 3600 * S)
+    assert DUE + jitter > NOW  # this draw lands after now (fixed by the UID)
+    hold = check(RESTART, facts(restart_jitter_ns=3600 * S))
+    assert isinstance(hold, Hold)
+    assert hold.reason is HoldReason.RESTART_JITTER
+    assert hold.until_ns == DUE + jitter
+    assert hold.events == ()
+
+
+def test_a_rollout_slot_hold_says_restart_queued_with_the_limit() -> None:
+    hold = check(RESTART, facts(rollout_limit=4, rollout_turn=False))
+    assert isinstance(hold, Hold)
+    assert hold.until_ns is None
+    (event,) = hold.events
+    assert event.reason == catalogue.RESTART_QUEUED
+    assert "4 restarted workloads" in event.message
+
+
+def test_the_budget_hold_waits_for_the_token_with_action_throttled() -> None:
+    hold = check(DELETE, facts(budget_wait_ns=1_500_000_000))
+    assert isinstance(hold, Hold)
+    assert hold.until_ns == NOW + 1_500_000_000
+    (event,) = hold.events
+    assert event.reason == catalogue.ACTION_THROTTLED
+    assert "--max-deletes-per-minute" in event.message
+
+
+def test_only_deletions_and_restarts_are_actions() -> None:
+    assert acting_operation(DELETE) is Operation.DELETE
+    assert acting_operation(RESTART) is Operation.RESTART
+    assert acting_operation(CONVERT) is None
+    assert acting_operation(SKIP) is None
+    assert acting_operation(replace(RESTART, action=None)) is None
+
+
+@given(
+    last_ago_s=st.integers(min_value=0, max_value=7200),
+    interval_s=st.integers(min_value=0, max_value=7200),
+    jitter_s=st.integers(min_value=0, max_value=7200),
+    uid=st.text(min_size=1, max_size=8),
+)
+def test_a_paced_restart_waits_exactly_for_the_later_of_guard_and_jitter(
+    last_ago_s: int, interval_s: int, jitter_s: int, uid: str
+) -> None:
+    last = NOW - last_ago_s * S
+    hold = check(
+        RESTART,
+        facts(
+            uid=uid,
+            last_restart_ns=last,
+            min_restart_interval_ns=interval_s * S,
+            restart_jitter_ns=jitter_s * S,
+        ),
+    )
+    guard = last + interval_s * S if interval_s else NOW
+    jittered = DUE + restart_jitter_ns(uid, DUE, jitter_s * S) if jitter_s else NOW
+    run_at = max(guard, jittered, NOW)
+    if run_at <= NOW:
+        assert hold is None
+    else:
+        assert hold is not None
+        assert hold.until_ns == run_at
+        assert hold.requeue_after_ns == run_at - NOW
+        assert hold.reason in (HoldReason.RESTART_GUARD, HoldReason.RESTART_JITTER)
+        assert (hold.reason is HoldReason.RESTART_GUARD) == (guard > NOW)
