@@ -189,7 +189,7 @@ class CircuitBreaker:
                 _log.warning("circuit breaker state unreadable", error=str(error))
 
     def _with_held(self) -> BreakerState:
-        held = [key.id for key in self._held]
+        held = [f"{key.resource.kind}/{key.namespace or ''}/{key.name}" for key in self._held]
         self._held_changed = False
         return self.state.holding(len(held), held[:HELD_NAMED])
 

@@ -129,11 +129,7 @@ DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """The Warning a failed write records: ``reason`` and ``message_prefix`` + the error.
-
-    Each failure Event has exactly one of these (:data:`DELETION_FAILURE`,
-    :data:`RESTART_FAILURE`, :func:`skip_failure`); a decision that writes carries its own.
-    """
+    """A failed write's Warning (one per kind of write): ``reason``, ``message_prefix`` + error."""
 
     reason: str
     message_prefix: str
@@ -144,6 +140,7 @@ class Failure:
 
 DELETION_FAILURE: Final = Failure(DELETION_FAILED, "Failed to delete resource: ")
 RESTART_FAILURE: Final = Failure(RESTART_FAILED, "Could not patch object to trigger restart: ")
+
 
 def _warning(reason: str, message: str, dedupe_key: str | None = None) -> Event:
     return Event(EventType.WARNING, reason, message, dedupe_key)
@@ -244,8 +241,6 @@ def delete_ttl_exceeded(*, annotation: str, value: str, ttl_ns: int, max_ns: int
 # --- deletion -------------------------------------------------------------------------------
 
 
-
-
 def deleted(delete_at_value: str) -> Event:
     return _normal(DELETED, f"Resource deleted based on delete-at annotation: {delete_at_value}")
 
@@ -261,12 +256,6 @@ def dry_run_delete_scheduled(timestamp: str) -> Event:
 
 
 # --- restarts -------------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 def restart_triggered() -> Event:
@@ -308,8 +297,6 @@ def dry_run_action_skipped(action: str, scheduled_ns: int) -> Event:
         DRY_RUN_ACTION_SKIPPED,
         f"Dry-run: Would skip {action} scheduled at {when} under the catch-up policy.",
     )
-
-
 
 
 # --- guardrails around a write ------------------------------------------------------------

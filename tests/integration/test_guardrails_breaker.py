@@ -119,3 +119,58 @@ async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_res
     state = await read_breaker(kube, namespace, breaker_name(LEASE))
     assert not state.open
     assert state.trips == 1
+
+
+async def test_one_reset_lets_every_held_action_go_and_the_window_counts_only_the_rest(
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    namespace: str,
+    kube: KubeClient,
+) -> None:
+    """7 due deletions, ``--breaker-max-actions 3``: 3 go, 4 are held (the latched state
+    counts and names them); one reset lets all 4 go without tripping again, and the window
+    then still admits 3 more actions that were not held before the 4th trips it."""
+    for i in range(7):
+        await kube.create(
+            CONFIGMAPS,
+            namespace,
+            configmap(f"doomed-{i:02d}", **{DELETE_AT: "2020-01-01T00:00:00Z"}),
+        )
+    flags = {"leader_election_namespace": namespace}
+    await start_for(start_controller, namespace, breaker_max_actions=3, **flags)
+    name = breaker_name(LEASE)
+
+    async def holding_four() -> bool:
+        state = await read_breaker(kube, namespace, name)
+        return state.open and state.held == 4
+
+    await eventually(holding_four, within=30, what="the breaker to trip and record 4 held")
+    held = await _remaining(kube, namespace)
+    assert len(held) == 4
+    state = await read_breaker(kube, namespace, name)
+    assert {entry.rsplit("/", 1)[-1] for entry in state.held_objects} == held
+
+    assert "closed" in await _breaker_cli(control_plane, namespace, "reset")
+
+    async def released() -> bool:
+        return not await _remaining(kube, namespace)
+
+    await eventually(released, within=30, what="every held deletion after one reset")
+    await settle(2.0)
+    state = await read_breaker(kube, namespace, name)
+    assert not state.open
+    assert state.trips == 1  # the released actions did not count in the window
+
+    # Actions that were not held are counted again: 3 go, the 4th trips the breaker.
+    for i in range(4):
+        await kube.create(
+            CONFIGMAPS,
+            namespace,
+            configmap(f"doomed-new-{i}", **{DELETE_AT: "2020-01-01T00:00:00Z"}),
+        )
+
+    async def tripped_again() -> bool:
+        return (await read_breaker(kube, namespace, name)).trips == 2
+
+    await eventually(tripped_again, within=30, what="the window to trip on the 4th new action")
+    assert len(await _remaining(kube, namespace)) == 1

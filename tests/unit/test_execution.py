@@ -1,0 +1,243 @@
+"""The executor alone: one guarded write, its accounting, and the reservation it settles.
+
+Decisions are built by hand (core decides elsewhere), the API is the in-memory fake, time is
+the fake clock. Each case checks the one request sent, what the cache holds afterwards, the
+Events and counters, and what the reservation gave back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifecycle_controller.controller.accounting import Accounting
+from lifecycle_controller.controller.breaker import CircuitBreaker
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.execution import Executor, WriteOutcome
+from lifecycle_controller.controller.guardrail_state import Reservation
+from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.result import NotLeading
+from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.controller.writes import ObjectWriter
+from lifecycle_controller.core import Action, Delete, Ledger, ObjectKey, Operation, Patch, keys
+from lifecycle_controller.core import events as catalogue
+from lifecycle_controller.core.decision import Outcome
+from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
+from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
+from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.unit.support import annotated
+
+S = 1_000_000_000
+
+
+class Counters:
+    def __init__(self) -> None:
+        self.actions: list[tuple[str, str, str]] = []
+        self.lateness: list[float] = []
+        self.open: list[bool] = []
+
+    def count_action(self, action: str, kind: str, result: str) -> None:
+        self.actions.append((action, kind, result))
+
+    def count_misconfiguration(self, kind: str, reason: str) -> None: ...
+
+    def observe_lateness(self, seconds: float) -> None:
+        self.lateness.append(seconds)
+
+    def set_next_action(self, *args: Any) -> None: ...
+    def forget_object(self, key_id: str) -> None: ...
+    def set_ledger_arms(self, n: int) -> None: ...
+    def set_breaker_open(self, open_: bool) -> None: ...
+    def count_breaker_trip(self) -> None: ...
+    def observe_rollout(self, kind: str, result: str, seconds: float) -> None: ...
+    def set_rollouts_in_progress(self, count: int) -> None: ...
+
+
+class Rig:
+    def __init__(self, api: FakeApiServer, kube: KubeClient, clock: FakeClock) -> None:
+        self.api = api
+        self.cache = MetadataCache()
+        self.counters = Counters()
+        self.leading = True
+        recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+        self.writer = ObjectWriter(kube, self.cache, clock, may_write=lambda: self.leading)
+        self.rollouts = RolloutTracker(kube, recorder, clock, self.counters, limit=1)
+        self.breaker = CircuitBreaker(
+            kube,
+            namespace="ops",
+            name="b",
+            limit=5,
+            window=600,
+            clock=clock,
+            metrics=self.counters,
+        )
+        self.executor = Executor(
+            self.writer,
+            Accounting(recorder, Ledger(), clock.now_ns, self.counters),
+            recorder,
+            self.rollouts,
+        )
+        self.clock = clock
+
+    def cached(self, resource: Any, body: dict[str, Any]) -> tuple[ObjectKey, CachedObject]:
+        created = self.api.store.create(resource, "team", body)
+        key = ObjectKey(resource, "team", created["metadata"]["name"])
+        obj = CachedObject.from_metadata(created["metadata"])
+        self.cache.put(key, obj)
+        return key, obj
+
+    def reservation(self, key: ObjectKey, *, restart: bool = False) -> Reservation:
+        counted = self.breaker.reserve(key)
+        if restart:
+            self.rollouts.reserve(key)
+        return Reservation(
+            key,
+            breaker=self.breaker,
+            breaker_counted=counted,
+            rollouts=self.rollouts if restart else None,
+        )
+
+    def reasons(self, name: str) -> list[str]:
+        return [
+            e["reason"] for e in self.api.store.objects(EVENTS) if e["regarding"]["name"] == name
+        ]
+
+    def in_window(self, key: ObjectKey) -> int:
+        facts = self.breaker.facts(key)
+        assert facts is not None
+        return facts.in_window
+
+
+@pytest.fixture
+def rig(api: FakeApiServer, kube: KubeClient, clock: FakeClock) -> Rig:
+    return Rig(api, kube, clock)
+
+
+def deletion(obj: CachedObject, due_ns: int) -> Delete:
+    return Delete(
+        uid=obj.uid,
+        resource_version=obj.resource_version,
+        action=Action.DELETE,
+        due_ns=due_ns,
+        on_success=Outcome(events=(catalogue.deleted("now"),)),
+        failure=catalogue.DELETION_FAILURE,
+    )
+
+
+def restart() -> Patch:
+    body = {
+        "metadata": {"annotations": {keys.RESTART_AT: None}},
+        "spec": {"template": {"metadata": {"annotations": {keys.RESTARTED_AT: "m1"}}}},
+    }
+    return Patch(
+        operation=Operation.RESTART,
+        body=body,
+        action=Action.RESTART,
+        on_success=Outcome(events=(catalogue.restart_triggered(),)),
+        failure=catalogue.RESTART_FAILURE,
+    )
+
+
+async def test_a_delete_sends_one_preconditioned_request_and_accounts_for_it(rig: Rig) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    due = rig.clock.now_ns() - 30 * S
+    done = await rig.executor.carry_out(
+        key, obj, deletion(obj, due), rig.reservation(key), quiet_conflict=False
+    )
+    assert done.outcome is WriteOutcome.DONE
+    (sent,) = rig.api.requests_to("DELETE")
+    assert sent.body["preconditions"] == {"uid": obj.uid, "resourceVersion": obj.resource_version}
+    assert rig.cache.get(key) is None  # written back before the watch event
+    assert rig.reasons("cm") == ["Deleted"]
+    assert rig.counters.actions == [("delete", "ConfigMap", "success")]
+    assert rig.counters.lateness == [pytest.approx(30.0)]
+    assert rig.in_window(key) == 1  # carried out: its place in the window stays taken
+
+
+async def test_a_delete_that_finds_the_object_gone_counts_as_done(rig: Rig) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    rig.api.store.delete(CONFIGMAPS, "team", "cm")
+    done = await rig.executor.carry_out(
+        key, obj, deletion(obj, rig.clock.now_ns()), rig.reservation(key), quiet_conflict=False
+    )
+    assert done.outcome is WriteOutcome.DONE
+    assert [q.status for q in rig.api.requests_to("DELETE")] == [404]
+    assert rig.cache.get(key) is None
+    assert rig.counters.actions == [("delete", "ConfigMap", "success")]
+
+
+async def test_a_restart_remembers_its_marker_follows_the_rollout_and_warns_if_paused(
+    rig: Rig,
+) -> None:
+    body = annotated("web", {keys.RESTART_AT: "x"})
+    body["spec"] = {"paused": True, "replicas": 0, "template": {"metadata": {}, "spec": {}}}
+    key, obj = rig.cached(DEPLOYMENTS, body)
+    done = await rig.executor.carry_out(
+        key, obj, restart(), rig.reservation(key, restart=True), quiet_conflict=False
+    )
+    assert done.outcome is WriteOutcome.DONE
+    assert done.fresh is not None
+    (sent,) = rig.api.requests_to("PATCH")
+    assert sent.body["metadata"]["resourceVersion"] == obj.resource_version
+    fact = rig.cache.restart_fact(obj.uid)
+    assert fact is not None
+    assert fact.marker == "m1"
+    assert fact.at_ns == rig.clock.now_ns()
+    assert rig.reasons("web") == ["RestartTriggered", "RolloutBlocked"]
+    assert rig.rollouts.in_progress == 1  # followed; its slot stays taken
+    assert not rig.rollouts.has_turn(ObjectKey(DEPLOYMENTS, "team", "other"), None)
+    await rig.rollouts.aclose()
+
+
+async def test_a_patch_that_finds_the_object_gone_gives_everything_back(rig: Rig) -> None:
+    key, obj = rig.cached(DEPLOYMENTS, annotated("web", {keys.RESTART_AT: "x"}))
+    rig.api.store.delete(DEPLOYMENTS, "team", "web")
+    done = await rig.executor.carry_out(
+        key, obj, restart(), rig.reservation(key, restart=True), quiet_conflict=False
+    )
+    assert done.outcome is WriteOutcome.GONE
+    assert rig.cache.get(key) is None
+    assert rig.reasons("web") == []
+    assert rig.counters.actions == []
+    assert rig.in_window(key) == 0  # the breaker's place is given back
+    assert rig.rollouts.has_turn(ObjectKey(DEPLOYMENTS, "team", "other"), None)
+
+
+@pytest.mark.parametrize(("quiet", "warned"), [(True, []), (False, ["DeletionFailed"])])
+async def test_a_conflict_is_raised_with_the_warning_only_when_not_retried_quietly(
+    rig: Rig, quiet: bool, warned: list[str]
+) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    rig.api.fail(409, method="DELETE")
+    with pytest.raises(Conflict):
+        await rig.executor.carry_out(
+            key, obj, deletion(obj, rig.clock.now_ns()), rig.reservation(key), quiet_conflict=quiet
+        )
+    assert rig.reasons("cm") == warned
+    assert rig.cache.get(key) is obj  # nothing written back
+    assert rig.in_window(key) == 0
+
+
+async def test_a_failed_write_warns_counts_the_error_and_refunds_the_window(rig: Rig) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    rig.api.fail(500, method="DELETE")
+    with pytest.raises(ServerError):
+        await rig.executor.carry_out(
+            key, obj, deletion(obj, rig.clock.now_ns()), rig.reservation(key), quiet_conflict=True
+        )
+    assert rig.reasons("cm") == ["DeletionFailed"]
+    assert rig.counters.actions == [("delete", "ConfigMap", "error")]
+    assert rig.in_window(key) == 0
+
+
+async def test_a_replica_that_may_not_write_sends_nothing(rig: Rig) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    rig.leading = False
+    with pytest.raises(NotLeading):
+        await rig.executor.carry_out(
+            key, obj, deletion(obj, rig.clock.now_ns()), rig.reservation(key), quiet_conflict=False
+        )
+    assert rig.api.requests_to("DELETE") == []
+    assert rig.in_window(key) == 0
+    assert rig.cache.get(key) is obj
