@@ -214,7 +214,7 @@ class Executor:
         return None
 
     def publish_next_action(self, key: ObjectKey, decision: Decision) -> None:
-        """``lifecycle_next_action_timestamp``: the due time of a waiting action, per action."""
+        """``lifecycle_next_action_timestamp_seconds``: each waiting action's due time."""
         for action in Action:
             due = (
                 decision.due_ns

@@ -2,10 +2,10 @@
 
 No container engine or release download is available on the machines this project targets,
 so etcd, kube-apiserver, kube-controller-manager, helm and promtool are compiled from their Go
-modules through the Go module proxy. ``k8s.io/kubernetes`` cannot be ``go install``-ed (its go.mod resolves
-the staging modules with replace directives), so each component has a small wrapper module
-under ``gomod/`` that pins the release and replaces every staging module with its published
-``v0.Y.Z`` version.
+modules through the Go module proxy. ``k8s.io/kubernetes`` cannot be ``go install``-ed (its
+go.mod resolves the staging modules with replace directives), so each component has a small
+wrapper module under ``gomod/`` that pins the release and replaces every staging module with
+its published ``v0.Y.Z`` version.
 
 Results go to a per-user cache folder keyed by version. A file lock serialises concurrent
 builders and a build lands by an atomic rename, so a second process either waits and reuses
