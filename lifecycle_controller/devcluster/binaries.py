@@ -123,7 +123,7 @@ PROMTOOL = GoComponent(
     # Only rule checks and rule unit tests are needed: leave out every service-discovery
     # plugin (cloud SDKs, Kubernetes client), which is most of Prometheus's dependencies.
     tags=("remove_all_sd",),
-    typical_seconds={"promtool": 120.0},
+    typical_seconds={"promtool": 180.0},
 )
 
 
