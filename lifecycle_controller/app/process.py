@@ -4,7 +4,8 @@ Shutdown (SIGTERM/SIGINT, or ``--run-for``): the workers stop taking keys and th
 in flight finish (their writes, and the Events still pending) for at most
 :data:`SHUTDOWN_GRACE_SECONDS`; then the leader's work is cancelled, the Lease is released
 and the servers close (docs/reliability.md#shutdown). A second signal skips the wait.
-Losing the Lease stops the work at once and exits non-zero, as controller-runtime does.
+Losing the Lease stops the work at once and exits non-zero, as controller-runtime does. A
+probe or metrics address that cannot be listened on exits 1 with one log line naming its flag.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from lifecycle_controller.controller.leader import LeadershipLost
 from lifecycle_controller.kube import ConnectionConfigError, KubeClient
 from lifecycle_controller.machinery.logs import configure_logging
 from lifecycle_controller.serving.metrics import Metrics
+from lifecycle_controller.serving.server import ListenError
 
 _log = structlog.get_logger(__name__)
 EXIT_OK = 0
@@ -89,7 +91,7 @@ async def run_async(settings: Settings, *, grace: float = SHUTDOWN_GRACE_SECONDS
             _log.info("stopped")
             return EXIT_OK
         raise
-    except (DiscoveryFatal, ConnectionConfigError) as error:
+    except (DiscoveryFatal, ConnectionConfigError, ListenError) as error:
         _log.error("controller cannot run", error=str(error))
         return EXIT_FAILURE
     except LeadershipLost as error:

@@ -7,7 +7,7 @@ really stands:
 
 * :meth:`Accounting.decided`: the decision's ``never``-ledger operations, its Events (with
   its action, due time and dry-run filled in) and a hold's Event, the next-action gauge
-  (``lifecycle_next_action_timestamp``: the due time of a waiting or held action), and the
+  (``lifecycle_next_action_timestamp_seconds``: the due time of a waiting or held action), and the
   counters of decisions without a write (misconfigurations, dry runs, throttled actions);
 * :meth:`Accounting.written`: after a write succeeded, the outcome's ledger operations and
   Events, the action counters and the lateness histogram (how long after its due time the

@@ -1,11 +1,11 @@
 """Build the control-plane binaries from pinned Go modules, once per machine, and cache them.
 
 No container engine or release download is available on the machines this project targets,
-so etcd, kube-apiserver and kube-controller-manager are compiled from their Go modules through
-the Go module proxy. ``k8s.io/kubernetes`` cannot be ``go install``-ed (its go.mod resolves
-the staging modules with replace directives), so each component has a small wrapper module
-under ``gomod/`` that pins the release and replaces every staging module with its published
-``v0.Y.Z`` version.
+so etcd, kube-apiserver, kube-controller-manager, helm and promtool are compiled from their Go
+modules through the Go module proxy. ``k8s.io/kubernetes`` cannot be ``go install``-ed (its
+go.mod resolves the staging modules with replace directives), so each component has a small
+wrapper module under ``gomod/`` that pins the release and replaces every staging module with
+its published ``v0.Y.Z`` version.
 
 Results go to a per-user cache folder keyed by version. A file lock serialises concurrent
 builders and a build lands by an atomic rename, so a second process either waits and reuses
@@ -31,6 +31,7 @@ from lifecycle_controller.devcluster.versions import (
     ETCD_VERSION,
     HELM_VERSION,
     KUBERNETES_VERSION,
+    PROMETHEUS_VERSION,
 )
 
 GOMOD_DIR = Path(__file__).parent / "gomod"
@@ -53,6 +54,8 @@ class GoComponent:
     module: str
     packages: Mapping[str, str]
     ldflags: tuple[str, ...] = field(default=())
+    #: Go build tags (``go build -tags``).
+    tags: tuple[str, ...] = field(default=())
     #: Typical cold build time per binary in seconds (2 cores, empty Go caches), for the
     #: estimate shown while building; binaries not listed get no estimate.
     typical_seconds: Mapping[str, float] = field(default_factory=dict)
@@ -100,6 +103,27 @@ HELM = GoComponent(
     packages={"helm": "helm.sh/helm/v4/cmd/helm"},
     ldflags=(f"-X helm.sh/helm/v4/internal/version.version={HELM_VERSION}",),
     typical_seconds={"helm": 105.0},
+)
+
+
+def _prometheus_release(version: str = PROMETHEUS_VERSION) -> str:
+    """The Prometheus release of a Go module tag: ``v0.316.0`` is Prometheus 3.16.0, and
+    before 3.0 the minor was the release's own (``v0.54.1`` is 2.54.1)."""
+    _, minor, patch = version.lstrip("v").split(".")
+    major, release_minor = divmod(int(minor), 100)
+    return f"{major or 2}.{release_minor}.{patch}"
+
+
+PROMTOOL = GoComponent(
+    name="promtool",
+    version=PROMETHEUS_VERSION,
+    module="promtool",
+    packages={"promtool": "github.com/prometheus/prometheus/cmd/promtool"},
+    ldflags=(f"-X github.com/prometheus/common/version.Version={_prometheus_release()}",),
+    # Only rule checks and rule unit tests are needed: leave out every service-discovery
+    # plugin (cloud SDKs, Kubernetes client), which is most of Prometheus's dependencies.
+    tags=("remove_all_sd",),
+    typical_seconds={"promtool": 180.0},
 )
 
 
@@ -263,6 +287,7 @@ def _build(component: GoComponent, destination: Path, log: Log) -> None:
                 "-trimpath",
                 "-ldflags",
                 ldflags,
+                *(("-tags", ",".join(component.tags)) if component.tags else ()),
                 "-o",
                 str(destination / binary),
                 package,
@@ -333,3 +358,14 @@ def ensure_helm(*, log: Log = print) -> Path:
     if explicit and (Path(explicit) / "helm").is_file():
         return Path(explicit) / "helm"
     return ensure_component(HELM, log=log) / "helm"
+
+
+def ensure_promtool(*, log: Log = print) -> Path:
+    """Return the path of the pinned ``promtool`` executable, building it on first use.
+
+    A ``promtool`` inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` is used as is when present.
+    """
+    explicit = os.environ.get(BIN_DIR_ENV)
+    if explicit and (Path(explicit) / "promtool").is_file():
+        return Path(explicit) / "promtool"
+    return ensure_component(PROMTOOL, log=log) / "promtool"

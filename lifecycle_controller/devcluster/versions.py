@@ -16,3 +16,7 @@ ETCD_VERSION: Final = "v3.6.16"
 
 HELM_VERSION: Final = "v4.3.2"
 """helm, built from ``helm.sh/helm/v4/cmd/helm``; used to lint, render and install the chart."""
+
+PROMETHEUS_VERSION: Final = "v0.316.0"
+"""promtool, built from ``github.com/prometheus/prometheus/cmd/promtool`` (Prometheus 3.16's
+Go module tag); runs the unit tests of the chart's alerting rules."""

@@ -11,17 +11,22 @@ and client-go families and those adapters live in
 
 The registry is private to the instance (never the global ``REGISTRY``), so tests can build
 as many as they like; it carries the process, platform and GC collectors the global one would.
+No ``*_created`` series are exported: prometheus-client adds one per counter, histogram and
+child by default, doubling the series count for a start-time nobody queries (controller-runtime
+exports none). The client switches them off process-wide only, so building a :class:`Metrics`
+does that.
 
 Families (labels from bounded sets only; never a namespace+name, uid or free text):
 
 * reference discovery metrics: ``lifecycle_controller_discovery_resources{result,reason}``
   (reset on every attempt) and ``lifecycle_controller_discovery_ready``;
 * beyond the reference (docs/behaviour.md#metrics): ``lifecycle_actions_total{action,kind,result}``,
-  ``lifecycle_next_action_timestamp{action,kind,namespace}``,
+  ``lifecycle_next_action_timestamp_seconds{action,kind,namespace}``,
   ``lifecycle_misconfigurations_total{kind,reason}``, ``lifecycle_action_lateness_seconds``;
 * client-go workqueue metrics ``workqueue_*{name}``;
 * controller-runtime ``controller_runtime_*{controller}``;
-* ``leader_election_master_status{name}``, ``rest_client_requests_total{code,method}``;
+* ``leader_election_master_status{name}`` (only with leader election: an empty
+  ``leader_election_id`` exports no such series), ``rest_client_requests_total{code,method}``;
 * informers: ``lifecycle_watch_restarts_total{resource,reason}``,
   ``lifecycle_relists_total{resource}``, ``lifecycle_cache_objects{resource}``;
 * ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``;
@@ -62,6 +67,7 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
 )
 
 from lifecycle_controller.core.events import MISCONFIGURATION_LABELS
@@ -103,8 +109,10 @@ DISCOVERY_REASONS = (
     "cache_sync",
 )
 
-#: Schedule lateness (done minus due): the SLO of this controller.
-LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+#: Schedule lateness (done minus due): the SLO of this controller. The buckets reach an hour,
+#: well past the five minutes of the ``LifecycleActionsLate`` alert: a quantile that falls in
+#: ``+Inf`` reads as the highest finite bound, so a threshold must sit below it to ever fire.
+LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 #: How long a restart's rollout took, patch to complete.
 ROLLOUT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 900, 1800)
 #: How late the event loop runs a timer.
@@ -188,7 +196,8 @@ class Metrics:
     """The controller's metrics registry and every metric in it.
 
     ``controller`` labels the controller-runtime families, ``queue_name`` the workqueue
-    families, ``leader_election_id`` the leader status gauge.
+    families, ``leader_election_id`` the leader status gauge (``""``: leader election is
+    off, and the gauge has no series).
     """
 
     def __init__(
@@ -200,6 +209,7 @@ class Metrics:
         max_concurrent_reconciles: int = 1,
         process_collectors: bool = True,
     ) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self.controller = controller
         self.queue_name = queue_name
@@ -255,7 +265,7 @@ class Metrics:
             registry=r,
         )
         self.next_action_timestamp = Gauge(
-            "lifecycle_next_action_timestamp",
+            "lifecycle_next_action_timestamp_seconds",
             "Earliest known next action per label set, as a Unix timestamp.",
             ["action", "kind", "namespace"],
             registry=r,
@@ -411,10 +421,10 @@ class Metrics:
     ) -> None:
         """Record object ``key_id``'s next ``action`` (Unix seconds), or forget it (``None``).
 
-        ``lifecycle_next_action_timestamp{action,kind,namespace}`` shows the minimum over every
-        object of that label set and is deleted when the set becomes empty. Each object holds
-        at most one due time per action; a new call replaces the previous one (even under
-        other labels). Cluster-scoped objects use ``namespace=""``. O(log n) amortised.
+        ``lifecycle_next_action_timestamp_seconds{action,kind,namespace}`` shows the minimum
+        over every object of that label set and is deleted when the set becomes empty. Each
+        object holds at most one due time per action; a new call replaces the previous one
+        (even under other labels). Cluster-scoped objects use ``namespace=""``. O(log n) amortised.
         """
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}")

@@ -2,8 +2,8 @@
 
 ``controller_runtime_*{controller}`` (reconciles, errors, durations, workers),
 ``workqueue_*{name}`` (client-go's work queue metrics), ``leader_election_master_status{name}``
-and ``rest_client_requests_total{code,method}``, with client-go's names, help texts and
-buckets. :class:`~lifecycle_controller.serving.metrics.Metrics` owns one
+(with leader election only) and ``rest_client_requests_total{code,method}``, with client-go's
+names, help texts and buckets. :class:`~lifecycle_controller.serving.metrics.Metrics` owns one
 :class:`RuntimeMetrics` in its registry; the engines see only the adapters
 (:class:`QueueMetricsAdapter` satisfies ``workqueue.QueueMetrics``, :class:`ReconcileMetrics`
 satisfies ``workers.ReconcileObserver``).
@@ -161,7 +161,8 @@ class RuntimeMetrics:
         self.reconcile_time.labels(self.controller)
         self.active_workers.labels(self.controller).set(0)
         self.max_concurrent_reconciles.labels(self.controller).set(max_concurrent_reconciles)
-        self.leader_status.labels(self.leader_election_id).set(0)
+        if self.leader_election_id:  # no election, no lease name: no series at all
+            self.leader_status.labels(self.leader_election_id).set(0)
         for family in (self.queue_depth, self.queue_unfinished_work, self.queue_longest_running):
             family.labels(self.queue_name).set(0)
         for counter in (self.queue_adds, self.queue_retries):
@@ -174,8 +175,10 @@ class RuntimeMetrics:
         self.max_concurrent_reconciles.labels(self.controller).set(n)
 
     def set_leader(self, leading: bool) -> None:
-        """Whether this instance holds the lease ``leader_election_id`` now."""
-        self.leader_status.labels(self.leader_election_id).set(1 if leading else 0)
+        """Whether this instance holds the lease ``leader_election_id`` now (ignored without
+        one: leader election is off)."""
+        if self.leader_election_id:
+            self.leader_status.labels(self.leader_election_id).set(1 if leading else 0)
 
     def observe_request(self, method: str, code: str) -> None:
         """A ``kube.client.RequestObserver``: one API request ended with ``code``."""

@@ -28,6 +28,10 @@ part of the start-up is pending.
 ``--enable-http2`` is accepted and has no effect: aiohttp speaks HTTP/1.1 only, which is
 what the reference serves by default anyway (ALPN offers ``http/1.1`` alone).
 
+A server that cannot listen (the port is taken, a privileged port, an unknown host) raises
+:class:`ListenError`, whose message names the flag and the address, so start-up fails with
+one line instead of a traceback.
+
 Access logs are off on both servers (probes every few seconds would drown everything else);
 denied scrapes are logged at debug level.
 """
@@ -35,6 +39,8 @@ denied scrapes are logged at debug level.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -55,6 +61,7 @@ __all__ = [
     "HEALTHZ_CHECK",
     "READYZ_CHECK",
     "Check",
+    "ListenError",
     "MetricsServer",
     "ProbeServer",
     "caches_stale",
@@ -72,16 +79,39 @@ _READINESS_PREFIX = "resource coverage not ready: "
 _SHUTDOWN_TIMEOUT = 2.0
 
 
+class ListenError(Exception):
+    """A server could not listen on the address its flag gives."""
+
+    def __init__(self, flag: str, address: str, reason: str) -> None:
+        super().__init__(f"{flag}={address}: cannot listen there: {reason}")
+        self.flag = flag
+        self.address = address
+        self.reason = reason
+
+
+def _reason(error: OSError) -> str:
+    """``address already in use`` rather than asyncio's sentence around it."""
+    if isinstance(error, socket.gaierror) or not error.errno:
+        return (error.strerror or str(error)).lower()
+    return os.strerror(error.errno).lower()
+
+
 async def _start_site(
     app: web.Application,
     address: tuple[str | None, int],
     ssl_context: ssl.SSLContext | None = None,
+    *,
+    flag: str,
+    bind_address: str,
 ) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
     await runner.setup()
     try:
         site = web.TCPSite(runner, address[0], address[1], ssl_context=ssl_context)
         await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        raise ListenError(flag, bind_address, _reason(error)) from error
     except BaseException:
         await runner.cleanup()
         raise
@@ -199,6 +229,9 @@ class ProbeServer:
     never about apiserver reachability).
     """
 
+    #: The flag that sets the address, named when the server cannot listen there.
+    FLAG = "--health-probe-bind-address"
+
     def __init__(
         self,
         *,
@@ -206,6 +239,7 @@ class ProbeServer:
         readiness: Check,
         liveness: Mapping[str, Check] | None = None,
     ) -> None:
+        self._bind_address = bind_address
         self._address = parse_bind_address(bind_address)
         self._healthz: dict[str, Check] = {HEALTHZ_CHECK: lambda: None, **(liveness or {})}
         self._readyz: dict[str, Check] = {READYZ_CHECK: _readiness_check(readiness)}
@@ -230,7 +264,9 @@ class ProbeServer:
         """Bind and serve; does nothing when the address is ``0``."""
         if self._address is None or self._runner is not None:
             return
-        self._runner, self._port = await _start_site(self.build_app(), self._address)
+        self._runner, self._port = await _start_site(
+            self.build_app(), self._address, flag=self.FLAG, bind_address=self._bind_address
+        )
         _log.info("serving health probes", port=self._port)
 
     async def aclose(self) -> None:
@@ -252,6 +288,9 @@ class MetricsServer:
     ignored (HTTP/1.1 only).
     """
 
+    #: The flag that sets the address, named when the server cannot listen there.
+    FLAG = "--metrics-bind-address"
+
     def __init__(
         self,
         *,
@@ -267,6 +306,7 @@ class MetricsServer:
         auth_cache_ttl: float = 10.0,
         cert_check_interval: float = 1.0,
     ) -> None:
+        self._bind_address = bind_address
         self._address = parse_bind_address(bind_address)
         if secure and api is None and self._address is not None:
             raise ValueError("secure metrics serving needs an API client for the reviews")
@@ -334,7 +374,13 @@ class MetricsServer:
                 check_interval=self._cert_check_interval,
             )
             ssl_context = self.tls.context
-        self._runner, self._port = await _start_site(self.build_app(), self._address, ssl_context)
+        self._runner, self._port = await _start_site(
+            self.build_app(),
+            self._address,
+            ssl_context,
+            flag=self.FLAG,
+            bind_address=self._bind_address,
+        )
         _log.info(
             "serving metrics",
             port=self._port,

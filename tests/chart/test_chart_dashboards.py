@@ -41,7 +41,7 @@ ENABLED: dict[str, Any] = {"dashboards": {"enabled": True}, "prometheusRule": {"
 DASHBOARD_TOPICS = {
     "actions by result": "lifecycle_actions_total",
     "lateness": "lifecycle_action_lateness_seconds_bucket",
-    "next actions per namespace": "lifecycle_next_action_timestamp",
+    "next actions per namespace": "lifecycle_next_action_timestamp_seconds",
     "misconfigurations": "lifecycle_misconfigurations_total",
     "queue depth": "workqueue_depth",
     "reconcile errors": "controller_runtime_reconcile_errors_total",

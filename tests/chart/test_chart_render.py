@@ -770,6 +770,45 @@ def test_notes_are_rendered(helm: Helm) -> None:
     assert "kubectl create configmap lifecycle-demo -n team-a" in namespaced
 
 
+def test_notes_in_dry_run_do_not_promise_a_deletion(helm: Helm) -> None:
+    acting = helm.notes()
+    assert "this ConfigMap is deleted about ten minutes after it is applied" in acting
+    assert "DRY RUN" not in acting
+    dry = helm.notes({"controllerManager": {"dryRun": True}})
+    assert "DRY RUN" in dry
+    assert "is deleted" not in dry
+    assert "this ConfigMap is kept" in dry
+    assert "DryRunDelete" in dry
+
+
+@pytest.mark.parametrize(
+    ("values", "namespace", "lease"),
+    [
+        ({}, RELEASE_NAMESPACE, FULLNAME),
+        ({"leaderElection": {"namespace": "ops", "resourceName": "my-lease"}}, "ops", "my-lease"),
+        # Without leader election the chart still passes the lease flags, for the breaker.
+        ({"leaderElection": {"enabled": False}}, RELEASE_NAMESPACE, FULLNAME),
+    ],
+)
+def test_notes_tell_how_to_read_and_reset_the_circuit_breaker(
+    helm: Helm, values: dict[str, Any], namespace: str, lease: str
+) -> None:
+    breaker = {"breaker": {"maxActions": 40, "window": "30m"}}
+    manager = {"controllerManager": {**values, **breaker}}
+    notes = helm.notes(manager)
+    flags = f"--leader-election-namespace {namespace} --leader-election-id {lease}"
+    assert f"lifecycle-controller breaker status {flags}\n" in notes
+    assert f"lifecycle-controller breaker reset {flags}\n" in notes
+    assert f"ConfigMap {namespace}/{lease}-breaker" in notes
+    assert "more than 40 deletions plus restarts fall within\n30m" in notes
+    # The commands find the ConfigMap the controller is told to use.
+    args = args_of(helm.render(manager))
+    assert f"--leader-election-id={lease}" in args
+    if namespace != RELEASE_NAMESPACE:
+        assert f"--leader-election-namespace={namespace}" in args
+    assert "breaker" not in helm.notes({"controllerManager": values})
+
+
 # --- values.schema.json -----------------------------------------------------------------------
 
 

@@ -235,10 +235,9 @@ def sample(running: RunningController, metric: str, **labels: str) -> float | No
 
 
 def next_action(running: RunningController, action: str, kind: str, namespace: str) -> float | None:
-    """``lifecycle_next_action_timestamp`` of the controller under test (None: no series)."""
-    return sample(
-        running, "lifecycle_next_action_timestamp", action=action, kind=kind, namespace=namespace
-    )
+    """``lifecycle_next_action_timestamp_seconds`` of the controller under test (None: none)."""
+    name = "lifecycle_next_action_timestamp_seconds"
+    return sample(running, name, action=action, kind=kind, namespace=namespace)
 
 
 def requeues(running: RunningController) -> float:

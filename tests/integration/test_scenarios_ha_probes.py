@@ -288,15 +288,17 @@ async def test_metrics_expose_reference_controller_and_lifecycle_series(
 
     async def next_action_published() -> bool:
         samples = await scrape(http, running)
-        return sample(samples, "lifecycle_next_action_timestamp", **pending) == epoch(due)
+        return sample(samples, "lifecycle_next_action_timestamp_seconds", **pending) == epoch(due)
 
-    await eventually(next_action_published, within=5, what="lifecycle_next_action_timestamp")
+    await eventually(
+        next_action_published, within=5, what="lifecycle_next_action_timestamp_seconds"
+    )
 
     await wait_gone(kube, CONFIGMAPS, namespace, "soon", within=15)
 
     async def next_action_removed() -> bool:
         samples = await scrape(http, running)
-        return sample(samples, "lifecycle_next_action_timestamp", **pending) is None
+        return sample(samples, "lifecycle_next_action_timestamp_seconds", **pending) is None
 
     await eventually(next_action_removed, within=5, what="the next-action series to go")
     samples = await scrape(http, running)

@@ -85,7 +85,7 @@ def skipped(action: str, scheduled: str) -> tuple[str, str, str]:
 
 
 def next_restart_at(running: RunningController, namespace: str) -> float | None:
-    """``lifecycle_next_action_timestamp{action="restart",kind="Deployment",namespace}``."""
+    """``lifecycle_next_action_timestamp_seconds{action="restart",kind="Deployment",namespace}``."""
     return next_action(running, "restart", "Deployment", namespace)
 
 

@@ -144,3 +144,35 @@ class TestBuildProgress:
         )
         progress.heartbeat()
         assert lines == ["  ... x: 0s elapsed, 0 packages compiled"]
+
+
+def test_build_tags_reach_go_build(sandbox: Path) -> None:
+    """promtool is built with ``remove_all_sd``; a tagged file shows the tag is passed."""
+    (sandbox / "gomod" / "hello" / "tagged.go").write_text(
+        '//go:build shout\n\npackage main\n\nfunc init() { println("tagged") }\n'
+    )
+    tagged = GoComponent(
+        name="tagged", version="v0.0.1", module="hello", packages={"hello": "."}, tags=("shout",)
+    )
+    folder = binaries.ensure_component(tagged, log=lambda _line: None)
+    output = subprocess.run([folder / "hello"], capture_output=True, text=True, check=True)
+    assert (output.stdout, output.stderr) == ("hello\n", "tagged\n")
+    plain = binaries.ensure_component(HELLO, log=lambda _line: None)
+    output = subprocess.run([plain / "hello"], capture_output=True, text=True, check=True)
+    assert output.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("module_tag", "release"),
+    [("v0.316.0", "3.16.0"), ("v0.305.2", "3.5.2"), ("v0.54.1", "2.54.1")],
+)
+def test_prometheus_module_tags_name_their_release(module_tag: str, release: str) -> None:
+    assert binaries._prometheus_release(module_tag) == release
+
+
+def test_a_ready_made_promtool_skips_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "promtool").write_text("#!/bin/sh\n")
+    monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path))
+    assert binaries.ensure_promtool(log=lambda _line: None) == tmp_path / "promtool"

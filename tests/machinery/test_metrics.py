@@ -20,7 +20,7 @@ from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor
 from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.testing.fakeclock import FakeClock
 
-NEXT = "lifecycle_next_action_timestamp"
+NEXT = "lifecycle_next_action_timestamp_seconds"
 
 
 def sample(m: Metrics, metric: str, /, **labels: str) -> float | None:
@@ -41,7 +41,7 @@ def metrics() -> Metrics:
     return Metrics(leader_election_id="lease-x", process_collectors=False)
 
 
-# --- lifecycle_next_action_timestamp ----------------------------------------------------------
+# --- lifecycle_next_action_timestamp_seconds --------------------------------------------------
 
 
 def test_next_action_is_minimum_over_objects_and_moves_when_the_minimum_leaves(
@@ -297,6 +297,36 @@ def test_no_per_object_labels() -> None:
     assert labels <= allowed
     text = generate_latest(metrics.registry).decode()
     assert "process_cpu_seconds_total" in text or "python_info" in text
+
+
+def test_no_created_series(metrics: Metrics) -> None:
+    """prometheus-client's ``*_created`` start times (one per counter, histogram and child)
+    are not exported."""
+    metrics.declare_kind("ConfigMap")
+    metrics.count_action("delete", "ConfigMap", "success")
+    metrics.observe_lateness(3.0)
+    metrics.observe_request("GET", "200")
+    text = generate_latest(metrics.registry).decode()
+    assert "lifecycle_actions_total{" in text
+    assert "_created" not in text
+
+
+def test_the_next_action_gauge_is_named_in_seconds(metrics: Metrics) -> None:
+    metrics.set_next_action("x", "delete", "ConfigMap", "ns", 1234.0)
+    text = generate_latest(metrics.registry).decode()
+    line = (
+        'lifecycle_next_action_timestamp_seconds{action="delete",kind="ConfigMap",namespace="ns"}'
+    )
+    assert f"{line} 1234.0" in text
+    assert "lifecycle_next_action_timestamp{" not in text
+
+
+def test_no_leader_series_without_leader_election() -> None:
+    metrics = Metrics(leader_election_id="", process_collectors=False)
+    metrics.set_leader(True)  # not called without an elector; harmless if it were
+    text = generate_latest(metrics.registry).decode()
+    assert "leader_election_master_status{" not in text
+    assert "# TYPE leader_election_master_status gauge" in text  # the family is still declared
 
 
 class _LateClock(FakeClock):
