@@ -413,7 +413,7 @@ class Controller:
         for resource in sorted(removed):
             _log.info("stopping informer", resource=str(resource))
             await informers.stop(resource)
-            self.metrics.forget_resource(resource.key)
+            self.metrics.drop_resource_series(resource.key)
         for resource in sorted(added):
             self.metrics.declare_kind(
                 resource.kind,

@@ -63,7 +63,7 @@ class ActionMetrics(Protocol):
     def set_next_action(
         self, key_id: str, action: str, kind: str, namespace: str, due_ts: float | None
     ) -> None: ...
-    def forget_object(self, key_id: str) -> None: ...
+    def drop_object_series(self, key_id: str) -> None: ...
     def set_ledger_arms(self, n: int) -> None: ...
 
 
@@ -84,7 +84,7 @@ class NoActionMetrics:
     ) -> None:
         pass
 
-    def forget_object(self, key_id: str) -> None:
+    def drop_object_series(self, key_id: str) -> None:
         pass
 
     def set_ledger_arms(self, n: int) -> None:
@@ -197,9 +197,9 @@ class Accounting:
 
     def gone(self, key: ObjectKey) -> None:
         """The object is gone: drop its ledger arm and its next-action series."""
-        self.ledger.forget(key)
+        self.ledger.disarm(key)
         self.metrics.set_ledger_arms(len(self.ledger))
-        self.metrics.forget_object(key.id)
+        self.metrics.drop_object_series(key.id)
 
 
 def _log_decision(decision: Decision) -> None:

@@ -77,7 +77,7 @@ class CacheWriter:
         if old is not None or final.annotated:
             self._emit("delete", key, old, final)
 
-    def forget(self, keys: Iterable[ObjectKey]) -> None:
+    def deleted_since_list(self, keys: Iterable[ObjectKey]) -> None:
         """Cached keys a full list no longer has: synthesised deletes (final state unknown)."""
         for key in keys:
             old = self._cache.delete(key)

@@ -156,6 +156,6 @@ class Guardrails:
     def gone(self, key: ObjectKey) -> None:
         """The object is gone: it waits for no slot and no reset any more."""
         if self.rollouts is not None:
-            self.rollouts.forget(key)
+            self.rollouts.object_gone(key)
         if self.breaker is not None:
             self.breaker.release(key)

@@ -277,7 +277,7 @@ class Informer:
 
     def _listed(self, resource_version: str, stale: set[ObjectKey]) -> None:
         """A full list is in: synthesise deletes for ``stale`` keys, mark the scope synced."""
-        self._writer.forget(stale)
+        self._writer.deleted_since_list(stale)
         self._metrics.cache_objects(self.resource, self._cache.count(self.resource))
         if self._lists:
             self._metrics.relisted(self.resource)

@@ -149,7 +149,7 @@ class RolloutTracker:
             self._slots.discard(key)
             self._wake_waiters()
 
-    def forget(self, key: ObjectKey) -> None:
+    def object_gone(self, key: ObjectKey) -> None:
         """``key`` is gone: it waits no more."""
         self._waiting.pop(key, None)
         self.abandon(key)

@@ -163,7 +163,7 @@ class Ledger:
     def peek(self, key: Hashable) -> Arm | None:
         return self._arms.get(key)
 
-    def forget(self, key: Hashable) -> None:
+    def disarm(self, key: Hashable) -> None:
         self._arms.pop(key, None)
 
     def observe(self, key: Hashable, identity: Identity, due_ns: int, now_ns: int) -> bool:
@@ -179,6 +179,6 @@ class Ledger:
         """Apply a decision's ledger operations for one item, in order."""
         for op in ops:
             if isinstance(op, Forget):
-                self.forget(key)
+                self.disarm(key)
             else:
                 self.observe(key, op.identity, op.due_ns, op.now_ns)

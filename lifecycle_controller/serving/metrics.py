@@ -432,7 +432,7 @@ class Metrics:
             raise ValueError(f"due_ts must be finite, got {due_ts}")
         self._next_actions.set((key_id, action), (action, kind, namespace), due_ts)
 
-    def forget_object(self, key_id: Hashable) -> None:
+    def drop_object_series(self, key_id: Hashable) -> None:
         """Forget every next action of ``key_id`` (the object was deleted)."""
         for action in ACTIONS:
             self._next_actions.set((key_id, action), ("", "", ""), None)
@@ -482,7 +482,7 @@ class Metrics:
         """The metadata cache holds ``count`` objects of ``resource``."""
         self.cache_objects.labels(resource).set(count)
 
-    def forget_resource(self, resource: str) -> None:
+    def drop_resource_series(self, resource: str) -> None:
         """Drop the per-resource gauge of a resource no longer watched (counters stay)."""
         self.cache_objects.remove(resource)
 

@@ -253,7 +253,7 @@ def test_ledger_observe_semantics() -> None:
     assert len(ledger) == 0
     ledger.apply("k", [Observe(identity, DUE, NOW), Forget()])
     assert ledger.peek("k") is None
-    ledger.forget("absent")  # forgetting nothing is fine
+    ledger.disarm("absent")  # forgetting nothing is fine
     assert observe_outcome(None, identity, NOW, NOW) == (False, None)  # due exactly now
 
 
@@ -412,7 +412,7 @@ def test_ref_020_not_found_and_no_annotations_forget_arms() -> None:
     world = World(one_time("restart"), settings=GLOBAL_NEVER)
     world.reconcile(NOW)
     assert world.ledger.peek(DEPLOYMENT.key) is not None
-    world.ledger.forget(DEPLOYMENT.key)  # the caller's NotFound path
+    world.ledger.disarm(DEPLOYMENT.key)  # the caller's NotFound path
     assert world.ledger.peek(DEPLOYMENT.key) is None
     world.reconcile(NOW)
     world.annotations.clear()

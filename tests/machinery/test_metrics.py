@@ -65,7 +65,7 @@ def test_series_is_deleted_when_its_last_object_goes(metrics: Metrics) -> None:
     metrics.set_next_action("a", "restart", "Deployment", "ns", 100.0)
     metrics.set_next_action("b", "restart", "Deployment", "ns", 200.0)
     metrics.set_next_action("a", "restart", "Deployment", "ns", None)
-    metrics.forget_object("b")
+    metrics.drop_object_series("b")
     assert next_action_series(metrics) == {}
     assert metrics.tracked_next_actions == 0
     text = generate_latest(metrics.registry).decode()
@@ -79,7 +79,7 @@ def test_actions_of_one_object_are_tracked_separately(metrics: Metrics) -> None:
         ("restart", "Deployment", "ns"): 300.0,
         ("delete", "Deployment", "ns"): 100.0,
     }
-    metrics.forget_object("d")
+    metrics.drop_object_series("d")
     assert next_action_series(metrics) == {}
 
 
@@ -278,7 +278,7 @@ def test_counters_and_gauges_of_the_engines(metrics: Metrics) -> None:
                   resource="deployments.apps", reason="expired") == 1  # fmt: skip
     assert sample(metrics, "lifecycle_relists_total", resource="deployments.apps") == 1
     assert sample(metrics, "lifecycle_cache_objects", resource="deployments.apps") == 7
-    metrics.forget_resource("deployments.apps")
+    metrics.drop_resource_series("deployments.apps")
     assert sample(metrics, "lifecycle_cache_objects", resource="deployments.apps") is None
     assert sample(metrics, "lifecycle_ledger_arms") == 3
 

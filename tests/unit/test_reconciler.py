@@ -53,7 +53,7 @@ class Metrics:
     ) -> None:
         pass
 
-    def forget_object(self, key_id: str) -> None:
+    def drop_object_series(self, key_id: str) -> None:
         self.forgotten.append(key_id)
 
     def set_ledger_arms(self, n: int) -> None:
