@@ -40,6 +40,7 @@ from cachetools import LRUCache
 
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectRef
+from lifecycle_controller.core.units import NS_PER_MINUTE
 from lifecycle_controller.kube import (
     EVENTS,
     AlreadyExists,
@@ -57,7 +58,7 @@ from lifecycle_controller.machinery.clock import Clock
 REPORTING_CONTROLLER = "lifecycle-controller"
 ACTION = "Reconcile"
 NOTE_LIMIT = 1024
-SERIES_WINDOW_NS = 30 * 60 * 1_000_000_000
+SERIES_WINDOW_NS = 30 * NS_PER_MINUTE
 
 #: Waits before the retries of a transient failure (then the Event is dropped).
 RETRY_DELAYS = (0.25, 0.75, 2.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from lifecycle_controller.core.gotext import format_go_duration, go_quote, go_time_quote
+from lifecycle_controller.core.units import NS_PER_DAY, NS_PER_HOUR, NS_PER_MINUTE, NS_PER_SECOND
 
 __all__ = [
     "MAX_DURATION_NS",
@@ -26,10 +27,6 @@ __all__ = [
     "parse_restart_every",
 ]
 
-NS_PER_SECOND = 1_000_000_000
-NS_PER_MINUTE = 60 * NS_PER_SECOND
-NS_PER_HOUR = 60 * NS_PER_MINUTE
-NS_PER_DAY = 24 * NS_PER_HOUR
 MAX_DURATION_NS = (1 << 63) - 1
 MINIMUM_RESTART_EVERY_NS = NS_PER_MINUTE
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from lifecycle_controller.core.units import NS_PER_SECOND
+
 __all__ = [
     "GoNumError",
     "format_go_duration",
@@ -182,7 +184,7 @@ def format_go_duration(nanoseconds: int) -> str:
         return "0s"
     negative = nanoseconds < 0
     magnitude = -nanoseconds if negative else nanoseconds
-    if magnitude < 1_000_000_000:
+    if magnitude < NS_PER_SECOND:
         if magnitude < 1_000:
             text = f"{magnitude}ns"
         else:

@@ -17,6 +17,7 @@ import math
 from collections.abc import Hashable
 from typing import Protocol, runtime_checkable
 
+from lifecycle_controller.core.units import NS_PER_SECOND
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
@@ -70,12 +71,12 @@ class ItemExponentialFailureRateLimiter:
         # Like client-go, compute in nanoseconds and fall back to the cap when the value
         # would not fit in an int64 (or does not fit in a float at all).
         try:
-            backoff_ns = self._base_delay * 1e9 * math.pow(2, exp)
+            backoff_ns = self._base_delay * NS_PER_SECOND * math.pow(2, exp)
         except OverflowError:
             return self._max_delay
         if backoff_ns > _MAX_INT64:
             return self._max_delay
-        return min(backoff_ns / 1e9, self._max_delay)
+        return min(backoff_ns / NS_PER_SECOND, self._max_delay)
 
     def forget(self, item: Hashable) -> None:
         """Reset ``item``'s failure count to zero."""
