@@ -29,7 +29,8 @@ from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.gotext import format_go_duration
 from lifecycle_controller.core.guardrails import BreakerFacts
 from lifecycle_controller.core.resources import ObjectKey
-from lifecycle_controller.kube import KubeClient, KubeError
+from lifecycle_controller.kube import KubeError
+from lifecycle_controller.kube.api_ports import ConfigMapStore
 from lifecycle_controller.kube.breaker_store import (
     read_breaker,
     write_breaker,
@@ -52,7 +53,7 @@ class CircuitBreaker:
 
     def __init__(
         self,
-        kube: KubeClient,
+        kube: ConfigMapStore,
         *,
         namespace: str,
         name: str,

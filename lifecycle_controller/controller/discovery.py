@@ -34,7 +34,11 @@ from typing import Protocol
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.informer_ports import EventKind, InformerSettings
+from lifecycle_controller.controller.informer_ports import (
+    EventKind,
+    InformerSettings,
+    MetadataSource,
+)
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.core.scope import (
@@ -48,10 +52,10 @@ from lifecycle_controller.core.scope import (
 from lifecycle_controller.kube import (
     CRDS,
     Forbidden,
-    KubeClient,
     KubeError,
     ResourceType,
 )
+from lifecycle_controller.kube.api_ports import RawRequests
 from lifecycle_controller.kube.discovery import (
     DiscoverySnapshot,
     failures_text,
@@ -72,6 +76,11 @@ __all__ = [
     "NoDiscoveryMetrics",
     "OnChange",
 ]
+
+
+class DiscoveryClient(RawRequests, MetadataSource, Protocol):
+    """What discovery needs of the API: discovery documents and the CRD informer's calls."""
+
 
 _log = structlog.get_logger(__name__)
 
@@ -145,7 +154,7 @@ class Discovery:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: DiscoveryClient,
         scope: ScopeConfig,
         *,
         clock: Clock,

@@ -45,13 +45,13 @@ from lifecycle_controller.kube import (
     EVENTS,
     AlreadyExists,
     Conflict,
-    KubeClient,
     KubeError,
     NotFound,
     ServerError,
     TooManyRequests,
     TransportError,
 )
+from lifecycle_controller.kube.api_ports import ObjectWrites
 from lifecycle_controller.kube.microtime import micro_time
 from lifecycle_controller.machinery.clock import Clock
 
@@ -126,7 +126,7 @@ class KubeEventRecorder:
 
     def __init__(
         self,
-        kube: KubeClient,
+        kube: ObjectWrites,
         *,
         clock: Clock,
         reporting_instance: str,

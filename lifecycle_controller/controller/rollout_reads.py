@@ -18,7 +18,8 @@ from typing import Any
 
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.kube import KubeClient, KubeError, NotFound
+from lifecycle_controller.kube import KubeError, NotFound
+from lifecycle_controller.kube.api_ports import ObjectReads
 
 __all__ = ["RolloutReads"]
 
@@ -33,7 +34,7 @@ _Group = tuple[ResourceType, str | None]
 class RolloutReads:
     """Coalesces status reads issued in the same loop iteration."""
 
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: ObjectReads) -> None:
         self.kube = kube
         self._pending: dict[ObjectKey, asyncio.Future[dict[str, Any]]] = {}
         self._flush: asyncio.Handle | None = None

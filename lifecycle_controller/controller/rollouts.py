@@ -41,7 +41,8 @@ from lifecycle_controller.core import ObjectKey, ObjectRef
 from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.rollout_progress import rollout_progress
-from lifecycle_controller.kube import KubeClient, KubeError, NotFound
+from lifecycle_controller.kube import KubeError, NotFound
+from lifecycle_controller.kube.api_ports import ObjectReads
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["RolloutMetrics", "RolloutTracker"]
@@ -64,7 +65,7 @@ class RolloutTracker:
 
     def __init__(
         self,
-        kube: KubeClient,
+        kube: ObjectReads,
         recorder: EventRecorder,
         clock: Clock,
         metrics: RolloutMetrics,

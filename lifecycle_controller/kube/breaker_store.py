@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lifecycle_controller.core.breaker import BreakerState
 from lifecycle_controller.core.timestamps import format_rfc3339_seconds
-from lifecycle_controller.kube.client import KubeClient
+from lifecycle_controller.kube.api_ports import ConfigMapStore
 from lifecycle_controller.kube.errors import NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS
 
@@ -31,7 +31,7 @@ def breaker_name(lease_name: str) -> str:
     return lease_name[: 253 - len(BREAKER_SUFFIX)] + BREAKER_SUFFIX
 
 
-async def read_breaker(kube: KubeClient, namespace: str, name: str) -> BreakerState:
+async def read_breaker(kube: ConfigMapStore, namespace: str, name: str) -> BreakerState:
     """The latched state (closed when the ConfigMap does not exist)."""
     try:
         configmap = await kube.get(CONFIGMAPS, namespace, name)
@@ -40,7 +40,9 @@ async def read_breaker(kube: KubeClient, namespace: str, name: str) -> BreakerSt
     return BreakerState.from_data(configmap.get("data"))
 
 
-async def write_breaker(kube: KubeClient, namespace: str, name: str, state: BreakerState) -> None:
+async def write_breaker(
+    kube: ConfigMapStore, namespace: str, name: str, state: BreakerState
+) -> None:
     """Store ``state`` in the ConfigMap, creating it when it does not exist."""
     try:
         await kube.merge_patch(CONFIGMAPS, namespace, name, {"data": state.to_data()})
@@ -59,7 +61,7 @@ async def write_breaker(kube: KubeClient, namespace: str, name: str, state: Brea
 
 
 async def write_breaker_keys(
-    kube: KubeClient, namespace: str, name: str, data: dict[str, str]
+    kube: ConfigMapStore, namespace: str, name: str, data: dict[str, str]
 ) -> None:
     """Merge ``data`` into the existing ConfigMap's ``data`` (nothing when it is gone)."""
     try:
@@ -68,7 +70,9 @@ async def write_breaker_keys(
         return
 
 
-async def reset_breaker(kube: KubeClient, namespace: str, name: str, now_ns: int) -> BreakerState:
+async def reset_breaker(
+    kube: ConfigMapStore, namespace: str, name: str, now_ns: int
+) -> BreakerState:
     """Close the breaker (``lifecycle-controller breaker reset``); returns the new state."""
     state = (await read_breaker(kube, namespace, name)).reset(at=format_rfc3339_seconds(now_ns))
     await write_breaker(kube, namespace, name, state)

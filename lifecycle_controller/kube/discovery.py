@@ -26,7 +26,8 @@ from lifecycle_controller.core.scope import (
     DiscoveredVersion,
     preferred_resources,
 )
-from lifecycle_controller.kube.client import ACCEPT_AGGREGATED_DISCOVERY, KubeClient
+from lifecycle_controller.kube.api_ports import RawRequests
+from lifecycle_controller.kube.client import ACCEPT_AGGREGATED_DISCOVERY
 from lifecycle_controller.kube.errors import KubeError
 
 __all__ = ["DiscoverySnapshot", "failures_text", "fetch_discovery", "group_of"]
@@ -68,7 +69,7 @@ def failures_text(failed: Mapping[str, str]) -> str:
     return f"unable to retrieve the complete list of server APIs: {parts}"
 
 
-async def fetch_discovery(client: KubeClient, *, aggregated: bool = True) -> DiscoverySnapshot:
+async def fetch_discovery(client: RawRequests, *, aggregated: bool = True) -> DiscoverySnapshot:
     """Read the cluster's API resources; raises :class:`KubeError` on a total failure.
 
     With ``aggregated`` (the default) the server is asked for aggregated discovery and any
@@ -136,7 +137,7 @@ def _aggregated_resources(
 
 
 async def _legacy_core(
-    client: KubeClient,
+    client: RawRequests,
     doc: Mapping[str, Any],
     groups: list[DiscoveredGroup],
     failed: dict[str, str],
@@ -150,7 +151,7 @@ async def _legacy_core(
 
 
 async def _legacy_groups(
-    client: KubeClient,
+    client: RawRequests,
     doc: Mapping[str, Any],
     groups: list[DiscoveredGroup],
     failed: dict[str, str],
@@ -177,7 +178,7 @@ async def _legacy_groups(
 
 
 async def _legacy_group(
-    client: KubeClient,
+    client: RawRequests,
     name: str,
     versions: list[str],
     preferred: str,
