@@ -369,14 +369,20 @@ class Controller:
         """The circuit breaker (latched beside the Lease) and the rollout tracker."""
         guardrails = self.settings.guardrails
         election = self.settings.leader_election
+        namespace = election.namespace or self.kube.default_namespace
         breaker = CircuitBreaker(
             self.kube,
-            namespace=election.namespace or self.kube.default_namespace,
+            namespace=namespace,
             name=breaker_name(election.name),
             limit=guardrails.breaker_max_actions,
             window=guardrails.breaker_window,
             clock=self.clock,
             metrics=self.metrics,
+            recorder=recorder,
+            reset_command=(
+                "lifecycle-controller breaker reset "
+                f"--leader-election-id {election.name} --leader-election-namespace {namespace}"
+            ),
         )
         breaker.on_release = queue.add
         self.metrics.set_breaker_open(False)

@@ -24,11 +24,13 @@ from typing import Protocol
 
 import structlog
 
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.breaker import HELD_NAMED, ActionWindow, BreakerState
 from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.gotext import format_go_duration
 from lifecycle_controller.core.guardrails import BreakerFacts
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import KubeError
 from lifecycle_controller.kube.api_ports import ConfigMapStore
 from lifecycle_controller.kube.breaker_store import (
@@ -36,6 +38,7 @@ from lifecycle_controller.kube.breaker_store import (
     write_breaker,
     write_breaker_keys,
 )
+from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["BreakerMetrics", "CircuitBreaker"]
@@ -62,6 +65,8 @@ class CircuitBreaker:
         clock: Clock,
         metrics: BreakerMetrics,
         poll_interval: float = 5.0,
+        recorder: EventRecorder | None = None,
+        reset_command: str = "lifecycle-controller breaker reset",
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -71,6 +76,9 @@ class CircuitBreaker:
         self.clock = clock
         self.metrics = metrics
         self.poll_interval = poll_interval
+        self.recorder = recorder
+        self.reset_command = reset_command
+        self._announce = False  # a trip whose Event waits for its ConfigMap to be written
         self.state = BreakerState()
         self.on_release: Callable[[ObjectKey], None] = lambda key: None
         self._window = ActionWindow(limit, max(self.window_ns, 1))
@@ -151,7 +159,7 @@ class CircuitBreaker:
             actions=self.limit,
             window=format_go_duration(self.window_ns),
         )
-        self._unsaved = True
+        self._unsaved = self._announce = True
         self.metrics.count_breaker_trip()
         self.metrics.set_breaker_open(True)
         _log.warning(
@@ -202,11 +210,19 @@ class CircuitBreaker:
     async def _save(self) -> None:
         self.state = self._with_held()
         try:
-            await write_breaker(self.kube, self.namespace, self.name, self.state)
+            configmap = await write_breaker(self.kube, self.namespace, self.name, self.state)
         except KubeError as error:
             _log.error("circuit breaker state not saved; retrying", error=str(error))
             return
         self._unsaved = False
+        if self._announce and self.recorder is not None:
+            self._announce = False
+            uid = str((configmap.get("metadata") or {}).get("uid", ""))
+            ref = ObjectRef(ObjectKey(CONFIGMAPS, self.namespace, self.name), uid, "")
+            event = catalogue.breaker_tripped(
+                self.state.actions, self.window_ns, self.reset_command
+            )
+            await self.recorder.record(ref, event)
 
     def _apply(self, state: BreakerState) -> None:
         was_open = self.state.open

@@ -1,7 +1,8 @@
 """Webhook notifications about the controller's Events (issue 12, part 2), never in the way.
 
 For each notifiable Event (``Upcoming*``, ``Deleted``, ``RestartTriggered``, ``ActionSkipped``,
-``*Failed``, ``ActionsHalted``, ``RolloutStalled``) one JSON document is POSTed to every
+``*Failed``, ``CircuitBreakerTripped``, ``RolloutStalled``; each held object's
+``ActionsHalted`` only on request) one JSON document is POSTed to every
 configured URL. :meth:`WebhookNotifier.offer` never blocks and never raises: documents go
 into a bounded in-memory queue (the oldest is dropped when it is full) that one task,
 :meth:`WebhookNotifier.run`, drains. Each request has a timeout; 5xx answers and timeouts
@@ -58,7 +59,7 @@ NOTIFIABLE_REASONS = frozenset(
         catalogue.DELETED,
         catalogue.RESTART_TRIGGERED,
         catalogue.ACTION_SKIPPED,
-        catalogue.ACTIONS_HALTED,
+        catalogue.BREAKER_TRIPPED,
         catalogue.ROLLOUT_STALLED,
     }
 )
@@ -68,7 +69,11 @@ _log = structlog.get_logger(__name__)
 _POOL_LIMIT = 16
 
 
-def is_notifiable(reason: str) -> bool:
+def is_notifiable(reason: str, *, held_actions: bool = False) -> bool:
+    """Whether an Event with ``reason`` is notified; each held action's ``ActionsHalted``
+    only with ``held_actions`` (a trip is notified once, by ``CircuitBreakerTripped``)."""
+    if reason == catalogue.ACTIONS_HALTED:
+        return held_actions
     return (
         reason in NOTIFIABLE_REASONS or reason.startswith("Upcoming") or reason.endswith("Failed")
     )
@@ -259,16 +264,25 @@ class NotifyingRecorder:
     """
 
     def __init__(
-        self, inner: EventRecorder, notifier: WebhookNotifier, *, clock: Clock, cluster: str
+        self,
+        inner: EventRecorder,
+        notifier: WebhookNotifier,
+        *,
+        clock: Clock,
+        cluster: str,
+        held_actions: bool = False,
     ) -> None:
         self._inner = inner
         self._notifier = notifier
         self._clock = clock
         self._cluster = cluster
+        self._held_actions = held_actions
 
     async def record(self, ref: ObjectRef, event: Event) -> Recorded | None:
         verdict = await self._inner.record(ref, event)
-        if verdict is not Recorded.SUPPRESSED and is_notifiable(event.reason):
+        if verdict is not Recorded.SUPPRESSED and is_notifiable(
+            event.reason, held_actions=self._held_actions
+        ):
             key = ref.key
             self._notifier.offer(
                 notification_document(

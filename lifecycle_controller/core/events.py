@@ -23,6 +23,7 @@ __all__ = [
     "ACTION_SKIPPED",
     "ACTION_SKIP_FAILED",
     "ACTION_THROTTLED",
+    "BREAKER_TRIPPED",
     "CONFLICTING_ANNOTATIONS",
     "DELETED",
     "DELETE_TTL_EXCEEDED",
@@ -56,6 +57,7 @@ __all__ = [
     "action_deferred",
     "action_throttled",
     "actions_halted",
+    "breaker_tripped",
     "invalid_maintenance_window",
     "invalid_namespace_default",
     "invalid_warn_before",
@@ -334,10 +336,20 @@ def rollout_blocked(reasons: list[str]) -> Event:
 # --- blast-radius controls (docs/behaviour.md#circuit-breaker and after) ------------------
 
 ACTIONS_HALTED: Final = "ActionsHalted"
+BREAKER_TRIPPED: Final = "CircuitBreakerTripped"
 RESTART_DEFERRED: Final = "RestartDeferred"
 RESTART_QUEUED: Final = "RestartQueued"
 ROLLOUT_COMPLETED: Final = "RolloutCompleted"
 ROLLOUT_STALLED: Final = "RolloutStalled"
+
+
+def breaker_tripped(actions: int, window_ns: int, reset_command: str) -> Event:
+    """The breaker tripped (recorded on its ConfigMap, once per trip): one notice for a trip."""
+    return _warning(
+        BREAKER_TRIPPED,
+        f"Circuit breaker tripped: {actions} actions within {format_go_duration(window_ns)}; "
+        f"every further deletion and restart is held until `{reset_command}`",
+    )
 
 
 def actions_halted(actions: int, window_ns: int, tripped_at: str) -> Event:

@@ -8,6 +8,8 @@ written by the controller (:mod:`lifecycle_controller.controller.breaker`) and b
 
 from __future__ import annotations
 
+from typing import Any
+
 from lifecycle_controller.core.breaker import BreakerState
 from lifecycle_controller.core.timestamps import format_rfc3339_seconds
 from lifecycle_controller.kube.api_ports import ConfigMapStore
@@ -42,10 +44,10 @@ async def read_breaker(kube: ConfigMapStore, namespace: str, name: str) -> Break
 
 async def write_breaker(
     kube: ConfigMapStore, namespace: str, name: str, state: BreakerState
-) -> None:
-    """Store ``state`` in the ConfigMap, creating it when it does not exist."""
+) -> dict[str, Any]:
+    """Store ``state`` in the ConfigMap, creating it when it does not exist; the ConfigMap."""
     try:
-        await kube.merge_patch(CONFIGMAPS, namespace, name, {"data": state.to_data()})
+        return await kube.merge_patch(CONFIGMAPS, namespace, name, {"data": state.to_data()})
     except NotFound:
         body = {
             "apiVersion": "v1",
@@ -57,7 +59,7 @@ async def write_breaker(
             },
             "data": state.to_data(),
         }
-        await kube.create(CONFIGMAPS, namespace, body)
+        return await kube.create(CONFIGMAPS, namespace, body)
 
 
 async def write_breaker_keys(

@@ -369,3 +369,31 @@ async def test_the_breaker_waits_for_actions_in_flight_before_it_trips(
     breaker.settle(second, counted=True, carried_out=True)
     assert verdict(first) is HoldReason.BREAKER_TRIPPED  # now the (N+1)th: trip
     assert not breaker.is_open  # the check only says so; trip() opens it
+
+
+async def test_a_trip_is_announced_once_on_the_breaker_configmap_with_the_reset_command(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    breaker = CircuitBreaker(
+        kube,
+        namespace="ops",
+        name="lease-breaker",
+        limit=2,
+        window=600,
+        clock=clock,
+        metrics=Metrics(),
+        recorder=KubeEventRecorder(kube, clock=clock, reporting_instance="test"),
+        reset_command="lifecycle-controller breaker reset --leader-election-id lease",
+    )
+    await breaker.load()
+    reconcile, cache = build(kube, clock, breaker=breaker)
+    for i in range(4):
+        await reconcile(put(api, cache, CONFIGMAPS, annotated(f"cm{i}", {keys.DELETE_AT: DUE})))
+    (trip,) = [e for e in api.store.objects(EVENTS) if e["reason"] == "CircuitBreakerTripped"]
+    assert trip["regarding"]["name"] == "lease-breaker"
+    assert trip["regarding"]["namespace"] == "ops"
+    assert trip["note"] == (
+        "Circuit breaker tripped: 2 actions within 10m0s; every further deletion and restart "
+        "is held until `lifecycle-controller breaker reset --leader-election-id lease`"
+    )
+    assert reasons(api, "cm2") == reasons(api, "cm3") == ["ActionsHalted"]

@@ -179,8 +179,11 @@ async def test_when_full_the_oldest_is_dropped_and_counted(receiver: Receiver) -
 def test_which_events_are_notified() -> None:
     for reason in ("UpcomingDeletion", "UpcomingRestart", "Deleted", "RestartTriggered"):
         assert is_notifiable(reason)
-    for reason in ("ActionSkipped", "DeletionFailed", "ActionsHalted", "RolloutStalled"):
+    for reason in ("ActionSkipped", "DeletionFailed", "CircuitBreakerTripped", "RolloutStalled"):
         assert is_notifiable(reason)
+    # A trip is notified once; each held object's ActionsHalted only on request.
+    assert not is_notifiable("ActionsHalted")
+    assert is_notifiable("ActionsHalted", held_actions=True)
     for reason in ("ActionDeferred", "DryRunDelete", "InvalidAnnotation", "ActionThrottled"):
         assert not is_notifiable(reason)
 
