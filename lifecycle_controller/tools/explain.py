@@ -19,7 +19,7 @@ from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
 from lifecycle_controller.core.gotext import format_go_duration, go_parse_bool
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, explain
+from lifecycle_controller.core.plan import Explanation, RestartGuard, explain
 from lifecycle_controller.core.relevance import has_action
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
@@ -244,6 +244,7 @@ async def explain_object(
     settings: DecisionSettings,
     now_ns: int,
     occurrences: int = 3,
+    guard: RestartGuard | None = None,
 ) -> ObjectReport:
     """Read one object (``KIND/NAME``) and explain it; raises ExplainError."""
     kind_name, slash, name = target.partition("/")
@@ -273,6 +274,7 @@ async def explain_object(
         settings=settings,
         occurrences=occurrences,
         namespace_defaults=defaults,
+        guard=guard,
     )
     watched, scope_text = _scope(resource, verbs, obj, scope, settings)
     due = explanation.due_ns
