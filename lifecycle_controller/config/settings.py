@@ -15,6 +15,7 @@ import math
 import os
 import re
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import Any, Literal
@@ -61,9 +62,9 @@ def flag_default(into: str) -> Any:
     return flag.parse(flag.option, flag.raw_default)
 
 
-def _default(into: str) -> Any:
-    """A dataclass field defaulting to the flag's default (see :func:`flag_default`)."""
-    return field(default_factory=lambda: flag_default(into))
+def _flag(into: str) -> Callable[[], Any]:
+    """A ``default_factory``: the default of the flag of this field (:func:`flag_default`)."""
+    return lambda: flag_default(into)
 
 
 def local_zone() -> tzinfo:
@@ -81,16 +82,20 @@ def local_zone() -> tzinfo:
 class ActionSettings:
     """What the decision core needs besides the object: global dry-run, defaults, guardrails."""
 
-    dry_run: bool = _default("actions.dry_run")
-    delete_catch_up: CatchUpPolicy = _default("actions.delete_catch_up")
-    restart_catch_up: CatchUpPolicy = _default("actions.restart_catch_up")
-    max_delete_ttl_ns: int | None = _default("actions.max_delete_ttl_ns")
-    max_deletes_per_minute: int = _default("actions.max_deletes_per_minute")
-    max_restarts_per_minute: int = _default("actions.max_restarts_per_minute")
-    act_on_annotation_copies: bool = _default("actions.act_on_annotation_copies")
-    maintenance_windows: MaintenanceWindows | None = _default("actions.maintenance_windows")
-    warn_before_ns: int = _default("actions.warn_before_ns")
-    persist_observations: bool = _default("actions.persist_observations")
+    dry_run: bool = field(default_factory=_flag("actions.dry_run"))
+    delete_catch_up: CatchUpPolicy = field(default_factory=_flag("actions.delete_catch_up"))
+    restart_catch_up: CatchUpPolicy = field(default_factory=_flag("actions.restart_catch_up"))
+    max_delete_ttl_ns: int | None = field(default_factory=_flag("actions.max_delete_ttl_ns"))
+    max_deletes_per_minute: int = field(default_factory=_flag("actions.max_deletes_per_minute"))
+    max_restarts_per_minute: int = field(default_factory=_flag("actions.max_restarts_per_minute"))
+    act_on_annotation_copies: bool = field(
+        default_factory=_flag("actions.act_on_annotation_copies")
+    )
+    maintenance_windows: MaintenanceWindows | None = field(
+        default_factory=_flag("actions.maintenance_windows")
+    )
+    warn_before_ns: int = field(default_factory=_flag("actions.warn_before_ns"))
+    persist_observations: bool = field(default_factory=_flag("actions.persist_observations"))
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.
@@ -118,12 +123,14 @@ class GuardrailSettings:
     off and unlimited; ``min_restart_interval`` and ``restart_jitter`` 0 mean off.
     """
 
-    breaker_max_actions: int = _default("guardrails.breaker_max_actions")
-    breaker_window: float = _default("guardrails.breaker_window")
-    min_restart_interval: float = _default("guardrails.min_restart_interval")
-    max_concurrent_rollouts: int = _default("guardrails.max_concurrent_rollouts")
-    rollout_timeout: float = _default("guardrails.rollout_timeout")
-    restart_jitter: float = _default("guardrails.restart_jitter")
+    breaker_max_actions: int = field(default_factory=_flag("guardrails.breaker_max_actions"))
+    breaker_window: float = field(default_factory=_flag("guardrails.breaker_window"))
+    min_restart_interval: float = field(default_factory=_flag("guardrails.min_restart_interval"))
+    max_concurrent_rollouts: int = field(
+        default_factory=_flag("guardrails.max_concurrent_rollouts")
+    )
+    rollout_timeout: float = field(default_factory=_flag("guardrails.rollout_timeout"))
+    restart_jitter: float = field(default_factory=_flag("guardrails.restart_jitter"))
 
 
 class LeaderElectionError(ConfigError):
@@ -149,13 +156,13 @@ class LeaderElectionSettings:
     A broken invariant raises :class:`LeaderElectionError` naming the flag to fix.
     """
 
-    enabled: bool = _default("leader_election.enabled")
-    name: str = _default("leader_election.name")
-    namespace: str | None = _default("leader_election.namespace")
-    lease_duration: float = _default("leader_election.lease_duration")
-    renew_deadline: float = _default("leader_election.renew_deadline")
-    retry_period: float = _default("leader_election.retry_period")
-    release_on_cancel: bool = _default("leader_election.release_on_cancel")
+    enabled: bool = field(default_factory=_flag("leader_election.enabled"))
+    name: str = field(default_factory=_flag("leader_election.name"))
+    namespace: str | None = field(default_factory=_flag("leader_election.namespace"))
+    lease_duration: float = field(default_factory=_flag("leader_election.lease_duration"))
+    renew_deadline: float = field(default_factory=_flag("leader_election.renew_deadline"))
+    retry_period: float = field(default_factory=_flag("leader_election.retry_period"))
+    release_on_cancel: bool = field(default_factory=_flag("leader_election.release_on_cancel"))
 
     def __post_init__(self) -> None:
         self._check_names()
@@ -209,12 +216,12 @@ class LeaderElectionSettings:
 
 @dataclass(frozen=True)
 class ServingSettings:
-    health_probe_address: str = _default("serving.health_probe_address")
-    metrics_address: str = _default("serving.metrics_address")
-    metrics_secure: bool = _default("serving.metrics_secure")
-    metrics_cert_path: str = _default("serving.metrics_cert_path")
-    metrics_cert_name: str = _default("serving.metrics_cert_name")
-    metrics_cert_key: str = _default("serving.metrics_cert_key")
+    health_probe_address: str = field(default_factory=_flag("serving.health_probe_address"))
+    metrics_address: str = field(default_factory=_flag("serving.metrics_address"))
+    metrics_secure: bool = field(default_factory=_flag("serving.metrics_secure"))
+    metrics_cert_path: str = field(default_factory=_flag("serving.metrics_cert_path"))
+    metrics_cert_name: str = field(default_factory=_flag("serving.metrics_cert_name"))
+    metrics_cert_key: str = field(default_factory=_flag("serving.metrics_cert_key"))
     enable_http2: bool = _default("serving.enable_http2")
 
 
@@ -227,9 +234,9 @@ class NotificationSettings:
     ``cluster_name`` goes into every document and its ``text``.
     """
 
-    webhooks: tuple[str, ...] = _default("notifications.webhooks")
-    webhook_file: str | None = _default("notifications.webhook_file")
-    cluster_name: str = _default("notifications.cluster_name")
+    webhooks: tuple[str, ...] = field(default_factory=_flag("notifications.webhooks"))
+    webhook_file: str | None = field(default_factory=_flag("notifications.webhook_file"))
+    cluster_name: str = field(default_factory=_flag("notifications.cluster_name"))
 
     @property
     def enabled(self) -> bool:
@@ -246,9 +253,9 @@ class Settings:
     serving: ServingSettings
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
-    workers: int = _default("workers")
-    rediscovery_interval: float = _default("rediscovery_interval")
-    kubeconfig: str | None = _default("kubeconfig")
-    log_format: LogFormat = _default("log_format")
-    log_level: LogLevel = _default("log_level")
-    run_for: float | None = _default("run_for")
+    workers: int = field(default_factory=_flag("workers"))
+    rediscovery_interval: float = field(default_factory=_flag("rediscovery_interval"))
+    kubeconfig: str | None = field(default_factory=_flag("kubeconfig"))
+    log_format: LogFormat = field(default_factory=_flag("log_format"))
+    log_level: LogLevel = field(default_factory=_flag("log_level"))
+    run_for: float | None = field(default_factory=_flag("run_for"))
