@@ -222,7 +222,7 @@ class ServingSettings:
     metrics_cert_path: str = field(default_factory=_flag("serving.metrics_cert_path"))
     metrics_cert_name: str = field(default_factory=_flag("serving.metrics_cert_name"))
     metrics_cert_key: str = field(default_factory=_flag("serving.metrics_cert_key"))
-    enable_http2: bool = _default("serving.enable_http2")
+    enable_http2: bool = field(default_factory=_flag("serving.enable_http2"))
 
 
 @dataclass(frozen=True)
