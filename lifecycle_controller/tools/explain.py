@@ -74,6 +74,8 @@ class ObjectReport:
     why_nothing_happened: str | None = None
     #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
     inherited: list[str] = field(default_factory=list)
+    #: When the Upcoming warning is posted (``--warn-before`` or the annotation), if ever.
+    warning: str | None = None
 
 
 def resolve_resource(resources: Sequence[DiscoveredResource], name: str) -> ResourceType:
@@ -304,6 +306,18 @@ async def explain_object(
         events=events,
         why_nothing_happened=_why_nothing(annotations, explanation, watched, scope_text, obj),
         inherited=list(explanation.inherited),
+        warning=_warning(explanation, now_ns),
+    )
+
+
+def _warning(explanation: Explanation, now_ns: int) -> str | None:
+    warn_at, due = explanation.warn_at_ns, explanation.due_ns
+    if warn_at is None or due is None:
+        return None
+    reason = "UpcomingDeletion" if explanation.action == "delete" else "UpcomingRestart"
+    lead = format_go_duration(due - warn_at)
+    return (
+        f"{reason} at {format_rfc3339_nano(warn_at)} ({relative(warn_at, now_ns)}, {lead} before)"
     )
 
 
@@ -346,6 +360,8 @@ def render_report(report: ObjectReport) -> str:
     following = report.upcoming[1:] if report.upcoming[:1] == [report.due] else report.upcoming
     for instant in following:
         lines.append(_field("  then", instant))
+    if report.warning is not None:
+        lines.append(_field("Warning", report.warning))
     lines.append(_field("Catch-up", report.catch_up))
     lines.append(_field("Dry-run", report.dry_run))
     for inherited in report.inherited:

@@ -32,6 +32,8 @@ class Row:
     dry_run: bool
     #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
     inherited: list[str] = field(default_factory=list)
+    #: When the Upcoming warning is posted (``--warn-before`` or the annotation); "" none.
+    warn_at: str = ""
 
 
 def row_for(
@@ -50,6 +52,7 @@ def row_for(
         upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
         dry_run=explanation.dry_run,
         inherited=list(explanation.inherited),
+        warn_at=format_rfc3339_nano(explanation.warn_at_ns) if explanation.warn_at_ns else "",
     )
 
 
@@ -62,6 +65,8 @@ def _table(rows: Sequence[Row]) -> str:
             detail = "; ".join(row.problems)
         if row.dry_run:
             detail = f"[dry-run] {detail}"
+        if row.warn_at:
+            detail = f"{detail}; warning at {row.warn_at}"
         if row.inherited:
             detail = f"{detail} ({', '.join(row.inherited)})"
         lines.append(
