@@ -289,7 +289,10 @@ async def explain_object(
         annotations=[
             {"key": key.removeprefix(keys.PREFIX), "value": value, "meaning": meaning}
             for key, value, meaning in describe_annotations(
-                annotations, now_ns=now_ns, local_zone=settings.local_zone
+                annotations,
+                now_ns=now_ns,
+                local_zone=settings.local_zone,
+                namespace=(resource.group, resource.kind) == ("", "Namespace"),
             )
         ],
         decision=explanation.summary,
