@@ -14,7 +14,14 @@ from lifecycle_controller.kube.client import KubeClient
 from lifecycle_controller.kube.errors import NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS
 
-__all__ = ["BREAKER_SUFFIX", "breaker_name", "read_breaker", "reset_breaker", "write_breaker"]
+__all__ = [
+    "BREAKER_SUFFIX",
+    "breaker_name",
+    "find_breaker",
+    "read_breaker",
+    "reset_breaker",
+    "write_breaker",
+]
 
 BREAKER_SUFFIX = "-breaker"
 
@@ -30,6 +37,15 @@ async def read_breaker(kube: KubeClient, namespace: str, name: str) -> BreakerSt
         configmap = await kube.get(CONFIGMAPS, namespace, name)
     except NotFound:
         return BreakerState()
+    return BreakerState.from_data(configmap.get("data"))
+
+
+async def find_breaker(kube: KubeClient, namespace: str, name: str) -> BreakerState | None:
+    """The latched state, or None when no ConfigMap of that name exists (a wrong Lease name?)."""
+    try:
+        configmap = await kube.get(CONFIGMAPS, namespace, name)
+    except NotFound:
+        return None
     return BreakerState.from_data(configmap.get("data"))
 
 
