@@ -82,17 +82,6 @@ class Flag:
         return () if self.kind == "list" else self.default
 
 
-def _duration_or_zero(flag: str, value: str) -> float:
-    """Seconds of a Go duration that may be ``0s`` (off), never negative."""
-    try:
-        seconds = p.parse_flag_duration(value.strip() or "0s")
-    except ValueError as error:
-        raise ConfigError(f"{flag}: {error}") from None
-    if seconds < 0:
-        raise ConfigError(f"{flag}: must not be negative, got {value!r}")
-    return seconds
-
-
 RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "kubeconfig",
@@ -232,7 +221,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "min-restart-interval",
         "0s",
         "Never restart one workload twice within this interval; a due restart waits (0s = off).",
-        _duration_or_zero,
+        p.duration_or_zero,
         "guardrails.min_restart_interval",
         affects_decision=True,
     ),
@@ -255,7 +244,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "restart-jitter",
         "0s",
         "Delay each restart by a deterministic per-object amount up to this long (0s = off).",
-        _duration_or_zero,
+        p.duration_or_zero,
         "guardrails.restart_jitter",
         affects_decision=True,
     ),

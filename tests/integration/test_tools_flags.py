@@ -110,10 +110,10 @@ def test_explain_shows_the_window_and_the_warning_lead_time(
 
     soon = tool(
         control_plane, "explain", "configmap/soon", "-n", namespace,
-        env={"LIFECYCLE_WARN_BEFORE": "20m"},
+        env={"LIFECYCLE_WARN_BEFORE": "1m30s"},
     )  # fmt: skip
     assert soon.returncode == 0, soon.stderr
-    expected = stamp(NOW + timedelta(hours=1) - timedelta(minutes=20))
+    expected = stamp(NOW + timedelta(hours=1) - timedelta(seconds=90))
     assert f"Warning:      UpcomingDeletion at {expected}" in soon.stdout
 
 
