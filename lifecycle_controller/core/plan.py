@@ -36,6 +36,7 @@ from lifecycle_controller.core.decision import (
 )
 from lifecycle_controller.core.durations import DurationError, parse_restart_every
 from lifecycle_controller.core.events import EventType
+from lifecycle_controller.core.gotext import go_parse_bool
 from lifecycle_controller.core.namespace_defaults import (
     NamespaceDefaults,
     NamespaceSource,
@@ -56,7 +57,7 @@ from lifecycle_controller.core.timestamps import (
 )
 from lifecycle_controller.core.warnings import parse_lead_time
 
-__all__ = ["Explanation", "RestartGuard", "explain"]
+__all__ = ["DryRunState", "Explanation", "RestartGuard", "dry_run_state", "explain"]
 
 _BOOKKEEPING = (Operation.CONVERT, Operation.CLEANUP, Operation.INITIALIZE)
 _MAX_STEPS = 4
@@ -83,6 +84,37 @@ class Explanation:
     inherited: tuple[str, ...] = ()
     #: When the Upcoming warning is posted (None: no lead time, or nothing scheduled).
     warn_at_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunState:
+    """Whether the object's actions are only recorded, and where that comes from.
+
+    ``value`` None: an invalid value, which blocks the object until it is fixed. ``source``:
+    ``--dry-run``, ``annotation``, ``namespace <name>`` or ``default``; ``text`` the value
+    as written (for an invalid one).
+    """
+
+    value: bool | None
+    source: str
+    text: str = ""
+
+
+def dry_run_state(
+    annotations: Mapping[str, str],
+    settings: DecisionSettings,
+    defaults: NamespaceDefaults | None = None,
+) -> DryRunState:
+    """The dry-run in force for the object: ``--dry-run`` > its annotation > its Namespace."""
+    if settings.dry_run:
+        return DryRunState(True, "--dry-run")
+    if keys.DRY_RUN in annotations:
+        value = annotations[keys.DRY_RUN]
+        return DryRunState(go_parse_bool(value), "annotation", value)
+    if defaults is not None and keys.DRY_RUN in defaults.values:
+        value = defaults.values[keys.DRY_RUN]
+        return DryRunState(defaults.dry_run, f"namespace {defaults.namespace}", value)
+    return DryRunState(False, "default")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,8 +252,11 @@ def explain(
         steps=tuple(steps),
         problems=tuple(dict.fromkeys(problems)),
         upcoming=_upcoming(current, settings, decision, now_ns=now_ns, count=occurrences),
-        dry_run=isinstance(decision, DryRun),
-        inherited=_inherited(annotations, namespace_defaults, settings),
+        dry_run=isinstance(decision, DryRun)
+        or dry_run_state(annotations, settings, namespace_defaults).value is True,
+        inherited=()
+        if isinstance(decision, Invalid) and decision.events  # blocked by its own value
+        else _inherited(annotations, namespace_defaults, settings),
         warn_at_ns=_warn_at(
             current, facts, settings, namespace_defaults, due if action else None, now_ns
         ),
@@ -288,12 +323,14 @@ def _inherited(
     defaults: NamespaceDefaults | None,
     settings: DecisionSettings,
 ) -> tuple[str, ...]:
-    """``<key> from namespace <name>`` for each value the object takes from its Namespace."""
+    """``<key>: <value> (from namespace <name>)`` for each value the object takes from its
+    Namespace."""
     if defaults is None:
         return ()
     sources = resolve_inputs(annotations, defaults, settings).sources
     return tuple(
-        f"{key.removeprefix(keys.PREFIX)} from namespace {defaults.namespace}"
+        f"{key.removeprefix(keys.PREFIX)}: {defaults.values[key]} "
+        f"(from namespace {defaults.namespace})"
         for key in keys.NAMESPACE_DEFAULT_KEYS
         if sources.get(key) is NamespaceSource.NAMESPACE and key in defaults.values
     )

@@ -187,8 +187,13 @@ def explain_command(
     The controller flags (--watch-resource, --dry-run, ...) say which controller to judge
     by: the same flags as ``run``.
     """
+    from lifecycle_controller.tools.explain import ExplainError, split_target
     from lifecycle_controller.tools.live import explain_live
 
+    try:
+        split_target(target)
+    except ExplainError as error:
+        raise click.BadParameter(str(error), param_hint="KIND/NAME") from error
     now_ns = _now_ns(now)
     controller = controller_settings(flags)
     text = asyncio.run(
