@@ -98,7 +98,7 @@ def _table(rows: Sequence[Row]) -> str:
             detail = "; ".join(row.problems)
         if row.dry_run:
             detail = f"[dry-run] {detail}"
-        if row.warn_at:
+        if row.warn_at and row.warn_at not in detail:  # the decision may name it already
             detail = f"{detail}; warning at {row.warn_at}"
         if row.inherited:
             detail = f"{detail} ({', '.join(row.inherited)})"
