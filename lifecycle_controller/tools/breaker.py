@@ -18,13 +18,14 @@ from collections.abc import Awaitable, Callable
 
 import click
 
-from lifecycle_controller.config import DEFAULT_LEASE_NAME
+from lifecycle_controller.config import RUN_FLAGS
 from lifecycle_controller.core.breaker import BreakerState
 from lifecycle_controller.core.timestamps import format_rfc3339_seconds
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.breaker_store import breaker_name, find_breaker
 from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.tools.options import apply_flags
 
 __all__ = ["breaker_command", "describe_breaker"]
 
@@ -40,25 +41,19 @@ def describe_breaker(state: BreakerState, where: str) -> str:
     return f"circuit breaker closed (trips so far: {state.trips}{since}) ({where})"
 
 
+#: Where the breaker is latched: the Lease's name and namespace flags of ``run``.
+_LEASE_FLAGS = tuple(
+    flag for flag in RUN_FLAGS if flag.into in ("leader_election.name", "leader_election.namespace")
+)
+
+
 def _options(function: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(
         [
             click.option(
                 "--kubeconfig", default="", envvar="LIFECYCLE_KUBECONFIG", help="kubeconfig file."
             ),
-            click.option(
-                "--leader-election-namespace",
-                default="",
-                envvar="LIFECYCLE_LEADER_ELECTION_NAMESPACE",
-                help="Namespace of the controller's Lease (default: the context's namespace).",
-            ),
-            click.option(
-                "--leader-election-id",
-                default=DEFAULT_LEASE_NAME,
-                envvar="LIFECYCLE_LEADER_ELECTION_ID",
-                show_default=True,
-                help="Name of the controller's Lease.",
-            ),
+            apply_flags(_LEASE_FLAGS),  # spelled, defaulted and read from LIFECYCLE_* as run
             click.option(
                 "-o",
                 "--output",
