@@ -139,3 +139,30 @@ def test_plan_reports_an_unknown_key_with_the_nearest_known_one(
         "UnknownAnnotation: lifecycle.cezary.dev/delete-afer is not a key the controller "
         "reads; did you mean delete-after?"
     ]
+
+
+async def test_explain_describes_every_key_it_reads(kube: KubeClient, clock: FakeClock) -> None:
+    await kube.create(
+        NAMESPACES,
+        None,
+        annotated("previews", {keys.MAX_DELETE_TTL: "30d", keys.WARN_BEFORE: "1h"}),
+    )
+    own = {
+        keys.DELETE_AT: FUTURE,
+        keys.MAINTENANCE_WINDOW: "Sat-Sun 00:00-24:00 UTC",
+        keys.WARN_BEFORE: "15m",
+        keys.OBSERVED: "2099-01-01T00:00:00Z;v1-0123456789abcdef",
+    }
+    await kube.create(CONFIGMAPS, "previews", annotated("windowed", own))
+    for target, namespace in (("configmap/windowed", "previews"), ("namespace/previews", None)):
+        report = await explain_object(
+            kube, target, namespace=namespace, scope=ScopeConfig(),
+            settings=DecisionSettings(), now_ns=clock.now_ns(),
+        )  # fmt: skip
+        meanings = {line["key"]: line["meaning"] for line in report.annotations}
+        assert meanings
+        assert not [key for key, text in meanings.items() if "ignored" in text], meanings
+    assert (
+        meanings["max-delete-ttl"]
+        == "delete TTLs longer than 720h0m0s are refused in this namespace"
+    )
