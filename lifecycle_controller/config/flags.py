@@ -46,6 +46,13 @@ class Flag:
 
     ``into`` is where the typed value goes in :class:`Settings`: ``group.field`` or a field of
     ``Settings`` itself; ``parse`` turns the raw value into it (raising ConfigError).
+
+    ``affects_decision`` marks a flag that changes what the controller decides for one object
+    (whether it is watched, what is due when, whether it waits, warns or only records): the
+    operator tools (``status``, ``explain``, ``plan``, the kubectl plugin) take exactly these
+    flags, so they judge an object as a controller started with them would. Flags whose effect
+    hangs on the running process's own counters (the per-minute budgets, the breaker's
+    threshold, the rollout slots) or on nothing about one object are not marked.
     """
 
     name: str
@@ -55,6 +62,7 @@ class Flag:
     into: str
     kind: FlagKind = "value"
     hidden: bool = False
+    affects_decision: bool = False
 
     @property
     def envvar(self) -> str:
@@ -74,17 +82,6 @@ class Flag:
         return () if self.kind == "list" else self.default
 
 
-def _duration_or_zero(flag: str, value: str) -> float:
-    """Seconds of a Go duration that may be ``0s`` (off), never negative."""
-    try:
-        seconds = p.parse_flag_duration(value.strip() or "0s")
-    except ValueError as error:
-        raise ConfigError(f"{flag}: {error}") from None
-    if seconds < 0:
-        raise ConfigError(f"{flag}: must not be negative, got {value!r}")
-    return seconds
-
-
 RUN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "kubeconfig",
@@ -101,6 +98,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.globs,
         "scope.watch_resources",
         "list",
+        affects_decision=True,
     ),
     Flag(
         "ignore-resource",
@@ -109,6 +107,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.globs,
         "scope.ignore_resources",
         "list",
+        affects_decision=True,
     ),
     Flag(
         "watch-namespace",
@@ -117,6 +116,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.globs,
         "scope.watch_namespaces",
         "list",
+        affects_decision=True,
     ),
     Flag(
         "ignore-namespace",
@@ -125,6 +125,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.globs,
         "scope.ignore_namespaces",
         "list",
+        affects_decision=True,
     ),
     Flag(
         "dry-run",
@@ -133,6 +134,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.boolean,
         "actions.dry_run",
         "bool",
+        affects_decision=True,
     ),
     Flag(
         "delete-catch-up",
@@ -140,6 +142,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Default catch-up policy for deletions: always, never, or a duration such as 15m.",
         p.catch_up_policy,
         "actions.delete_catch_up",
+        affects_decision=True,
     ),
     Flag(
         "restart-catch-up",
@@ -147,6 +150,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Default catch-up policy for restarts.",
         p.catch_up_policy,
         "actions.restart_catch_up",
+        affects_decision=True,
     ),
     Flag(
         "max-delete-ttl",
@@ -154,6 +158,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Refuse delete TTLs longer than this (e.g. 30d); empty or 0 disables.",
         p.max_delete_ttl,
         "actions.max_delete_ttl_ns",
+        affects_decision=True,
     ),
     Flag(
         "maintenance-window",
@@ -162,6 +167,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "outside them wait for the next opening. Empty: always open.",
         p.maintenance_windows,
         "actions.maintenance_windows",
+        affects_decision=True,
     ),
     Flag(
         "warn-before",
@@ -170,6 +176,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "0s: off. The warn-before annotation wins.",
         p.lead_time,
         "actions.warn_before_ns",
+        affects_decision=True,
     ),
     Flag(
         "persist-observations",
@@ -179,6 +186,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.boolean,
         "actions.persist_observations",
         "bool",
+        affects_decision=True,
     ),
     Flag(
         "max-deletes-per-minute",
@@ -213,8 +221,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "min-restart-interval",
         "0s",
         "Never restart one workload twice within this interval; a due restart waits (0s = off).",
-        _duration_or_zero,
+        p.duration_or_zero,
         "guardrails.min_restart_interval",
+        affects_decision=True,
     ),
     Flag(
         "max-concurrent-rollouts",
@@ -235,8 +244,9 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "restart-jitter",
         "0s",
         "Delay each restart by a deterministic per-object amount up to this long (0s = off).",
-        _duration_or_zero,
+        p.duration_or_zero,
         "guardrails.restart_jitter",
+        affects_decision=True,
     ),
     Flag(
         "notify-webhook",
@@ -270,6 +280,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         p.boolean,
         "actions.act_on_annotation_copies",
         "bool",
+        affects_decision=True,
     ),
     Flag(
         "workers",
@@ -299,6 +310,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Name of the Lease.",
         p.required_text,
         "leader_election.name",
+        affects_decision=True,
     ),
     Flag(
         "leader-election-namespace",
@@ -306,6 +318,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "Namespace of the Lease (default: the Pod's own).",
         p.optional_text,
         "leader_election.namespace",
+        affects_decision=True,
     ),
     Flag(
         "leader-election-lease-duration",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any, TypeVar
 
 from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
-from lifecycle_controller.core.durations import DurationError, parse_max_delete_ttl
+from lifecycle_controller.core.durations import DurationError
 from lifecycle_controller.core.gotext import go_parse_bool
 from lifecycle_controller.core.windows import MaintenanceWindows, parse_windows
 
@@ -26,40 +27,55 @@ class ConfigError(ValueError):
     """One invalid setting; ``str()`` names the flag and what is wrong with it."""
 
 
-_GO_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
+_GO_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h|d)")
+_UNIT_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
 }
 
 
-def parse_flag_duration(value: str) -> float:
-    """Seconds from a Go ``time.ParseDuration`` string (``15s``, ``1m30s``, ``500ms``).
+def parse_flag_duration_ns(value: str) -> int:
+    """Nanoseconds of a duration flag: Go's ``time.ParseDuration`` plus a ``d`` (24h) unit.
 
-    Used for operational flags (leader-election timings, rediscovery interval); annotation
-    values use the strict grammar of the core instead.
+    The one grammar of every duration flag (``15s``, ``1m30s``, ``500ms``, ``1.5h``, ``30d``,
+    ``1d12h``; ``0`` alone is zero); annotation values keep the strict grammar of the core.
+    Raises ValueError.
     """
     text = value.strip()
-    if text in ("0", ""):
-        return 0.0
-    sign = -1.0 if text.startswith("-") else 1.0
-    text = text.lstrip("+-")
-    position, total = 0, 0.0
-    while position < len(text):
-        match = _GO_DURATION_PART.match(text, position)
-        if match is None or match.group(1) in ("", "."):
-            raise ValueError(f"invalid duration {value!r} (expected e.g. 15s, 1m30s, 500ms)")
-        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
+    if text in ("0", "+0", "-0"):
+        return 0
+    sign = -1 if text.startswith("-") else 1
+    body = text[1:] if text[:1] in "+-" else text
+    position, total = 0, Fraction(0)
+    while position < len(body):
+        match = _GO_DURATION_PART.match(body, position)
+        whole, fraction, unit = match.groups() if match else ("", None, "")
+        if match is None or not (whole or fraction):
+            raise ValueError(
+                f"invalid duration {value!r} (expected e.g. 15s, 1m30s, 500ms, 1.5h, 30d)"
+            )
+        number = Fraction(int(whole or "0"))
+        if fraction:
+            number += Fraction(int(fraction), 10 ** len(fraction))
+        total += number * _UNIT_NS[unit]
         position = match.end()
     if position == 0:
-        raise ValueError(f"invalid duration {value!r}")
-    return sign * total
+        raise ValueError(f"invalid duration {value!r} (expected e.g. 15s, 1m30s, 500ms, 30d)")
+    if total >= 2**63:
+        raise ValueError(f"invalid duration {value!r}: out of range")
+    return sign * int(total)
+
+
+def parse_flag_duration(value: str) -> float:
+    """Seconds of a duration flag (:func:`parse_flag_duration_ns`); empty means zero."""
+    return parse_flag_duration_ns(value.strip() or "0") / 1e9
 
 
 def parse_go_bool(value: str, *, flag: str) -> bool:
@@ -143,9 +159,17 @@ def catch_up_policy(flag: str, value: str) -> CatchUpPolicy:
     return _checked(flag, parse_catch_up_policy, value)
 
 
+def _non_negative_ns(flag: str, value: str) -> int:
+    """Nanoseconds of a duration flag, never negative; 0 when empty."""
+    nanoseconds = _checked(flag, parse_flag_duration_ns, value.strip() or "0")
+    if nanoseconds < 0:
+        raise ConfigError(f"{flag}: must not be negative, got {value!r}")
+    return nanoseconds
+
+
 def max_delete_ttl(flag: str, value: str) -> int | None:
-    """Nanoseconds of the annotation grammar; None (off) when empty or zero."""
-    return _checked(flag, parse_max_delete_ttl, value)
+    """Nanoseconds of a duration flag; None (off) when empty or zero."""
+    return _non_negative_ns(flag, value) or None
 
 
 def maintenance_windows(flag: str, value: str) -> MaintenanceWindows | None:
@@ -156,8 +180,13 @@ def maintenance_windows(flag: str, value: str) -> MaintenanceWindows | None:
 
 
 def lead_time(flag: str, value: str) -> int:
-    """Nanoseconds of the annotation duration grammar; 0 (off) when empty or zero."""
-    return _checked(flag, parse_max_delete_ttl, value) or 0
+    """Nanoseconds of a duration flag; 0 (off) when empty or zero."""
+    return _non_negative_ns(flag, value)
+
+
+def duration_or_zero(flag: str, value: str) -> float:
+    """Seconds of a duration flag that may be ``0s`` (off), never negative."""
+    return _non_negative_ns(flag, value) / 1e9
 
 
 def count(minimum: int) -> Parser:

@@ -3,20 +3,25 @@
 Each group is consumed by one component. The leader-election group is also the elector's own
 configuration, so its invariants (client-go's timing rules, the Lease's name and namespace)
 are checked here, once, whoever builds it.
+
+A field's default is its flag's default, parsed (:func:`flag_default`): the flag table in
+``flags.py`` is the only place a default is spelled.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
-from typing import Literal
+from typing import Any, Literal
 
 from lifecycle_controller.config.parsing import ConfigError
-from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
+from lifecycle_controller.core.catchup import CatchUpPolicy
 from lifecycle_controller.core.decision import DecisionSettings
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.core.windows import MaintenanceWindows
@@ -48,6 +53,20 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+@functools.cache
+def flag_default(into: str) -> Any:
+    """The typed default of the ``run`` flag whose value goes ``into`` this field."""
+    from lifecycle_controller.config.flags import RUN_FLAGS  # the table imports this module
+
+    flag = next(flag for flag in RUN_FLAGS if flag.into == into)
+    return flag.parse(flag.option, flag.raw_default)
+
+
+def _flag(into: str) -> Callable[[], Any]:
+    """A ``default_factory``: the default of the flag of this field (:func:`flag_default`)."""
+    return lambda: flag_default(into)
+
+
 def local_zone() -> tzinfo:
     """What ``cron-timezone: Local`` means: ``$TZ`` if it names a zone, else UTC."""
     name = os.environ.get("TZ", "").lstrip(":")
@@ -63,16 +82,20 @@ def local_zone() -> tzinfo:
 class ActionSettings:
     """What the decision core needs besides the object: global dry-run, defaults, guardrails."""
 
-    dry_run: bool = False
-    delete_catch_up: CatchUpPolicy = field(default_factory=lambda: parse_catch_up_policy("always"))
-    restart_catch_up: CatchUpPolicy = field(default_factory=lambda: parse_catch_up_policy("always"))
-    max_delete_ttl_ns: int | None = None
-    max_deletes_per_minute: int = 0
-    max_restarts_per_minute: int = 0
-    act_on_annotation_copies: bool = False
-    maintenance_windows: MaintenanceWindows | None = None
-    warn_before_ns: int = 0
-    persist_observations: bool = False
+    dry_run: bool = field(default_factory=_flag("actions.dry_run"))
+    delete_catch_up: CatchUpPolicy = field(default_factory=_flag("actions.delete_catch_up"))
+    restart_catch_up: CatchUpPolicy = field(default_factory=_flag("actions.restart_catch_up"))
+    max_delete_ttl_ns: int | None = field(default_factory=_flag("actions.max_delete_ttl_ns"))
+    max_deletes_per_minute: int = field(default_factory=_flag("actions.max_deletes_per_minute"))
+    max_restarts_per_minute: int = field(default_factory=_flag("actions.max_restarts_per_minute"))
+    act_on_annotation_copies: bool = field(
+        default_factory=_flag("actions.act_on_annotation_copies")
+    )
+    maintenance_windows: MaintenanceWindows | None = field(
+        default_factory=_flag("actions.maintenance_windows")
+    )
+    warn_before_ns: int = field(default_factory=_flag("actions.warn_before_ns"))
+    persist_observations: bool = field(default_factory=_flag("actions.persist_observations"))
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.
@@ -100,12 +123,14 @@ class GuardrailSettings:
     off and unlimited; ``min_restart_interval`` and ``restart_jitter`` 0 mean off.
     """
 
-    breaker_max_actions: int = 0
-    breaker_window: float = 600.0
-    min_restart_interval: float = 0.0
-    max_concurrent_rollouts: int = 0
-    rollout_timeout: float = 900.0
-    restart_jitter: float = 0.0
+    breaker_max_actions: int = field(default_factory=_flag("guardrails.breaker_max_actions"))
+    breaker_window: float = field(default_factory=_flag("guardrails.breaker_window"))
+    min_restart_interval: float = field(default_factory=_flag("guardrails.min_restart_interval"))
+    max_concurrent_rollouts: int = field(
+        default_factory=_flag("guardrails.max_concurrent_rollouts")
+    )
+    rollout_timeout: float = field(default_factory=_flag("guardrails.rollout_timeout"))
+    restart_jitter: float = field(default_factory=_flag("guardrails.restart_jitter"))
 
 
 class LeaderElectionError(ConfigError):
@@ -131,13 +156,13 @@ class LeaderElectionSettings:
     A broken invariant raises :class:`LeaderElectionError` naming the flag to fix.
     """
 
-    enabled: bool = False
-    name: str = DEFAULT_LEASE_NAME
-    namespace: str | None = None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    release_on_cancel: bool = True
+    enabled: bool = field(default_factory=_flag("leader_election.enabled"))
+    name: str = field(default_factory=_flag("leader_election.name"))
+    namespace: str | None = field(default_factory=_flag("leader_election.namespace"))
+    lease_duration: float = field(default_factory=_flag("leader_election.lease_duration"))
+    renew_deadline: float = field(default_factory=_flag("leader_election.renew_deadline"))
+    retry_period: float = field(default_factory=_flag("leader_election.retry_period"))
+    release_on_cancel: bool = field(default_factory=_flag("leader_election.release_on_cancel"))
 
     def __post_init__(self) -> None:
         self._check_names()
@@ -191,13 +216,13 @@ class LeaderElectionSettings:
 
 @dataclass(frozen=True)
 class ServingSettings:
-    health_probe_address: str = ":8081"
-    metrics_address: str = "0"
-    metrics_secure: bool = True
-    metrics_cert_path: str = ""
-    metrics_cert_name: str = "tls.crt"
-    metrics_cert_key: str = "tls.key"
-    enable_http2: bool = False
+    health_probe_address: str = field(default_factory=_flag("serving.health_probe_address"))
+    metrics_address: str = field(default_factory=_flag("serving.metrics_address"))
+    metrics_secure: bool = field(default_factory=_flag("serving.metrics_secure"))
+    metrics_cert_path: str = field(default_factory=_flag("serving.metrics_cert_path"))
+    metrics_cert_name: str = field(default_factory=_flag("serving.metrics_cert_name"))
+    metrics_cert_key: str = field(default_factory=_flag("serving.metrics_cert_key"))
+    enable_http2: bool = field(default_factory=_flag("serving.enable_http2"))
 
 
 @dataclass(frozen=True)
@@ -209,9 +234,9 @@ class NotificationSettings:
     ``cluster_name`` goes into every document and its ``text``.
     """
 
-    webhooks: tuple[str, ...] = ()
-    webhook_file: str | None = None
-    cluster_name: str = ""
+    webhooks: tuple[str, ...] = field(default_factory=_flag("notifications.webhooks"))
+    webhook_file: str | None = field(default_factory=_flag("notifications.webhook_file"))
+    cluster_name: str = field(default_factory=_flag("notifications.cluster_name"))
 
     @property
     def enabled(self) -> bool:
@@ -228,9 +253,9 @@ class Settings:
     serving: ServingSettings
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
-    workers: int = 4
-    rediscovery_interval: float = 60.0
-    kubeconfig: str | None = None
-    log_format: LogFormat = "auto"
-    log_level: LogLevel = "info"
-    run_for: float | None = None
+    workers: int = field(default_factory=_flag("workers"))
+    rediscovery_interval: float = field(default_factory=_flag("rediscovery_interval"))
+    kubeconfig: str | None = field(default_factory=_flag("kubeconfig"))
+    log_format: LogFormat = field(default_factory=_flag("log_format"))
+    log_level: LogLevel = field(default_factory=_flag("log_level"))
+    run_for: float | None = field(default_factory=_flag("run_for"))

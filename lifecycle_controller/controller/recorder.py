@@ -40,6 +40,7 @@ from cachetools import LRUCache
 
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectRef
+from lifecycle_controller.core.shorten import TEXT_LIMIT, shorten
 from lifecycle_controller.core.units import NS_PER_MINUTE
 from lifecycle_controller.kube import (
     EVENTS,
@@ -57,7 +58,7 @@ from lifecycle_controller.machinery.clock import Clock
 
 REPORTING_CONTROLLER = "lifecycle-controller"
 ACTION = "Reconcile"
-NOTE_LIMIT = 1024
+NOTE_LIMIT = TEXT_LIMIT
 SERIES_WINDOW_NS = 30 * NS_PER_MINUTE
 
 #: Waits before the retries of a transient failure (then the Event is dropped).
@@ -87,15 +88,8 @@ def regarding(ref: ObjectRef) -> dict[str, str]:
 
 
 def truncate_note(message: str, limit: int = NOTE_LIMIT) -> str:
-    """``message`` cut to at most ``limit`` UTF-8 bytes on a character boundary, with "...".
-
-    The API server measures an Event's note in bytes; a note cut by characters could still
-    be too long when it holds multi-byte characters, and the Event would be rejected.
-    """
-    encoded = message.encode("utf-8")
-    if len(encoded) <= limit:
-        return message
-    return encoded[: limit - 3].decode("utf-8", errors="ignore") + "..."
+    """``message`` cut to at most ``limit`` UTF-8 bytes, as every shown value is cut."""
+    return shorten(message, limit)
 
 
 class Recorded(enum.Enum):

@@ -16,6 +16,7 @@ __all__ = [
     "DELETE_AT",
     "DELETE_FAMILY",
     "DRY_RUN",
+    "KNOWN_KEYS",
     "LAST_RESTART_TIMESTAMP",
     "MAINTENANCE_WINDOW",
     "MANAGED_BY",
@@ -70,6 +71,27 @@ MANAGED_BY_VALUE: Final = "lifecycle-controller"
 
 REFERENCE_POINT_APPLY: Final = "applyTimestamp"
 REFERENCE_POINT_CREATION: Final = "creationTimestamp"
+
+# Every key the controller reads or writes: anything else under PREFIX is ignored (a typo?).
+KNOWN_KEYS: Final = (
+    DELETE_AFTER,
+    DELETE_AT,
+    RESTART_AFTER,
+    RESTART_AT,
+    RESTART_EVERY,
+    RESTART_CRON,
+    CRON_TIMEZONE,
+    REFERENCE_POINT,
+    CATCH_UP,
+    DRY_RUN,
+    MAINTENANCE_WINDOW,
+    WARN_BEFORE,
+    MAX_DELETE_TTL,
+    LAST_RESTART_TIMESTAMP,
+    MANAGED_BY,
+    RESTARTED_AT,
+    OBSERVED,
+)
 
 DELETE_FAMILY: Final = (DELETE_AT, DELETE_AFTER)
 RESTART_FAMILY: Final = (RESTART_AT, RESTART_AFTER, RESTART_CRON, RESTART_EVERY)

@@ -7,6 +7,9 @@ and the object is decided again, until a real action, a wait, or a problem remai
 recurring schedule it also lists the next occurrences, so the DST policy is visible.
 
 The ledger starts empty, i.e. as a controller that sees the object for the first time now.
+What the executor adds after the decision, the restart guard and the restart jitter
+(:class:`RestartGuard`), moves a restart's due time the same way here, and the warning lead
+time (``--warn-before`` or the annotation) gives the instant of the Upcoming warning.
 """
 
 from __future__ import annotations
@@ -33,21 +36,28 @@ from lifecycle_controller.core.decision import (
 )
 from lifecycle_controller.core.durations import DurationError, parse_restart_every
 from lifecycle_controller.core.events import EventType
+from lifecycle_controller.core.gotext import go_parse_bool
 from lifecycle_controller.core.namespace_defaults import (
     NamespaceDefaults,
     NamespaceSource,
     decide_in_namespace,
     resolve_inputs,
 )
+from lifecycle_controller.core.pacing import last_restart_ns, restart_not_before_ns
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
     Schedule,
     next_occurrences,
 )
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.timestamps import (
+    TimestampError,
+    format_rfc3339_nano,
+    parse_rfc3339,
+)
+from lifecycle_controller.core.warnings import parse_lead_time
 
-__all__ = ["Explanation", "explain"]
+__all__ = ["DryRunState", "Explanation", "RestartGuard", "dry_run_state", "explain"]
 
 _BOOKKEEPING = (Operation.CONVERT, Operation.CLEANUP, Operation.INITIALIZE)
 _MAX_STEPS = 4
@@ -72,6 +82,47 @@ class Explanation:
     upcoming: tuple[int, ...] = field(default=())
     dry_run: bool = False
     inherited: tuple[str, ...] = ()
+    #: When the Upcoming warning is posted (None: no lead time, or nothing scheduled).
+    warn_at_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunState:
+    """Whether the object's actions are only recorded, and where that comes from.
+
+    ``value`` None: an invalid value, which blocks the object until it is fixed. ``source``:
+    ``--dry-run``, ``annotation``, ``namespace <name>`` or ``default``; ``text`` the value
+    as written (for an invalid one).
+    """
+
+    value: bool | None
+    source: str
+    text: str = ""
+
+
+def dry_run_state(
+    annotations: Mapping[str, str],
+    settings: DecisionSettings,
+    defaults: NamespaceDefaults | None = None,
+) -> DryRunState:
+    """The dry-run in force for the object: ``--dry-run`` > its annotation > its Namespace."""
+    if settings.dry_run:
+        return DryRunState(True, "--dry-run")
+    if keys.DRY_RUN in annotations:
+        value = annotations[keys.DRY_RUN]
+        return DryRunState(go_parse_bool(value), "annotation", value)
+    if defaults is not None and keys.DRY_RUN in defaults.values:
+        value = defaults.values[keys.DRY_RUN]
+        return DryRunState(defaults.dry_run, f"namespace {defaults.namespace}", value)
+    return DryRunState(False, "default")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestartGuard:
+    """``--min-restart-interval`` and ``--restart-jitter`` in nanoseconds (0 = off)."""
+
+    min_interval_ns: int = 0
+    jitter_ns: int = 0
 
 
 def _apply_patch(annotations: dict[str, str], body: Mapping[str, Any]) -> None:
@@ -152,11 +203,13 @@ def explain(
     settings: DecisionSettings,
     occurrences: int = 3,
     namespace_defaults: NamespaceDefaults | None = None,
+    guard: RestartGuard | None = None,
 ) -> Explanation:
     """Explain what the controller would do with the object from ``now_ns`` on.
 
     ``namespace_defaults``: those of the object's Namespace
-    (docs/annotations.md#namespace-defaults), if known.
+    (docs/annotations.md#namespace-defaults), if known. ``guard``: the restart guard and
+    jitter of the controller, which may move a restart past its due time.
     """
     current = dict(annotations)
     ledger = Ledger()
@@ -184,18 +237,85 @@ def explain(
         _apply_patch(current, decision.body)
         ledger.apply(facts.key, decision.on_success.ledger_ops)
     due = decision.due_ns if isinstance(decision, Wait | Delete | Patch | DryRun) else None
-    return Explanation(
-        action=None
+    summary = _summary(decision)
+    if guard is not None and due is not None:
+        due, summary = _paced(decision, current, facts, now_ns, guard, due, summary)
+    action = (
+        None
         if decision.action is None or isinstance(decision, Invalid | Idle)
-        else decision.action.value,
+        else decision.action.value
+    )
+    return Explanation(
+        action=action,
         due_ns=due,
-        summary=_summary(decision),
+        summary=summary,
         steps=tuple(steps),
         problems=tuple(dict.fromkeys(problems)),
         upcoming=_upcoming(current, settings, decision, now_ns=now_ns, count=occurrences),
-        dry_run=isinstance(decision, DryRun),
-        inherited=_inherited(annotations, namespace_defaults, settings),
+        dry_run=isinstance(decision, DryRun)
+        or dry_run_state(annotations, settings, namespace_defaults).value is True,
+        inherited=()
+        if isinstance(decision, Invalid) and decision.events  # blocked by its own value
+        else _inherited(annotations, namespace_defaults, settings),
+        warn_at_ns=_warn_at(
+            current, facts, settings, namespace_defaults, due if action else None, now_ns
+        ),
     )
+
+
+def _paced(
+    decision: Decision,
+    annotations: Mapping[str, str],
+    facts: ObjectFacts,
+    now_ns: int,
+    guard: RestartGuard,
+    due_ns: int,
+    summary: str,
+) -> tuple[int, str]:
+    """The restart's due time and summary after the restart guard and jitter.
+
+    As the executor does, only a restart that would be written (not a dry run) is paced;
+    the last restart is read from the object's own state.
+    """
+    if decision.action is not Action.RESTART or not isinstance(decision, Patch | Wait):
+        return due_ns, summary
+    if isinstance(decision, Patch) and decision.operation is not Operation.RESTART:
+        return due_ns, summary
+    last = last_restart_ns((annotations.get(keys.LAST_RESTART_TIMESTAMP), facts.restart_marker))
+    jittered, guarded = restart_not_before_ns(
+        due_ns=due_ns,
+        uid=facts.uid,
+        last_restart=last,
+        min_interval_ns=guard.min_interval_ns,
+        jitter_max_ns=guard.jitter_ns,
+    )
+    run_at = max(t for t in (jittered, guarded, due_ns) if t is not None)
+    if run_at <= max(due_ns, now_ns):
+        return due_ns, summary
+    why = (
+        "the minimum restart interval"
+        if guarded is not None and guarded == run_at
+        else "its restart jitter"
+    )
+    if isinstance(decision, Patch):
+        summary = "restart due now"
+    return run_at, f"{summary}; waits for {why} until {format_rfc3339_nano(run_at)}"
+
+
+def _warn_at(
+    annotations: Mapping[str, str],
+    facts: ObjectFacts,
+    settings: DecisionSettings,
+    defaults: NamespaceDefaults | None,
+    due_ns: int | None,
+    now_ns: int,
+) -> int | None:
+    """When the Upcoming warning of the action due at ``due_ns`` is posted, if it is ahead."""
+    if due_ns is None or due_ns <= now_ns:
+        return None
+    if defaults is not None:
+        settings = resolve_inputs(annotations, defaults, settings).settings
+    return parse_lead_time(annotations, settings.warn_before_ns, facts.uid).warn_at(due_ns)
 
 
 def _inherited(
@@ -203,12 +323,14 @@ def _inherited(
     defaults: NamespaceDefaults | None,
     settings: DecisionSettings,
 ) -> tuple[str, ...]:
-    """``<key> from namespace <name>`` for each value the object takes from its Namespace."""
+    """``<key>: <value> (from namespace <name>)`` for each value the object takes from its
+    Namespace."""
     if defaults is None:
         return ()
     sources = resolve_inputs(annotations, defaults, settings).sources
     return tuple(
-        f"{key.removeprefix(keys.PREFIX)} from namespace {defaults.namespace}"
+        f"{key.removeprefix(keys.PREFIX)}: {defaults.values[key]} "
+        f"(from namespace {defaults.namespace})"
         for key in keys.NAMESPACE_DEFAULT_KEYS
         if sources.get(key) is NamespaceSource.NAMESPACE and key in defaults.values
     )

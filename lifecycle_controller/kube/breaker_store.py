@@ -19,6 +19,7 @@ from lifecycle_controller.kube.resources import CONFIGMAPS
 __all__ = [
     "BREAKER_SUFFIX",
     "breaker_name",
+    "find_breaker",
     "read_breaker",
     "reset_breaker",
     "write_breaker",
@@ -39,6 +40,15 @@ async def read_breaker(kube: ConfigMapStore, namespace: str, name: str) -> Break
         configmap = await kube.get(CONFIGMAPS, namespace, name)
     except NotFound:
         return BreakerState()
+    return BreakerState.from_data(configmap.get("data"))
+
+
+async def find_breaker(kube: ConfigMapStore, namespace: str, name: str) -> BreakerState | None:
+    """The latched state, or None when no ConfigMap of that name exists (a wrong Lease name?)."""
+    try:
+        configmap = await kube.get(CONFIGMAPS, namespace, name)
+    except NotFound:
+        return None
     return BreakerState.from_data(configmap.get("data"))
 
 

@@ -5,7 +5,9 @@ The breaker is latched in the ConfigMap ``<lease name>-breaker`` in the Lease's 
 Lease (``--kubeconfig``, ``--leader-election-namespace``, ``--leader-election-id``, and
 their ``LIFECYCLE_*`` environment variables). ``reset`` closes the breaker; the controller
 sees it within seconds and releases the held objects (their catch-up policy is evaluated
-then). Exit status 1 when the cluster cannot be read or written.
+then). Exit status 1 when the cluster cannot be read or written, and when no breaker state
+exists where the flags point (a mistyped ``--leader-election-id``, or a controller whose
+breaker has never been written): ``reset`` then creates nothing.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from collections.abc import Awaitable, Callable
 
 import click
 
-from lifecycle_controller.config import DEFAULT_LEASE_NAME
+from lifecycle_controller.config import RUN_FLAGS
 from lifecycle_controller.core.breaker import BreakerState
-from lifecycle_controller.kube import KubeClient, KubeError
-from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker, reset_breaker
+from lifecycle_controller.core.timestamps import format_rfc3339_seconds
+from lifecycle_controller.kube import KubeClient, KubeError, NotFound
+from lifecycle_controller.kube.breaker_store import breaker_name, find_breaker
+from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.tools.options import apply_flags
 
 __all__ = ["breaker_command", "describe_breaker"]
 
@@ -36,25 +41,19 @@ def describe_breaker(state: BreakerState, where: str) -> str:
     return f"circuit breaker closed (trips so far: {state.trips}{since}) ({where})"
 
 
+#: Where the breaker is latched: the Lease's name and namespace flags of ``run``.
+_LEASE_FLAGS = tuple(
+    flag for flag in RUN_FLAGS if flag.into in ("leader_election.name", "leader_election.namespace")
+)
+
+
 def _options(function: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(
         [
             click.option(
                 "--kubeconfig", default="", envvar="LIFECYCLE_KUBECONFIG", help="kubeconfig file."
             ),
-            click.option(
-                "--leader-election-namespace",
-                default="",
-                envvar="LIFECYCLE_LEADER_ELECTION_NAMESPACE",
-                help="Namespace of the controller's Lease (default: the context's namespace).",
-            ),
-            click.option(
-                "--leader-election-id",
-                default=DEFAULT_LEASE_NAME,
-                envvar="LIFECYCLE_LEADER_ELECTION_ID",
-                show_default=True,
-                help="Name of the controller's Lease.",
-            ),
+            apply_flags(_LEASE_FLAGS),  # spelled, defaulted and read from LIFECYCLE_* as run
             click.option(
                 "-o",
                 "--output",
@@ -74,9 +73,9 @@ def _run(
     namespace: str,
     lease: str,
     output: str,
-    act: Callable[[KubeClient, str, str], Awaitable[BreakerState]],
+    act: Callable[[KubeClient, str, str], Awaitable[BreakerState | None]],
 ) -> None:
-    async def go() -> tuple[BreakerState, str]:
+    async def go() -> tuple[BreakerState | None, str]:
         async with await KubeClient.connect(kubeconfig or None) as kube:
             where_ns = namespace or kube.default_namespace
             name = breaker_name(lease)
@@ -86,6 +85,11 @@ def _run(
         state, where = asyncio.run(go())
     except KubeError as error:
         raise click.ClickException(str(error)) from error
+    if state is None:
+        raise click.ClickException(
+            f"no circuit breaker state exists in {where}: check --leader-election-id and "
+            "--leader-election-namespace (a controller writes it when its breaker first counts)"
+        )
     if output == "json":
         click.echo(json.dumps({"configMap": where.split(" ", 1)[1], **state.to_data()}))
     else:
@@ -103,7 +107,7 @@ def status(
     kubeconfig: str, leader_election_namespace: str, leader_election_id: str, output: str
 ) -> None:
     """Show whether the circuit breaker is open."""
-    _run(kubeconfig, leader_election_namespace, leader_election_id, output, read_breaker)
+    _run(kubeconfig, leader_election_namespace, leader_election_id, output, find_breaker)
 
 
 @breaker_command.command("reset")
@@ -113,7 +117,15 @@ def reset(
 ) -> None:
     """Close the circuit breaker; the held deletions and restarts proceed."""
 
-    async def act(kube: KubeClient, namespace: str, name: str) -> BreakerState:
-        return await reset_breaker(kube, namespace, name, RealClock().now_ns())
+    async def act(kube: KubeClient, namespace: str, name: str) -> BreakerState | None:
+        state = await find_breaker(kube, namespace, name)
+        if state is None:
+            return None
+        state = state.reset(at=format_rfc3339_seconds(RealClock().now_ns()))
+        try:  # a patch, never a create: a reset makes no ConfigMap where there was none
+            await kube.merge_patch(CONFIGMAPS, namespace, name, {"data": state.to_data()})
+        except NotFound:
+            return None
+        return state
 
     _run(kubeconfig, leader_election_namespace, leader_election_id, output, act)

@@ -71,29 +71,23 @@ def _now_ns(now: str) -> int:
 )
 @_NOW
 @_OCCURRENCES
-@click.option("--dry-run", is_flag=True, help="Explain as a controller started with --dry-run.")
-@click.option(
-    "--max-delete-ttl",
-    default="",
-    help="Report delete TTLs longer than this (e.g. 30d), as run's flag of that name.",
-)
+@apply_flags(CONTROLLER_FLAGS)
 @OutputOption
 def plan_command(
     files: tuple[str, ...],
     now: str,
     occurrences: int,
-    dry_run: bool,
-    max_delete_ttl: str,
     output: str,
+    **flags: Any,
 ) -> None:
     """Explain offline what the controller would do with manifests, and when.
 
     Also a linter: exit status 1 when any object has a problem (an invalid value,
     conflicting annotations, a restart on an unsupported kind, a TTL over
-    --max-delete-ttl), 2 for usage errors, 0 otherwise.
+    --max-delete-ttl, an unknown lifecycle key), 2 for usage errors, 0 otherwise.
+    The controller flags (--dry-run, --maintenance-window, ...) say which controller to
+    judge by: the same flags as ``run``.
     """
-    from lifecycle_controller.config.settings import local_zone
-    from lifecycle_controller.core.durations import DurationError, parse_max_delete_ttl
     from lifecycle_controller.tools.plan import (
         ManifestError,
         has_problems,
@@ -104,22 +98,12 @@ def plan_command(
     from lifecycle_controller.tools.report import render
 
     now_ns = _now_ns(now)
-    try:
-        ttl_ns = parse_max_delete_ttl(max_delete_ttl)
-    except DurationError as error:
-        raise click.UsageError(f"--max-delete-ttl: {error}") from error
+    controller = controller_settings(flags)
     try:
         objects = load_manifests(read_sources(files))
     except ManifestError as error:
         raise click.UsageError(str(error)) from error
-    rows = plan_rows(
-        objects,
-        now_ns=now_ns,
-        dry_run=dry_run,
-        local_zone=local_zone(),
-        occurrences=occurrences,
-        max_delete_ttl_ns=ttl_ns,
-    )
+    rows = plan_rows(objects, now_ns=now_ns, controller=controller, occurrences=occurrences)
     click.echo(render(rows, output))  # type: ignore[arg-type]
     if has_problems(rows):
         sys.exit(EXIT_PROBLEMS)
@@ -168,7 +152,7 @@ def status_command(*, kubectl_namespaces: bool) -> click.Command:
             context=context,
             namespace=namespace,
             all_namespaces=all_namespaces or (namespace is None and not kubectl_namespaces),
-            settings=controller_settings(flags),
+            controller=controller_settings(flags),
             output=output,
         )
         try:
@@ -203,17 +187,22 @@ def explain_command(
     The controller flags (--watch-resource, --dry-run, ...) say which controller to judge
     by: the same flags as ``run``.
     """
+    from lifecycle_controller.tools.explain import ExplainError, split_target
     from lifecycle_controller.tools.live import explain_live
 
+    try:
+        split_target(target)
+    except ExplainError as error:
+        raise click.BadParameter(str(error), param_hint="KIND/NAME") from error
     now_ns = _now_ns(now)
-    settings = controller_settings(flags)
+    controller = controller_settings(flags)
     text = asyncio.run(
         explain_live(
             target,
             kubeconfig=kubeconfig or None,
             context=context,
             namespace=namespace,
-            settings=settings,
+            controller=controller,
             now_ns=now_ns,
             occurrences=occurrences,
             output=output,

@@ -17,9 +17,9 @@ from lifecycle_controller.controller.cache import CachedObject, object_facts
 from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
-from lifecycle_controller.core.gotext import format_go_duration, go_parse_bool
+from lifecycle_controller.core.gotext import format_go_duration
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, explain
+from lifecycle_controller.core.plan import Explanation, RestartGuard, dry_run_state, explain
 from lifecycle_controller.core.relevance import has_action
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
@@ -31,6 +31,7 @@ from lifecycle_controller.core.timestamps import (
 )
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.tools.report import shortened
 from lifecycle_controller.tools.status import namespace_defaults
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "render_report",
     "report_data",
     "resolve_resource",
+    "split_target",
 ]
 
 EVENT_LIMIT = 10
@@ -74,6 +76,16 @@ class ObjectReport:
     why_nothing_happened: str | None = None
     #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
     inherited: list[str] = field(default_factory=list)
+    #: When the Upcoming warning is posted (``--warn-before`` or the annotation), if ever.
+    warning: str | None = None
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """``(kind, name)`` of ``KIND/NAME``; ExplainError for any other form (a usage error)."""
+    kind_name, slash, name = target.partition("/")
+    if not slash or not kind_name or not name:
+        raise ExplainError(f"expected KIND/NAME (e.g. deployment/web), got {target!r}")
+    return kind_name, name
 
 
 def resolve_resource(resources: Sequence[DiscoveredResource], name: str) -> ResourceType:
@@ -154,21 +166,16 @@ def _dry_run(
     settings: DecisionSettings,
     defaults: NamespaceDefaults | None = None,
 ) -> str:
-    if settings.dry_run:
-        return "yes (--dry-run)"
-    value = annotations.get(keys.DRY_RUN)
-    if value is None and defaults is not None and keys.DRY_RUN in defaults.values:
-        source = f"namespace {defaults.namespace}"
-        if defaults.dry_run is None:
-            value = defaults.values[keys.DRY_RUN]
-            return f"invalid value {value!r} ({source}): nothing is done until it is fixed"
-        return f"yes ({source})" if defaults.dry_run else f"no ({source} says false)"
-    if value is None:
+    """The dry-run line, from the same state as the decision's (and ``status``'s) flag."""
+    state = dry_run_state(annotations, settings, defaults)
+    if state.value is None:
+        where = "" if state.source == "annotation" else f" ({state.source})"
+        return f"invalid value {state.text!r}{where}: nothing is done until it is fixed"
+    if state.source == "default":
         return "no"
-    parsed = go_parse_bool(value)
-    if parsed is None:
-        return f"invalid value {value!r}: nothing is done until it is fixed"
-    return "yes (annotation)" if parsed else "no (annotation says false)"
+    if state.value:
+        return f"yes ({state.source})"
+    return f"no ({state.source} says false)"
 
 
 def _why_nothing(
@@ -244,11 +251,10 @@ async def explain_object(
     settings: DecisionSettings,
     now_ns: int,
     occurrences: int = 3,
+    guard: RestartGuard | None = None,
 ) -> ObjectReport:
     """Read one object (``KIND/NAME``) and explain it; raises ExplainError."""
-    kind_name, slash, name = target.partition("/")
-    if not slash or not kind_name or not name:
-        raise ExplainError(f"expected KIND/NAME, got {target!r}")
+    kind_name, name = split_target(target)
     try:
         discovered = (await fetch_discovery(kube)).resources
         resource = resolve_resource(discovered, kind_name)
@@ -273,10 +279,11 @@ async def explain_object(
         settings=settings,
         occurrences=occurrences,
         namespace_defaults=defaults,
+        guard=guard,
     )
     watched, scope_text = _scope(resource, verbs, obj, scope, settings)
     due = explanation.due_ns
-    return ObjectReport(
+    report = ObjectReport(
         kind=resource.kind,
         api_version=resource.api_version,
         namespace=where,
@@ -285,7 +292,10 @@ async def explain_object(
         annotations=[
             {"key": key.removeprefix(keys.PREFIX), "value": value, "meaning": meaning}
             for key, value, meaning in describe_annotations(
-                annotations, now_ns=now_ns, local_zone=settings.local_zone
+                annotations,
+                now_ns=now_ns,
+                local_zone=settings.local_zone,
+                namespace=(resource.group, resource.kind) == ("", "Namespace"),
             )
         ],
         decision=explanation.summary,
@@ -302,6 +312,19 @@ async def explain_object(
         events=events,
         why_nothing_happened=_why_nothing(annotations, explanation, watched, scope_text, obj),
         inherited=list(explanation.inherited),
+        warning=_warning(explanation, now_ns),
+    )
+    return shortened(report)
+
+
+def _warning(explanation: Explanation, now_ns: int) -> str | None:
+    warn_at, due = explanation.warn_at_ns, explanation.due_ns
+    if warn_at is None or due is None:
+        return None
+    reason = "UpcomingDeletion" if explanation.action == "delete" else "UpcomingRestart"
+    lead = format_go_duration(due - warn_at)
+    return (
+        f"{reason} at {format_rfc3339_nano(warn_at)} ({relative(warn_at, now_ns)}, {lead} before)"
     )
 
 
@@ -344,6 +367,8 @@ def render_report(report: ObjectReport) -> str:
     following = report.upcoming[1:] if report.upcoming[:1] == [report.due] else report.upcoming
     for instant in following:
         lines.append(_field("  then", instant))
+    if report.warning is not None:
+        lines.append(_field("Warning", report.warning))
     lines.append(_field("Catch-up", report.catch_up))
     lines.append(_field("Dry-run", report.dry_run))
     for inherited in report.inherited:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import click
 import yaml
 
-from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.report import render
 
 __all__ = ["StatusView", "explain_live", "watch_status"]
@@ -34,7 +34,7 @@ class StatusView:
     context: str | None
     namespace: str | None
     all_namespaces: bool
-    settings: Settings
+    controller: ControllerView
     output: str
 
 
@@ -44,10 +44,11 @@ async def _render_status(kube: KubeClient, view: StatusView) -> tuple[str, list[
     namespace = None if view.all_namespaces else (view.namespace or kube.default_namespace)
     report = await collect_status(
         kube,
-        scope=view.settings.scope,
+        scope=view.controller.scope,
         clock=RealClock(),
-        settings=view.settings.actions.decision_settings(),
+        settings=view.controller.decision,
         namespace=namespace,
+        guard=view.controller.guard,
     )
     return render(report.rows, view.output), list(report.unreadable)  # type: ignore[arg-type]
 
@@ -57,9 +58,8 @@ async def _breaker_line(kube: KubeClient, view: StatusView) -> str | None:
     from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker
     from lifecycle_controller.tools.breaker import describe_breaker
 
-    election = view.settings.leader_election
-    namespace = election.namespace or kube.default_namespace
-    name = breaker_name(election.name)
+    namespace = view.controller.breaker_namespace or kube.default_namespace
+    name = breaker_name(view.controller.breaker_lease)
     try:
         state = await read_breaker(kube, namespace, name)
     except KubeError:
@@ -99,7 +99,7 @@ async def explain_live(
     kubeconfig: str | None,
     context: str | None,
     namespace: str | None,
-    settings: Settings,
+    controller: ControllerView,
     now_ns: int,
     occurrences: int,
     output: str,
@@ -118,10 +118,11 @@ async def explain_live(
                 kube,
                 target,
                 namespace=namespace,
-                scope=settings.scope,
-                settings=settings.actions.decision_settings(),
+                scope=controller.scope,
+                settings=controller.decision,
                 now_ns=now_ns,
                 occurrences=occurrences,
+                guard=controller.guard,
             )
     except (ExplainError, KubeError) as error:
         raise click.ClickException(str(error)) from error

@@ -1,14 +1,16 @@
 """Click options shared by the commands: flags from the ``run`` table, output, cluster access.
 
 The ``run`` options are made from the flag table (``config/flags.py``), so a tool that
-should judge an object "as a controller started with these flags" (``explain``, ``status``)
-accepts exactly the same flags, spelled and defaulted the same way, with the same
-``LIFECYCLE_<FLAG>`` environment variables.
+should judge an object "as a controller started with these flags" (``explain``, ``status``,
+``plan``) accepts exactly the flags marked ``affects_decision``, spelled and defaulted the
+same way, with the same ``LIFECYCLE_<FLAG>`` environment variables; :func:`controller_view`
+is the one place that turns them into what the tools decide with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -16,37 +18,55 @@ import click
 from lifecycle_controller.config import RUN_FLAGS, Flag, build_settings
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.config.settings import Settings
+from lifecycle_controller.core.decision import DecisionSettings
+from lifecycle_controller.core.durations import NS_PER_SECOND
+from lifecycle_controller.core.plan import RestartGuard
+from lifecycle_controller.core.scope import ScopeConfig
 
 __all__ = [
     "CONTROLLER_FLAGS",
+    "ControllerView",
     "OutputOption",
     "apply_flags",
     "cluster_options",
     "controller_settings",
+    "controller_view",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The ``run`` flags that change what the controller would do with an object.
-CONTROLLER_FLAGS: tuple[Flag, ...] = tuple(
-    flag
-    for flag in RUN_FLAGS
-    if flag.name
-    in {
-        "watch-resource",
-        "ignore-resource",
-        "watch-namespace",
-        "ignore-namespace",
-        "dry-run",
-        "delete-catch-up",
-        "restart-catch-up",
-        "max-delete-ttl",
-        "act-on-annotation-copies",
-        # where the circuit breaker is latched (beside the Lease), for status to show it
-        "leader-election-id",
-        "leader-election-namespace",
-    }
-)
+CONTROLLER_FLAGS: tuple[Flag, ...] = tuple(flag for flag in RUN_FLAGS if flag.affects_decision)
+
+
+@dataclass(frozen=True)
+class ControllerView:
+    """What the tools decide with: the controller's settings that shape one object's fate.
+
+    ``breaker_lease`` and ``breaker_namespace`` say where the circuit breaker is latched
+    (beside the Lease; None: the context's namespace).
+    """
+
+    scope: ScopeConfig
+    decision: DecisionSettings
+    guard: RestartGuard
+    breaker_lease: str
+    breaker_namespace: str | None
+
+
+def controller_view(settings: Settings) -> ControllerView:
+    """The parts of ``settings`` the controller's decision for one object depends on."""
+    guardrails = settings.guardrails
+    return ControllerView(
+        scope=settings.scope,
+        decision=settings.actions.decision_settings(),
+        guard=RestartGuard(
+            min_interval_ns=round(guardrails.min_restart_interval * NS_PER_SECOND),
+            jitter_ns=round(guardrails.restart_jitter * NS_PER_SECOND),
+        ),
+        breaker_lease=settings.leader_election.name,
+        breaker_namespace=settings.leader_election.namespace,
+    )
 
 
 class _CommaList(click.ParamType[str]):
@@ -93,13 +113,14 @@ def apply_flags(flags: tuple[Flag, ...]) -> Callable[[F], F]:
     return decorate
 
 
-def controller_settings(values: Mapping[str, Any]) -> Settings:
-    """Settings from the CONTROLLER_FLAGS among ``values`` (others at their defaults)."""
+def controller_settings(values: Mapping[str, Any]) -> ControllerView:
+    """The view of the CONTROLLER_FLAGS among ``values`` (others at their defaults)."""
     dests = {flag.dest for flag in CONTROLLER_FLAGS}
     try:
-        return build_settings({name: value for name, value in values.items() if name in dests})
+        settings = build_settings({k: v for k, v in values.items() if k in dests})
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
+    return controller_view(settings)
 
 
 OutputOption = click.option(

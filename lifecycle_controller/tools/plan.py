@@ -10,19 +10,20 @@ As a linter, :func:`has_problems` tells whether any object would get a Warning.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
+from lifecycle_controller.core import ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.report import Row, row_for
 
 
@@ -127,19 +128,34 @@ def lifecycle_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in annotations.items() if str(k).startswith(keys.PREFIX)}
 
 
+def unknown_keys(annotations: Iterable[str]) -> list[str]:
+    """A problem line for each ``lifecycle.cezary.dev/`` key the controller does not read,
+    with the nearest known key when one is close (a typo)."""
+    known = [key.removeprefix(keys.PREFIX) for key in keys.KNOWN_KEYS]
+    found = []
+    for key in sorted(annotations):
+        if not key.startswith(keys.PREFIX) or key in keys.KNOWN_KEYS:
+            continue
+        short = key.removeprefix(keys.PREFIX)
+        near = difflib.get_close_matches(short, known, n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        found.append(f"UnknownAnnotation: {key} is not a key the controller reads{hint}")
+    return found
+
+
 def plan_rows(
     objects: Iterable[Mapping[str, Any]],
     *,
     now_ns: int,
-    dry_run: bool = False,
-    local_zone: tzinfo | None = None,
+    controller: ControllerView,
     occurrences: int = 3,
-    max_delete_ttl_ns: int | None = None,
 ) -> list[Row]:
-    """One row per object that carries at least one lifecycle annotation."""
-    settings = DecisionSettings(dry_run=dry_run, max_delete_ttl_ns=max_delete_ttl_ns)
-    if local_zone is not None:
-        settings = dataclasses.replace(settings, local_zone=local_zone)
+    """One row per object that carries at least one lifecycle annotation.
+
+    An object the controller's scope leaves out says so instead of a decision; an unknown
+    lifecycle key is a problem (the linter's typo check).
+    """
+    settings = controller.decision
     objects = list(objects)
     # docs/annotations.md#namespace-defaults: the Namespace manifests in the input.
     namespaces = [
@@ -161,7 +177,26 @@ def plan_rows(
             settings=settings,
             occurrences=occurrences,
             namespace_defaults=defaults.get(facts.namespace) if facts.namespace else None,
+            guard=controller.guard,
         )
+        resource = facts.key.resource
+        if not (
+            controller.scope.is_resource_allowed(resource.key)
+            and controller.scope.allows_object(resource, facts.namespace, facts.name)
+        ):
+            explanation = dataclasses.replace(
+                explanation,
+                action=None,
+                due_ns=None,
+                upcoming=(),
+                warn_at_ns=None,
+                summary="not watched: outside the namespace or resource watch list",
+            )
+        problems = unknown_keys(annotations)
+        if problems:
+            explanation = dataclasses.replace(
+                explanation, problems=(*explanation.problems, *problems)
+            )
         rows.append(
             row_for(
                 api_version=str(obj.get("apiVersion", "")),

@@ -1,18 +1,44 @@
-"""Rows and output formats shared by ``plan`` (offline) and ``status`` (live cluster)."""
+"""Rows and output formats shared by ``plan`` (offline) and ``status`` (live cluster).
+
+Every text a tool prints passes :func:`shortened` first: annotation values are the user's
+and may be huge, so each value is cut to the bound of an Event note.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 
 from lifecycle_controller.core.plan import Explanation
+from lifecycle_controller.core.shorten import shorten
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 
 OutputFormat = Literal["table", "json", "yaml"]
+_D = TypeVar("_D")
+
+
+def _shorten_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return shorten(value)
+    if isinstance(value, list):
+        return [_shorten_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shorten_value(item) for key, item in value.items()}
+    return value
+
+
+def shortened(report: _D) -> _D:
+    """A copy of the dataclass ``report`` with every text in it cut (core/shorten.py)."""
+    changes = {
+        f.name: _shorten_value(getattr(report, f.name))
+        for f in dataclasses.fields(report)  # type: ignore[arg-type]
+    }
+    return dataclasses.replace(report, **changes)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
@@ -32,10 +58,19 @@ class Row:
     dry_run: bool
     #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
     inherited: list[str] = field(default_factory=list)
+    #: When the Upcoming warning is posted (``--warn-before`` or the annotation); "" none.
+    warn_at: str = ""
 
 
 def row_for(
     *, api_version: str, kind: str, namespace: str | None, name: str, explanation: Explanation
+) -> Row:
+    """The row of one object, every text in it cut to the bound."""
+    return shortened(_row(api_version, kind, namespace, name, explanation))
+
+
+def _row(
+    api_version: str, kind: str, namespace: str | None, name: str, explanation: Explanation
 ) -> Row:
     return Row(
         api_version=api_version,
@@ -50,6 +85,7 @@ def row_for(
         upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
         dry_run=explanation.dry_run,
         inherited=list(explanation.inherited),
+        warn_at=format_rfc3339_nano(explanation.warn_at_ns) if explanation.warn_at_ns else "",
     )
 
 
@@ -62,6 +98,8 @@ def _table(rows: Sequence[Row]) -> str:
             detail = "; ".join(row.problems)
         if row.dry_run:
             detail = f"[dry-run] {detail}"
+        if row.warn_at and row.warn_at not in detail:  # the decision may name it already
+            detail = f"{detail}; warning at {row.warn_at}"
         if row.inherited:
             detail = f"{detail} ({', '.join(row.inherited)})"
         lines.append(

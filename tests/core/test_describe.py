@@ -7,7 +7,12 @@ from datetime import UTC
 import pytest
 
 from lifecycle_controller.core import keys
-from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
+from lifecycle_controller.core.describe import (
+    DESCRIBED_KEYS,
+    catch_up_meaning,
+    describe_annotations,
+    relative,
+)
 
 from .support import NOW
 
@@ -112,3 +117,64 @@ def test_catch_up_meanings() -> None:
     assert catch_up_meaning("never").startswith(
         "a missed action runs only if this controller saw it"
     )
+
+
+# --- every key the controller reads is described (docs/annotations.md) ----------------------
+
+
+def test_every_known_key_has_a_description() -> None:
+    assert frozenset(keys.KNOWN_KEYS) == DESCRIBED_KEYS
+
+
+def test_known_keys_are_every_key_the_keys_module_spells() -> None:
+    spelled = {
+        value
+        for name, value in vars(keys).items()
+        if name.isupper() and isinstance(value, str) and value.startswith(keys.PREFIX)
+    }
+    spelled.discard(keys.PREFIX)
+    assert spelled == set(keys.KNOWN_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "text"),
+    [
+        (
+            keys.MAINTENANCE_WINDOW,
+            "Mon-Sun 00:00-24:00 UTC",
+            "due actions run only inside Mon-Sun 00:00-24:00 UTC (open now)",
+        ),
+        (keys.MAINTENANCE_WINDOW, "Funday 01:00-02:00 UTC", "invalid: "),
+        (keys.WARN_BEFORE, "15m", "an UpcomingDeletion/UpcomingRestart Event 15m0s before acting"),
+        (keys.WARN_BEFORE, "0s", "no warning before acting"),
+        (keys.WARN_BEFORE, "soon", "invalid: "),
+        (
+            keys.OBSERVED,
+            "2026-10-05T04:00:00Z;v1-0123456789abcdef",
+            "written by the controller (--persist-observations): it saw the occurrence due "
+            "2026-10-05T04:00:00Z (in 1h)",
+        ),
+        (keys.OBSERVED, "garbled", "invalid: "),
+        (keys.MAX_DELETE_TTL, "30d", "read on a Namespace only"),
+    ],
+)
+def test_the_keys_explain_used_to_call_ignored(key: str, value: str, text: str) -> None:
+    assert meaning(key, value).startswith(text)
+    assert "not a key the controller reads" not in meaning(key, value)
+
+
+def test_on_a_namespace_the_defaults_and_the_cap_are_described() -> None:
+    lines = describe_annotations(
+        {keys.MAX_DELETE_TTL: "30d", keys.WARN_BEFORE: "15m", keys.DRY_RUN: "true"},
+        now_ns=NOW,
+        local_zone=UTC,
+        namespace=True,
+    )
+    meanings = {key: text for key, _, text in lines}
+    assert meanings[keys.MAX_DELETE_TTL] == (
+        "delete TTLs longer than 720h0m0s are refused in this namespace"
+    )
+    assert meanings[keys.WARN_BEFORE].endswith(
+        "; also the default of the objects in this namespace"
+    )
+    assert meanings[keys.DRY_RUN].endswith("; also the default of the objects in this namespace")

@@ -355,7 +355,7 @@ def test_explain_names_inherited_values_and_namespace_blocks() -> None:
         settings=DecisionSettings(),
         namespace_defaults=defaults,
     )
-    assert shown.inherited == (f"dry-run from namespace {NS}",)
+    assert shown.inherited == (f"dry-run: true (from namespace {NS})",)
     blocked = explain(
         annotations={keys.DELETE_AT: PAST},
         facts=CONFIGMAP,

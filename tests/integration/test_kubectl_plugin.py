@@ -148,7 +148,7 @@ def test_explain_says_why_nothing_happens(
     assert missing.stderr.strip() == (
         f'kubectl lifecycle: configmaps "nope" not found in namespace {namespace}'
     )
-    assert kubectl("explain", "no-slash", kubeconfig=config).returncode == 1
+    assert kubectl("explain", "no-slash", kubeconfig=config).returncode == 2  # a wrong call
     assert kubectl("explain", "cm/x", "--dry-run", "maybe", kubeconfig=config).returncode == 2
 
 

@@ -165,7 +165,7 @@ async def test_status_and_explain_name_the_namespace_defaults(
     )
     (row,) = report.rows
     assert row.dry_run is True
-    assert row.inherited == [f"dry-run from namespace {namespace}"]
+    assert row.inherited == [f"dry-run: true (from namespace {namespace})"]
     explained = await explain_object(
         kube,
         "configmap/shown",
@@ -175,4 +175,4 @@ async def test_status_and_explain_name_the_namespace_defaults(
         now_ns=RealClock().now_ns(),
     )
     assert explained.dry_run == f"yes (namespace {namespace})"
-    assert explained.inherited == [f"dry-run from namespace {namespace}"]
+    assert explained.inherited == [f"dry-run: true (from namespace {namespace})"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from lifecycle_controller.config import RUN_FLAGS, Flag
+from lifecycle_controller.tools.options import CONTROLLER_FLAGS
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
@@ -38,3 +40,9 @@ def test_the_readme_flags_table_lists_exactly_the_run_flags() -> None:
             assert default == f"`{flag.default}`", flag.name
         else:  # no default: blank, or a note in parentheses such as "(all)"
             assert default == "" or (default.startswith("(") and default.endswith(")")), flag.name
+
+
+def test_the_readme_lists_exactly_the_controller_flags_the_tools_take() -> None:
+    (line,) = [line for line in README.splitlines() if line.startswith("| controller flags |")]
+    listed = set(re.findall(r"`--([a-z-]+)`", line))
+    assert listed == {flag.name for flag in CONTROLLER_FLAGS}

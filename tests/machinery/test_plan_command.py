@@ -204,8 +204,8 @@ def test_a_namespace_manifest_in_the_input_supplies_its_defaults() -> None:
     by_name = {row["name"]: row for row in rows}
     assert by_name["short"]["dry_run"] is True
     assert by_name["short"]["inherited"] == [
-        "dry-run from namespace previews",
-        "max-delete-ttl from namespace previews",
+        "dry-run: true (from namespace previews)",
+        "max-delete-ttl: 1h (from namespace previews)",
     ]
     assert by_name["long"]["problems"][0].startswith("DeleteTTLExceeded: ")
     assert by_name["elsewhere"]["dry_run"] is False
@@ -215,4 +215,7 @@ def test_a_namespace_manifest_in_the_input_supplies_its_defaults() -> None:
         .invoke(cli, ["plan", "-f", "-", "--now", "2026-11-30T12:00:00Z"], input=NAMESPACED)
         .stdout
     )
-    assert "(dry-run from namespace previews, max-delete-ttl from namespace previews)" in table
+    assert (
+        "(dry-run: true (from namespace previews), max-delete-ttl: 1h (from namespace previews))"
+        in table
+    )

@@ -131,7 +131,7 @@ async def test_explain_names_the_namespace_defaults(kube: KubeClient, clock: Fak
     assert report.dry_run == "yes (namespace previews)"
     assert report.catch_up.startswith("never (default of namespace previews)")
     assert report.inherited == [
-        "catch-up from namespace previews",
-        "dry-run from namespace previews",
+        "catch-up: never (from namespace previews)",
+        "dry-run: true (from namespace previews)",
     ]
-    assert "Inherited:    dry-run from namespace previews" in render_report(report)
+    assert "Inherited:    dry-run: true (from namespace previews)" in render_report(report)

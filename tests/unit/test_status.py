@@ -54,7 +54,7 @@ async def test_rows_name_the_values_that_come_from_the_namespace(
     )  # fmt: skip
     rows = {row.name: row for row in report.rows}
     assert rows["a"].dry_run is True
-    assert rows["a"].inherited == ["dry-run from namespace previews"]
+    assert rows["a"].inherited == ["dry-run: true (from namespace previews)"]
     assert rows["b"].action == ""
     assert rows["b"].summary.startswith("blocked: namespace held has an invalid maintenance-window")
     assert rows["b"].problems[0].startswith("InvalidAnnotation: namespace held has an invalid")
@@ -62,4 +62,4 @@ async def test_rows_name_the_values_that_come_from_the_namespace(
         kube, scope=ScopeConfig(watch_resources=("configmaps",)), clock=clock,
         settings=DecisionSettings(), namespace="previews",
     )  # fmt: skip
-    assert [row.inherited for row in one.rows] == [["dry-run from namespace previews"]]
+    assert [row.inherited for row in one.rows] == [["dry-run: true (from namespace previews)"]]
