@@ -219,10 +219,18 @@ def not_pod_spawner() -> Event:
     )
 
 
-def delete_ttl_exceeded(*, annotation: str, value: str, ttl_ns: int, max_ns: int) -> Event:
+def delete_ttl_exceeded(
+    *, annotation: str, value: str, ttl_ns: int, max_ns: int, namespace: str | None = None
+) -> Event:
+    """The reference's text when the cap is the flag's; a Namespace's cap is named."""
+    source = (
+        ""
+        if namespace is None
+        else f" set by the max-delete-ttl annotation of Namespace {namespace}"
+    )
     message = (
         f"Ignoring {annotation}={go_quote(value)} because TTL {format_go_duration(ttl_ns)} "
-        f"exceeds maximum {format_go_duration(max_ns)}."
+        f"exceeds maximum {format_go_duration(max_ns)}{source}."
     )
     return _warning(DELETE_TTL_EXCEEDED, message)
 

@@ -759,11 +759,14 @@ def test_ref_154_ref_157_delete_after_at_the_maximum_is_converted() -> None:
 
 
 def test_ref_155_ref_158_future_delete_at_above_the_maximum_is_ignored() -> None:
-    decision = run({keys.DELETE_AT: format_rfc3339_seconds(NOW + 31 * DAY)}, settings=MAX_30D)
+    # Measured from the object's creation (docs/behaviour.md#max-delete-ttl), not from now.
+    created = DEPLOYMENT.creation_ns
+    assert created is not None
+    decision = run({keys.DELETE_AT: format_rfc3339_seconds(created + 31 * DAY)}, settings=MAX_30D)
     assert isinstance(decision, Invalid)
     assert decision.reason == "DeleteTTLExceeded"
     assert forgets(decision)
-    at_limit = run({keys.DELETE_AT: format_rfc3339_seconds(NOW + 30 * DAY)}, settings=MAX_30D)
+    at_limit = run({keys.DELETE_AT: format_rfc3339_seconds(created + 30 * DAY)}, settings=MAX_30D)
     assert isinstance(at_limit, Wait)
 
 
