@@ -76,7 +76,14 @@ class NamespaceDefaultsStore:
         self._scopes: list[str | None] = [None] if names is None else [*sorted(set(names))]
         self._on_change = on_change
         self._report = report
-        self._settings = replace(settings or InformerSettings(), stop_when_forbidden=True)
+        base = settings or InformerSettings()
+        # No quick-retry cap after connection errors: while the API server is unreachable
+        # these informers back off on the shared curve (0.8 s doubling to 30 s, with jitter)
+        # instead of retrying about once a second; defaults matter only once objects can be
+        # read and written again (docs/reliability.md#namespace-informers).
+        self._settings = replace(
+            base, stop_when_forbidden=True, backoff_transport_max=base.backoff_max
+        )
         self._retry_after = retry_after
         self._rng = random.Random() if rng is None else rng
         self._caches = {scope: MetadataCache() for scope in self._scopes}
