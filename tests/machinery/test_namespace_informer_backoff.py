@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from structlog.testing import capture_logs
@@ -25,7 +26,7 @@ def attempts(source: FakeSource) -> int:
     return len(source.list_calls) + len(source.watch_calls)
 
 
-def informer_lines(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def informer_lines(logs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """(level, event) of the lines at info or above about Namespaces."""
     return [
         (line["log_level"], line["event"])
