@@ -124,6 +124,7 @@ ACTION_SKIPPED: Final = "ActionSkipped"
 DRY_RUN_ACTION_SKIPPED: Final = "DryRunActionSkipped"
 ACTION_SKIP_FAILED: Final = "ActionSkipFailed"
 DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
+_SET_BY_NAMESPACE: Final = " set by the max-delete-ttl annotation of Namespace "
 
 DELETION_FAILED_PREFIX: Final = "Failed to delete resource: "
 RESTART_READ_FAILED_PREFIX: Final = "Could not read pod template annotations: "
@@ -222,15 +223,10 @@ def not_pod_spawner() -> Event:
 def delete_ttl_exceeded(
     *, annotation: str, value: str, ttl_ns: int, max_ns: int, namespace: str | None = None
 ) -> Event:
-    """The reference's text when the cap is the flag's; a Namespace's cap is named."""
-    source = (
-        ""
-        if namespace is None
-        else f" set by the max-delete-ttl annotation of Namespace {namespace}"
-    )
+    by = "" if namespace is None else _SET_BY_NAMESPACE + namespace  # the flag's: the reference's
     message = (
         f"Ignoring {annotation}={go_quote(value)} because TTL {format_go_duration(ttl_ns)} "
-        f"exceeds maximum {format_go_duration(max_ns)}{source}."
+        f"exceeds maximum {format_go_duration(max_ns)}{by}."
     )
     return _warning(DELETE_TTL_EXCEEDED, message)
 
@@ -496,11 +492,7 @@ def misconfiguration_label(event_reason: str) -> str:
 
 
 def invalid_namespace_default(*, uid: str, key: str, value: str, error: str, blocks: str) -> Event:
-    """An invalid default on a Namespace, recorded on the Namespace once per value.
-
-    ``blocks`` says what it holds back in the namespace's objects (those without their own
-    value for the key).
-    """
+    """An invalid default, on its Namespace once per value; ``blocks``: what it holds back."""
     return _warning(
         INVALID_ANNOTATION,
         f"Invalid namespace default {key}={go_quote(value)}: {error}; {blocks}",
