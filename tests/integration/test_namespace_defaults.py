@@ -16,6 +16,8 @@ import re
 import time
 from typing import Any
 
+import aiohttp
+
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
@@ -226,3 +228,24 @@ async def test_a_refused_delete_at_stays_refused_after_its_deadline_and_a_restar
         now_ns=RealClock().now_ns(),
     )
     assert [p.split(":", 1)[0] for p in explained.problems] == ["DeleteTTLExceeded"]
+
+
+async def test_a_watched_namespace_that_does_not_exist_shows_on_readyz(
+    start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    missing = f"{namespace}-nothing-here"
+    running = await start_controller(
+        watch_resource=["configmaps"], watch_namespace=[namespace, missing]
+    )
+    probes = running.controller.probes
+    assert probes is not None
+    assert probes.port is not None
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{probes.port}/readyz") as response,
+    ):
+        assert response.status == 200
+        assert (
+            f"[!]watched namespace {missing} does not exist (--watch-namespace)"
+            in (await response.text()).splitlines()
+        )
