@@ -178,6 +178,14 @@ class Controller:
         )
         return check()
 
+    def readiness_notes(self) -> list[str]:
+        """``/readyz`` lines that do not make this replica unready (docs/behaviour.md#readiness)."""
+        store = None if self._pipeline is None else self._pipeline.namespaces
+        return [
+            f"watched namespace {name} does not exist (--watch-namespace)"
+            for name in ([] if store is None else store.missing())
+        ]
+
     def _discovery_ready(self) -> float:
         """``lifecycle_controller_discovery_ready``: 1 when this instance's coverage is complete."""
         return 1.0 if self.not_ready_reason() is None and self._pipeline is not None else 0.0
@@ -221,6 +229,7 @@ class Controller:
             bind_address=serving.health_probe_address,
             readiness=self.not_ready_reason,
             liveness={"leader-election": self._liveness},
+            readiness_notes=self.readiness_notes,
         )
         if serving.health_probe_address != "0":
             await self.probes.start()

@@ -47,6 +47,7 @@ from lifecycle_controller.core import (
 from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.guardrails import Hold, HoldReason, acting_operation
+from lifecycle_controller.core.misconfiguration import misconfiguration_label
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 
 __all__ = ["Accounting", "ActionMetrics", "NoActionMetrics"]
@@ -114,9 +115,7 @@ class Accounting:
         self._publish_next_action(key, final)
         kind = key.resource.kind
         if isinstance(final, Invalid):
-            self.metrics.count_misconfiguration(
-                kind, catalogue.misconfiguration_label(final.reason)
-            )
+            self.metrics.count_misconfiguration(kind, misconfiguration_label(final.reason))
         elif (
             isinstance(final, DryRun)
             and final.action is not None

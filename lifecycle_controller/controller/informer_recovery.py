@@ -96,7 +96,8 @@ def recovery_for(
         log.info("throttled by the API server", step=step.value)
         return Recovery(same, "throttled", backoff=True, at_least=error.retry_after or 0.0)
     if isinstance(error, TransportError | ServerError):
-        log.info("connection lost or server error", step=step.value, error=str(error))
+        # Per failure at debug only: the informer logs the outage's start and end once.
+        log.debug("connection lost or server error", step=step.value, error=str(error))
         reason = "transport" if isinstance(error, TransportError) else "server_error"
         # Failing again: relist, so the first answer after an outage is a full list.
         retry = Step.LIST if failures > 1 else same

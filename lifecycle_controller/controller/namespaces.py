@@ -14,6 +14,10 @@ namespace_defaults_changed`) calls ``on_change(name)``, which the composition ro
 into re-evaluating that namespace's objects, and reports its invalid values once, as
 Warning Events on the Namespace (``report``) and a log line.
 
+A named Namespace that does not exist (a typo in ``--watch-namespace``) is logged at warning
+and listed by :meth:`NamespaceDefaultsStore.missing` for readiness
+(:mod:`~lifecycle_controller.controller.namespace_presence`).
+
 Reading Namespaces is not granted by older installations: when it is forbidden (or the API
 does not serve Namespaces), the store logs an error, counts as synced with no defaults for
 that scope (the controller behaves as it did without this feature) and tries again later.
@@ -34,6 +38,7 @@ from lifecycle_controller.controller.informer_ports import (
     InformerSettings,
     MetadataSource,
 )
+from lifecycle_controller.controller.namespace_presence import PresenceSource
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.namespace_defaults import (
@@ -76,11 +81,19 @@ class NamespaceDefaultsStore:
         self._scopes: list[str | None] = [None] if names is None else [*sorted(set(names))]
         self._on_change = on_change
         self._report = report
-        self._settings = replace(settings or InformerSettings(), stop_when_forbidden=True)
+        base = settings or InformerSettings()
+        # No quick-retry cap after connection errors: while the API server is unreachable
+        # these informers back off on the shared curve (0.8 s doubling to 30 s, with jitter)
+        # instead of retrying about once a second; defaults matter only once objects can be
+        # read and written again (docs/reliability.md#namespace-informers).
+        self._settings = replace(
+            base, stop_when_forbidden=True, backoff_transport_max=base.backoff_max
+        )
         self._retry_after = retry_after
         self._rng = random.Random() if rng is None else rng
         self._caches = {scope: MetadataCache() for scope in self._scopes}
         self._informers: dict[str | None, Informer] = {}
+        self._presence: dict[str, PresenceSource] = {}
         self._unavailable: set[str | None] = set()
         self._defaults: dict[str, NamespaceDefaults] = {}
         self._reports: asyncio.Queue[tuple[ObjectRef, Event]] = asyncio.Queue()
@@ -128,15 +141,36 @@ class NamespaceDefaultsStore:
                 group.create_task(self._run_scope(scope), name=f"namespace informer {scope}")
             group.create_task(self._run_reporter(), name="namespace defaults reporter")
 
+    def missing(self) -> list[str]:
+        """Named Namespaces (exact ``--watch-namespace``) that their list found absent."""
+        return sorted(name for name, source in self._presence.items() if source.present is False)
+
+    def _presence_changed(self, name: str, present: bool) -> None:
+        if present:
+            _log.info("watched namespace exists now", kind="Namespace", name=name)
+        else:
+            _log.warning(
+                "watched namespace does not exist; nothing is watched in it until it is created",
+                kind="Namespace",
+                name=name,
+            )
+
     async def _run_scope(self, scope: str | None) -> None:
+        source: MetadataSource = self._source
+        settings = self._settings
+        if scope is not None:  # one named Namespace: note whether it exists
+            source = self._presence[scope] = PresenceSource(
+                self._source, scope, lambda present: self._presence_changed(scope, present)
+            )
+            settings = replace(settings, streaming_list=False)  # a list of one is cheap
         informer = Informer(
             resource=NAMESPACES,
             namespace=None,
-            source=self._source,
+            source=source,
             cache=self._caches[scope],
             on_event=self._on_event,
             clock=self._clock,
-            settings=self._settings,
+            settings=settings,
             on_change_seen=lambda: self._seen(scope),
             rng=random.Random(self._rng.random()),
             field_selector=None if scope is None else f"metadata.name={scope}",

@@ -31,12 +31,13 @@ loop over metadata-only requests (docs/architecture.md#informer-loop):
    a watch event, a watch the server ended normally), and the delay after a connection error
    is capped at 0.8 s plus jitter: a server that is down is retried about once a
    second per informer, and a watch resumes within about 2 s of the API server answering
-   again (docs/reliability.md). A second connection failure in a row relists instead of
-   re-watching, so the first request after an outage is a list that proves the server is
-   back (and catches deletes missed meanwhile).
+   again (docs/reliability.md); the Namespace-defaults informers turn that cap off. A second
+   connection failure in a row relists instead of re-watching, so the first request after an
+   outage is a list that proves the server is back (and catches deletes missed meanwhile).
 4. From its second consecutive failed list or watch until its next successful one, the
    informer is :attr:`Informer.disconnected`; the leader's readiness reports it
-   (docs/behaviour.md#readiness).
+   (docs/behaviour.md#readiness). Both changes of that state are logged once, at warning;
+   the single failures in between only at debug.
 
 Only ``metadata`` is read from each object, projected into :class:`CachedObject` at once
 (managedFields and everything else are never kept). Changes are reported to one synchronous,
@@ -192,10 +193,22 @@ class Informer:
 
     def _succeeded(self) -> None:
         """A request was answered: start the backoff over and clear the failure count."""
-        if self._failures:
-            self._log.info("api server answers again", failures=self._failures)
+        if self.disconnected:
+            self._log.warning("api server answers again", failures=self._failures)
+        elif self._failures:
+            self._log.debug("api server answers again", failures=self._failures)
         self._failures = 0
         self._backoff.reset()
+
+    def _failed(self, error: Exception) -> None:
+        """Count one failed list or watch; log once when the informer becomes disconnected."""
+        self._failures += 1
+        if self._failures == self._settings.disconnected_after:
+            self._log.warning(
+                "cannot list or watch; retrying with backoff until the api server answers",
+                failures=self._failures,
+                error=str(error) or type(error).__name__,
+            )
 
     # ------------------------------------------------------------------ the loop
 
@@ -231,7 +244,7 @@ class Informer:
                     raise
                 if self._stream_listed:  # the streaming list completed; its watch failed
                     step = Step.WATCH
-                self._failures += 1
+                self._failed(error)
                 recovery = recovery_for(
                     error,
                     step,

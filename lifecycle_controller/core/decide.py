@@ -34,7 +34,7 @@ from lifecycle_controller.core.decision import (
     ObjectFacts,
 )
 from lifecycle_controller.core.events import Event
-from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.gotext import go_parse_bool, go_quote
 
 __all__ = ["decide"]
 
@@ -74,7 +74,7 @@ def decide(
                 reason=event.reason,
                 events=(event,),
                 ledger_ops=(FORGET,),
-                log="invalid dry-run annotation; taking no action",
+                log=f"invalid dry-run {go_quote(annotations[keys.DRY_RUN])}: expected a boolean",
             )
         dry_run = dry_run or resource_dry_run
 

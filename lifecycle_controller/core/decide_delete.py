@@ -5,6 +5,7 @@ from __future__ import annotations
 from lifecycle_controller.core import events, keys
 from lifecycle_controller.core.decide_pass import DELETE_RELATIVE, DecisionPass, convert_relative
 from lifecycle_controller.core.decision import Action, Decision, Delete, Operation
+from lifecycle_controller.core.delete_ttl import delete_at_ttl, refuse_ttl
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 
 __all__ = ["decide_deletion"]
@@ -21,15 +22,13 @@ def decide_deletion(run: DecisionPass) -> Decision:
     try:
         due = parse_rfc3339(value)
     except TimestampError as error:
-        return run.invalid(events.invalid_timestamp("delete-at", str(error)), "invalid delete-at")
-    limit = run.settings.max_delete_ttl_ns
-    if limit is not None and due - run.now > limit:
         return run.invalid(
-            events.delete_ttl_exceeded(
-                annotation=keys.DELETE_AT, value=value, ttl_ns=due - run.now, max_ns=limit
-            ),
-            "delete-at exceeds --max-delete-ttl",
+            events.invalid_timestamp("delete-at", str(error)), "invalid delete-at", str(error)
         )
+    ttl = delete_at_ttl(due, annotations=run.annotations, facts=run.facts, now_ns=run.now)
+    refusal = refuse_ttl(run.settings, annotation=keys.DELETE_AT, value=value, ttl_ns=ttl)
+    if refusal is not None:  # docs/behaviour.md#max-delete-ttl: never expires by itself
+        return run.invalid(refusal.event, refusal.log)
 
     allowed = run.allowed(run.opening(due), run.identity())
     if run.now < due:

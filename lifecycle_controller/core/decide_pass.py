@@ -40,6 +40,7 @@ from lifecycle_controller.core.decision import (
     Patch,
     Wait,
 )
+from lifecycle_controller.core.delete_ttl import refuse_ttl
 from lifecycle_controller.core.durations import DurationError, parse_duration
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.observed import check_record, encode_observation
@@ -129,7 +130,9 @@ class DecisionPass:
             try:
                 policy = parse_catch_up_policy(self.annotations[keys.CATCH_UP])
             except CatchUpError as error:
-                return self.invalid(events.invalid_catch_up(str(error)), "invalid catch-up")
+                return self.invalid(
+                    events.invalid_catch_up(str(error)), "invalid catch-up", str(error)
+                )
         self.policy = policy
         if not self.never or self.dry_run:
             self.ops.append(FORGET)  # the ledger serves `never` outside dry-run only
@@ -146,7 +149,9 @@ class DecisionPass:
             self.windows = parse_windows(self.annotations[keys.MAINTENANCE_WINDOW])
         except WindowError as error:
             return self.invalid(
-                events.invalid_maintenance_window(str(error)), "invalid maintenance-window"
+                events.invalid_maintenance_window(str(error)),
+                "invalid maintenance-window",
+                str(error),
             )
         return None
 
@@ -260,13 +265,14 @@ class DecisionPass:
 
     # --- decisions -----------------------------------------------------------------------
 
-    def invalid(self, event: Event, log: str) -> Invalid:
+    def invalid(self, event: Event, log: str, error: str | None = None) -> Invalid:
+        """An Invalid decision; ``error`` (the parse error) goes into the log line too."""
         return Invalid(
             reason=event.reason,
             events=(*self.events, event),
             ledger_ops=then_forget(self.ops),
             action=self.action,
-            log=log,
+            log=log if error is None else f"{log}: {error}",
         )
 
     def wait(self, due_ns: int, log: str, *, occurrence_ns: int | None = None) -> Wait:
@@ -445,15 +451,14 @@ def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
         return run.invalid(
             events.invalid_relative_duration(relative.after_name, str(error)),
             f"invalid {relative.after_name}",
+            str(error),
         )
-    limit = run.settings.max_delete_ttl_ns
-    if relative is DELETE_RELATIVE and limit is not None and duration > limit:
-        return run.invalid(
-            events.delete_ttl_exceeded(
-                annotation=relative.after_key, value=after_value, ttl_ns=duration, max_ns=limit
-            ),
-            "delete-after exceeds --max-delete-ttl",
+    if relative is DELETE_RELATIVE:
+        refusal = refuse_ttl(
+            run.settings, annotation=relative.after_key, value=after_value, ttl_ns=duration
         )
+        if refusal is not None:
+            return run.invalid(refusal.event, refusal.log)
 
     reference_point = run.get(keys.REFERENCE_POINT)
     reference = run.now

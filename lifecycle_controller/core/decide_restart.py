@@ -56,7 +56,7 @@ def decide_restart(run: DecisionPass) -> Decision:
             due = parse_rfc3339(value)
         except TimestampError as error:
             return run.invalid(
-                events.invalid_timestamp("restart-at", str(error)), "invalid restart-at"
+                events.invalid_timestamp("restart-at", str(error)), "invalid restart-at", str(error)
             )
         allowed = run.allowed(run.opening(due), run.identity())
         if run.now < due:
@@ -73,20 +73,28 @@ def decide_restart(run: DecisionPass) -> Decision:
         try:
             zone = load_zone(zone_name, local_zone=run.settings.local_zone)
         except ZoneError:
-            return run.invalid(events.invalid_timezone(zone_name), "invalid cron-timezone")
+            return run.invalid(
+                events.invalid_timezone(zone_name), "invalid cron-timezone", "unknown time zone"
+            )
         try:
             spec = parse_cron(expression)
         except CronError as error:
-            return run.invalid(events.invalid_cron(str(error)), "invalid restart-cron")
+            return run.invalid(events.invalid_cron(str(error)), "invalid restart-cron", str(error))
         schedule: Schedule = CronSchedule(spec, zone)
         if schedule.next_after(run.now) is None:
-            return run.invalid(events.invalid_cron(_NO_FUTURE_OCCURRENCE), "invalid restart-cron")
+            return run.invalid(
+                events.invalid_cron(_NO_FUTURE_OCCURRENCE),
+                "invalid restart-cron",
+                _NO_FUTURE_OCCURRENCE,
+            )
         return _recurring(run, schedule)
 
     try:
         interval = parse_restart_every(run.get(keys.RESTART_EVERY))
     except DurationError as error:
-        return run.invalid(events.invalid_restart_every(str(error)), "invalid restart-every")
+        return run.invalid(
+            events.invalid_restart_every(str(error)), "invalid restart-every", str(error)
+        )
     return _recurring(run, IntervalSchedule(interval))
 
 
@@ -134,7 +142,9 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
     try:
         last = parse_rfc3339(anchor_value)
     except TimestampError as error:
-        return run.invalid(events.invalid_state(str(error)), "invalid last-restart-timestamp")
+        return run.invalid(
+            events.invalid_state(str(error)), "invalid last-restart-timestamp", str(error)
+        )
 
     plan = plan_recurring(schedule, last, run.now)
     scheduled = plan.scheduled_ns

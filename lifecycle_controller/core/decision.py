@@ -113,6 +113,8 @@ class DecisionSettings:
     delete_catch_up: CatchUpPolicy = ALWAYS
     restart_catch_up: CatchUpPolicy = ALWAYS
     max_delete_ttl_ns: int | None = None
+    #: The Namespace whose ``max-delete-ttl`` annotation set the cap (None: the flag's).
+    max_delete_ttl_namespace: str | None = None
     local_zone: tzinfo = UTC
     act_on_annotation_copies: bool = False
     maintenance_windows: MaintenanceWindows | None = None

@@ -37,7 +37,6 @@ __all__ = [
     "INVALID_ANNOTATION_VALUE",
     "INVALID_STATE",
     "INVALID_TIMEZONE",
-    "MISCONFIGURATION_LABELS",
     "NOT_POD_SPAWNER",
     "RESTART_DEFERRED",
     "RESTART_FAILED",
@@ -61,7 +60,6 @@ __all__ = [
     "invalid_maintenance_window",
     "invalid_namespace_default",
     "invalid_warn_before",
-    "misconfiguration_label",
     "restart_deferred",
     "restart_queued",
     "rollout_blocked",
@@ -127,6 +125,7 @@ ACTION_SKIPPED: Final = "ActionSkipped"
 DRY_RUN_ACTION_SKIPPED: Final = "DryRunActionSkipped"
 ACTION_SKIP_FAILED: Final = "ActionSkipFailed"
 DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
+_SET_BY_NAMESPACE: Final = " set by the max-delete-ttl annotation of Namespace "
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +231,13 @@ def not_pod_spawner() -> Event:
     )
 
 
-def delete_ttl_exceeded(*, annotation: str, value: str, ttl_ns: int, max_ns: int) -> Event:
+def delete_ttl_exceeded(
+    *, annotation: str, value: str, ttl_ns: int, max_ns: int, namespace: str | None = None
+) -> Event:
+    by = "" if namespace is None else _SET_BY_NAMESPACE + namespace  # the flag's: the reference's
     message = (
         f"Ignoring {annotation}={go_quote(value)} because TTL {format_go_duration(ttl_ns)} "
-        f"exceeds maximum {format_go_duration(max_ns)}."
+        f"exceeds maximum {format_go_duration(max_ns)}{by}."
     )
     return _warning(DELETE_TTL_EXCEEDED, message)
 
@@ -468,35 +470,11 @@ def upcoming(
     )
 
 
-# --- misconfiguration metric labels ---------------------------------------------------------
-
-#: The ``reason`` label of ``lifecycle_misconfigurations_total`` for each problem Event.
-MISCONFIGURATION_LABELS: Final = {
-    INVALID_ANNOTATION: "invalid_annotation",
-    INVALID_ANNOTATION_VALUE: "invalid_annotation",
-    INVALID_TIMEZONE: "invalid_timezone",
-    INVALID_STATE: "invalid_state",
-    NOT_POD_SPAWNER: "not_pod_spawner",
-    UNSUPPORTED_RESTART_KIND: "unsupported_restart_kind",
-    CONFLICTING_ANNOTATIONS: "conflicting_annotations",
-    DELETE_TTL_EXCEEDED: "delete_ttl_exceeded",
-}
-
-
-def misconfiguration_label(event_reason: str) -> str:
-    """The metric label for a problem Event's reason (``invalid_annotation`` if unknown)."""
-    return MISCONFIGURATION_LABELS.get(event_reason, "invalid_annotation")
-
-
 # --- namespace defaults (docs/annotations.md#namespace-defaults) ----------------------------
 
 
 def invalid_namespace_default(*, uid: str, key: str, value: str, error: str, blocks: str) -> Event:
-    """An invalid default on a Namespace, recorded on the Namespace once per value.
-
-    ``blocks`` says what it holds back in the namespace's objects (those without their own
-    value for the key).
-    """
+    """An invalid default, on its Namespace once per value; ``blocks``: what it holds back."""
     return _warning(
         INVALID_ANNOTATION,
         f"Invalid namespace default {key}={go_quote(value)}: {error}; {blocks}",

@@ -221,12 +221,13 @@ def resolve_inputs(
     else:
         pick(keys.DRY_RUN, ns.dry_run, "dry_run")
     limit = _tighter(settings.max_delete_ttl_ns, ns.max_delete_ttl_ns)
+    from_namespace = ns.max_delete_ttl_ns is not None and limit == ns.max_delete_ttl_ns
     sources[keys.MAX_DELETE_TTL] = (
-        NamespaceSource.NAMESPACE
-        if ns.max_delete_ttl_ns is not None and limit == ns.max_delete_ttl_ns
-        else NamespaceSource.FLAG
+        NamespaceSource.NAMESPACE if from_namespace else NamespaceSource.FLAG
     )
     changes["max_delete_ttl_ns"] = limit
+    # The Event and the log name the source (docs/annotations.md#namespace-defaults).
+    changes["max_delete_ttl_namespace"] = ns.namespace if from_namespace else None
 
     blocked: dict[Action, NamespaceProblem] = {}
     for problem in ns.problems:

@@ -15,7 +15,8 @@ docs/architecture.md#structured-logging for the library):
   and the level ``level`` like zap does, so log queries written for the reference keep
   working; times are ISO 8601 UTC under ``timestamp``; exceptions are structured
   (``exception`` is a list of frames, not a text blob).
-* **console** is structlog's ``ConsoleRenderer`` (colours only when the stream is a TTY).
+* **console** is structlog's ``ConsoleRenderer`` (colours only when the stream is a TTY), with
+  ``kind``/``namespace``/``name`` moved before the message so the object leads each line.
 * **auto** picks console when the stream is a TTY, JSON otherwise.
 * Our own logs take structlog's native path (a filtering bound logger writing straight to the
   stream: filtered-out calls cost next to nothing). Third-party libraries that use stdlib
@@ -106,7 +107,26 @@ def _renderers(fmt: Literal["json", "console"], stream: TextIO) -> list[Processo
             structlog.processors.JSONRenderer(separators=(",", ":"), default=str),
         ]
     isatty = getattr(stream, "isatty", None)
-    return [structlog.dev.ConsoleRenderer(colors=callable(isatty) and bool(isatty()))]
+    return [_console_renderer(colors=callable(isatty) and bool(isatty()))]
+
+
+#: The object a line is about, shown right after the level on the console.
+_OBJECT_KEYS = ("kind", "namespace", "name")
+
+
+def _console_renderer(*, colors: bool) -> structlog.dev.ConsoleRenderer:
+    """structlog's console renderer with kind, namespace and name before the message.
+
+    Its own layout is time, level, message, then the fields sorted by name, which buries the
+    object among them; here it is time, level, ``kind= namespace= name=``, message, the rest.
+    """
+    renderer = structlog.dev.ConsoleRenderer(colors=colors)
+    columns = renderer.columns
+    default = next(column for column in columns if column.key == "")
+    at = next(i for i, column in enumerate(columns) if column.key == "level") + 1
+    columns[at:at] = [structlog.dev.Column(key, default.formatter) for key in _OBJECT_KEYS]
+    renderer.columns = columns
+    return renderer
 
 
 def _route_stdlib(

@@ -70,7 +70,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
-from lifecycle_controller.core.events import MISCONFIGURATION_LABELS
+from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
 from lifecycle_controller.serving.runtime_metrics import (
     QueueMetricsAdapter,

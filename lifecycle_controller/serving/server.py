@@ -42,7 +42,7 @@ import asyncio
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 from aiohttp import web
@@ -63,6 +63,7 @@ __all__ = [
     "Check",
     "ListenError",
     "MetricsServer",
+    "Notes",
     "ProbeServer",
     "caches_stale",
     "resource_coverage",
@@ -72,6 +73,8 @@ _log = structlog.get_logger(__name__)
 
 #: A health check: returns ``None`` when healthy, otherwise why not.
 Check = Callable[[], str | None]
+#: Lines a probe shows without failing (e.g. a ``--watch-namespace`` name that does not exist).
+Notes = Callable[[], Sequence[str]]
 
 HEALTHZ_CHECK = "healthz"
 READYZ_CHECK = "resource-coverage"
@@ -129,10 +132,21 @@ def _run_check(check: Check) -> str | None:
         return f"check raised {type(error).__name__}: {error}"
 
 
+def _run_notes(notes: Notes) -> list[str]:
+    try:
+        return list(notes())
+    except Exception as error:  # notes are informational: never fail the probe for them
+        return [f"notes raised {type(error).__name__}: {error}"]
+
+
 def _checks_handler(
-    checks: Mapping[str, Check], endpoint: str
+    checks: Mapping[str, Check], endpoint: str, notes: Notes = lambda: ()
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """The aggregated handler of controller-runtime's ``healthz.Handler`` for ``checks``."""
+    """The aggregated handler of controller-runtime's ``healthz.Handler`` for ``checks``.
+
+    ``notes`` are lines that do not fail the probe (``[!]`` lines after the checks); while
+    there are any, a passing probe answers with the verbose body so that they are seen.
+    """
 
     async def handle(request: web.Request) -> web.Response:
         excluded = set(request.query.getall("exclude", []))
@@ -147,10 +161,12 @@ def _checks_handler(
             else:
                 failed = True
                 lines.append(f"[-]{name} failed: {reason}")
+        noted = [f"[!]{note}" for note in _run_notes(notes)]
+        lines.extend(noted)
         if failed:
             _log.debug("probe check failed", endpoint=endpoint, statuses=lines)
             return web.Response(status=500, text="\n".join([*lines, "healthz check failed"]))
-        if "verbose" not in request.query:
+        if "verbose" not in request.query and not noted:
             return web.Response(text="ok")
         return web.Response(text="\n".join([*lines, "healthz check passed"]) + "\n")
 
@@ -226,7 +242,8 @@ class ProbeServer:
     a passive follower, docs/behaviour.md#readiness: the app decides) and a reason
     otherwise; the failure text is "resource coverage not ready: <reason>". ``liveness`` adds
     named checks to ``/healthz`` next to the ``healthz`` ping (keep them about process health,
-    never about apiserver reachability).
+    never about apiserver reachability). ``readiness_notes`` are ``/readyz`` lines that do not
+    make the replica unready (docs/behaviour.md#readiness).
     """
 
     #: The flag that sets the address, named when the server cannot listen there.
@@ -238,11 +255,13 @@ class ProbeServer:
         bind_address: str = ":8081",
         readiness: Check,
         liveness: Mapping[str, Check] | None = None,
+        readiness_notes: Notes | None = None,
     ) -> None:
         self._bind_address = bind_address
         self._address = parse_bind_address(bind_address)
         self._healthz: dict[str, Check] = {HEALTHZ_CHECK: lambda: None, **(liveness or {})}
         self._readyz: dict[str, Check] = {READYZ_CHECK: _readiness_check(readiness)}
+        self._readyz_notes: Notes = readiness_notes or (lambda: ())
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -254,8 +273,9 @@ class ProbeServer:
     def build_app(self) -> web.Application:
         """The aiohttp application (exposed for in-process tests)."""
         app = web.Application()
+        app.router.add_get("/healthz", _checks_handler(self._healthz, "healthz"))
+        app.router.add_get("/readyz", _checks_handler(self._readyz, "readyz", self._readyz_notes))
         for endpoint, checks in (("healthz", self._healthz), ("readyz", self._readyz)):
-            app.router.add_get(f"/{endpoint}", _checks_handler(checks, endpoint))
             for name, check in checks.items():
                 app.router.add_get(f"/{endpoint}/{name}", _single_check_handler(check))
         return app

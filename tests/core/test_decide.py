@@ -759,11 +759,14 @@ def test_ref_154_ref_157_delete_after_at_the_maximum_is_converted() -> None:
 
 
 def test_ref_155_ref_158_future_delete_at_above_the_maximum_is_ignored() -> None:
-    decision = run({keys.DELETE_AT: format_rfc3339_seconds(NOW + 31 * DAY)}, settings=MAX_30D)
+    # Measured from the object's creation (docs/behaviour.md#max-delete-ttl), not from now.
+    created = DEPLOYMENT.creation_ns
+    assert created is not None
+    decision = run({keys.DELETE_AT: format_rfc3339_seconds(created + 31 * DAY)}, settings=MAX_30D)
     assert isinstance(decision, Invalid)
     assert decision.reason == "DeleteTTLExceeded"
     assert forgets(decision)
-    at_limit = run({keys.DELETE_AT: format_rfc3339_seconds(NOW + 30 * DAY)}, settings=MAX_30D)
+    at_limit = run({keys.DELETE_AT: format_rfc3339_seconds(created + 30 * DAY)}, settings=MAX_30D)
     assert isinstance(at_limit, Wait)
 
 
@@ -814,3 +817,27 @@ def test_recurring_never_rearms_the_next_occurrence_after_a_restart() -> None:
     arm = ledger.peek(DEPLOYMENT.key)
     assert arm is not None
     assert arm.due_ns == NOW + HOUR
+
+
+# --- log details of invalid values ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "log"),
+    [
+        ({keys.DELETE_AFTER: "2x"}, 'invalid delete-after: invalid duration format: "2x"'),
+        ({keys.DELETE_AT: "tomorrow"}, "invalid delete-at: "),
+        ({keys.RESTART_EVERY: "30s"}, "invalid restart-every: duration must be at least 1m0s"),
+        (
+            {keys.DELETE_AT: PAST, keys.CATCH_UP: "Always"},
+            'invalid catch-up: invalid catch-up policy "Always"',
+        ),
+    ],
+)
+def test_an_invalid_value_is_logged_with_its_parse_error(
+    annotations: dict[str, str], log: str
+) -> None:
+    decision = run(annotations)
+    assert isinstance(decision, Invalid)
+    assert decision.log.startswith(log)
+    assert decision.log != log.split(":", 1)[0]  # more than "invalid <key>"

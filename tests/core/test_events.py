@@ -217,10 +217,19 @@ CASES: list[tuple[str, Callable[[], list[tuple[str, str, str]]], list[tuple[str,
     ),
     (
         "DeleteTTLExceeded delete-at",
-        lambda: immediate(run({keys.DELETE_AT: "2026-11-05T03:00:00Z"},
+        lambda: immediate(run({keys.DELETE_AT: "2026-11-05T02:00:00Z"},
                               settings=DecisionSettings(max_delete_ttl_ns=30 * DAY))),
         [(W, "DeleteTTLExceeded", "Ignoring lifecycle.cezary.dev/delete-at="
-          '"2026-11-05T03:00:00Z" because TTL 744h0m0s exceeds maximum 720h0m0s.')],
+          '"2026-11-05T02:00:00Z" because TTL 744h0m0s exceeds maximum 720h0m0s.')],
+    ),
+    (
+        "DeleteTTLExceeded from a namespace, TTL rounded up to whole seconds",
+        lambda: immediate(run({keys.DELETE_AT: "2026-10-05T02:00:45.48Z"},
+                              settings=DecisionSettings(max_delete_ttl_ns=30 * 10**9,
+                                                        max_delete_ttl_namespace="demo"))),
+        [(W, "DeleteTTLExceeded", "Ignoring lifecycle.cezary.dev/delete-at="
+          '"2026-10-05T02:00:45.48Z" because TTL 46s exceeds maximum 30s set by the '
+          "max-delete-ttl annotation of Namespace demo.")],
     ),
 ]  # fmt: skip
 

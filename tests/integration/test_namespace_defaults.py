@@ -12,7 +12,11 @@ and ``explain`` name the values that came from the Namespace.
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from typing import Any
+
+import aiohttp
 
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.scope import ScopeConfig
@@ -29,12 +33,13 @@ from tests.integration.scenario_support import (
     create,
     gone,
     patch,
+    reconcile_count,
     settle,
     start_for,
     wait_gone,
 )
 from tests.integration.support import CONFIGMAPS, configmap, eventually
-from tests.integration.timestamps import PAST
+from tests.integration.timestamps import PAST, stamp
 
 MAINTENANCE_WINDOW = P + "maintenance-window"
 MAX_DELETE_TTL = P + "max-delete-ttl"
@@ -176,3 +181,71 @@ async def test_status_and_explain_name_the_namespace_defaults(
     )
     assert explained.dry_run == f"yes (namespace {namespace})"
     assert explained.inherited == [f"dry-run: true (from namespace {namespace})"]
+
+
+async def test_a_refused_delete_at_stays_refused_after_its_deadline_and_a_restart(
+    start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    # docs/behaviour.md#max-delete-ttl: a refusal never expires by itself. Before the fix the
+    # TTL was measured from the pass, so a controller started after the deadline deleted it.
+    await annotate_namespace(kube, namespace, **{MAX_DELETE_TTL: "5s"})
+    first = await start_for(start_controller, namespace)
+    due = time.time() + 10
+    value = stamp(due)
+    await create(kube, CONFIGMAPS, namespace, configmap("capped", **{DELETE_AT: value}))
+    (warning,) = await wait_event(kube, namespace, "capped", "DeleteTTLExceeded")
+    assert warning[0] == "Warning"
+    assert warning[2].endswith(
+        f"exceeds maximum 5s set by the max-delete-ttl annotation of Namespace {namespace}."
+    ), warning
+    assert re.search(r"because TTL (9|10|11)s ", warning[2]), warning  # whole seconds
+    await first.stop()
+    await asyncio.sleep(max(0.0, due - time.time()) + 1.0)  # the deadline is past
+
+    second = await start_for(start_controller, namespace)
+
+    reconciles = 0.0
+
+    async def reconciled() -> bool:
+        return reconcile_count(second) > reconciles
+
+    await eventually(reconciled, within=15, what="a reconcile after the restart")
+    await settle(1.0)
+    assert not await gone(kube, CONFIGMAPS, namespace, "capped"), "deleted after the restart"
+    # A Namespace change re-evaluates it: still refused.
+    reconciles = reconcile_count(second)
+    await annotate_namespace(kube, namespace, **{MAX_DELETE_TTL: "6s"})
+    await eventually(reconciled, within=15, what="a re-evaluation after the Namespace change")
+    await settle(2.0)
+    assert not await gone(kube, CONFIGMAPS, namespace, "capped")
+    assert {r for _, r, _ in await events_of(kube, namespace, "capped")} == {"DeleteTTLExceeded"}
+    explained = await explain_object(
+        kube,
+        "configmap/capped",
+        namespace=namespace,
+        scope=ScopeConfig(),
+        settings=DecisionSettings(),
+        now_ns=RealClock().now_ns(),
+    )
+    assert [p.split(":", 1)[0] for p in explained.problems] == ["DeleteTTLExceeded"]
+
+
+async def test_a_watched_namespace_that_does_not_exist_shows_on_readyz(
+    start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    missing = f"{namespace}-nothing-here"
+    running = await start_controller(
+        watch_resource=["configmaps"], watch_namespace=[namespace, missing]
+    )
+    probes = running.controller.probes
+    assert probes is not None
+    assert probes.port is not None
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{probes.port}/readyz") as response,
+    ):
+        assert response.status == 200
+        assert (
+            f"[!]watched namespace {missing} does not exist (--watch-namespace)"
+            in (await response.text()).splitlines()
+        )

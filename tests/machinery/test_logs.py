@@ -138,3 +138,20 @@ def test_reconfiguring_replaces_the_stdlib_handler() -> None:
 def test_unknown_format_or_level_is_rejected(fmt: str, level: str) -> None:
     with pytest.raises(ValueError, match="unknown log"):
         configure_logging(fmt, level, stream=io.StringIO())
+
+
+def test_console_lines_lead_with_the_object_then_the_message_then_the_rest() -> None:
+    stream = setup(fmt="console")
+    log = structlog.get_logger("lifecycle_controller.controller.reconciler")
+    with structlog.contextvars.bound_contextvars(kind="ConfigMap", namespace="ns", name="a"):
+        log.info("decided", action="delete", detail="deleting now")
+    log.info("outside", answer=42)
+    inside, outside = stream.getvalue().splitlines()
+    after_level = inside.split("[info     ] ", 1)[1]
+    assert after_level.startswith("kind=ConfigMap namespace=ns name=a decided ")
+    assert after_level.split("decided", 1)[1].split() == [
+        "action=delete",
+        "detail='deleting",
+        "now'",
+    ]
+    assert outside.split("[info     ] ", 1)[1].split() == ["outside", "answer=42"]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
+from structlog.testing import capture_logs
+
 from lifecycle_controller.app import Controller
 from lifecycle_controller.core import keys
 from lifecycle_controller.kube import EVENTS, KubeClient
@@ -69,3 +72,41 @@ async def test_a_namespace_change_re_evaluates_its_objects(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_watched_namespace_that_does_not_exist_is_logged_and_shown_on_readyz(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    api.store.create(NAMESPACES, None, annotated("team", {}))
+    flags = {"watch_namespace": ("team", "nothing-here")}
+    controller = Controller(settings(**flags), kube, clock=clock, identity="replica-a")
+    with capture_logs() as logs:
+        task = asyncio.create_task(controller.run())
+        try:
+            await eventually(lambda: controller.pipeline is not None)
+            await eventually(lambda: controller.not_ready_reason() is None)
+            probes = controller.probes
+            assert probes is not None
+            assert probes.port is not None
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{probes.port}/readyz") as response,
+            ):
+                assert (response.status, await response.text()) == (
+                    200,
+                    "[+]resource-coverage ok\n"
+                    "[!]watched namespace nothing-here does not exist (--watch-namespace)\n"
+                    "healthz check passed\n",
+                )
+            # Created later: the note goes away.
+            api.store.create(NAMESPACES, None, annotated("nothing-here", {}))
+            await eventually(lambda: controller.readiness_notes() == [])
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    missing = [
+        (line["log_level"], line.get("name"))
+        for line in logs
+        if line["event"].startswith("watched namespace does not exist")
+    ]
+    assert missing == [("warning", "nothing-here")]

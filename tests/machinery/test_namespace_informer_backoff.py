@@ -1,0 +1,73 @@
+"""The Namespace-defaults informer backs off while the API server is unreachable.
+
+On the fake clock, over a simulated minute of connection errors: the namespace store's
+informer follows the shared backoff curve (0.8 s doubling to 30 s, with jitter) instead of
+retrying about once a second, and logs the outage once when it starts and once when it ends,
+at warning, rather than a line per attempt (docs/reliability.md#namespace-informers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
+from lifecycle_controller.kube import TransportError
+from lifecycle_controller.machinery.tasks import cancel_and_wait
+from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.machinery.test_informers import SETTINGS, FakeSource, page
+
+
+def attempts(source: FakeSource) -> int:
+    return len(source.list_calls) + len(source.watch_calls)
+
+
+def informer_lines(logs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(level, event) of the lines at info or above about Namespaces."""
+    return [
+        (line["log_level"], line["event"])
+        for line in logs
+        if "namespaces" in str(line.get("resource"))
+        if line["log_level"] in ("info", "warning", "error")
+    ]
+
+
+async def test_a_minute_of_connection_errors_costs_a_few_attempts_and_two_lines(
+    clock: FakeClock,
+) -> None:
+    source = FakeSource()
+    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
+    source.watches.extend([TransportError("connection reset")] * 1000)
+    store = NamespaceDefaultsStore(
+        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
+    )
+    with capture_logs() as logs:
+        task = asyncio.create_task(store.run())
+        await clock.settle()
+        assert store.synced()
+        before = attempts(source)
+        for _ in range(600):  # one simulated minute, in steps of 0.1 s
+            await clock.advance(0.1)
+        during = attempts(source) - before
+        assert store.disconnected() == ["namespaces"]
+        # 0.8 s doubling with up to 100 % jitter: at most 7 attempts fit in a minute
+        # (about 50 with the once-a-second retry of the ordinary informers).
+        assert 4 <= during <= 7, during
+        outage_lines = informer_lines(logs)
+        assert [level for level, _ in outage_lines] == ["warning"], outage_lines
+
+        source.lists.clear()  # the API server answers again
+        source.watches.clear()
+        for _ in range(700):
+            await clock.advance(0.1)
+            if not store.disconnected():
+                break
+        assert store.disconnected() == []
+        lines = informer_lines(logs)
+        await cancel_and_wait(task)
+    assert [level for level, _ in lines] == ["warning", "warning"], lines
+    assert lines[1][1] == "api server answers again"
