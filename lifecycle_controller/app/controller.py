@@ -286,7 +286,13 @@ class Controller:
         notifier = self._notifier()
         if notifier is not None:  # docs/notifications.md: every Event source, leader only
             cluster = settings.notifications.cluster_name
-            recorder = NotifyingRecorder(recorder, notifier, clock=self.clock, cluster=cluster)
+            recorder = NotifyingRecorder(
+                recorder,
+                notifier,
+                clock=self.clock,
+                cluster=cluster,
+                held_actions=settings.notifications.held_actions,
+            )
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = self._guardrails(recorder, queue, cache)
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults

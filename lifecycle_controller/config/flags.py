@@ -273,6 +273,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         "notifications.cluster_name",
     ),
     Flag(
+        "notify-held-actions",
+        "false",
+        "Also notify each action the open circuit breaker holds (its ActionsHalted Warning); "
+        "by default a trip is notified once, by CircuitBreakerTripped.",
+        p.boolean,
+        "notifications.held_actions",
+        "bool",
+    ),
+    Flag(
         "act-on-annotation-copies",
         "false",
         "Also act on objects whose lifecycle annotations their owner copied onto them "

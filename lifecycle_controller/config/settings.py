@@ -231,12 +231,14 @@ class NotificationSettings:
 
     ``webhooks`` are the ``--notify-webhook`` URLs (validated); ``webhook_file`` the
     ``--notify-webhook-file`` path (read once at start-up, then whenever it changes);
-    ``cluster_name`` goes into every document and its ``text``.
+    ``cluster_name`` goes into every document and its ``text``; ``held_actions``
+    (``--notify-held-actions``) notifies each action the open breaker holds, not only the trip.
     """
 
     webhooks: tuple[str, ...] = field(default_factory=_flag("notifications.webhooks"))
     webhook_file: str | None = field(default_factory=_flag("notifications.webhook_file"))
     cluster_name: str = field(default_factory=_flag("notifications.cluster_name"))
+    held_actions: bool = field(default_factory=_flag("notifications.held_actions"))
 
     @property
     def enabled(self) -> bool:

@@ -7,8 +7,9 @@ and the object is decided again, until a real action, a wait, or a problem remai
 recurring schedule it also lists the next occurrences, so the DST policy is visible.
 
 The ledger starts empty, i.e. as a controller that sees the object for the first time now.
-What the executor adds after the decision, the restart guard and the restart jitter
-(:class:`RestartGuard`), moves a restart's due time the same way here, and the warning lead
+The guardrails the controller applies to a due action (:mod:`lifecycle_controller.core.guardrails`:
+the open circuit breaker, the restart guard and jitter) are applied here by the same
+function, at the moment the action falls due (:class:`GuardrailView`), and the warning lead
 time (``--warn-before`` or the annotation) gives the instant of the Upcoming warning.
 """
 
@@ -35,15 +36,16 @@ from lifecycle_controller.core.decision import (
     Wait,
 )
 from lifecycle_controller.core.durations import DurationError, parse_restart_every
-from lifecycle_controller.core.events import EventType
+from lifecycle_controller.core.events import DELETION_FAILURE, EventType
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.guardrails import BreakerFacts, GuardrailFacts, HoldReason, check
 from lifecycle_controller.core.namespace_defaults import (
     NamespaceDefaults,
     NamespaceSource,
     decide_in_namespace,
     resolve_inputs,
 )
-from lifecycle_controller.core.pacing import last_restart_ns, restart_not_before_ns
+from lifecycle_controller.core.pacing import last_restart_ns
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
@@ -57,7 +59,7 @@ from lifecycle_controller.core.timestamps import (
 )
 from lifecycle_controller.core.warnings import parse_lead_time
 
-__all__ = ["DryRunState", "Explanation", "RestartGuard", "dry_run_state", "explain"]
+__all__ = ["DryRunState", "Explanation", "GuardrailView", "dry_run_state", "explain"]
 
 _BOOKKEEPING = (Operation.CONVERT, Operation.CLEANUP, Operation.INITIALIZE)
 _MAX_STEPS = 4
@@ -118,11 +120,16 @@ def dry_run_state(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RestartGuard:
-    """``--min-restart-interval`` and ``--restart-jitter`` in nanoseconds (0 = off)."""
+class GuardrailView:
+    """What the tools know of the controller's guardrails: ``--min-restart-interval`` and
+    ``--restart-jitter`` in nanoseconds (0 = off) and, when it could be read, the latched
+    circuit breaker (``breaker``; its window's count lives in the leader's memory only) and
+    the command that resets it."""
 
     min_interval_ns: int = 0
     jitter_ns: int = 0
+    breaker: BreakerFacts | None = None
+    reset_command: str = "lifecycle-controller breaker reset"
 
 
 def _apply_patch(annotations: dict[str, str], body: Mapping[str, Any]) -> None:
@@ -203,13 +210,14 @@ def explain(
     settings: DecisionSettings,
     occurrences: int = 3,
     namespace_defaults: NamespaceDefaults | None = None,
-    guard: RestartGuard | None = None,
+    guardrails: GuardrailView | None = None,
 ) -> Explanation:
     """Explain what the controller would do with the object from ``now_ns`` on.
 
     ``namespace_defaults``: those of the object's Namespace
-    (docs/annotations.md#namespace-defaults), if known. ``guard``: the restart guard and
-    jitter of the controller, which may move a restart past its due time.
+    (docs/annotations.md#namespace-defaults), if known. ``guardrails``: what is known of the
+    controller's guardrails (the breaker may hold the action; the restart guard and jitter
+    may move a restart past its due time).
     """
     current = dict(annotations)
     ledger = Ledger()
@@ -238,8 +246,12 @@ def explain(
         ledger.apply(facts.key, decision.on_success.ledger_ops)
     due = decision.due_ns if isinstance(decision, Wait | Delete | Patch | DryRun) else None
     summary = _summary(decision)
-    if guard is not None and due is not None:
-        due, summary = _paced(decision, current, facts, now_ns, guard, due, summary)
+    dry_run = (
+        isinstance(decision, DryRun)
+        or dry_run_state(annotations, settings, namespace_defaults).value is True
+    )
+    if guardrails is not None and due is not None and not dry_run:
+        due, summary = _guarded(decision, current, facts, now_ns, guardrails, due, summary)
     action = (
         None
         if decision.action is None or isinstance(decision, Invalid | Idle)
@@ -252,8 +264,7 @@ def explain(
         steps=tuple(steps),
         problems=tuple(dict.fromkeys(problems)),
         upcoming=_upcoming(current, settings, decision, now_ns=now_ns, count=occurrences),
-        dry_run=isinstance(decision, DryRun)
-        or dry_run_state(annotations, settings, namespace_defaults).value is True,
+        dry_run=dry_run,
         inherited=()
         if isinstance(decision, Invalid) and decision.events  # blocked by its own value
         else _inherited(annotations, namespace_defaults, settings),
@@ -263,43 +274,72 @@ def explain(
     )
 
 
-def _paced(
+def _guarded(
     decision: Decision,
     annotations: Mapping[str, str],
     facts: ObjectFacts,
     now_ns: int,
-    guard: RestartGuard,
+    view: GuardrailView,
     due_ns: int,
     summary: str,
 ) -> tuple[int, str]:
-    """The restart's due time and summary after the restart guard and jitter.
-
-    As the executor does, only a restart that would be written (not a dry run) is paced;
-    the last restart is read from the object's own state.
-    """
-    if decision.action is not Action.RESTART or not isinstance(decision, Patch | Wait):
+    """The action's due time and summary after the guardrails, decided as the controller
+    decides them (:func:`lifecycle_controller.core.guardrails.check`) at the moment the
+    action falls due: the open circuit breaker holds it, the restart guard and the jitter
+    move a restart. Only an action that would be written (not a dry run) is guarded; the
+    last restart is read from the object's own state."""
+    write = _write_at_due(decision, facts, due_ns)
+    if write is None:
         return due_ns, summary
-    if isinstance(decision, Patch) and decision.operation is not Operation.RESTART:
-        return due_ns, summary
+    at = max(due_ns, now_ns)
     last = last_restart_ns((annotations.get(keys.LAST_RESTART_TIMESTAMP), facts.restart_marker))
-    jittered, guarded = restart_not_before_ns(
-        due_ns=due_ns,
-        uid=facts.uid,
-        last_restart=last,
-        min_interval_ns=guard.min_interval_ns,
-        jitter_max_ns=guard.jitter_ns,
+    hold = check(
+        write,
+        GuardrailFacts(
+            now_ns=at,
+            uid=facts.uid,
+            breaker=view.breaker,
+            last_restart_ns=last,
+            min_restart_interval_ns=view.min_interval_ns,
+            restart_jitter_ns=view.jitter_ns,
+        ),
     )
-    run_at = max(t for t in (jittered, guarded, due_ns) if t is not None)
-    if run_at <= max(due_ns, now_ns):
+    if hold is None:
         return due_ns, summary
+    if isinstance(decision, Patch | Delete):
+        summary = f"{decision.action.value if decision.action else 'action'} due now"
+    if hold.reason is HoldReason.BREAKER_OPEN and view.breaker is not None:
+        return due_ns, (
+            f"{summary}; held by the circuit breaker (open since {view.breaker.tripped_at}; "
+            f"`{view.reset_command}`)"
+        )
+    if hold.until_ns is None:
+        return due_ns, f"{summary}; {hold.log}"
     why = (
         "the minimum restart interval"
-        if guarded is not None and guarded == run_at
+        if hold.reason is HoldReason.RESTART_GUARD
         else "its restart jitter"
     )
+    return hold.until_ns, f"{summary}; waits for {why} until {format_rfc3339_nano(hold.until_ns)}"
+
+
+def _write_at_due(decision: Decision, facts: ObjectFacts, due_ns: int) -> Patch | Delete | None:
+    """The deletion or restart ``decision`` writes when it falls due (None: none)."""
+    if isinstance(decision, Delete):
+        return decision
     if isinstance(decision, Patch):
-        summary = "restart due now"
-    return run_at, f"{summary}; waits for {why} until {format_rfc3339_nano(run_at)}"
+        return decision if decision.operation is Operation.RESTART else None
+    if isinstance(decision, Wait) and decision.action is Action.RESTART:
+        return Patch(operation=Operation.RESTART, action=Action.RESTART, due_ns=due_ns)
+    if isinstance(decision, Wait) and decision.action is Action.DELETE:
+        return Delete(
+            uid=facts.uid,
+            resource_version=facts.resource_version,
+            action=Action.DELETE,
+            due_ns=due_ns,
+            failure=DELETION_FAILURE,
+        )
+    return None
 
 
 def _warn_at(

@@ -4,10 +4,11 @@ The breaker is latched in the ConfigMap ``<lease name>-breaker`` in the Lease's 
 (docs/behaviour.md#circuit-breaker); these commands take the flags ``run`` uses to find the
 Lease (``--kubeconfig``, ``--leader-election-namespace``, ``--leader-election-id``, and
 their ``LIFECYCLE_*`` environment variables). ``reset`` closes the breaker; the controller
-sees it within seconds and releases the held objects (their catch-up policy is evaluated
-then). Exit status 1 when the cluster cannot be read or written, and when no breaker state
-exists where the flags point (a mistyped ``--leader-election-id``, or a controller whose
-breaker has never been written): ``reset`` then creates nothing.
+sees it within seconds and every action it held runs (their catch-up policy is evaluated
+then), outside the window; ``status`` shows how many actions are held and names the first.
+Exit status 1 when the cluster cannot be read or written, and when no breaker state exists
+where the flags point (a mistyped ``--leader-election-id``, or a controller whose breaker
+has never been written): ``reset`` then creates nothing.
 """
 
 from __future__ import annotations
@@ -31,11 +32,16 @@ __all__ = ["breaker_command", "describe_breaker"]
 
 
 def describe_breaker(state: BreakerState, where: str) -> str:
-    """One human line about the latched state."""
+    """One human line about the latched state (with what an open breaker holds)."""
     if state.open:
+        held = ""
+        if state.held:
+            named = ", ".join(state.held_objects)
+            more = state.held - len(state.held_objects)
+            held = f"; holding {state.held}: {named}" + (f" and {more} more" if more > 0 else "")
         return (
             f"circuit breaker OPEN since {state.tripped_at}: {state.actions} actions within "
-            f"{state.window}; reset with `lifecycle-controller breaker reset` ({where})"
+            f"{state.window}{held}; reset with `lifecycle-controller breaker reset` ({where})"
         )
     since = f", reset at {state.reset_at}" if state.reset_at else ""
     return f"circuit breaker closed (trips so far: {state.trips}{since}) ({where})"
@@ -115,7 +121,12 @@ def status(
 def reset(
     kubeconfig: str, leader_election_namespace: str, leader_election_id: str, output: str
 ) -> None:
-    """Close the circuit breaker; the held deletions and restarts proceed."""
+    """Close the circuit breaker: every deletion and restart it holds then runs.
+
+    The held actions (listed by ``breaker status`` and each announced by an ActionsHalted
+    Warning) do not count against the window again: only actions that were not held can
+    trip the breaker anew.
+    """
 
     async def act(kube: KubeClient, namespace: str, name: str) -> BreakerState | None:
         state = await find_breaker(kube, namespace, name)

@@ -19,7 +19,7 @@ from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
 from lifecycle_controller.core.gotext import format_go_duration
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, RestartGuard, dry_run_state, explain
+from lifecycle_controller.core.plan import Explanation, GuardrailView, dry_run_state, explain
 from lifecycle_controller.core.relevance import has_action
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
@@ -251,7 +251,7 @@ async def explain_object(
     settings: DecisionSettings,
     now_ns: int,
     occurrences: int = 3,
-    guard: RestartGuard | None = None,
+    guardrails: GuardrailView | None = None,
 ) -> ObjectReport:
     """Read one object (``KIND/NAME``) and explain it; raises ExplainError."""
     kind_name, name = split_target(target)
@@ -279,7 +279,7 @@ async def explain_object(
         settings=settings,
         occurrences=occurrences,
         namespace_defaults=defaults,
-        guard=guard,
+        guardrails=guardrails,
     )
     watched, scope_text = _scope(resource, verbs, obj, scope, settings)
     due = explanation.due_ns

@@ -11,13 +11,17 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import click
 import yaml
 
+from lifecycle_controller.core.breaker import BreakerState
+from lifecycle_controller.core.guardrails import BreakerFacts
+from lifecycle_controller.core.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.machinery.clock import RealClock
+from lifecycle_controller.tools.breaker import describe_breaker
 from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.report import render
 
@@ -38,7 +42,9 @@ class StatusView:
     output: str
 
 
-async def _render_status(kube: KubeClient, view: StatusView) -> tuple[str, list[str]]:
+async def _render_status(
+    kube: KubeClient, view: StatusView, guardrails: GuardrailView
+) -> tuple[str, list[str]]:
     from lifecycle_controller.tools.status import collect_status
 
     namespace = None if view.all_namespaces else (view.namespace or kube.default_namespace)
@@ -48,23 +54,43 @@ async def _render_status(kube: KubeClient, view: StatusView) -> tuple[str, list[
         clock=RealClock(),
         settings=view.controller.decision,
         namespace=namespace,
-        guard=view.controller.guard,
+        guardrails=guardrails,
     )
     return render(report.rows, view.output), list(report.unreadable)  # type: ignore[arg-type]
 
 
-async def _breaker_line(kube: KubeClient, view: StatusView) -> str | None:
-    """A warning line when the circuit breaker is open (docs/behaviour.md#circuit-breaker)."""
-    from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker
-    from lifecycle_controller.tools.breaker import describe_breaker
+async def _latched_breaker(
+    kube: KubeClient, controller: ControllerView
+) -> tuple[BreakerState | None, str]:
+    """The breaker's latched state where the flags point (None: none there, or unreadable)."""
+    from lifecycle_controller.kube.breaker_store import breaker_name, find_breaker
 
-    namespace = view.controller.breaker_namespace or kube.default_namespace
-    name = breaker_name(view.controller.breaker_lease)
+    namespace = controller.breaker_namespace or kube.default_namespace
+    name = breaker_name(controller.breaker_lease)
     try:
-        state = await read_breaker(kube, namespace, name)
+        state = await find_breaker(kube, namespace, name)
     except KubeError:
-        return None  # not readable by this user: status shows the objects only
-    return describe_breaker(state, f"ConfigMap {namespace}/{name}") if state.open else None
+        state = None  # not readable by this user: the objects are shown without it
+    return state, f"ConfigMap {namespace}/{name}"
+
+
+def _with_breaker(guardrails: GuardrailView, state: BreakerState | None) -> GuardrailView:
+    """The tools' guardrails with the latched breaker: an open one holds every due action."""
+    if state is None or not state.open:
+        return guardrails
+    facts = BreakerFacts(
+        open=True,
+        limit=state.actions,
+        window_ns=0,
+        tripped_at=state.tripped_at,
+        tripped_actions=state.actions,
+    )
+    return replace(guardrails, breaker=facts)
+
+
+async def _guardrails(kube: KubeClient, controller: ControllerView) -> GuardrailView:
+    state, _ = await _latched_breaker(kube, controller)
+    return _with_breaker(controller.guardrails, state)
 
 
 async def watch_status(
@@ -75,8 +101,10 @@ async def watch_status(
         async with await KubeClient.connect(view.kubeconfig, context=view.context) as kube:
             shown: tuple[str, str | None] | None = None
             while True:
-                text, unreadable = await _render_status(kube, view)
-                breaker = await _breaker_line(kube, view)
+                state, where = await _latched_breaker(kube, view.controller)
+                guardrails = _with_breaker(view.controller.guardrails, state)
+                text, unreadable = await _render_status(kube, view, guardrails)
+                breaker = describe_breaker(state, where) if state and state.open else None
                 if (text, breaker) != shown:
                     if not once and sys.stdout.isatty():
                         echo(_CLEAR, nl=False)
@@ -122,7 +150,7 @@ async def explain_live(
                 settings=controller.decision,
                 now_ns=now_ns,
                 occurrences=occurrences,
-                guard=controller.guard,
+                guardrails=await _guardrails(kube, controller),
             )
     except (ExplainError, KubeError) as error:
         raise click.ClickException(str(error)) from error

@@ -20,7 +20,7 @@ from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.core.decision import DecisionSettings
 from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.plan import RestartGuard
+from lifecycle_controller.core.plan import GuardrailView
 from lifecycle_controller.core.scope import ScopeConfig
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "cluster_options",
     "controller_settings",
     "controller_view",
+    "reset_command",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,9 +50,15 @@ class ControllerView:
 
     scope: ScopeConfig
     decision: DecisionSettings
-    guard: RestartGuard
+    guardrails: GuardrailView
     breaker_lease: str
     breaker_namespace: str | None
+
+
+def reset_command(lease: str, namespace: str | None) -> str:
+    """The ``breaker reset`` command that finds this controller's breaker."""
+    where = f" --leader-election-namespace {namespace}" if namespace else ""
+    return f"lifecycle-controller breaker reset --leader-election-id {lease}{where}"
 
 
 def controller_view(settings: Settings) -> ControllerView:
@@ -60,9 +67,12 @@ def controller_view(settings: Settings) -> ControllerView:
     return ControllerView(
         scope=settings.scope,
         decision=settings.actions.decision_settings(),
-        guard=RestartGuard(
+        guardrails=GuardrailView(
             min_interval_ns=round(guardrails.min_restart_interval * NS_PER_SECOND),
             jitter_ns=round(guardrails.restart_jitter * NS_PER_SECOND),
+            reset_command=reset_command(
+                settings.leader_election.name, settings.leader_election.namespace
+            ),
         ),
         breaker_lease=settings.leader_election.name,
         breaker_namespace=settings.leader_election.namespace,

@@ -177,7 +177,7 @@ def plan_rows(
             settings=settings,
             occurrences=occurrences,
             namespace_defaults=defaults.get(facts.namespace) if facts.namespace else None,
-            guard=controller.guard,
+            guardrails=controller.guardrails,
         )
         resource = facts.key.resource
         if not (

@@ -17,7 +17,7 @@ from lifecycle_controller.core.namespace_defaults import (
     NamespaceDefaults,
     parse_namespace_defaults,
 )
-from lifecycle_controller.core.plan import RestartGuard, explain
+from lifecycle_controller.core.plan import GuardrailView, explain
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
@@ -71,7 +71,7 @@ async def collect_status(
     clock: Clock,
     settings: DecisionSettings,
     namespace: str | None = None,
-    guard: RestartGuard | None = None,
+    guardrails: GuardrailView | None = None,
 ) -> StatusReport:
     """Explain every annotated object of the selected types (optionally in one namespace)."""
     snapshot = await fetch_discovery(kube)
@@ -104,7 +104,7 @@ async def collect_status(
                 now_ns=now_ns,
                 settings=settings,
                 namespace_defaults=defaults.get(obj.namespace) if obj.namespace else None,
-                guard=guard,
+                guardrails=guardrails,
             )
             if explanation.action is None and not explanation.problems:
                 continue  # only bookkeeping (managed-by, a restart marker): nothing to show

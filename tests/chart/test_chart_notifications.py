@@ -78,3 +78,10 @@ def test_the_schema_refuses_a_url_that_is_not_http(helm: Helm) -> None:
     assert "existingSecretKey" in error
     error = helm.render_failure({"notifications": {"webhook": ["https://hooks.example/a"]}})
     assert "webhook" in error
+
+
+def test_held_actions_are_notified_one_by_one_only_when_asked(helm: Helm) -> None:
+    asked = args_of(helm.render({"notifications": {"heldActions": True}}))
+    assert _flag(asked, "notify-held-actions") == ["true"]
+    assert config.build_settings(parse_run_args(asked)).notifications.held_actions
+    assert not _flag(args_of(helm.render()), "notify-held-actions")

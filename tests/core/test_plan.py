@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
-from lifecycle_controller.core.plan import explain
+from lifecycle_controller.core.guardrails import BreakerFacts
+from lifecycle_controller.core.plan import GuardrailView, explain
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
 
 NOW = parse_rfc3339("2027-03-27T12:00:00Z")
@@ -211,3 +212,50 @@ def test_objects_that_will_never_act_show_their_problem_and_no_occurrences() -> 
         assert result.problems, name
         assert result.upcoming == (), name
         assert result.action is None, name
+
+
+OPEN = BreakerFacts(
+    open=True, limit=5, window_ns=0, tripped_at="2027-03-27T11:00:00Z", tripped_actions=5
+)
+RESET = "lifecycle-controller breaker reset --leader-election-id x"
+
+
+def test_an_open_breaker_holds_a_due_deletion_and_the_plan_says_how_to_release_it() -> None:
+    result = explain(
+        annotations={keys.DELETE_AT: "2020-01-01T00:00:00Z"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        guardrails=GuardrailView(breaker=OPEN, reset_command=RESET),
+    )
+    assert result.action == "delete"
+    assert result.summary == (
+        f"delete due now; held by the circuit breaker (open since 2027-03-27T11:00:00Z; `{RESET}`)"
+    )
+
+
+def test_an_open_breaker_will_hold_a_future_action_too_but_not_a_dry_run() -> None:
+    later = {keys.DELETE_AT: "2027-03-27T14:00:00Z"}
+    view = GuardrailView(breaker=OPEN, reset_command=RESET)
+    result = explain(
+        annotations=later, facts=facts(), now_ns=NOW, settings=DecisionSettings(), guardrails=view
+    )
+    assert "held by the circuit breaker" in result.summary
+    assert result.due_ns is not None
+    assert times((result.due_ns,)) == ["2027-03-27T14:00:00Z"]
+    dry = explain(
+        annotations={**later, keys.DRY_RUN: "true"},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        guardrails=view,
+    )
+    assert "circuit breaker" not in dry.summary
+    closed = explain(
+        annotations=later,
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        guardrails=GuardrailView(reset_command=RESET),
+    )
+    assert "circuit breaker" not in closed.summary

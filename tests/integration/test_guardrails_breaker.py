@@ -9,6 +9,7 @@ reset`` (a real process) releases the rest; ``lifecycle-controller status`` warn
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 import pytest
@@ -149,6 +150,21 @@ async def test_one_reset_lets_every_held_action_go_and_the_window_counts_only_th
     assert len(held) == 4
     state = await read_breaker(kube, namespace, name)
     assert {entry.rsplit("/", 1)[-1] for entry in state.held_objects} == held
+    # What operators look at says so: breaker status names the held actions, status and
+    # explain show them held (found with the controller's own flags), not "delete now".
+    told = await _breaker_cli(control_plane, namespace, "status")
+    assert "holding 4: ConfigMap/" in told, told
+    rows, _ = await _cli(control_plane, namespace, "status", "-n", namespace, "-o", "json")
+    summaries = {row["name"]: row["summary"] for row in json.loads(rows)}
+    reset = f"lifecycle-controller breaker reset --leader-election-id {LEASE}"
+    for held_name in held:
+        assert summaries[held_name].startswith("delete due now; held by the circuit breaker")
+        assert f"`{reset} --leader-election-namespace {namespace}`" in summaries[held_name]
+    some = sorted(held)[0]
+    explained, _ = await _cli(
+        control_plane, namespace, "explain", f"configmap/{some}", "-n", namespace
+    )
+    assert "held by the circuit breaker (open since " in explained, explained
 
     assert "closed" in await _breaker_cli(control_plane, namespace, "reset")
 

@@ -196,6 +196,7 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- if $notifications.existingSecret }}
 {{- $args = append $args (printf "--notify-webhook-file=%s/%s" (include "lifecycle-controller.notificationsDir" .) ($notifications.existingSecretKey | default "urls")) }}
 {{- end }}
+{{- if $notifications.heldActions }}{{ $args = append $args "--notify-held-actions=true" }}{{ end }}
 {{- with .Values.clusterName }}{{ $args = append $args (printf "--cluster-name=%s" .) }}{{ end }}
 {{- range (include "lifecycle-controller.watchResources" . | fromJsonArray) }}
 {{- $args = append $args (printf "--watch-resource=%s" .) }}
