@@ -482,6 +482,7 @@ class Controller:
                 return
             if ignore_copies and is_annotation_copy(resource, new.controller_owner):
                 return  # docs/annotations.md#annotation-copies
+            reconciler.accounting.unknown_keys(key, new.uid, new.annotations)
             if kind == "add":
                 relevant = should_enqueue_on_create(new.annotations)
             else:

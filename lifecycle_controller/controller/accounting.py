@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
+from cachetools import LRUCache
 
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core import (
@@ -47,12 +48,15 @@ from lifecycle_controller.core import (
 from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.guardrails import Hold, HoldReason, acting_operation
+from lifecycle_controller.core.keys import KNOWN_KEYS, PREFIX
 from lifecycle_controller.core.misconfiguration import misconfiguration_label
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.unknown_keys import describe_unknown, unknown_keys
 
 __all__ = ["Accounting", "ActionMetrics", "NoActionMetrics"]
 
 _log = structlog.get_logger("lifecycle_controller.controller.reconciler")
+_KNOWN = frozenset(KNOWN_KEYS)
 
 
 class ActionMetrics(Protocol):
@@ -100,6 +104,33 @@ class Accounting:
     ledger: Ledger
     now_ns: Callable[[], int]
     metrics: ActionMetrics = field(default_factory=NoActionMetrics)
+    #: The unknown keys already logged per object UID (each object's set is logged once).
+    _told_unknown: LRUCache[str, tuple[str, ...]] = field(
+        default_factory=lambda: LRUCache(maxsize=10_000)
+    )
+
+    def unknown_keys(self, key: ObjectKey, uid: str, annotations: Iterable[str]) -> None:
+        """Log, once per object and set of keys, the lifecycle keys nothing reads (typos);
+        called for every object the informers see, since one with only a misspelt key is
+        never reconciled."""
+        for annotation in annotations:
+            if annotation not in _KNOWN:
+                break
+        else:
+            return  # the common case: every key is known, nothing is compared
+        found = unknown_keys(annotations)
+        names = tuple(key for key, _ in found)
+        if not names or self._told_unknown.get(uid) == names:
+            return
+        self._told_unknown[uid] = names
+        for annotation, nearest in found:
+            _log.warning(
+                "unknown lifecycle annotation ignored",
+                **key.log_context(),
+                annotation=annotation,
+                did_you_mean=nearest and PREFIX + nearest,
+                detail=describe_unknown(annotation, nearest),
+            )
 
     # ------------------------------------------------------------------ the decision
 

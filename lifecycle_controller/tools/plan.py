@@ -10,7 +10,6 @@ As a linter, :func:`has_problems` tells whether any object would get a Warning.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +22,8 @@ from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
 from lifecycle_controller.core.plan import explain
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.unknown_keys import describe_unknown
+from lifecycle_controller.core.unknown_keys import unknown_keys as find_unknown_keys
 from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.report import Row, row_for
 
@@ -131,16 +132,10 @@ def lifecycle_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
 def unknown_keys(annotations: Iterable[str]) -> list[str]:
     """A problem line for each ``lifecycle.cezary.dev/`` key the controller does not read,
     with the nearest known key when one is close (a typo)."""
-    known = [key.removeprefix(keys.PREFIX) for key in keys.KNOWN_KEYS]
-    found = []
-    for key in sorted(annotations):
-        if not key.startswith(keys.PREFIX) or key in keys.KNOWN_KEYS:
-            continue
-        short = key.removeprefix(keys.PREFIX)
-        near = difflib.get_close_matches(short, known, n=1)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        found.append(f"UnknownAnnotation: {key} is not a key the controller reads{hint}")
-    return found
+    return [
+        f"UnknownAnnotation: {describe_unknown(key, near)}"
+        for key, near in find_unknown_keys(annotations)
+    ]
 
 
 def plan_rows(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from lifecycle_controller.controller.accounting import Accounting
 from lifecycle_controller.controller.breaker import CircuitBreaker
@@ -241,3 +242,23 @@ async def test_a_replica_that_may_not_write_sends_nothing(rig: Rig) -> None:
     assert rig.api.requests_to("DELETE") == []
     assert rig.in_window(key) == 0
     assert rig.cache.get(key) is obj
+
+
+def test_unknown_keys_are_logged_once_per_object_and_set_of_keys(rig: Rig) -> None:
+    accounting = rig.executor.accounting
+    key = ObjectKey(CONFIGMAPS, "team", "cm")
+    typo = {keys.PREFIX + "delete-afer": "1h", keys.DELETE_AT: "x"}
+    with capture_logs() as logs:
+        accounting.unknown_keys(key, "u1", {keys.DELETE_AT: "x"})  # all known: nothing
+        accounting.unknown_keys(key, "u1", typo)
+        accounting.unknown_keys(key, "u1", typo)  # the same object, the same keys: once
+        accounting.unknown_keys(key, "u2", typo)  # another object
+        accounting.unknown_keys(key, "u1", {**typo, keys.PREFIX + "restart-evry": "1h"})
+    warned = [(e["log_level"], e["annotation"], e["did_you_mean"]) for e in logs]
+    assert warned == [
+        ("warning", keys.PREFIX + "delete-afer", keys.DELETE_AFTER),
+        ("warning", keys.PREFIX + "delete-afer", keys.DELETE_AFTER),
+        ("warning", keys.PREFIX + "delete-afer", keys.DELETE_AFTER),
+        ("warning", keys.PREFIX + "restart-evry", keys.RESTART_EVERY),
+    ]
+    assert all(e["name"] == "cm" and e["kind"] == "ConfigMap" for e in logs)
