@@ -28,7 +28,7 @@ from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery
 from lifecycle_controller.controller.guardrail_state import RestartPacing
-from lifecycle_controller.controller.informers import EventHandler, EventKind, InformerSet
+from lifecycle_controller.controller.informers import ChangeHandler, ChangeKind, InformerSet
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
@@ -326,7 +326,7 @@ class Controller:
         informers = InformerSet(
             source=self.kube,
             cache=cache,
-            on_event=self._make_handler(queue, reconciler),
+            on_object_change=self._make_handler(queue, reconciler),
             clock=self.clock,
             namespaces=settings.scope.informer_namespaces(),
             metrics=_InformerMetrics(self.metrics),
@@ -465,12 +465,12 @@ class Controller:
 
         return enqueue
 
-    def _make_handler(self, queue: WorkQueue[ObjectKey], reconciler: Reconciler) -> EventHandler:
+    def _make_handler(self, queue: WorkQueue[ObjectKey], reconciler: Reconciler) -> ChangeHandler:
         scope = self.settings.scope
         ignore_copies = not self.settings.actions.act_on_annotation_copies
 
-        def on_event(
-            kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+        def on_object_change(
+            kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
         ) -> None:
             if kind == "delete":
                 reconciler.object_gone(key)
@@ -482,7 +482,7 @@ class Controller:
                 return
             if ignore_copies and is_annotation_copy(resource, new.controller_owner):
                 return  # docs/annotations.md#annotation-copies
-            reconciler.accounting.unknown_keys(key, new.uid, new.annotations)
+            reconciler.accounting.note_unknown_keys(key, new.uid, new.annotations)
             if kind == "add":
                 relevant = should_enqueue_on_create(new.annotations)
             else:
@@ -491,4 +491,4 @@ class Controller:
             if relevant:
                 queue.add(key)
 
-        return on_event
+        return on_object_change

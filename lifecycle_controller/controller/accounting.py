@@ -109,7 +109,7 @@ class Accounting:
         default_factory=lambda: LRUCache(maxsize=10_000)
     )
 
-    def unknown_keys(self, key: ObjectKey, uid: str, annotations: Iterable[str]) -> None:
+    def note_unknown_keys(self, key: ObjectKey, uid: str, annotations: Iterable[str]) -> None:
         """Log, once per object and set of keys, the lifecycle keys nothing reads (typos);
         called for every object the informers see, since one with only a misspelt key is
         never reconciled."""

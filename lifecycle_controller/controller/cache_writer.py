@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.informer_ports import ChangeSeen, EventHandler, EventKind
+from lifecycle_controller.controller.informer_ports import ChangeHandler, ChangeKind, ChangeSeen
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import ResourceType
 
@@ -27,13 +27,13 @@ class CacheWriter:
         self,
         resource: ResourceType,
         cache: MetadataCache,
-        on_event: EventHandler,
+        on_object_change: ChangeHandler,
         on_change_seen: ChangeSeen | None,
         log: Any,
     ) -> None:
         self._resource = resource
         self._cache = cache
-        self._on_event = on_event
+        self._on_object_change = on_object_change
         self._on_change_seen = on_change_seen
         self._log = log
 
@@ -52,13 +52,13 @@ class CacheWriter:
         if old is not None and old.uid != new.uid:
             # Deleted and recreated under the same name while we were not watching.
             self._cache.delete(key)
-            self._emit("delete", key, old, None)
+            self._deliver("delete", key, old, None)
             old = None
             created = True
         if old is None:
             if new.annotated:
                 self._cache.put(key, new)
-                self._emit("add" if created else "update", key, None, new)
+                self._deliver("add" if created else "update", key, None, new)
             return key
         if listed and old.resource_version == new.resource_version:
             return key
@@ -66,7 +66,7 @@ class CacheWriter:
             self._cache.put(key, new)
         else:
             self._cache.delete(key)
-        self._emit("update", key, old, new)
+        self._deliver("update", key, old, new)
         return key
 
     def remove(self, metadata: Mapping[str, Any]) -> None:
@@ -75,14 +75,14 @@ class CacheWriter:
         key = self._key(final)
         old = self._cache.delete(key)
         if old is not None or final.annotated:
-            self._emit("delete", key, old, final)
+            self._deliver("delete", key, old, final)
 
     def deleted_since_list(self, keys: Iterable[ObjectKey]) -> None:
         """Cached keys a full list no longer has: synthesised deletes (final state unknown)."""
         for key in keys:
             old = self._cache.delete(key)
             if old is not None:
-                self._emit("delete", key, old, None)
+                self._deliver("delete", key, old, None)
 
     def change_seen(self) -> None:
         """Tell ``on_change_seen`` (if any) that something of this type changed."""
@@ -93,10 +93,10 @@ class CacheWriter:
         except Exception:
             self._log.exception("change handler failed")
 
-    def _emit(
-        self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+    def _deliver(
+        self, kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
     ) -> None:
         try:
-            self._on_event(kind, key, old, new)
+            self._on_object_change(kind, key, old, new)
         except Exception:
             self._log.exception("event handler failed", change=kind, **key.log_context())

@@ -35,7 +35,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informer_ports import (
-    EventKind,
+    ChangeKind,
     InformerSettings,
     MetadataSource,
 )
@@ -400,7 +400,7 @@ class Discovery:
             namespace=None,
             source=self._client,
             cache=MetadataCache(),
-            on_event=_ignore_event,
+            on_object_change=_ignore_event,
             clock=self._clock,
             settings=self._crd_settings,
             on_change_seen=self.trigger,
@@ -427,6 +427,6 @@ class Discovery:
 
 
 def _ignore_event(
-    kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+    kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
 ) -> None:
     """CRD objects themselves are not work: only the fact that one changed matters."""

@@ -17,9 +17,9 @@ from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import EventFilter, ResourceType
 
 __all__ = [
+    "ChangeHandler",
+    "ChangeKind",
     "ChangeSeen",
-    "EventHandler",
-    "EventKind",
     "InformerMetrics",
     "InformerSettings",
     "MetadataSource",
@@ -27,9 +27,11 @@ __all__ = [
     "ResourceGoneHandler",
 ]
 
-EventKind = Literal["add", "update", "delete"]
-EventHandler = Callable[[EventKind, ObjectKey, CachedObject | None, CachedObject | None], None]
-"""``on_event(kind, key, old, new)``: synchronous, must not block (cache it, enqueue it)."""
+#: How an object changed, as its informer saw it. (In this code base "event" means a
+#: Kubernetes Event; what a watch delivers is a change.)
+ChangeKind = Literal["add", "update", "delete"]
+ChangeHandler = Callable[[ChangeKind, ObjectKey, CachedObject | None, CachedObject | None], None]
+"""``on_object_change(kind, key, old, new)``: synchronous, must not block (cache, enqueue)."""
 
 ChangeSeen = Callable[[], None]
 """Called after every completed list and every ADDED/MODIFIED/DELETED event, cached or not."""

@@ -4,7 +4,7 @@
 :class:`~lifecycle_controller.controller.reflector.Informer` (client-go's reflector loop over
 metadata-only requests, docs/architecture.md#informer-loop) in its own task, so one failing
 informer never stops the others. Changes reach one synchronous, non-blocking handler
-``on_event(kind, key, old, new)``; the composition root applies the scope and relevance
+``on_object_change(kind, key, old, new)``; the composition root applies the scope and relevance
 predicates there and adds keys to the work queue.
 """
 
@@ -18,8 +18,8 @@ import structlog
 
 from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.informer_ports import (
-    EventHandler,
-    EventKind,
+    ChangeHandler,
+    ChangeKind,
     InformerMetrics,
     InformerSettings,
     MetadataSource,
@@ -31,8 +31,8 @@ from lifecycle_controller.kube import ResourceType
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
-    "EventHandler",
-    "EventKind",
+    "ChangeHandler",
+    "ChangeKind",
     "InformerMetrics",
     "InformerSet",
     "InformerSettings",
@@ -55,7 +55,7 @@ class InformerSet:
         *,
         source: MetadataSource,
         cache: MetadataCache,
-        on_event: EventHandler,
+        on_object_change: ChangeHandler,
         clock: Clock,
         namespaces: Sequence[str] | None = None,
         metrics: InformerMetrics | None = None,
@@ -65,7 +65,7 @@ class InformerSet:
     ) -> None:
         self._source = source
         self._cache = cache
-        self._on_event = on_event
+        self._on_object_change = on_object_change
         self._clock = clock
         self._namespaces = None if namespaces is None else sorted(set(namespaces))
         self._metrics = NoInformerMetrics() if metrics is None else metrics
@@ -107,7 +107,7 @@ class InformerSet:
             namespace=scope,
             source=self._source,
             cache=self._cache,
-            on_event=self._on_event,
+            on_object_change=self._on_object_change,
             clock=self._clock,
             metrics=self._metrics,
             settings=self._settings,

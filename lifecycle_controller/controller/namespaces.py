@@ -34,7 +34,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informer_ports import (
-    EventKind,
+    ChangeKind,
     InformerSettings,
     MetadataSource,
 )
@@ -168,7 +168,7 @@ class NamespaceDefaultsStore:
             namespace=None,
             source=source,
             cache=self._caches[scope],
-            on_event=self._on_event,
+            on_object_change=self._on_object_change,
             clock=self._clock,
             settings=settings,
             on_change_seen=lambda: self._seen(scope),
@@ -205,8 +205,8 @@ class NamespaceDefaultsStore:
 
     # ------------------------------------------------------------------ changes
 
-    def _on_event(
-        self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+    def _on_object_change(
+        self, kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
     ) -> None:
         name = key.name
         before: Mapping[str, str] = old.annotations if old is not None else {}

@@ -40,11 +40,12 @@ loop over metadata-only requests (docs/architecture.md#informer-loop):
    the single failures in between only at debug.
 
 Only ``metadata`` is read from each object, projected into :class:`CachedObject` at once
-(managedFields and everything else are never kept). Changes are reported to one synchronous,
-non-blocking handler ``on_event(kind, key, old, new)``; the composition root applies the scope
-and relevance predicates there and adds keys to the work queue. What is delivered follows the
-cache's rule (see :mod:`~lifecycle_controller.controller.cache`): only changes where the old
-or the new state carries a lifecycle annotation, with ``old=None`` meaning "not annotated before":
+(managedFields and everything else are never kept). Changes are reported to one
+synchronous, non-blocking handler ``on_object_change(kind, key, old, new)``; the composition
+root applies the scope and relevance predicates there and adds keys to the work queue.
+What is delivered follows the cache's rule (see :mod:`~lifecycle_controller.controller.cache`):
+only changes where the old or the new state carries a lifecycle annotation, with ``old=None``
+meaning "not annotated before":
 
 * ``"add"``: new object (initial list included, see docs/behaviour.md#relevance-predicate);
   ``old`` is None.
@@ -74,8 +75,8 @@ import structlog
 from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import (
+    ChangeHandler,
     ChangeSeen,
-    EventHandler,
     InformerMetrics,
     InformerSettings,
     MetadataSource,
@@ -130,7 +131,7 @@ class Informer:
         namespace: str | None,
         source: MetadataSource,
         cache: MetadataCache,
-        on_event: EventHandler,
+        on_object_change: ChangeHandler,
         clock: Clock,
         metrics: InformerMetrics | None = None,
         settings: InformerSettings | None = None,
@@ -168,7 +169,7 @@ class Informer:
         self._lists = 0
         self._failures = 0
         self._log = _log.bind(resource=str(resource), scope=namespace or "*")
-        self._writer = CacheWriter(resource, cache, on_event, on_change_seen, self._log)
+        self._writer = CacheWriter(resource, cache, on_object_change, on_change_seen, self._log)
         cache.register_scope(resource, namespace)
 
     @property

@@ -129,7 +129,7 @@ def lifecycle_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in annotations.items() if str(k).startswith(keys.PREFIX)}
 
 
-def unknown_keys(annotations: Iterable[str]) -> list[str]:
+def unknown_key_problems(annotations: Iterable[str]) -> list[str]:
     """A problem line for each ``lifecycle.cezary.dev/`` key the controller does not read,
     with the nearest known key when one is close (a typo)."""
     return [
@@ -187,7 +187,7 @@ def plan_rows(
                 warn_at_ns=None,
                 summary="not watched: outside the namespace or resource watch list",
             )
-        problems = unknown_keys(annotations)
+        problems = unknown_key_problems(annotations)
         if problems:
             explanation = dataclasses.replace(
                 explanation, problems=(*explanation.problems, *problems)

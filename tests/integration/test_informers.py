@@ -25,7 +25,7 @@ from aiohttp import web
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informers import (
-    EventKind,
+    ChangeKind,
     InformerSet,
     InformerSettings,
     MetadataSource,
@@ -55,18 +55,20 @@ PAGED = replace(FAST, streaming_list=False)
 
 @dataclass
 class Recorder:
-    """The on_event handler: remembers every delivery."""
+    """The on_object_change handler: remembers every delivery."""
 
-    events: list[tuple[EventKind, ObjectKey, CachedObject | None, CachedObject | None]] = field(
+    events: list[tuple[ChangeKind, ObjectKey, CachedObject | None, CachedObject | None]] = field(
         default_factory=list
     )
 
     def __call__(
-        self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+        self, kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
     ) -> None:
         self.events.append((kind, key, old, new))
 
-    def of(self, name: str) -> list[tuple[EventKind, dict[str, str] | None, dict[str, str] | None]]:
+    def of(
+        self, name: str
+    ) -> list[tuple[ChangeKind, dict[str, str] | None, dict[str, str] | None]]:
         """(kind, old annotations, new annotations) delivered for objects called ``name``."""
         return [
             (
@@ -131,7 +133,7 @@ def make_informer(
         namespace=namespace,
         source=source,
         cache=MetadataCache() if cache is None else cache,
-        on_event=Recorder() if recorder is None else recorder,
+        on_object_change=Recorder() if recorder is None else recorder,
         clock=RealClock(),
         metrics=metrics,
         settings=settings,
@@ -226,7 +228,7 @@ async def test_per_namespace_informers_need_only_namespaced_roles(
         informers = InformerSet(
             source=reader,
             cache=cache,
-            on_event=recorder,
+            on_object_change=recorder,
             clock=RealClock(),
             namespaces=[namespace, other_namespace],
             settings=FAST,
@@ -253,7 +255,7 @@ async def test_forbidden_scope_backs_off_without_stopping_the_others(
         informers = InformerSet(
             source=reader,
             cache=cache,
-            on_event=recorder,
+            on_object_change=recorder,
             clock=RealClock(),
             namespaces=[namespace, other_namespace],
             metrics=metrics,
@@ -276,7 +278,7 @@ async def test_missing_resource_type_stops_the_informer(kube: KubeClient) -> Non
         namespace=None,
         source=kube,
         cache=MetadataCache(),
-        on_event=Recorder(),
+        on_object_change=Recorder(),
         clock=RealClock(),
         settings=FAST,
         on_resource_gone=gone.append,

@@ -94,7 +94,7 @@ async def test_the_informer_set_names_the_disconnected_informers(clock: FakeCloc
     informers = InformerSet(
         source=h.source,
         cache=h.cache,
-        on_event=h.recorder,
+        on_object_change=h.recorder,
         clock=clock,
         namespaces=["ns"],
         settings=SETTINGS,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.informers import EventKind, InformerSet, InformerSettings
+from lifecycle_controller.controller.informers import ChangeKind, InformerSet, InformerSettings
 from lifecycle_controller.controller.reflector import Informer, WatchEnd
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
@@ -163,7 +163,7 @@ class FakeSource:
             yield item
 
 
-Delivered = tuple[EventKind, str, CachedObject | None, CachedObject | None]
+Delivered = tuple[ChangeKind, str, CachedObject | None, CachedObject | None]
 
 
 @dataclass
@@ -171,7 +171,7 @@ class Recorder:
     events: list[Delivered] = field(default_factory=list)
 
     def __call__(
-        self, kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+        self, kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
     ) -> None:
         self.events.append((kind, key.name, old, new))
 
@@ -227,7 +227,7 @@ class Harness:
             namespace=namespace,
             source=self.source,
             cache=self.cache,
-            on_event=self.recorder,
+            on_object_change=self.recorder,
             clock=self.clock,
             metrics=self.metrics,
             settings=settings,
@@ -475,7 +475,7 @@ async def test_a_failing_handler_does_not_stop_the_informer(h: Harness) -> None:
         namespace=None,
         source=h.source,
         cache=h.cache,
-        on_event=explode,
+        on_object_change=explode,
         clock=h.clock,
         settings=SETTINGS,
     )
@@ -494,7 +494,7 @@ async def test_set_scopes_per_namespace_and_cluster_wide(h: Harness, no_leaked_t
     informers = InformerSet(
         source=h.source,
         cache=h.cache,
-        on_event=h.recorder,
+        on_object_change=h.recorder,
         clock=h.clock,
         namespaces=["b", "a", "a"],
         settings=SETTINGS,
@@ -519,7 +519,7 @@ async def test_set_keeps_other_informers_running_and_restarts_gone_ones(
     informers = InformerSet(
         source=h.source,
         cache=h.cache,
-        on_event=h.recorder,
+        on_object_change=h.recorder,
         clock=h.clock,
         settings=SETTINGS,
         on_resource_gone=gone.append,

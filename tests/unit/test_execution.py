@@ -249,11 +249,11 @@ def test_unknown_keys_are_logged_once_per_object_and_set_of_keys(rig: Rig) -> No
     key = ObjectKey(CONFIGMAPS, "team", "cm")
     typo = {keys.PREFIX + "delete-afer": "1h", keys.DELETE_AT: "x"}
     with capture_logs() as logs:
-        accounting.unknown_keys(key, "u1", {keys.DELETE_AT: "x"})  # all known: nothing
-        accounting.unknown_keys(key, "u1", typo)
-        accounting.unknown_keys(key, "u1", typo)  # the same object, the same keys: once
-        accounting.unknown_keys(key, "u2", typo)  # another object
-        accounting.unknown_keys(key, "u1", {**typo, keys.PREFIX + "restart-evry": "1h"})
+        accounting.note_unknown_keys(key, "u1", {keys.DELETE_AT: "x"})  # all known: nothing
+        accounting.note_unknown_keys(key, "u1", typo)
+        accounting.note_unknown_keys(key, "u1", typo)  # the same object, the same keys: once
+        accounting.note_unknown_keys(key, "u2", typo)  # another object
+        accounting.note_unknown_keys(key, "u1", {**typo, keys.PREFIX + "restart-evry": "1h"})
     warned = [(e["log_level"], e["annotation"], e["did_you_mean"]) for e in logs]
     assert warned == [
         ("warning", keys.PREFIX + "delete-afer", keys.DELETE_AFTER),

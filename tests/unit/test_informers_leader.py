@@ -15,8 +15,8 @@ import pytest
 from lifecycle_controller.config import LeaderElectionSettings
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informers import (
-    EventHandler,
-    EventKind,
+    ChangeHandler,
+    ChangeKind,
     InformerSet,
     InformerSettings,
 )
@@ -33,13 +33,13 @@ TTL = {"lifecycle.cezary.dev/delete-after": "1h"}
 Seen = list[tuple[str, str, bool, bool]]
 
 
-def recorder(seen: Seen) -> EventHandler:
-    def on_event(
-        kind: EventKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
+def recorder(seen: Seen) -> ChangeHandler:
+    def on_object_change(
+        kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
     ) -> None:
         seen.append((kind, key.name, old is not None, new is not None))
 
-    return on_event
+    return on_object_change
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ async def test_an_informer_lists_then_follows_the_watch(
     informers = InformerSet(
         source=kube,
         cache=cache,
-        on_event=recorder(seen),
+        on_object_change=recorder(seen),
         clock=clock,
         settings=InformerSettings(page_size=2, streaming_list=informer_streams),
         rng=random.Random(1),
@@ -117,7 +117,7 @@ async def test_a_compacted_watch_relists_and_synthesises_deletes(
     async with InformerSet(
         source=kube,
         cache=cache,
-        on_event=recorder(seen),
+        on_object_change=recorder(seen),
         clock=clock,
         settings=InformerSettings(streaming_list=streaming),
         rng=random.Random(2),
