@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,7 @@ __all__ = [
     "DEFAULT_REDISCOVERY_INTERVAL",
     "DEFAULT_RETRY_INTERVAL",
     "NOT_COMPLETED",
+    "CrdWatchState",
     "Discovery",
     "DiscoveryAttempt",
     "DiscoveryFatal",
@@ -76,6 +78,15 @@ __all__ = [
     "NoDiscoveryMetrics",
     "OnChange",
 ]
+
+
+class CrdWatchState(enum.StrEnum):
+    """Where the CRD informer that triggers rediscovery stands."""
+
+    NOT_STARTED = "not started"
+    WATCHING = "watching"
+    STOPPED = "stopped"
+    FORBIDDEN = "forbidden"  # RBAC forbids it: the period alone rediscovers
 
 
 class DiscoveryClient(RawRequests, MetadataSource, Protocol):
@@ -181,7 +192,7 @@ class Discovery:
         self._not_ready: str | None = NOT_COMPLETED
         self._trigger = asyncio.Event()
         self._attempts = 0
-        self._crd_watch_state = "not started"
+        self._crd_watch_state = CrdWatchState.NOT_STARTED
 
     # --- state -----------------------------------------------------------------------------
 
@@ -210,7 +221,7 @@ class Discovery:
         return self._attempts
 
     @property
-    def crd_watch_state(self) -> str:
+    def crd_watch_state(self) -> CrdWatchState:
         """``not started``, ``watching``, ``stopped``, or ``forbidden`` (period only)."""
         return self._crd_watch_state
 
@@ -413,17 +424,17 @@ class Discovery:
             jitter=self._crd_settings.backoff_jitter,
             reset_after=self._crd_settings.backoff_reset_after,
         )
-        self._crd_watch_state = "watching"
+        self._crd_watch_state = CrdWatchState.WATCHING
         try:
             while True:
                 await informer.run()  # returns only while the CRD API is not served (404)
                 await retry.wait()
         except Forbidden:
-            self._crd_watch_state = "forbidden"
+            self._crd_watch_state = CrdWatchState.FORBIDDEN
             _log.info("crd watch forbidden; rediscovery is periodic only")
         finally:
-            if self._crd_watch_state == "watching":
-                self._crd_watch_state = "stopped"
+            if self._crd_watch_state is CrdWatchState.WATCHING:
+                self._crd_watch_state = CrdWatchState.STOPPED
 
 
 def _ignore_event(

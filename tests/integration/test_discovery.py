@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.controller.discovery import CrdWatchState, Discovery, DiscoveryFatal
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
@@ -224,7 +224,7 @@ async def test_as_063_namespaced_roles_suffice_for_discovery(
         try:
 
             async def crd_watch_forbidden() -> bool:
-                return discovery.crd_watch_state == "forbidden"
+                return discovery.crd_watch_state is CrdWatchState.FORBIDDEN
 
             await eventually(crd_watch_forbidden, within=10, what="the CRD watch to be refused")
             await asyncio.sleep(0.2)

@@ -13,6 +13,7 @@ import pytest
 
 from lifecycle_controller.controller.discovery import (
     NOT_COMPLETED,
+    CrdWatchState,
     Discovery,
     DiscoveryFatal,
 )
@@ -232,7 +233,7 @@ async def test_a_crd_change_triggers_an_early_rediscovery(
     await eventually(lambda: api.store.watchers(CRDS))
     await clock.advance(2)
     await eventually(lambda: discovery.attempts == 2)
-    assert discovery.crd_watch_state == "watching"
+    assert discovery.crd_watch_state is CrdWatchState.WATCHING
     api.store.create(CRDS, None, {"metadata": {"name": "widgets.example.com"}})
     api.serve(widget_type())
     # The event cuts the 600 s wait short: rediscovery now waits only the settle delay.
@@ -244,7 +245,7 @@ async def test_a_crd_change_triggers_an_early_rediscovery(
     # A watch that expires is re-listed; a refused one falls back to the period alone.
     api.fail(403, path="customresourcedefinitions")
     api.watch_error(410, CRDS)
-    await eventually(lambda: discovery.crd_watch_state == "forbidden")
+    await eventually(lambda: discovery.crd_watch_state is CrdWatchState.FORBIDDEN)
     assert not task.done()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
