@@ -113,11 +113,12 @@ class Reconciler:
     # ------------------------------------------------------------------ one pass
 
     async def _pass(self, key: ObjectKey, obj: CachedObject, *, quiet_conflict: bool) -> _Step:
-        decision, final, reservation = await self._decide(key, obj)
+        now_ns = self.clock.now_ns()
+        decision, final, reservation = await self._decide(key, obj, now_ns)
         ref = ObjectRef(key, obj.uid, obj.resource_version)
         await self.accounting.decided(ref, decision, final)
         if isinstance(final, Hold):
-            return _Step(_requeue(final.requeue_after_ns))
+            return _Step(self._requeue(final.requeue_after_ns, since_ns=now_ns))
         if isinstance(final, Patch | Delete):
             assert reservation is not None
             return await self._write(key, obj, final, reservation, quiet_conflict=quiet_conflict)
@@ -126,11 +127,18 @@ class Reconciler:
                 written = await self.observations.write(key, obj, final.record)
                 if written is RecordResult.CONFLICT and quiet_conflict:
                     return await self._reread(key)  # the record, like any write
-            return _Step(_requeue(final.requeue_after_ns, order=final.scheduled_ns or 0))
+            order = final.scheduled_ns or 0
+            return _Step(self._requeue(final.requeue_after_ns, since_ns=now_ns, order=order))
         return _Step()
 
+    def _requeue(self, after_ns: int, *, since_ns: int, order: int = 0) -> Result:
+        """A requeue ``after_ns`` from ``since_ns`` (the decision's now): the time the pass
+        spent since (Events, a record) is taken off, so every key waiting for one instant
+        (a window's opening) is due at that instant, not at it plus its own pass's length."""
+        return _requeue(after_ns - max(0, self.clock.now_ns() - since_ns), order=order)
+
     async def _decide(
-        self, key: ObjectKey, obj: CachedObject
+        self, key: ObjectKey, obj: CachedObject, now_ns: int
     ) -> tuple[Decision, Decision, Reservation | None]:
         """Core's decision, the one that stands after the guardrails, and for a write that
         goes, what it reserved (facts read, checked and reserved with no await between)."""
@@ -140,7 +148,7 @@ class Reconciler:
         decision = decide_in_namespace(
             annotations=obj.annotations,
             facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
-            now_ns=self.clock.now_ns(),
+            now_ns=now_ns,
             settings=self.settings,
             ledger=self.ledger,
             defaults=None if lookup is None else lookup(key.namespace),

@@ -19,7 +19,7 @@ from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import NotLeading, Result
 from lifecycle_controller.controller.workers import run_workers
-from lifecycle_controller.core import Action, DecisionSettings, Ledger, keys
+from lifecycle_controller.core import Action, DecisionSettings, Event, Ledger, ObjectRef, keys
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
 from lifecycle_controller.machinery.budget import ActionBudget
@@ -30,6 +30,7 @@ from lifecycle_controller.testing.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 HOUR = 3600.0
+HOUR_NS = 3600 * 10**9
 
 
 @dataclass
@@ -369,3 +370,31 @@ async def test_workers_map_the_reconciler_outcomes_onto_the_queue(
     queue.shutdown()
     await asyncio.wait_for(workers, 5)
     await queue.aclose()
+
+
+async def test_a_requeue_aims_at_the_due_instant_however_long_the_pass_took(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """Keys deferred to one instant must come due together: the time a pass spends after
+    deciding (here, Events that take 2 s to write) is taken off its requeue."""
+
+    class SlowRecorder:
+        async def record(self, ref: ObjectRef, event: Event) -> None:
+            await clock.advance(2)
+
+    cache = MetadataCache()
+    reconcile = build_reconciler(
+        api=kube,
+        cache=cache,
+        recorder=SlowRecorder(),
+        clock=clock,
+        ledger=Ledger(),
+        settings=DecisionSettings(warn_before_ns=HOUR_NS),  # an Upcoming Event at once
+    )
+    created = api.store.create(CONFIGMAPS, "team", annotated("cm", TTL))
+    key = ObjectKey(CONFIGMAPS, "team", "cm")
+    cache.put(key, CachedObject.from_metadata(created["metadata"]))
+    before = clock.now_ns()
+    result = await reconcile(key)
+    assert clock.now_ns() - before == 2 * 10**9  # the Event took its time
+    assert result == Result(requeue_after=HOUR - 2)  # due at the delete-at all the same
