@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.testing.fakeapi import FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.client import Pool
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 #: Real seconds after which a condition that never came true fails the test (a guard only).
 GUARD = 5.0

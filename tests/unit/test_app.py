@@ -23,8 +23,8 @@ from lifecycle_controller.controller.discovery import DiscoveryFatal
 from lifecycle_controller.controller.leader import LeadershipLost
 from lifecycle_controller.core import keys
 from lifecycle_controller.kube import EVENTS, LEASES, KubeClient
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 HOUR = 3600.0

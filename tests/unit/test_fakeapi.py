@@ -30,13 +30,13 @@ from lifecycle_controller.kube import (
 )
 from lifecycle_controller.kube.client import Timeouts
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
-from lifecycle_controller.testing.fakeapi import (
+from tests.doubles.fakeapi import (
     CONFIGMAPS,
     DEPLOYMENTS,
     FakeApiServer,
     merge_patch,
 )
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 
 def configmap(name: str, **annotations: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from lifecycle_controller.controller.notify import (
 )
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import RealClock
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.loopback import served
 from tests.unit.support import eventually
 

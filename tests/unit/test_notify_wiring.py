@@ -28,8 +28,8 @@ from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.machinery.clock import RealClock
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 REF = ObjectRef(ObjectKey(CONFIGMAPS, "team", "cm"), uid="uid-1", resource_version="42")

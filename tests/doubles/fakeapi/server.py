@@ -4,7 +4,7 @@ The controller's own :class:`~lifecycle_controller.kube.KubeClient` connects to 
 :meth:`FakeApiServer.client` or a kubeconfig from :meth:`FakeApiServer.write_kubeconfig`),
 so the unit tests exercise the real request building, media types, error mapping and watch
 streaming, only without a cluster. Served: discovery (see
-:mod:`~lifecycle_controller.testing.fakeapi.discovery`), list (``limit``/``continue``,
+:mod:`~tests.doubles.fakeapi.discovery`), list (``limit``/``continue``,
 metadata-only with the ``PartialObjectMetadataList`` media type), watch (from a
 resourceVersion, bookmarks when asked, ``timeoutSeconds``, ERROR 410 for a compacted
 resourceVersion; a streaming list with ``sendInitialEvents`` unless ``streaming_lists`` is
@@ -27,9 +27,9 @@ from aiohttp import web
 from lifecycle_controller.kube import KubeClient, ResourceType, Timeouts
 from lifecycle_controller.kube.connection import ClusterConfig
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF
-from lifecycle_controller.testing.fakeapi.discovery import Catalogue, ServedResource
-from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
-from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, WatchEvent
+from tests.doubles.fakeapi.discovery import Catalogue, ServedResource
+from tests.doubles.fakeapi.faults import Fault, RecordedRequest
+from tests.doubles.fakeapi.store import ApiStatus, Store, WatchEvent
 
 __all__ = ["FakeApiServer"]
 

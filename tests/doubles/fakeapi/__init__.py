@@ -30,7 +30,7 @@ Typical use::
 """
 
 from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS
-from lifecycle_controller.testing.fakeapi.discovery import (
+from tests.doubles.fakeapi.discovery import (
     DAEMONSETS,
     DEFAULT_RESOURCES,
     PODS,
@@ -40,9 +40,9 @@ from lifecycle_controller.testing.fakeapi.discovery import (
     ServedResource,
     resource_of,
 )
-from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
-from lifecycle_controller.testing.fakeapi.server import TOKEN, FakeApiServer
-from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, merge_patch
+from tests.doubles.fakeapi.faults import Fault, RecordedRequest
+from tests.doubles.fakeapi.server import TOKEN, FakeApiServer
+from tests.doubles.fakeapi.store import ApiStatus, Store, merge_patch
 
 __all__ = [
     "CONFIGMAPS",
