@@ -8,6 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.doubles.fakeclock import FakeClock
+from tests.realtime_guard import no_real_sleep
+
+__all__ = ["no_real_sleep"]
 
 
 @pytest.fixture

@@ -15,6 +15,9 @@ import pytest
 from lifecycle_controller.kube import KubeClient
 from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
+from tests.realtime_guard import no_real_sleep
+
+__all__ = ["no_real_sleep"]
 
 
 @pytest.fixture

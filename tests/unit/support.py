@@ -8,7 +8,8 @@ the condition holds. Time on the controller's side moves only through ``FakeCloc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from lifecycle_controller.kube import KubeClient, ResourceType
@@ -33,6 +34,42 @@ async def eventually(condition: Callable[[], object], *, guard: float = GUARD) -
 async def sleeping(clock: FakeClock, count: int = 1) -> None:
     """Wait until at least ``count`` tasks are blocked on a fake sleep (the system is idle)."""
     await eventually(lambda: len(clock.sleeper_deadlines()) >= count)
+
+
+async def until_done(task: asyncio.Future[Any], clock: FakeClock, *, steps: int = 100) -> Any:
+    """Advance ``clock`` from one sleeper's deadline to the next until ``task`` is done;
+    return its result. Over the in-process fake API nothing waits on real I/O, so a task
+    that is neither done nor asleep on the clock once the loop settled is stuck: that, or
+    more than ``steps`` deadlines, fails the test at once."""
+    for _ in range(steps):
+        await clock.settle()
+        if task.done():
+            return task.result()
+        if await clock.advance_to_next() is None and not task.done():
+            task.cancel()
+            raise AssertionError(f"{task!r} is stuck: not done, and nothing sleeps on the clock")
+    raise AssertionError(f"{task!r} not done after {steps} clock steps")
+
+
+@contextlib.asynccontextmanager
+async def fake_time_flowing(clock: FakeClock) -> AsyncIterator[None]:
+    """While real loopback I/O goes on (a webhook receiver), let fake time pass by itself:
+    whenever a task sleeps on ``clock``, it is advanced to the earliest deadline at once."""
+
+    async def drive() -> None:
+        while True:
+            if clock.next_deadline() is None:
+                await asyncio.sleep(0)  # a yield: the loop polls the sockets and comes back
+            else:
+                await clock.advance_to_next()
+
+    driver = asyncio.create_task(drive())
+    try:
+        yield
+    finally:
+        driver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await driver
 
 
 def annotated(name: str, annotations: Mapping[str, str], **metadata: Any) -> dict[str, Any]:
