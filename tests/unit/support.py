@@ -1,8 +1,12 @@
 """Helpers shared by the unit tests (not a test module, so test modules may import it).
 
-:func:`eventually` waits for loopback I/O to the fake API server to complete without ever
-sleeping for real: it yields to the event loop (which polls sockets on every iteration) until
-the condition holds. Time on the controller's side moves only through ``FakeClock.advance``.
+Time on the controller's side moves only through ``FakeClock.advance``. :func:`eventually`
+yields to the event loop until a condition holds: over the in-process fake API server that
+takes a few loop iterations (nothing waits on a socket), over loopback HTTP (a webhook
+receiver, ``FakeApiServer(over_http=True)``) as long as the I/O takes; a condition that never
+comes true fails after a guard of real seconds. :func:`until_done` drives the fake clock
+until a task ends and fails at once when the task is stuck, and :func:`fake_time_flowing`
+lets fake time pass by itself while real loopback I/O goes on.
 """
 
 from __future__ import annotations
