@@ -1,10 +1,11 @@
 """The one door to the Kubernetes API: generic requests for any resource type, as plain dicts.
 
-Plain aiohttp sessions (kubernetes-asyncio's typed models are slow, its ``ApiClient`` imports
-every one of them, and typed methods rewrite ``Accept`` headers; see
+Raw requests, not kubernetes-asyncio's typed API (its typed models are slow, its
+``ApiClient`` imports every one of them, and typed methods rewrite ``Accept`` headers; see
 docs/architecture.md#raw-requests). Every call has a timeout, every non-2xx answer raises
-from :mod:`.errors`, and three separate connection pools keep long-running watches from
-starving ordinary requests or the leader-election renewals
+from :mod:`.errors`. The requests are carried by a :mod:`.transport`: in production the
+aiohttp one of :mod:`.transport_aiohttp`, whose three separate connection pools keep
+long-running watches from starving ordinary requests or the leader-election renewals
 (docs/architecture.md#connection-pools). Credentials come from :mod:`.connection`.
 """
 
@@ -12,13 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
-from contextlib import aclosing, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlencode
-
-import aiohttp
-from yarl import URL
 
 from lifecycle_controller import __version__
 from lifecycle_controller.kube.connection import (
@@ -27,9 +25,17 @@ from lifecycle_controller.kube.connection import (
     ConnectionConfigError,
     load_configuration,
 )
-from lifecycle_controller.kube.connector import close_pool, new_connector
-from lifecycle_controller.kube.errors import TransportError, error_for_status
+from lifecycle_controller.kube.errors import KubeError, TransportError, error_for_status
 from lifecycle_controller.kube.resources import ResourceType
+from lifecycle_controller.kube.transport import (
+    ConnectionFailed,
+    Deadlines,
+    HttpRequest,
+    HttpResponse,
+    Pool,
+    Transport,
+)
+from lifecycle_controller.kube.transport_aiohttp import AiohttpTransport
 from lifecycle_controller.kube.watch_events import EventFilter, watch_events
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 
@@ -61,7 +67,6 @@ ACCEPT_AGGREGATED_DISCOVERY = (
 )
 USER_AGENT = f"lifecycle-controller/{__version__}"
 
-Pool = Literal["requests", "watches", "leases"]
 RequestObserver = Callable[[str, str], None]
 """Called with (HTTP method, status code or "<error>") after every request, for metrics."""
 
@@ -75,12 +80,25 @@ class Timeouts:
     watch_idle: float = 90.0
 
 
-def _timeout(total: float | None, connect: float, idle: float | None) -> aiohttp.ClientTimeout:
-    return aiohttp.ClientTimeout(total=total, sock_connect=connect, sock_read=idle)
-
-
 def _dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def _error_of(response: HttpResponse, method: str, path: str) -> KubeError:
+    """The error a non-2xx answer stands for, from its ``Status`` body and ``Retry-After``."""
+    raw = await response.read()
+    try:
+        decoded = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        decoded = {"message": raw.decode(errors="replace")[:500]}
+    retry_after = response.header("Retry-After")
+    return error_for_status(
+        response.status,
+        decoded if isinstance(decoded, dict) else {},
+        method=method,
+        path=path,
+        retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+    )
 
 
 class KubeClient:
@@ -88,6 +106,8 @@ class KubeClient:
 
     ``configuration`` is a :class:`ClusterConfig` (what :func:`load_configuration` returns)
     or a ``kubernetes_asyncio.client.Configuration``, adopted attribute by attribute.
+    ``transport`` carries the requests (default: aiohttp, three connection pools); the
+    client closes it.
     """
 
     def __init__(
@@ -99,6 +119,7 @@ class KubeClient:
         observe: RequestObserver | None = None,
         watch_pool_size: int = 512,
         user_agent: str = USER_AGENT,
+        transport: Transport | None = None,
     ) -> None:
         self.user_agent = user_agent
         self.default_namespace = default_namespace
@@ -110,17 +131,14 @@ class KubeClient:
             else ClusterConfig.from_kubernetes_asyncio(configuration)
         )
         self._base = self._config.host.rstrip("/")
-        self._ssl = self._config.ssl_context()
-        self._sizes: dict[str, int] = {"requests": 64, "watches": watch_pool_size, "leases": 4}
-        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._transport = transport or AiohttpTransport(
+            ssl_context=self._config.ssl_context(),
+            pool_sizes={"requests": 64, "watches": watch_pool_size, "leases": 4},
+            proxy=self._config.request_proxy(),  # credentials in it go as Proxy-Authorization
+            server_hostname=self._config.tls_server_name,
+        )
         self._closed = False
         self._json_watches: set[ResourceType] = set()  # protobuf failed for these types
-        self._extra: dict[str, Any] = {}
-        proxy = self._config.request_proxy()
-        if proxy:
-            self._extra["proxy"] = proxy  # aiohttp sends credentials in it as Proxy-Authorization
-        if self._config.tls_server_name:
-            self._extra["server_hostname"] = self._config.tls_server_name
 
     @classmethod
     async def connect(
@@ -142,27 +160,9 @@ class KubeClient:
             user_agent=user_agent,
         )
 
-    def _session(self, pool: Pool) -> aiohttp.ClientSession:
-        if self._closed:
-            # A request after close() (a straggling background task) must not open a new
-            # connection pool that nobody would close.
-            raise TransportError("the API client is closed")
-        session = self._sessions.get(pool)
-        if session is None or session.closed:
-            connector = new_connector(limit=self._sizes[pool], ssl_context=self._ssl)
-            session = aiohttp.ClientSession(
-                connector=connector,
-                headers={"User-Agent": self.user_agent},
-                skip_auto_headers=("Content-Type",),
-            )
-            self._sessions[pool] = session
-        return session
-
     async def close(self) -> None:
         self._closed = True
-        sessions, self._sessions = list(self._sessions.values()), {}
-        for session in sessions:
-            await close_pool(session)
+        await self._transport.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -182,52 +182,37 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         accept: str = JSON,
-        timeout: aiohttp.ClientTimeout,
+        deadlines: Deadlines,
         pool: Pool,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
+    ) -> AsyncIterator[HttpResponse]:
+        if self._closed:
+            # A request after close() (a straggling background task) must not open a new
+            # connection pool that nobody would close.
+            raise TransportError("the API client is closed")
         url = self._base + path
         params = list(query)
         if params:
             url += "?" + urlencode(params)
-        headers = {"Accept": accept, "Content-Type": content_type}
-        try:
-            authorization = await self._config.authorization_header()
-            if authorization:
-                headers["Authorization"] = authorization
-            response = await self._session(pool).request(
-                method,
-                URL(url, encoded=True),
-                headers=headers,
-                data=None if body is None else _dumps(body),
-                timeout=timeout,
-                **self._extra,
-            )
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            self._record(method, "<error>")
-            raise TransportError(f"{method} {path}: {error or type(error).__name__}") from error
-        self._record(method, str(response.status))
-        try:
-            if response.status >= 300:
-                raw = await response.read()
-                try:
-                    decoded = json.loads(raw) if raw else {}
-                except json.JSONDecodeError:
-                    decoded = {"message": raw.decode(errors="replace")[:500]}
-                retry_after = response.headers.get("Retry-After")
-                raise error_for_status(
-                    response.status,
-                    decoded if isinstance(decoded, dict) else {},
-                    method=method,
-                    path=path,
-                    retry_after=float(retry_after)
-                    if retry_after and retry_after.isdigit()
-                    else None,
+        headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": self.user_agent}
+        async with AsyncExitStack() as exchange:
+            try:
+                authorization = await self._config.authorization_header()
+                if authorization:
+                    headers["Authorization"] = authorization
+                request = HttpRequest(
+                    method, url, headers, None if body is None else _dumps(body), deadlines, pool
                 )
-            yield response
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise TransportError(f"{method} {path}: {error or type(error).__name__}") from error
-        finally:
-            response.release()
+                response = await exchange.enter_async_context(self._transport.send(request))
+            except (ConnectionFailed, TimeoutError, OSError) as error:
+                self._record(method, "<error>")
+                raise TransportError(f"{method} {path}: {error or type(error).__name__}") from error
+            self._record(method, str(response.status))
+            try:
+                if response.status >= 300:
+                    raise await _error_of(response, method, path)
+                yield response
+            except ConnectionFailed as error:
+                raise TransportError(f"{method} {path}: {error}") from error
 
     def _record(self, method: str, code: str) -> None:
         if self._observe is not None:
@@ -246,7 +231,7 @@ class KubeClient:
         pool: Pool = "requests",
     ) -> dict[str, Any]:
         """One request; returns the decoded JSON body ({} when empty). Raises KubeError."""
-        client_timeout = _timeout(timeout or self.timeouts.request, self.timeouts.connect, None)
+        deadlines = Deadlines(timeout or self.timeouts.request, self.timeouts.connect)
         async with self._open(
             method,
             path,
@@ -254,12 +239,12 @@ class KubeClient:
             body=body,
             content_type=content_type,
             accept=accept,
-            timeout=client_timeout,
+            deadlines=deadlines,
             pool=pool,
         ) as response:
             try:
                 raw = await response.read()
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except ConnectionFailed as error:
                 raise TransportError(f"{method} {path}: reading the body failed") from error
         if not raw:
             return {}
@@ -291,7 +276,7 @@ class KubeClient:
             path,
             query=query,
             accept=accept,
-            timeout=_timeout(None, self.timeouts.connect, idle),
+            deadlines=Deadlines(None, self.timeouts.connect, idle),
             pool="watches",
         ) as response:
             async for event in watch_events(response, what=f"watch {path}", decode_if=decode_if):

@@ -8,14 +8,23 @@ answer's ``Content-Type`` says which came back: protobuf frames are read by
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
-import aiohttp
-
+from lifecycle_controller.kube.transport import ResponseBody
 from lifecycle_controller.kube.watch_lines import EventFilter, is_added_line, json_lines
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, is_added_frame, protobuf_events
 
-__all__ = ["EventFilter", "is_added_event", "watch_events"]
+__all__ = ["EventFilter", "StreamedAnswer", "is_added_event", "watch_events"]
+
+
+class StreamedAnswer(Protocol):
+    """What the readers need of an answer (a transport's response; aiohttp's fits too)."""
+
+    @property
+    def content_type(self) -> str: ...
+
+    @property
+    def content(self) -> ResponseBody: ...
 
 
 def is_added_event(raw: bytes | bytearray, start: int = 0) -> bool:
@@ -24,7 +33,7 @@ def is_added_event(raw: bytes | bytearray, start: int = 0) -> bool:
 
 
 def watch_events(
-    response: aiohttp.ClientResponse, *, what: str, decode_if: EventFilter | None = None
+    response: StreamedAnswer, *, what: str, decode_if: EventFilter | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """The events of a watch answer, read as the server encoded them."""
     if response.content_type == PROTOBUF:

@@ -26,9 +26,8 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import aiohttp
-
 from lifecycle_controller.kube.errors import TransportError
+from lifecycle_controller.kube.transport import ConnectionFailed, ResponseBody
 
 __all__ = [
     "EVENTS_PER_STEP",
@@ -53,11 +52,11 @@ def is_added_line(raw: bytes | bytearray, start: int = 0) -> bool:
     return raw.startswith(_ADDED_LINE, start)
 
 
-async def next_chunk(content: aiohttp.StreamReader, what: str) -> bytes:
+async def next_chunk(content: ResponseBody, what: str) -> bytes:
     """The next network chunk of a streamed answer (empty at its end); TransportError."""
     try:
         return await content.readany()
-    except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+    except (ConnectionFailed, TimeoutError, ValueError) as error:
         raise TransportError(f"{what}: {error or type(error).__name__}") from error
 
 
@@ -65,7 +64,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 async def json_lines(
-    content: aiohttp.StreamReader, *, what: str, decode_if: EventFilter | None = None
+    content: ResponseBody, *, what: str, decode_if: EventFilter | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield each JSON object line of ``content`` until the server ends the stream.
 

@@ -23,9 +23,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import aiohttp
-
 from lifecycle_controller.kube.errors import TransportError
+from lifecycle_controller.kube.transport import ResponseBody
 from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP, EventFilter, next_chunk
 
 __all__ = [
@@ -57,7 +56,7 @@ def is_added_frame(raw: bytes | bytearray, start: int = 0) -> bool:
 
 
 async def protobuf_events(
-    content: aiohttp.StreamReader, *, what: str, decode_if: EventFilter | None = None
+    content: ResponseBody, *, what: str, decode_if: EventFilter | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield each event of a protobuf watch until the server ends the stream.
 

@@ -3,8 +3,8 @@
 Every engine that waits or timestamps (the work queue's add-after timer, the rate limiters,
 the leader elector, the scheduler's "now") takes a :class:`Clock` instead of calling
 ``time`` or ``asyncio.sleep`` directly. Production code passes :class:`RealClock`; tests pass
-:class:`lifecycle_controller.testing.fakeclock.FakeClock` and drive time by hand, so timing
-tests are deterministic and never sleep for real.
+the ``FakeClock`` of ``tests/doubles/fakeclock.py`` and drive time by hand, so timing tests
+are deterministic and never sleep for real.
 
 Two kinds of time are kept apart on purpose:
 

@@ -25,7 +25,7 @@ from lifecycle_controller.kube import (
 )
 from lifecycle_controller.kube.discovery import DiscoverySnapshot, fetch_discovery
 from lifecycle_controller.machinery.clock import RealClock
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.integration.support import broken_api_group, crd_manifest, eventually, group_fails
 
 APISERVICES = ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)

@@ -29,7 +29,7 @@ from lifecycle_controller.serving.server import (
     ProbeServer,
     resource_coverage,
 )
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.integration.support import eventually
 
 READ_METRICS = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]

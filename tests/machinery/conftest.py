@@ -7,7 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
+from tests.realtime_guard import no_real_sleep
+
+__all__ = ["no_real_sleep"]
 
 
 @pytest.fixture

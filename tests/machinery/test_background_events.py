@@ -16,8 +16,8 @@ from lifecycle_controller.controller.background_events import BackgroundRecorder
 from lifecycle_controller.controller.recorder import Recorded
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS
+from tests.doubles.fakeclock import FakeClock
 
 
 def ref(name: str) -> ObjectRef:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifecycle_controller.machinery.budget import ActionBudget
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 
 def test_unlimited_budget_never_waits() -> None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lifecycle_controller.machinery.clock import Clock, RealClock
-from lifecycle_controller.testing.fakeclock import (
+from tests.doubles.fakeclock import (
     DEFAULT_START_MONOTONIC,
     DEFAULT_START_NS,
     FakeClock,

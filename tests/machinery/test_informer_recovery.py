@@ -15,7 +15,7 @@ import pytest
 from lifecycle_controller.controller.informers import InformerSet
 from lifecycle_controller.kube import ServerError, TransportError
 from lifecycle_controller.machinery.backoff import Backoff
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.machinery.test_informers import (
     CONFIGMAPS,
     SETTINGS,

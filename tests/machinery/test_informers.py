@@ -33,7 +33,7 @@ from lifecycle_controller.kube import (
     Unprocessable,
 )
 from lifecycle_controller.machinery.backoff import Backoff
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 ANNOTATION = "lifecycle.cezary.dev/delete-after"

@@ -32,7 +32,7 @@ from lifecycle_controller.kube import (
     TransportError,
 )
 from lifecycle_controller.kube.client import Pool
-from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
+from tests.doubles.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 
 T0 = DEFAULT_START_MONOTONIC
 CONFIG = LeaderElectionSettings(namespace="ns", name="lease")  # 15 s / 10 s / 2 s

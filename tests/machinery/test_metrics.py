@@ -18,7 +18,7 @@ from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateL
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor
 from lifecycle_controller.serving.metrics import Metrics
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 NEXT = "lifecycle_next_action_timestamp_seconds"
 

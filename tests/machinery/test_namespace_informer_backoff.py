@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
 from lifecycle_controller.kube import TransportError
 from lifecycle_controller.machinery.tasks import cancel_and_wait
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.machinery.test_informers import SETTINGS, FakeSource, page
 
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import lifecycle_controller
+from tests.realtime_guard import fast_tier_sources_that_wait
 
 PACKAGE = Path(lifecycle_controller.__file__).parent
 MAX_LINES = 500
@@ -59,3 +60,8 @@ def test_no_two_modules_define_the_same_public_name() -> None:
             where[name].append(str(path.relative_to(PACKAGE)))
     duplicated = {name: places for name, places in where.items() if len(places) > 1}
     assert duplicated == {}
+
+
+def test_no_fast_tier_test_waits_for_real_time() -> None:
+    """tests/core, tests/machinery and tests/unit move time on the fake clock only."""
+    assert fast_tier_sources_that_wait() == []

@@ -15,7 +15,7 @@ from lifecycle_controller.machinery.ratelimit import (
     RateLimiter,
     default_controller_rate_limiter,
 )
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 MS = 0.001
 

@@ -17,7 +17,7 @@ import pytest
 from lifecycle_controller.controller.informers import InformerSettings
 from lifecycle_controller.controller.reflector import Informer, WatchEnd
 from lifecycle_controller.kube import ApiError, Forbidden, TransportError
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.machinery.test_informers import (
     ANNOTATION,
     Harness,

@@ -20,7 +20,7 @@ from lifecycle_controller.controller.workers import (
 )
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.workqueue import WorkQueue
-from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
+from tests.doubles.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 from tests.machinery.loop_ticks import LoopTicks
 
 pytestmark = [pytest.mark.timeout(5), pytest.mark.usefixtures("no_leaked_tasks")]

@@ -25,7 +25,7 @@ from lifecycle_controller.machinery.workqueue import (
     QueueShutDown,
     WorkQueue,
 )
-from lifecycle_controller.testing.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
+from tests.doubles.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
 
 pytestmark = [pytest.mark.timeout(5), pytest.mark.usefixtures("no_leaked_tasks")]
 

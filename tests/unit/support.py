@@ -1,19 +1,24 @@
 """Helpers shared by the unit tests (not a test module, so test modules may import it).
 
-:func:`eventually` waits for loopback I/O to the fake API server to complete without ever
-sleeping for real: it yields to the event loop (which polls sockets on every iteration) until
-the condition holds. Time on the controller's side moves only through ``FakeClock.advance``.
+Time on the controller's side moves only through ``FakeClock.advance``. :func:`eventually`
+yields to the event loop until a condition holds: over the in-process fake API server that
+takes a few loop iterations (nothing waits on a socket), over loopback HTTP (a webhook
+receiver, ``FakeApiServer(over_http=True)``) as long as the I/O takes; a condition that never
+comes true fails after a guard of real seconds. :func:`until_done` drives the fake clock
+until a task ends and fails at once when the task is stuck, and :func:`fake_time_flowing`
+lets fake time pass by itself while real loopback I/O goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.client import Pool
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 #: Real seconds after which a condition that never came true fails the test (a guard only).
 GUARD = 5.0
@@ -33,6 +38,42 @@ async def eventually(condition: Callable[[], object], *, guard: float = GUARD) -
 async def sleeping(clock: FakeClock, count: int = 1) -> None:
     """Wait until at least ``count`` tasks are blocked on a fake sleep (the system is idle)."""
     await eventually(lambda: len(clock.sleeper_deadlines()) >= count)
+
+
+async def until_done(task: asyncio.Future[Any], clock: FakeClock, *, steps: int = 100) -> Any:
+    """Advance ``clock`` from one sleeper's deadline to the next until ``task`` is done;
+    return its result. Over the in-process fake API nothing waits on real I/O, so a task
+    that is neither done nor asleep on the clock once the loop settled is stuck: that, or
+    more than ``steps`` deadlines, fails the test at once."""
+    for _ in range(steps):
+        await clock.settle()
+        if task.done():
+            return task.result()
+        if await clock.advance_to_next() is None and not task.done():
+            task.cancel()
+            raise AssertionError(f"{task!r} is stuck: not done, and nothing sleeps on the clock")
+    raise AssertionError(f"{task!r} not done after {steps} clock steps")
+
+
+@contextlib.asynccontextmanager
+async def fake_time_flowing(clock: FakeClock) -> AsyncIterator[None]:
+    """While real loopback I/O goes on (a webhook receiver), let fake time pass by itself:
+    whenever a task sleeps on ``clock``, it is advanced to the earliest deadline at once."""
+
+    async def drive() -> None:
+        while True:
+            if clock.next_deadline() is None:
+                await asyncio.sleep(0)  # a yield: the loop polls the sockets and comes back
+            else:
+                await clock.advance_to_next()
+
+    driver = asyncio.create_task(drive())
+    try:
+        yield
+    finally:
+        driver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await driver
 
 
 def annotated(name: str, annotations: Mapping[str, str], **metadata: Any) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from lifecycle_controller.controller.discovery import DiscoveryFatal
 from lifecycle_controller.controller.leader import LeadershipLost
 from lifecycle_controller.core import keys
 from lifecycle_controller.kube import EVENTS, LEASES, KubeClient
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 HOUR = 3600.0
@@ -162,8 +162,9 @@ async def test_lost_leadership_stops_the_work_and_fails(
 
 
 async def test_run_async_connects_through_a_kubeconfig_and_stops_on_sigterm(
-    api: FakeApiServer, tmp_path: Path
+    loopback_api: FakeApiServer, tmp_path: Path
 ) -> None:
+    api = loopback_api
     kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
     task = asyncio.create_task(run_async(settings(kubeconfig=kubeconfig)))
     await eventually(lambda: api.store.watchers(CONFIGMAPS))
@@ -174,8 +175,10 @@ async def test_run_async_connects_through_a_kubeconfig_and_stops_on_sigterm(
         loop.remove_signal_handler(signum)
 
 
-async def test_run_async_exits_1_on_fatal_errors(api: FakeApiServer, tmp_path: Path) -> None:
-    kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+async def test_run_async_exits_1_on_fatal_errors(
+    loopback_api: FakeApiServer, tmp_path: Path
+) -> None:
+    kubeconfig = str(loopback_api.write_kubeconfig(tmp_path / "kubeconfig"))
     missing = settings(kubeconfig=kubeconfig, watch_resource=("widgets.example.com",))
     assert await run_async(missing) == EXIT_FAILURE
     nowhere = settings(kubeconfig=str(tmp_path / "absent"))

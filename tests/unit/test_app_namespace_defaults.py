@@ -16,8 +16,8 @@ from lifecycle_controller.app import Controller
 from lifecycle_controller.core import keys
 from lifecycle_controller.kube import EVENTS, KubeClient
 from lifecycle_controller.kube.resources import NAMESPACES
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 from tests.unit.test_app import settings
 

@@ -21,8 +21,8 @@ from lifecycle_controller.controller.informers import InformerSettings
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import eventually, sleeping, widget_type
 
 

@@ -25,8 +25,8 @@ from lifecycle_controller.core import Action, Delete, Ledger, ObjectKey, Operati
 from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.decision import Outcome
 from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
 
 S = 1_000_000_000

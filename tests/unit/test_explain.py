@@ -8,13 +8,13 @@ from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.scope import DiscoveredResource, ScopeConfig
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
-from lifecycle_controller.testing.fakeclock import FakeClock
 from lifecycle_controller.tools.explain import (
     ExplainError,
     explain_object,
     render_report,
     resolve_resource,
 )
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
 
 ALL = frozenset({"get", "list", "watch", "patch", "delete"})

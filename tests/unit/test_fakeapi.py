@@ -30,13 +30,13 @@ from lifecycle_controller.kube import (
 )
 from lifecycle_controller.kube.client import Timeouts
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
-from lifecycle_controller.testing.fakeapi import (
+from tests.doubles.fakeapi import (
     CONFIGMAPS,
     DEPLOYMENTS,
     FakeApiServer,
     merge_patch,
 )
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 
 
 def configmap(name: str, **annotations: str) -> dict[str, Any]:
@@ -301,7 +301,7 @@ async def test_a_hung_request_waits_for_release(api: FakeApiServer, kube: KubeCl
 
 async def test_a_wrong_token_is_unauthorized(api: FakeApiServer) -> None:
     configuration = dataclasses.replace(api.configuration(), token="wrong")
-    async with KubeClient(configuration) as client:
+    async with KubeClient(configuration, transport=api.transport()) as client:
         with pytest.raises(Unauthorized):
             await client.list_metadata(CONFIGMAPS)
 
@@ -320,8 +320,10 @@ async def test_a_stopped_server_is_a_transport_error(clock: FakeClock) -> None:
         _ = server.url
 
 
-async def test_kubeconfig_connects_the_real_loader(api: FakeApiServer, tmp_path: Path) -> None:
-    path = api.write_kubeconfig(tmp_path / "config", namespace="team")
+async def test_kubeconfig_connects_the_real_loader(
+    loopback_api: FakeApiServer, tmp_path: Path
+) -> None:
+    path = loopback_api.write_kubeconfig(tmp_path / "config", namespace="team")
     async with await KubeClient.connect(str(path)) as client:
         assert client.default_namespace == "team"
         assert (await client.list_metadata(CONFIGMAPS))["items"] == []

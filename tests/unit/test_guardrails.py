@@ -30,8 +30,8 @@ from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import EVENTS, KubeClient
 from lifecycle_controller.kube.breaker_store import read_breaker, reset_breaker
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 DUE = "2025-12-31T23:00:00Z"  # an hour before the fake clock's start

@@ -23,9 +23,9 @@ from lifecycle_controller.controller.informers import (
 from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import LEASES, KubeClient
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeapi.faults import RecordedRequest
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeapi.faults import RecordedRequest
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import TrackedLeases, annotated, eventually, sleeping
 
 TTL = {"lifecycle.cezary.dev/delete-after": "1h"}

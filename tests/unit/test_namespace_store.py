@@ -15,8 +15,8 @@ from lifecycle_controller.core.resources import ObjectRef
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.tasks import cancel_and_wait
-from lifecycle_controller.testing.fakeapi import FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 

@@ -17,10 +17,9 @@ from lifecycle_controller.controller.notify import (
     notification_document,
 )
 from lifecycle_controller.machinery.backoff import Backoff
-from lifecycle_controller.machinery.clock import RealClock
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeclock import FakeClock
 from tests.loopback import served
-from tests.unit.support import eventually
+from tests.unit.support import eventually, fake_time_flowing
 
 
 @dataclass
@@ -70,8 +69,7 @@ def document(name: str = "cm", reason: str = "Deleted") -> dict[str, Any]:
     )
 
 
-def notifier(url: str, results: list[str], **kwargs: Any) -> WebhookNotifier:
-    clock = RealClock()
+def notifier(url: str, results: list[str], clock: FakeClock, **kwargs: Any) -> WebhookNotifier:
     return WebhookNotifier(
         [url],
         clock=clock,
@@ -82,10 +80,15 @@ def notifier(url: str, results: list[str], **kwargs: Any) -> WebhookNotifier:
 
 
 @contextlib.asynccontextmanager
-async def running(target: WebhookNotifier) -> AsyncIterator[None]:
+async def running(target: WebhookNotifier, clock: FakeClock | None = None) -> AsyncIterator[None]:
+    """Run ``target``; with ``clock``, fake time passes by itself meanwhile (retries wait)."""
     task = asyncio.create_task(target.run())
     try:
-        yield
+        if clock is None:
+            yield
+        else:
+            async with fake_time_flowing(clock):
+                yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -94,8 +97,9 @@ async def running(target: WebhookNotifier) -> AsyncIterator[None]:
 
 async def test_a_document_is_delivered_with_a_chat_text(receiver: Receiver) -> None:
     results: list[str] = []
-    target = notifier(receiver.url, results)
-    async with running(target):
+    clock = FakeClock()
+    target = notifier(receiver.url, results, clock)
+    async with running(target, clock):
         target.offer(document())
         await asyncio.wait_for(receiver.got.wait(), 5)
     [got] = receiver.received
@@ -112,8 +116,9 @@ async def test_a_document_is_delivered_with_a_chat_text(receiver: Receiver) -> N
 async def test_a_503_is_retried_with_backoff(receiver: Receiver) -> None:
     receiver.statuses = [503, 503]
     results: list[str] = []
-    target = notifier(receiver.url, results)
-    async with running(target):
+    clock = FakeClock()
+    target = notifier(receiver.url, results, clock)
+    async with running(target, clock):
         target.offer(document())
         await asyncio.wait_for(receiver.got.wait(), 5)
     assert len(receiver.received) == 1
@@ -123,8 +128,9 @@ async def test_a_503_is_retried_with_backoff(receiver: Receiver) -> None:
 async def test_a_4xx_is_final(receiver: Receiver) -> None:
     receiver.statuses = [400]
     results: list[str] = []
-    target = notifier(receiver.url, results)
-    async with running(target):
+    clock = FakeClock()
+    target = notifier(receiver.url, results, clock)
+    async with running(target, clock):
         target.offer(document("first"))
         target.offer(document("second"))
         await asyncio.wait_for(receiver.got.wait(), 5)
@@ -142,7 +148,7 @@ async def test_a_hanging_receiver_blocks_nothing_and_times_out(receiver: Receive
         if result == "failed":
             failed.set()
 
-    clock = RealClock()
+    clock = FakeClock()
     target = WebhookNotifier(
         [receiver.url],
         clock=clock,
@@ -151,7 +157,7 @@ async def test_a_hanging_receiver_blocks_nothing_and_times_out(receiver: Receive
         backoff=lambda: Backoff(clock, initial=0.01, maximum=0.02),
         on_result=note,
     )
-    async with running(target):
+    async with running(target, clock):
         loop = asyncio.get_running_loop()
         started = loop.time()
         for index in range(50):
@@ -163,11 +169,12 @@ async def test_a_hanging_receiver_blocks_nothing_and_times_out(receiver: Receive
 
 async def test_when_full_the_oldest_is_dropped_and_counted(receiver: Receiver) -> None:
     results: list[str] = []
-    target = notifier(receiver.url, results, capacity=2)
+    clock = FakeClock()
+    target = notifier(receiver.url, results, clock, capacity=2)
     for name in ("a", "b", "c", "d"):
         target.offer(document(name))  # not running yet: the queue fills up
     assert results == ["dropped", "dropped"]
-    async with running(target):
+    async with running(target, clock):
         while True:
             receiver.got.clear()
             if len(receiver.received) >= 2:
@@ -189,7 +196,7 @@ def test_which_events_are_notified() -> None:
 
 
 async def test_without_urls_nothing_is_queued() -> None:
-    target = WebhookNotifier([], clock=RealClock())
+    target = WebhookNotifier([], clock=FakeClock())
     target.offer(document())
     assert not target.enabled
 

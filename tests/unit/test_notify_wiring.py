@@ -27,10 +27,9 @@ from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.machinery.clock import RealClock
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
-from tests.unit.support import annotated, eventually
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
+from tests.unit.support import annotated, eventually, fake_time_flowing
 
 REF = ObjectRef(ObjectKey(CONFIGMAPS, "team", "cm"), uid="uid-1", resource_version="42")
 NS = 1_000_000_000
@@ -196,16 +195,21 @@ async def hook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
 
 async def test_documents_still_queued_at_shutdown_are_counted_dropped() -> None:
     results: list[str] = []
+    in_flight = asyncio.Event()
     never = asyncio.Event()
 
+    async def deliver(*args: object) -> None:
+        in_flight.set()
+        await never.wait()
+
     target = WebhookNotifier(
-        ["http://127.0.0.1:9/unused"], clock=RealClock(), on_result=results.append
+        ["http://127.0.0.1:9/unused"], clock=FakeClock(), on_result=results.append
     )
-    target._deliver = lambda *args: never.wait()  # type: ignore[assignment,method-assign]
+    target._deliver = deliver  # type: ignore[assignment,method-assign]
     task = asyncio.create_task(target.run())
     for index in range(3):
         target.offer({"reason": "Deleted", "n": index})
-    await asyncio.sleep(0.05)  # the first one is "in flight"
+    await asyncio.wait_for(in_flight.wait(), 5)  # the first one is "in flight"
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
@@ -217,12 +221,14 @@ async def test_an_unexpected_error_counts_failed_and_the_notifier_goes_on(
 ) -> None:
     url, received = hook
     results: list[str] = []
-    target = WebhookNotifier([url], clock=RealClock(), on_result=results.append)
+    clock = FakeClock()
+    target = WebhookNotifier([url], clock=clock, on_result=results.append)
     task = asyncio.create_task(target.run())
     try:
         target.offer({"reason": "Deleted", "bad": {1, 2}})  # a set is not JSON
         target.offer({"reason": "Deleted", "good": True})
-        await eventually(lambda: len(results) == 2, guard=5)
+        async with fake_time_flowing(clock):
+            await eventually(lambda: len(results) == 2, guard=5)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -320,11 +326,13 @@ async def test_a_redirect_is_final_and_not_followed() -> None:
     await site.start()
     results: list[str] = []
     url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    target = WebhookNotifier([url], clock=RealClock(), on_result=results.append)
+    clock = FakeClock()
+    target = WebhookNotifier([url], clock=clock, on_result=results.append)
     task = asyncio.create_task(target.run())
     try:
         target.offer({"reason": "Deleted"})
-        await eventually(lambda: bool(results), guard=5)
+        async with fake_time_flowing(clock):
+            await eventually(lambda: bool(results), guard=5)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -24,8 +24,8 @@ from lifecycle_controller.core.observed import decode_observation
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.machinery.budget import ActionBudget
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
 from tests.unit.test_reconciler import Metrics
 

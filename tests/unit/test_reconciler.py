@@ -25,8 +25,8 @@ from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.workqueue import WorkQueue
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
 HOUR = 3600.0

@@ -10,8 +10,9 @@ from lifecycle_controller.controller.recorder import KubeEventRecorder, truncate
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import EVENTS, NAMESPACES, KubeClient
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
+from tests.unit.support import until_done
 
 REF = ObjectRef(ObjectKey(CONFIGMAPS, "team", "cm"), uid="uid-1", resource_version="42")
 DELETED = Event(EventType.NORMAL, "Deleted", "Deleted: the TTL expired.")
@@ -163,11 +164,7 @@ async def test_transient_failures_are_retried_and_the_event_is_written(
     api.fail(503, method="POST", path="/events$")
     api.fail(429, method="POST", path="/events$", retry_after=3)
     task = asyncio.create_task(recorder(kube, clock).record(REF, DELETED))
-    while not task.done():
-        await clock.settle()
-        if await clock.advance_to_next() is None and not task.done():
-            await asyncio.sleep(0.01)
-    await task
+    await until_done(task, clock)
     (event,) = events(api)
     assert event["reason"] == "Deleted"
     statuses = [r.status for r in api.requests if r.method == "POST"]

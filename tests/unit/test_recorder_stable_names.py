@@ -6,8 +6,8 @@ from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.core.events import Event, EventType
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import EVENTS, KubeClient
-from lifecycle_controller.testing.fakeapi import CONFIGMAPS, FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 
 REF = ObjectRef(ObjectKey(CONFIGMAPS, "team", "cm"), uid="uid-1", resource_version="42")
 UPCOMING = Event(

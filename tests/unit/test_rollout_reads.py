@@ -11,7 +11,7 @@ from lifecycle_controller.controller.rollout_reads import LIST_FACTOR, RolloutRe
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import DEPLOYMENTS
-from lifecycle_controller.testing.fakeapi import FakeApiServer
+from tests.doubles.fakeapi import FakeApiServer
 
 
 def key(namespace: str, name: str) -> ObjectKey:

@@ -18,8 +18,8 @@ from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.machinery.tls import self_signed_certificate
 from lifecycle_controller.serving.reloading_tls import ReloadingTls
 from lifecycle_controller.serving.server import MetricsServer, ProbeServer
-from lifecycle_controller.testing.fakeapi import FakeApiServer
-from lifecycle_controller.testing.fakeclock import FakeClock
+from tests.doubles.fakeapi import FakeApiServer
+from tests.doubles.fakeclock import FakeClock
 
 REVIEWS = "reviews"
 

@@ -6,8 +6,8 @@ from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
-from lifecycle_controller.testing.fakeclock import FakeClock
 from lifecycle_controller.tools.status import collect_status
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
 
 PAST = "2020-01-01T00:00:00Z"

@@ -17,11 +17,11 @@ from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.core.shorten import TEXT_LIMIT
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
-from lifecycle_controller.testing.fakeclock import FakeClock
 from lifecycle_controller.tools import kubectl_plugin
 from lifecycle_controller.tools.explain import explain_object, render_report, report_data
 from lifecycle_controller.tools.report import render
 from lifecycle_controller.tools.status import collect_status
+from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
 
 HUGE = "9" * 100_000 + "h"

@@ -1,9 +1,11 @@
 """An in-memory Kubernetes API server for fast, cluster-free tests of the side-effecting half.
 
-:class:`FakeApiServer` is an aiohttp server on ``127.0.0.1`` that speaks the REST API the
-controller uses, so the project's real :class:`~lifecycle_controller.kube.KubeClient` talks to
-it over loopback and the tests cover the API door too. It is a *tiny API server*, not a mock
-that answers what it is told: objects, one global resourceVersion, preconditions (409),
+:class:`FakeApiServer` speaks the REST API the controller uses, and the project's real
+:class:`~lifecycle_controller.kube.KubeClient` talks to it, so the tests cover the API door
+too: in process by default (:class:`InProcessTransport`, the seam below ``KubeClient``: each
+request handed to the fake's handler, no socket), or over loopback HTTP when started with
+``over_http=True`` (for the tests of the HTTP layer itself). It is a *tiny API server*, not
+a mock that answers what it is told: objects, one global resourceVersion, preconditions (409),
 absent objects (404), compacted history (410), pagination and watches behave as the real one
 does, and faults (any status for the next N matching requests, ``Retry-After``, hung
 requests) are armed explicitly. Every request is recorded for assertions.
@@ -30,7 +32,7 @@ Typical use::
 """
 
 from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS
-from lifecycle_controller.testing.fakeapi.discovery import (
+from tests.doubles.fakeapi.discovery import (
     DAEMONSETS,
     DEFAULT_RESOURCES,
     PODS,
@@ -40,15 +42,17 @@ from lifecycle_controller.testing.fakeapi.discovery import (
     ServedResource,
     resource_of,
 )
-from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
-from lifecycle_controller.testing.fakeapi.server import TOKEN, FakeApiServer
-from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, merge_patch
+from tests.doubles.fakeapi.faults import Fault, RecordedRequest
+from tests.doubles.fakeapi.inprocess import InProcessTransport
+from tests.doubles.fakeapi.server import IN_PROCESS_URL, TOKEN, FakeApiServer
+from tests.doubles.fakeapi.store import ApiStatus, Store, merge_patch
 
 __all__ = [
     "CONFIGMAPS",
     "DAEMONSETS",
     "DEFAULT_RESOURCES",
     "DEPLOYMENTS",
+    "IN_PROCESS_URL",
     "PODS",
     "SECRETS",
     "STATEFULSETS",
@@ -57,6 +61,7 @@ __all__ = [
     "Catalogue",
     "FakeApiServer",
     "Fault",
+    "InProcessTransport",
     "RecordedRequest",
     "ServedResource",
     "Store",

@@ -1,12 +1,14 @@
-"""The fake API server over HTTP: an aiohttp app on 127.0.0.1 speaking the Kubernetes REST API.
+"""The fake API server: a handler speaking the Kubernetes REST API, in process or over HTTP.
 
-The controller's own :class:`~lifecycle_controller.kube.KubeClient` connects to it (through
-:meth:`FakeApiServer.client` or a kubeconfig from :meth:`FakeApiServer.write_kubeconfig`),
-so the unit tests exercise the real request building, media types, error mapping and watch
-streaming, only without a cluster. Served: discovery (see
-:mod:`~lifecycle_controller.testing.fakeapi.discovery`), list (``limit``/``continue``,
-metadata-only with the ``PartialObjectMetadataList`` media type), watch (from a
-resourceVersion, bookmarks when asked, ``timeoutSeconds``, ERROR 410 for a compacted
+The controller's own :class:`~lifecycle_controller.kube.KubeClient` talks to it through
+:meth:`FakeApiServer.client`: by default over the in-process transport of :mod:`.inprocess`
+(each request handed to :meth:`FakeApiServer.answer`, no socket), or, with
+``over_http=True``, over loopback HTTP (:mod:`.http`; a kubeconfig from
+:meth:`FakeApiServer.write_kubeconfig` then works too). Either way the unit tests exercise
+the real request building, media types, error mapping and watch streaming, only without a
+cluster. Served: discovery (see :mod:`~tests.doubles.fakeapi.discovery`), list
+(``limit``/``continue``, metadata-only with the ``PartialObjectMetadataList`` media type),
+watch (from a resourceVersion, bookmarks when asked, ``timeoutSeconds``, ERROR 410 for a compacted
 resourceVersion; a streaming list with ``sendInitialEvents`` unless ``streaming_lists`` is
 off), get, create, merge patch, PUT and delete with the store's preconditions,
 and ``TokenReview``/``SubjectAccessReview`` answered from :attr:`FakeApiServer.tokens` and
@@ -16,25 +18,29 @@ and ``TokenReview``/``SubjectAccessReview`` answered from :attr:`FakeApiServer.t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from lifecycle_controller.kube import KubeClient, ResourceType, Timeouts
 from lifecycle_controller.kube.connection import ClusterConfig
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF
-from lifecycle_controller.testing.fakeapi.discovery import Catalogue, ServedResource
-from lifecycle_controller.testing.fakeapi.faults import Fault, RecordedRequest
-from lifecycle_controller.testing.fakeapi.store import ApiStatus, Store, WatchEvent
+from tests.doubles.fakeapi.answers import JSON, Answer, WatchStream, json_answer
+from tests.doubles.fakeapi.discovery import Catalogue, ServedResource
+from tests.doubles.fakeapi.faults import Fault, RecordedRequest
+from tests.doubles.fakeapi.http import LoopbackSite
+from tests.doubles.fakeapi.inprocess import InProcessTransport
+from tests.doubles.fakeapi.store import ApiStatus, Store, WatchEvent
 
-__all__ = ["FakeApiServer"]
+__all__ = ["IN_PROCESS_URL", "FakeApiServer"]
 
 TOKEN = "fake-api-token"
-_JSON = "application/json"
+#: Where an in-process fake says it is: no name under ``.invalid`` resolves, so a client
+#: that bypassed the in-process transport fails at once.
+IN_PROCESS_URL = "http://fake-api.invalid"
 
 
 def _metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
@@ -51,16 +57,18 @@ def _selected_name(selector: str | None) -> str | None:
     return value if field == "metadata.name" else None
 
 
-def _status_response(error: ApiStatus, headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response(error.status(), status=error.code, headers=headers)
+def _status_answer(error: ApiStatus) -> Answer:
+    return json_answer(error.status(), status=error.code)
 
 
 class FakeApiServer:
-    """An in-memory Kubernetes API server on a loopback port; use ``async with``.
+    """An in-memory Kubernetes API server, in process or on a loopback port; ``async with``.
 
     ``now_ns`` (for example ``FakeClock.now_ns``) stamps creation and deletion timestamps.
     ``aggregated_discovery=False`` makes it an old server that answers discovery only in the
     legacy format. ``token`` is the bearer token every request must carry (401 otherwise).
+    ``over_http=True`` also serves it on a loopback port (for tests of the HTTP layer, and
+    for kubeconfigs); otherwise it is reached only through :meth:`transport`.
     """
 
     def __init__(
@@ -70,6 +78,7 @@ class FakeApiServer:
         aggregated_discovery: bool = True,
         token: str = TOKEN,
         streaming_lists: bool = True,
+        over_http: bool = False,
     ) -> None:
         self.store = Store(now_ns=now_ns)
         self.catalogue = Catalogue()
@@ -85,30 +94,27 @@ class FakeApiServer:
         self.tokens: dict[str, dict[str, Any]] = {}
         #: SubjectAccessReview grants: (username, non-resource path, verb).
         self.grants: set[tuple[str, str, str]] = set()
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
+        self._site = LoopbackSite(self.answer) if over_http else None
+        self._url: str | None = None
         self._activity = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = int(self._runner.addresses[0][1])
+        self._url = IN_PROCESS_URL if self._site is None else await self._site.start()
 
     async def stop(self) -> None:
         """End every watch, release hung requests, stop serving. Idempotent."""
         self.close_watches()
         for fault in self.faults:
             fault.release()
-        runner, self._runner = self._runner, None
-        self._port = None
-        if runner is not None:
-            await runner.cleanup()
+        self._url = None
+        if self._site is not None:
+            await self._site.stop()
+
+    @property
+    def serving(self) -> bool:
+        return self._url is not None
 
     async def __aenter__(self) -> FakeApiServer:
         await self.start()
@@ -119,25 +125,35 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        if self._port is None:
+        if self._url is None:
             raise RuntimeError("the fake API server is not started")
-        return f"http://127.0.0.1:{self._port}"
+        return self._url
+
+    def transport(self) -> InProcessTransport:
+        """A transport that hands each request straight to this server (no socket)."""
+        return InProcessTransport(self)
 
     def configuration(self) -> ClusterConfig:
         """Where this server is, with its bearer token, as the API door takes it."""
         return ClusterConfig(host=self.url, token=self.token)
 
     def client(self, *, timeouts: Timeouts | None = None, **kwargs: Any) -> KubeClient:
-        """A real :class:`KubeClient` connected to this server (close it after use)."""
+        """A real :class:`KubeClient` connected to this server (close it after use): over
+        loopback HTTP when the server has a port, else over the in-process transport."""
         return KubeClient(
             self.configuration(),
             default_namespace=kwargs.pop("default_namespace", "default"),
             timeouts=timeouts or Timeouts(connect=2.0, request=10.0, watch_idle=30.0),
+            transport=None if self._site is not None else self.transport(),
             **kwargs,
         )
 
     def write_kubeconfig(self, path: Path, *, namespace: str = "default") -> Path:
-        """Write a kubeconfig for this server (JSON is valid YAML) and return its path."""
+        """Write a kubeconfig for this server (JSON is valid YAML) and return its path.
+
+        Only a server ``over_http`` can be reached through one."""
+        if self._site is None:
+            raise RuntimeError("a kubeconfig needs a fake API server started with over_http=True")
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -242,31 +258,38 @@ class FakeApiServer:
 
     # ------------------------------------------------------------------ dispatch
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
+    async def answer(
+        self,
+        method: str,
+        path: str,
+        query: Iterable[tuple[str, str]],
+        headers: Mapping[str, str],
+        raw: bytes,
+    ) -> Answer:
+        """Record one request and answer it (what every carrier calls)."""
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             body = raw.decode(errors="replace")
         recorded = RecordedRequest(
-            method=request.method,
-            path=request.path,
-            query=tuple(request.query.items()),
-            headers=dict(request.headers),
+            method=method,
+            path=path,
+            query=tuple(query),
+            headers=CIMultiDictProxy(CIMultiDict(headers)),
             body=body,
         )
         self.requests.append(recorded)
         self._active()
         try:
-            response = await self._answer(request, recorded)
+            answer = await self._answer(recorded)
+            recorded.status = answer.status
         finally:
             self._active()
-        recorded.status = response.status
-        return response
+        return answer
 
-    async def _answer(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
-            return _status_response(ApiStatus(401, "Unauthorized", "Unauthorized"))
+    async def _answer(self, recorded: RecordedRequest) -> Answer:
+        if recorded.headers.get("Authorization") != f"Bearer {self.token}":
+            return _status_answer(ApiStatus(401, "Unauthorized", "Unauthorized"))
         for fault in self.faults:
             if fault.matches(recorded):
                 fault.hits += 1
@@ -274,22 +297,22 @@ class FakeApiServer:
                 if fault.hang:
                     await fault.held()
                 headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else None
-                return web.json_response(fault.status_body(), status=fault.status, headers=headers)
+                return json_answer(fault.status_body(), status=fault.status, headers=headers)
         try:
-            return await self._route(request, recorded)
+            return await self._route(recorded)
         except ApiStatus as error:
-            return _status_response(error)
+            return _status_answer(error)
 
-    async def _route(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
-        parts = [p for p in request.path.split("/") if p]
-        accept = request.headers.get("Accept", "")
+    async def _route(self, recorded: RecordedRequest) -> Answer:
+        parts = [p for p in recorded.path.split("/") if p]
+        accept = recorded.headers.get("Accept", "")
         aggregated = self.aggregated_discovery and "as=APIGroupDiscoveryList" in accept
         if parts == ["api"]:
-            return web.json_response(
+            return json_answer(
                 self.catalogue.aggregated(core=True) if aggregated else self.catalogue.legacy_core()
             )
         if parts == ["apis"]:
-            return web.json_response(
+            return json_answer(
                 self.catalogue.aggregated(core=False)
                 if aggregated
                 else self.catalogue.legacy_groups()
@@ -308,38 +331,34 @@ class FakeApiServer:
         resource = self.catalogue.lookup(group, version, rest[0])
         if resource is None or len(rest) > 2:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
-        if resource.group == "authentication.k8s.io" and request.method == "POST":
-            return web.json_response(self._token_review(recorded.body), status=201)
-        if resource.group == "authorization.k8s.io" and request.method == "POST":
-            return web.json_response(self._access_review(recorded.body), status=201)
+        if resource.group == "authentication.k8s.io" and recorded.method == "POST":
+            return json_answer(self._token_review(recorded.body), status=201)
+        if resource.group == "authorization.k8s.io" and recorded.method == "POST":
+            return json_answer(self._access_review(recorded.body), status=201)
         if len(rest) == 1:
-            return await self._collection(request, recorded, resource, namespace)
-        return self._object(request, recorded, resource, namespace, rest[1])
+            return self._collection(recorded, resource, namespace)
+        return self._object(recorded, resource, namespace, rest[1])
 
-    def _group_version(self, group: str, version: str) -> web.Response:
+    def _group_version(self, group: str, version: str) -> Answer:
         gv = f"{group}/{version}" if group else version
         if gv in self.catalogue.unavailable:
             raise ApiStatus(503, "ServiceUnavailable", "the server is currently unable to handle")
         document = self.catalogue.legacy_resources(group, version)
         if document is None:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
-        return web.json_response(document)
+        return json_answer(document)
 
-    async def _collection(
-        self,
-        request: web.Request,
-        recorded: RecordedRequest,
-        resource: ResourceType,
-        namespace: str | None,
-    ) -> web.StreamResponse:
-        metadata_only = "as=PartialObjectMetadata" in request.headers.get("Accept", "")
-        if request.method == "POST":
+    def _collection(
+        self, recorded: RecordedRequest, resource: ResourceType, namespace: str | None
+    ) -> Answer:
+        metadata_only = "as=PartialObjectMetadata" in recorded.headers.get("Accept", "")
+        if recorded.method == "POST":
             created = self.store.create(resource, namespace, recorded.body or {})
-            return web.json_response(created, status=201)
-        if request.method != "GET":
-            raise ApiStatus(405, "MethodNotAllowed", f"{request.method} is not allowed here")
+            return json_answer(created, status=201)
+        if recorded.method != "GET":
+            raise ApiStatus(405, "MethodNotAllowed", f"{recorded.method} is not allowed here")
         if recorded.is_watch:
-            return await self._watch(request, recorded, resource, namespace, metadata_only)
+            return self._watch(recorded, resource, namespace, metadata_only)
         limit = recorded.param("limit")
         items, version, token, remaining = self.store.list_page(
             resource,
@@ -370,30 +389,25 @@ class FakeApiServer:
                 "metadata": list_meta,
                 "items": items,
             }
-        return web.json_response(document)
+        return json_answer(document)
 
     def _object(
-        self,
-        request: web.Request,
-        recorded: RecordedRequest,
-        resource: ResourceType,
-        namespace: str | None,
-        name: str,
-    ) -> web.Response:
+        self, recorded: RecordedRequest, resource: ResourceType, namespace: str | None, name: str
+    ) -> Answer:
         store = self.store
         body = recorded.body if isinstance(recorded.body, dict) else {}
-        if request.method == "GET":
+        if recorded.method == "GET":
             obj = store.get(resource, namespace, name)
-            if "as=PartialObjectMetadata" in request.headers.get("Accept", ""):
+            if "as=PartialObjectMetadata" in recorded.headers.get("Accept", ""):
                 obj = _metadata_only(obj)
-            return web.json_response(obj)
-        if request.method == "PATCH":
-            if request.headers.get("Content-Type") != "application/merge-patch+json":
+            return json_answer(obj)
+        if recorded.method == "PATCH":
+            if recorded.headers.get("Content-Type") != "application/merge-patch+json":
                 raise ApiStatus(415, "UnsupportedMediaType", "only merge patches are served")
-            return web.json_response(store.patch(resource, namespace, name, body))
-        if request.method == "PUT":
-            return web.json_response(store.replace(resource, namespace, name, body))
-        if request.method == "DELETE":
+            return json_answer(store.patch(resource, namespace, name, body))
+        if recorded.method == "PUT":
+            return json_answer(store.replace(resource, namespace, name, body))
+        if recorded.method == "DELETE":
             preconditions = body.get("preconditions") or {}
             deleted = store.delete(
                 resource,
@@ -402,22 +416,22 @@ class FakeApiServer:
                 uid=preconditions.get("uid"),
                 resource_version=preconditions.get("resourceVersion"),
             )
-            return web.json_response(deleted)
-        raise ApiStatus(405, "MethodNotAllowed", f"{request.method} is not allowed here")
+            return json_answer(deleted)
+        raise ApiStatus(405, "MethodNotAllowed", f"{recorded.method} is not allowed here")
 
-    async def _watch(
+    def _watch(
         self,
-        request: web.Request,
         recorded: RecordedRequest,
         resource: ResourceType,
         namespace: str | None,
         metadata_only: bool,
-    ) -> web.StreamResponse:
-        if self.broken_protobuf_watches and request.headers.get("Accept", "").startswith(PROTOBUF):
+    ) -> Answer:
+        if self.broken_protobuf_watches and recorded.headers.get("Accept", "").startswith(PROTOBUF):
             self.broken_protobuf_watches -= 1
             garbage = b"\x0b"
-            body = len(garbage).to_bytes(4, "big") + garbage
-            return web.Response(body=body, content_type=PROTOBUF)
+            return Answer(
+                200, {"Content-Type": PROTOBUF}, len(garbage).to_bytes(4, "big") + garbage
+            )
         bookmarks = recorded.param("allowWatchBookmarks") == "true"
         initial_events = recorded.param("sendInitialEvents") == "true"
         if initial_events:
@@ -429,38 +443,20 @@ class FakeApiServer:
             bookmarks=bookmarks,
             initial_events_end=initial_events,
         )
+        selected = _selected_name(recorded.param("fieldSelector"))
+
+        def render(item: WatchEvent | dict[str, Any]) -> dict[str, Any] | None:
+            if not isinstance(item, WatchEvent):
+                return item  # an ERROR or a BOOKMARK, sent as it is
+            if selected is not None and item.object["metadata"].get("name") != selected:
+                return None
+            obj = _metadata_only(item.object) if metadata_only else item.object
+            return {"type": item.type, "object": obj}
+
         timeout = recorded.param("timeoutSeconds")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + float(timeout) if timeout else None
-        response = web.StreamResponse(headers={"Content-Type": _JSON})
-        await response.prepare(request)
-        recorded.status = response.status
-        self._active()
-        try:
-            while True:
-                remaining = None if deadline is None else deadline - loop.time()
-                if remaining is not None and remaining <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(watcher.queue.get(), remaining)
-                except TimeoutError:
-                    break
-                if item is None:
-                    break
-                if isinstance(item, WatchEvent):
-                    selected = _selected_name(recorded.param("fieldSelector"))
-                    if selected is not None and item.object["metadata"].get("name") != selected:
-                        continue
-                    obj = _metadata_only(item.object) if metadata_only else item.object
-                    line: dict[str, Any] = {"type": item.type, "object": obj}
-                else:
-                    line = item
-                await response.write(json.dumps(line).encode() + b"\n")
-        finally:
-            self.store.unwatch(watcher)
-        with contextlib.suppress(ConnectionResetError):
-            await response.write_eof()
-        return response
+        deadline = asyncio.get_running_loop().time() + float(timeout) if timeout else None
+        stream = WatchStream(self.store, watcher, render, deadline)
+        return Answer(200, {"Content-Type": JSON}, stream=stream)
 
     def _check_streaming_list(self, recorded: RecordedRequest, bookmarks: bool) -> None:
         """Refuse a streaming list as kube-apiserver does: feature off, or options wrong."""
