@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
@@ -91,7 +91,7 @@ class PolicyInputs:
     decided_by: Policy | None = None
     overlapped: tuple[PolicyRef, ...] = ()
     #: For each lifecycle key in ``annotations`` set by the object or the policy.
-    sources: Mapping[str, InputSource] = MappingProxyType({})
+    sources: Mapping[str, InputSource] = field(default_factory=lambda: MappingProxyType({}))
     exempt: bool = False
 
 
@@ -150,7 +150,9 @@ def _merge(
     now_ns: int,
 ) -> tuple[dict[str, str], dict[str, InputSource]]:
     merged = {key: value for key, value in annotations.items() if key not in _REPLACED}
-    sources = {key: InputSource.OBJECT for key in keys.MODIFIER_KEYS if key in merged}
+    sources: dict[str, InputSource] = {
+        key: InputSource.OBJECT for key in keys.MODIFIER_KEYS if key in merged
+    }
     for key, value in policy.annotations.items():
         if key in keys.MODIFIER_KEYS and key in merged:
             continue  # the object's own modifier wins, key by key
