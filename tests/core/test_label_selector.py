@@ -81,7 +81,10 @@ def test_matching(selector: Mapping[str, object], labels: dict[str, str], expect
                 "subdomain of at most 253 characters",
             ),
         ),
-        ({"matchLabels": {"/env": "x"}}, ('matchLabels key "/env": prefix part must be non-empty',)),
+        (
+            {"matchLabels": {"/env": "x"}},
+            ('matchLabels key "/env": prefix part must be non-empty',),
+        ),
         (
             {"matchLabels": {"env": "a b"}},
             (
@@ -119,7 +122,10 @@ def test_matching(selector: Mapping[str, object], labels: dict[str, str], expect
         ),
         (
             {"matchExpressions": [{"operator": "Exists", "value": "a"}]},
-            ("matchExpressions[0].value: unknown field", "matchExpressions[0].key: must be a string"),
+            (
+                "matchExpressions[0].value: unknown field",
+                "matchExpressions[0].key: must be a string",
+            ),
         ),
         (
             {
@@ -159,9 +165,7 @@ def test_query_form_for_the_api_server() -> None:
             ],
         }
     )
-    assert selector.query() == (
-        "env=preview,team notin (core,infra),tier in (a,b),owner,!legacy"
-    )
+    assert selector.query() == ("env=preview,team notin (core,infra),tier in (a,b),owner,!legacy")
     assert LabelSelector().query() == ""
 
 

@@ -55,7 +55,7 @@ def run(source: str, **overrides: object) -> ConditionResult:
             True,
         ),
         ('object.metadata.ownerReferences.exists(o, o.kind == "Job" && o.controller)', True),
-        ("object.metadata.ownerReferences.all(o, o.apiVersion.startsWith(\"apps/\"))", False),
+        ('object.metadata.ownerReferences.all(o, o.apiVersion.startsWith("apps/"))', False),
     ],
 )
 def test_conditions_over_metadata(source: str, expected: bool) -> None:
