@@ -17,6 +17,20 @@ from lifecycle_controller.core.label_selector import (
 LABELS = {"env": "preview", "team": "web"}
 
 
+def expression(operator: str, *values: str) -> dict[str, object]:
+    """A selector with one requirement on the ``team`` label."""
+    requirement: dict[str, object] = {"key": "team", "operator": operator}
+    if values:
+        requirement["values"] = list(values)
+    return {"matchExpressions": [requirement]}
+
+
+IN = expression("In", "web", "a")
+NOT_IN = expression("NotIn", "core")
+EXISTS = expression("Exists")
+ABSENT = expression("DoesNotExist")
+
+
 @pytest.mark.parametrize(
     ("selector", "labels", "expected"),
     [
@@ -29,20 +43,17 @@ LABELS = {"env": "preview", "team": "web"}
         ({"matchLabels": {"env": ""}}, {"env": ""}, True),
         ({"matchLabels": {"env": "preview", "team": "web"}}, LABELS, True),
         ({"matchLabels": {"env": "preview", "team": "core"}}, LABELS, False),
-        (_in := {"matchExpressions": [{"key": "team", "operator": "In", "values": ["web", "a"]}]},
-         LABELS, True),
-        (_in, {"team": "b"}, False),
-        (_in, {}, False),  # In: a missing label is not in the set
-        (_not_in := {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["core"]}]},
-         LABELS, True),
-        (_not_in, {"team": "core"}, False),
-        (_not_in, {}, True),  # NotIn: a missing label matches
-        (_exists := {"matchExpressions": [{"key": "team", "operator": "Exists"}]}, LABELS, True),
-        (_exists, {"team": ""}, True),
-        (_exists, {}, False),
-        (_absent := {"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]},
-         LABELS, False),
-        (_absent, {}, True),
+        (IN, LABELS, True),
+        (IN, {"team": "b"}, False),
+        (IN, {}, False),  # In: a missing label is not in the set
+        (NOT_IN, LABELS, True),
+        (NOT_IN, {"team": "core"}, False),
+        (NOT_IN, {}, True),  # NotIn: a missing label matches
+        (EXISTS, LABELS, True),
+        (EXISTS, {"team": ""}, True),
+        (EXISTS, {}, False),
+        (ABSENT, LABELS, False),
+        (ABSENT, {}, True),
         (
             {
                 "matchLabels": {"env": "preview"},
@@ -52,7 +63,7 @@ LABELS = {"env": "preview", "team": "web"}
             False,  # every requirement must hold
         ),
     ],
-)  # fmt: skip
+)
 def test_matching(selector: Mapping[str, object], labels: dict[str, str], expected: bool) -> None:
     assert parse_label_selector(selector).matches(labels) is expected
 

@@ -51,7 +51,8 @@ def run(source: str, **overrides: object) -> ConditionResult:
             True,
         ),
         (
-            'object.metadata.creationTimestamp + duration("48h") < timestamp("2026-10-03T12:00:01Z")',
+            "object.metadata.creationTimestamp + duration('48h')"
+            ' < timestamp("2026-10-03T12:00:01Z")',
             True,
         ),
         ('object.metadata.ownerReferences.exists(o, o.kind == "Job" && o.controller)', True),

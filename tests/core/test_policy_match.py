@@ -132,8 +132,10 @@ def test_selector() -> None:
 
 @pytest.mark.parametrize(
     ("value", "exempt"),
-    [("true", True), ("True", True), ("1", True), ("yes", True), ("", True)]
-    + [("false", False), ("0", False), ("FALSE", False)],
+    [
+        *[("true", True), ("True", True), ("1", True), ("yes", True), ("", True)],
+        *[("false", False), ("0", False), ("FALSE", False)],
+    ],
 )
 def test_exempt(value: str, exempt: bool) -> None:
     annotations = {keys.EXEMPT: value}

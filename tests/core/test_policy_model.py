@@ -211,7 +211,8 @@ def test_restartable_resources_are_the_restartable_kinds() -> None:
         (
             {"delete-after": "1h", "restart-every": "1h"},
             (
-                "spec.lifecycle: sets delete-after and restart-every; a policy sets exactly one action",
+                "spec.lifecycle: sets delete-after and restart-every; "
+                "a policy sets exactly one action",
             ),
         ),
         (

@@ -245,8 +245,9 @@ def test_dry_run_through_the_five_layers(
     expected: type[Decision],
 ) -> None:
     def with_dry_run(name: str, kind: PolicyKind, value: str | None) -> Policy:
-        extra = {} if value is None else {"dry_run": value}
-        return policy(name, kind, delete_after="1h", **extra)
+        if value is None:
+            return policy(name, kind, delete_after="1h")
+        return policy(name, kind, delete_after="1h", dry_run=value)
 
     policies = [with_dry_run("cluster", CLUSTER, cluster_policy)]
     if lifecycle_policy is not None:
@@ -267,13 +268,11 @@ _LAYERS = ("object", "LifecyclePolicy", "ClusterLifecyclePolicy", "namespace", "
 def test_warn_before_comes_from_the_first_layer_that_sets_it(present: list[bool]) -> None:
     minutes = {layer: str(index + 1) + "m" for index, layer in enumerate(_LAYERS)}
     own = {keys.WARN_BEFORE: minutes["object"]} if present[0] else {}
+    cluster_minutes = minutes["ClusterLifecyclePolicy"]
     policies = [
-        policy(
-            "c",
-            CLUSTER,
-            **({"warn_before": minutes["ClusterLifecyclePolicy"]} if present[2] else {}),
-            delete_after="1h",
-        ),
+        policy("c", CLUSTER, delete_after="1h", warn_before=cluster_minutes)
+        if present[2]
+        else policy("c", CLUSTER, delete_after="1h")
     ]
     if present[1]:
         policies.append(
