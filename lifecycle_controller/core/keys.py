@@ -110,7 +110,7 @@ ACTION_KEYS: Final = (
     RESTART_EVERY,
 )
 # The keys that shape an action without being one: an object's own value of each overrides a
-# lifecycle policy's, key by key (docs/policies.md).
+# lifecycle policy's, key by key (docs/architecture.md#policy-anchors).
 MODIFIER_KEYS: Final = (DRY_RUN, CATCH_UP, WARN_BEFORE, MAINTENANCE_WINDOW)
 RELATIVE_KEYS: Final = (DELETE_AFTER, RESTART_AFTER)
 RECURRING_KEYS: Final = (RESTART_CRON, RESTART_EVERY)

@@ -8,7 +8,7 @@ objects it matches (``resources``, ``namespaces``, ``selector``, ``names``, ``co
 :class:`PolicyInvalid` listing every problem with its field path, using the same parsers as
 the annotations so that a value means the same thing in both places. It never raises.
 
-Rules of the model (the user contract is docs/policies.md):
+Rules of the model (docs/architecture.md#policy-anchors has how its actions are anchored):
 
 * ``resources`` are ``--watch-resource`` globs (``configmaps``, ``*.apps``); a
   ``LifecyclePolicy`` names them exactly, so that an admission check can ask whether its
