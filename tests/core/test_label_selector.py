@@ -105,6 +105,31 @@ def test_matching(selector: Mapping[str, object], labels: dict[str, str], expect
         ),
         ({"matchExpressions": {}}, ("matchExpressions: must be a list",)),
         (
+            {"matchLabels": {"example.com/": "x"}},
+            ('matchLabels key "example.com/": name part must be non-empty',),
+        ),
+        (
+            {"matchExpressions": [{"key": "a b", "operator": "Exists"}]},
+            (
+                'matchExpressions[0].key "a b": name part must be at most 63 characters: '
+                "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",
+            ),
+        ),
+        (
+            {"matchExpressions": [{"key": "env", "operator": "In", "values": "a"}]},
+            (
+                "matchExpressions[0].values: must be a list of strings",
+                "matchExpressions[0].values: must be non-empty for operator In",
+            ),
+        ),
+        (
+            {"matchExpressions": [{"key": "env", "operator": "In", "values": ["a b"]}]},
+            (
+                'matchExpressions[0].values "a b": must be empty or at most 63 characters: '
+                "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",
+            ),
+        ),
+        (
             {"matchExpressions": ["env"]},
             ("matchExpressions[0]: must be an object with key, operator and values",),
         ),

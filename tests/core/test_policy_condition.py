@@ -135,6 +135,8 @@ def test_a_syntax_error_names_the_compiler_message() -> None:
         'object.metadata.labels.exists(k, k == ".all(x, x)")',
         "object.metadata.labels.exists(k, k == '.map(\\'')",
         'object.metadata.name == r".exists(" || object.metadata.name == """.map("""',
+        # An escaped quote does not end a string.
+        'object.metadata.name == "\\".all(x, x)" || [1].all(x, x > 0)',
         "object.metadata.name == '" + "x" * (MAX_CONDITION_LENGTH - 28) + "'",  # 1024 exactly
     ],
 )

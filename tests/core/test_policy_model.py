@@ -230,6 +230,10 @@ def test_restartable_resources_are_the_restartable_kinds() -> None:
             ["delete-after"],
             ("spec.lifecycle: must be a map of strings",),
         ),
+        (
+            {"delete-after": "1h", 3: "x"},
+            ("spec.lifecycle: keys must be strings, got 3",),
+        ),
     ],
 )
 def test_invalid_lifecycles(lifecycle: object, expected: tuple[str, ...]) -> None:
