@@ -16,18 +16,19 @@ A policy matches an object when every one of its filters accepts it, checked che
 6. the CEL **condition**, last because it is the dearest; its errors count as no match.
 
 :func:`match` says which filter refused the object, for ``explain``; :func:`matches` is the
-plain answer.
+plain answer. :func:`unwatched_resources` names the entries of ``resources`` that select no
+watched resource type (the policy's ``Unwatched`` condition).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from lifecycle_controller.core import keys
-from lifecycle_controller.core.globs import matches_any
+from lifecycle_controller.core.globs import glob_match, matches_any
 from lifecycle_controller.core.gotext import go_parse_bool
 from lifecycle_controller.core.policy_condition import OwnerReference
 from lifecycle_controller.core.policy_model import Policy, PolicyKind
@@ -40,6 +41,7 @@ __all__ = [
     "is_exempt",
     "match",
     "matches",
+    "unwatched_resources",
 ]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -143,3 +145,13 @@ def match(policy: Policy, view: ObjectView) -> PolicyMatch:
 def matches(policy: Policy, view: ObjectView) -> bool:
     """Whether ``policy`` matches the object."""
     return match(policy, view).matched
+
+
+def unwatched_resources(policy: Policy, watched_keys: Iterable[str]) -> tuple[str, ...]:
+    """The entries of ``policy.resources`` that match none of the watched resource keys."""
+    watched = tuple(watched_keys)
+    return tuple(
+        pattern
+        for pattern in policy.resources
+        if not any(glob_match(pattern, key) for key in watched)
+    )

@@ -94,6 +94,11 @@ class PolicyInputs:
     sources: Mapping[str, InputSource] = field(default_factory=lambda: MappingProxyType({}))
     exempt: bool = False
 
+    @property
+    def annotation_driven(self) -> bool:
+        """Policies matched, but the object's own action annotations replaced them all."""
+        return self.decided_by is None and bool(self.overlapped)
+
 
 def _order(policy: Policy) -> tuple[int, int, str]:
     layer = 0 if policy.kind is PolicyKind.NAMESPACED else 1

@@ -16,6 +16,7 @@ from lifecycle_controller.core.policy_match import (
     is_exempt,
     match,
     matches,
+    unwatched_resources,
 )
 from lifecycle_controller.core.policy_model import Policy, PolicyKind, parse_policy
 from lifecycle_controller.core.resources import ResourceType
@@ -231,3 +232,11 @@ def test_a_policy_never_matches_an_exempt_object(p: Policy, obj: ObjectView, val
         owner_references=obj.owner_references,
     )
     assert not matches(p, exempt)
+
+
+def test_unwatched_resources_name_what_selects_nothing_watched() -> None:
+    p = policy(resources=["configmaps", "*.apps", "widgets.example.com"])
+    watched = ["configmaps", "secrets", "deployments.apps"]
+    assert unwatched_resources(p, watched) == ("widgets.example.com",)
+    assert unwatched_resources(p, []) == p.resources
+    assert unwatched_resources(policy(resources=["*"]), watched) == ()

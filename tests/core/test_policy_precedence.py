@@ -160,6 +160,9 @@ def test_own_action_annotations_replace_every_policy() -> None:
     assert inputs.annotations is annotations
     assert inputs.decided_by is None
     assert inputs.overlapped == (p.ref, q.ref)
+    assert inputs.annotation_driven
+    assert not resolve(annotations).annotation_driven  # nothing matched: nothing replaced
+    assert not resolve({}, p).annotation_driven
     # A policy's restart does not mix with the object's own deletion either.
     r = policy("r", resources=("deployments.apps",), restart_every="1h")
     assert resolve(annotations, r).annotations is annotations
