@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from lifecycle_controller.core import policy_condition
 from lifecycle_controller.core.policy_condition import (
     MAX_CONDITION_LENGTH,
     ConditionError,
@@ -144,18 +145,29 @@ def test_within_the_cost_bound(source: str) -> None:
     compile_condition(source)
 
 
-def test_the_library_loads_only_with_the_first_condition() -> None:
+def test_only_the_compiled_extension_loads_and_only_with_the_first_condition() -> None:
     probe = (
         "import json, sys\n"
         "from lifecycle_controller.core import policy_model, policy_match, policy_precedence\n"
         "policy_model.parse_policy(policy_model.PolicyKind.CLUSTER, None, 'p', 1,"
         " {'resources': ['configmaps'], 'lifecycle': {'delete-after': '1h'}})\n"
-        "before = 'cel' in sys.modules\n"
+        "before = 'cel.cel' in sys.modules\n"
         "from lifecycle_controller.core.policy_condition import compile_condition\n"
         "compile_condition('true')\n"
-        "print(json.dumps([before, 'cel' in sys.modules]))\n"
+        "loaded = ['cel.cel' in sys.modules, 'cel' in sys.modules, 'typer' in sys.modules]\n"
+        "import cel\n"  # the whole package still imports afterwards, sharing the extension
+        "print(json.dumps([before, *loaded, cel.compile('1 == 1').execute({})]))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
-    assert json.loads(result.stdout) == [False, True]
+    # Only the compiled extension, not the package and the command-line libraries it imports.
+    assert json.loads(result.stdout) == [False, True, False, False, True]
+
+
+def test_the_whole_package_stands_in_when_the_extension_cannot_be_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(policy_condition, "_extension", lambda: None)
+    compiler = policy_condition._compiler.__wrapped__()
+    assert compiler.compile('"a" == "a"').execute({}) is True
