@@ -399,6 +399,10 @@ def test_a_one_off_policy_restart_is_done_once_the_marker_passes_it() -> None:
     assert isinstance(decide_for({}, p, facts=old), Patch)
     marked = dataclasses.replace(old, restart_marker="2026-10-05T02:30:00.5Z")
     assert isinstance(decide_for({}, p, facts=marked), Idle)
+    at_the_time = dataclasses.replace(old, restart_marker="2026-10-05T02:30:00Z")
+    assert isinstance(decide_for({}, p, facts=at_the_time), Idle)
+    before = dataclasses.replace(old, restart_marker="2026-10-05T02:29:59.999999999Z")
+    assert isinstance(decide_for({}, p, facts=before), Patch)
     # An object created after the time has nothing to restart for.
     newer = dataclasses.replace(DEPLOYMENT, creation_ns=ts("2026-10-05T02:45:00Z"))
     assert isinstance(decide_for({}, p, facts=newer), Idle)
