@@ -290,6 +290,8 @@ def parse_policy(
     problems = [
         f"spec.{field}: unknown field" for field in sorted(set(spec) - _SPEC_FIELDS, key=str)
     ]
+    if kind is PolicyKind.NAMESPACED and not namespace:
+        problems.insert(0, "metadata.namespace: a LifecyclePolicy lives in a namespace")
     lifecycle_problems: list[str] = []
     lifecycle, action = _lifecycle(spec.get("lifecycle"), lifecycle_problems)
     resources = _resources(kind, spec, action, problems)

@@ -375,3 +375,9 @@ def test_a_spec_that_is_not_an_object() -> None:
     assert parse_policy(CLUSTER, None, "p", 1, None) == PolicyInvalid(
         PolicyRef(CLUSTER, None, "p"), 1, ("spec: must be an object",)
     )
+
+
+def test_a_namespaced_policy_needs_its_namespace() -> None:
+    invalid = parse_policy(NAMESPACED, None, "p", 1, spec())
+    assert isinstance(invalid, PolicyInvalid)
+    assert invalid.problems == ("metadata.namespace: a LifecyclePolicy lives in a namespace",)
