@@ -111,6 +111,12 @@ def _max_delete_ttl(value: str, ctx: _Context) -> str:
     return f"delete TTLs longer than {format_go_duration(cap)} are refused in this namespace"
 
 
+def _exempt(value: str, ctx: _Context) -> str:
+    if go_parse_bool(value) is False:
+        return "lifecycle policies may act on this object"
+    return "no lifecycle policy acts on this object (its own annotations still do)"
+
+
 def _observed(value: str, ctx: _Context) -> str:
     record = decode_observation(value)
     return (
@@ -153,6 +159,7 @@ _MEANINGS: Mapping[str, Callable[[str, _Context], str]] = {
     keys.REFERENCE_POINT: _reference_point,
     keys.MAINTENANCE_WINDOW: _window,
     keys.WARN_BEFORE: _warn_before,
+    keys.EXEMPT: _exempt,
     keys.MAX_DELETE_TTL: _max_delete_ttl,
     keys.OBSERVED: _observed,
     keys.MANAGED_BY: lambda v, c: "written by the controller when it changes the object",

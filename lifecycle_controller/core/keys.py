@@ -16,12 +16,14 @@ __all__ = [
     "DELETE_AT",
     "DELETE_FAMILY",
     "DRY_RUN",
+    "EXEMPT",
     "KNOWN_KEYS",
     "LAST_RESTART_TIMESTAMP",
     "MAINTENANCE_WINDOW",
     "MANAGED_BY",
     "MANAGED_BY_VALUE",
     "MAX_DELETE_TTL",
+    "MODIFIER_KEYS",
     "NAMESPACE_DEFAULT_KEYS",
     "OBSERVED",
     "PREFIX",
@@ -56,6 +58,8 @@ CATCH_UP: Final = PREFIX + "catch-up"
 DRY_RUN: Final = PREFIX + "dry-run"
 MAINTENANCE_WINDOW: Final = PREFIX + "maintenance-window"
 WARN_BEFORE: Final = PREFIX + "warn-before"
+# "true": no lifecycle policy ever acts on the object (its own annotations still do).
+EXEMPT: Final = PREFIX + "exempt"
 # On a Namespace only: a per-namespace cap on deletions (docs/annotations.md#namespace-defaults).
 MAX_DELETE_TTL: Final = PREFIX + "max-delete-ttl"
 # The keys a Namespace carries as defaults for the objects in it, plus the cap.
@@ -86,6 +90,7 @@ KNOWN_KEYS: Final = (
     DRY_RUN,
     MAINTENANCE_WINDOW,
     WARN_BEFORE,
+    EXEMPT,
     MAX_DELETE_TTL,
     LAST_RESTART_TIMESTAMP,
     MANAGED_BY,
@@ -104,6 +109,9 @@ ACTION_KEYS: Final = (
     RESTART_CRON,
     RESTART_EVERY,
 )
+# The keys that shape an action without being one: an object's own value of each overrides a
+# lifecycle policy's, key by key (docs/architecture.md#policy-anchors).
+MODIFIER_KEYS: Final = (DRY_RUN, CATCH_UP, WARN_BEFORE, MAINTENANCE_WINDOW)
 RELATIVE_KEYS: Final = (DELETE_AFTER, RESTART_AFTER)
 RECURRING_KEYS: Final = (RESTART_CRON, RESTART_EVERY)
 

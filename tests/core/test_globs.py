@@ -302,3 +302,13 @@ def test_example_with_suffix_is_exact(pattern: str, group: str) -> None:
     for size in range(1, 4 if len(alphabet) > 6 else 5):
         for chars in itertools.product(alphabet, repeat=size):
             assert not glob_match(pattern, "".join(chars) + suffix), (pattern, chars)
+
+
+_exactish = st.text(alphabet="ab/.*?[]\\-^", max_size=5)
+
+
+@given(pattern=_exactish, value=st.text(alphabet="ab/.*?[]\\-^", max_size=5))
+def test_matches_any_agrees_with_glob_match(pattern: str, value: str) -> None:
+    # The exact-name shortcut must answer exactly what the port of Go's loop answers.
+    assert matches_any([pattern], value) is glob_match(pattern, value)
+    assert matching_patterns([pattern], value) == ((pattern,) if glob_match(pattern, value) else ())

@@ -1,0 +1,173 @@
+"""CEL conditions over metadata: match, non-match, errors and non-bools, the cost bound."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lifecycle_controller.core import policy_condition
+from lifecycle_controller.core.policy_condition import (
+    MAX_CONDITION_LENGTH,
+    ConditionError,
+    ConditionResult,
+    OwnerReference,
+    compile_condition,
+)
+
+from .support import ts
+
+CREATED = ts("2026-10-01T12:00:00.5Z")
+JOB = OwnerReference("batch/v1", "Job", "nightly", "uid-job", controller=True)
+
+
+def run(source: str, **overrides: object) -> ConditionResult:
+    view: dict[str, object] = {
+        "name": "pr-1234",
+        "namespace": "pr-1234",
+        "labels": {"team": "web", "env": "preview"},
+        "annotations": {"note": "x"},
+        "creation_ns": CREATED,
+        "owner_references": (JOB,),
+    }
+    view.update(overrides)
+    return compile_condition(source).evaluate(**view)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('object.metadata.labels["team"] != "core"', True),
+        ('object.metadata.labels["team"] == "core"', False),
+        ('"env" in object.metadata.labels', True),
+        ("has(object.metadata.labels.owner)", False),
+        ('object.metadata.name.startsWith("pr-")', True),
+        ('object.metadata.name.matches("^pr-[0-9]+$")', True),
+        ('object.metadata.namespace == "pr-1234"', True),
+        ('object.metadata.annotations["note"] == "x"', True),
+        (
+            'object.metadata.creationTimestamp == timestamp("2026-10-01T12:00:00.5Z")',
+            True,
+        ),
+        (
+            "object.metadata.creationTimestamp + duration('48h')"
+            ' < timestamp("2026-10-03T12:00:01Z")',
+            True,
+        ),
+        ('object.metadata.ownerReferences.exists(o, o.kind == "Job" && o.controller)', True),
+        ('object.metadata.ownerReferences.all(o, o.apiVersion.startsWith("apps/"))', False),
+    ],
+)
+def test_conditions_over_metadata(source: str, expected: bool) -> None:
+    assert run(source) == ConditionResult(expected)
+
+
+def test_a_manifest_without_creation_timestamp_has_none() -> None:
+    assert run("has(object.metadata.creationTimestamp)", creation_ns=None).matched is False
+    assert run("has(object.metadata.creationTimestamp)").matched is True
+
+
+def test_a_cluster_scoped_object_has_an_empty_namespace() -> None:
+    assert run('object.metadata.namespace == ""', namespace=None).matched is True
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ('object.metadata.labels["owner"] == "x"', "condition failed: 'owner'"),
+        ("1 / 0 == 1", "condition failed: division by zero in CEL expression"),
+        (
+            "object.spec.replicas > 1",
+            "condition failed: 'spec'",
+        ),
+        ("object.metadata.name", "condition returned str 'pr-1234', not a boolean"),
+        ("object.metadata.labels.size()", "condition returned int 2, not a boolean"),
+    ],
+)
+def test_errors_and_non_bools_do_not_match_and_say_why(source: str, problem: str) -> None:
+    assert run(source) == ConditionResult(False, problem)
+
+
+def test_an_undefined_variable_is_an_evaluation_problem() -> None:
+    result = run("now > 1")
+    assert result.matched is False
+    assert result.problem is not None
+    assert result.problem.startswith("condition failed: Undefined variable or function: 'now'")
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("", "is empty"),
+        ("   ", "is empty"),
+        ("x" * (MAX_CONDITION_LENGTH + 1), "is 1025 characters long; at most 1024 are allowed"),
+        (
+            "object.metadata.labels.all(k, object.metadata.annotations.exists(a, a == k))",
+            "nests the exists() macro inside another comprehension; "
+            "at most one level is allowed, to bound its cost",
+        ),
+        (
+            "[1].map(x, [2].filter(y, y > x)).size() == 0",
+            "nests the filter() macro inside another comprehension; "
+            "at most one level is allowed, to bound its cost",
+        ),
+    ],
+)
+def test_refused_before_compiling(source: str, message: str) -> None:
+    with pytest.raises(ConditionError) as raised:
+        compile_condition(source)
+    assert str(raised.value) == message
+
+
+def test_a_syntax_error_names_the_compiler_message() -> None:
+    with pytest.raises(ConditionError) as raised:
+        compile_condition('object.metadata.labels["team"')
+    assert str(raised.value).startswith("does not compile: Failed to parse expression")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Side by side, not nested: each is linear in the metadata.
+        'object.metadata.labels.all(k, k != "") && object.metadata.annotations.exists(a, a == "x")',
+        # A macro name inside a string is not a macro.
+        'object.metadata.labels.exists(k, k == ".all(x, x)")',
+        "object.metadata.labels.exists(k, k == '.map(\\'')",
+        'object.metadata.name == r".exists(" || object.metadata.name == """.map("""',
+        # An escaped quote does not end a string.
+        'object.metadata.name == "\\".all(x, x)" || [1].all(x, x > 0)',
+        "object.metadata.name == '" + "x" * (MAX_CONDITION_LENGTH - 28) + "'",  # 1024 exactly
+    ],
+)
+def test_within_the_cost_bound(source: str) -> None:
+    compile_condition(source)
+
+
+def test_only_the_compiled_extension_loads_and_only_with_the_first_condition() -> None:
+    probe = (
+        "import json, sys\n"
+        "from lifecycle_controller.core import policy_model, policy_match, policy_precedence\n"
+        "policy_model.parse_policy(policy_model.PolicyKind.CLUSTER, None, 'p', 1,"
+        " {'resources': ['configmaps'], 'lifecycle': {'delete-after': '1h'}})\n"
+        "before = 'cel.cel' in sys.modules\n"
+        "from lifecycle_controller.core.policy_condition import compile_condition\n"
+        "compile_condition('true')\n"
+        "loaded = ['cel.cel' in sys.modules, 'cel' in sys.modules, 'typer' in sys.modules]\n"
+        "import cel\n"  # the whole package still imports afterwards, sharing the extension
+        "print(json.dumps([before, *loaded, cel.compile('1 == 1').execute({})]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    # Only the compiled extension, not the package and the command-line libraries it imports.
+    assert json.loads(result.stdout) == [False, True, False, False, True]
+
+
+def test_the_whole_package_stands_in_when_the_extension_cannot_be_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(policy_condition, "_extension", lambda: None)
+    compiler = policy_condition._compiler.__wrapped__()
+    assert compiler.compile('"a" == "a"').execute({}) is True
