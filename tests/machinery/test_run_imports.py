@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 
-LAZY = ("kubernetes_asyncio.client", "cryptography", "croniter")
+LAZY = ("kubernetes_asyncio.client", "cryptography", "croniter", "cel")
 
 
 def test_the_run_path_leaves_the_heavy_optional_libraries_unloaded() -> None:
