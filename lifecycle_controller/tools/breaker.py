@@ -123,7 +123,7 @@ def reset(
 ) -> None:
     """Close the circuit breaker: every deletion and restart it holds then runs.
 
-    The held actions (listed by ``breaker status`` and each announced by an ActionsHalted
+    The held actions (listed by 'breaker status', each announced by an ActionsHalted
     Warning) do not count against the window again: only actions that were not held can
     trip the breaker anew.
     """
