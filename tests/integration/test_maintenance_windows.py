@@ -53,7 +53,8 @@ SLACK = 3.0
 
 
 def next_opening(lead: float = LEAD) -> datetime:
-    """The first whole minute at least ``lead`` seconds from now (UTC)."""
+    """The first whole minute at least ``lead`` seconds from now (UTC); ``lead`` < 60 s."""
+    assert lead < 60, "the next minute or the one after: give a shorter lead"
     now = datetime.now(UTC)
     minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
     return minute if (minute - now).total_seconds() >= lead else minute + timedelta(minutes=1)
@@ -73,7 +74,7 @@ async def sleep_until(moment: datetime) -> None:
 async def test_due_actions_outside_the_window_are_deferred_and_run_at_the_opening(
     start_controller: StartController, namespace: str, kube: KubeClient
 ) -> None:
-    flag_opening = next_opening(lead=6 * 3600)  # hours away: nothing in this test reaches it
+    flag_opening = next_opening() + timedelta(hours=6)  # nothing in this test reaches it
     running = await start_for(
         start_controller,
         namespace,
