@@ -331,6 +331,7 @@ class Controller:
             namespaces=settings.scope.informer_namespaces(),
             metrics=_InformerMetrics(self.metrics),
             on_resource_gone=lambda _resource: discovery.trigger(),
+            on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
         )
         self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
         namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import structlog
 
@@ -62,8 +62,10 @@ class InformerSet:
         settings: InformerSettings | None = None,
         on_resource_gone: ResourceGoneHandler | None = None,
         rng: random.Random | None = None,
+        on_answered_again: Callable[[], None] | None = None,
     ) -> None:
         self._source = source
+        self._on_answered_again = on_answered_again
         self._cache = cache
         self._on_object_change = on_object_change
         self._clock = clock
@@ -113,6 +115,7 @@ class InformerSet:
             settings=self._settings,
             on_resource_gone=self._on_gone,
             rng=random.Random(self._rng.random()),
+            on_answered_again=self._on_answered_again,
         )
         self._informers[(resource, scope)] = informer
         task = asyncio.create_task(informer.run(), name=f"informer {resource} {scope or '*'}")

@@ -120,6 +120,11 @@ class NamespaceDefaultsStore:
             if informer.disconnected and scope not in self._unavailable
         )
 
+    def retry_now(self) -> None:
+        """The API server answers again (another informer saw it): stop backing off now."""
+        for informer in self._informers.values():
+            informer.retry_now()
+
     async def wait_synced(self) -> None:
         """Return once :meth:`synced` (workers wait for it before acting)."""
         await self._ready.wait()

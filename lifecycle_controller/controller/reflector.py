@@ -34,6 +34,9 @@ loop over metadata-only requests (docs/architecture.md#informer-loop):
    again (docs/reliability.md); the Namespace-defaults informers turn that cap off. A second
    connection failure in a row relists instead of re-watching, so the first request after an
    outage is a list that proves the server is back (and catches deletes missed meanwhile).
+   An informer whose request is answered after failures calls ``on_answered_again``; the
+   app uses it to cut the Namespace-defaults informers' longer waits short
+   (:meth:`Informer.retry_now`), so they resume with the others.
 4. From its second consecutive failed list or watch until its next successful one, the
    informer is :attr:`Informer.disconnected`; the leader's readiness reports it
    (docs/behaviour.md#readiness). Both changes of that state are logged once, at warning;
@@ -67,7 +70,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import structlog
@@ -139,6 +142,7 @@ class Informer:
         on_change_seen: ChangeSeen | None = None,
         rng: random.Random | None = None,
         field_selector: str | None = None,
+        on_answered_again: Callable[[], None] | None = None,
     ) -> None:
         if namespace is not None and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it has no namespace scope")
@@ -154,6 +158,8 @@ class Informer:
         # Sent only when set (``metadata.name=<name>``: one object, with RBAC by resourceNames).
         self._selector = {"field_selector": field_selector} if field_selector else {}
         s = self._settings
+        self._on_answered_again = on_answered_again
+        self._wake = asyncio.Event()
         self._backoff = Backoff(
             clock,
             initial=s.backoff_initial,
@@ -198,8 +204,15 @@ class Informer:
             self._log.warning("api server answers again", failures=self._failures)
         elif self._failures:
             self._log.debug("api server answers again", failures=self._failures)
+        if self._failures and self._on_answered_again is not None:
+            self._on_answered_again()
         self._failures = 0
         self._backoff.reset()
+
+    def retry_now(self) -> None:
+        """End a backoff wait now (the API server answers another informer again)."""
+        if self._failures:
+            self._wake.set()
 
     def _failed(self, error: Exception) -> None:
         """Count one failed list or watch; log once when the informer becomes disconnected."""
@@ -262,7 +275,10 @@ class Informer:
             self._metrics.watch_restarted(self.resource, recovery.reason)
             step = recovery.step
             if recovery.backoff:
-                delay = await self._backoff.wait(at_least=recovery.at_least, cap=recovery.cap)
+                delay = await self._backoff.wait(
+                    at_least=recovery.at_least, cap=recovery.cap, wake=self._wake
+                )
+                self._wake.clear()
                 self._log.debug("retrying", reason=recovery.reason, delay=round(delay, 3))
 
     # ------------------------------------------------------------------ list

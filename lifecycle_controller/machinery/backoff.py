@@ -7,11 +7,15 @@ client-go's reflector backoff (``wait.Backoff`` with a reset): the n-th delay is
 
 A caller may cap one delay lower than ``maximum`` (``cap=``): the informers do so for
 connection errors, so that they notice within about two seconds that an API server which
-was down answers again, while still retrying no more than about once a second.
+was down answers again, while still retrying no more than about once a second. A caller
+may also pass an event that cuts one wait short (``wake=``): the Namespace-defaults informers,
+which take the full curve, retry at once when another informer finds the server back.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 
 from lifecycle_controller.machinery.clock import Clock
@@ -75,8 +79,29 @@ class Backoff:
         self._base = self._initial
         self._last = None
 
-    async def wait(self, *, at_least: float = 0.0, cap: float | None = None) -> float:
-        """Sleep for the next delay (or ``at_least``, if longer) on the clock; return it."""
+    async def wait(
+        self,
+        *,
+        at_least: float = 0.0,
+        cap: float | None = None,
+        wake: asyncio.Event | None = None,
+    ) -> float:
+        """Sleep for the next delay (or ``at_least``, if longer) on the clock; return it.
+
+        A ``wake`` event that is set during the sleep ends it early (the delay returned is
+        still the one drawn): a caller that learns the failure is over need not wait it out.
+        """
         delay = max(self.next_delay(cap=cap), at_least)
-        await self._clock.sleep(delay)
+        if wake is None:
+            await self._clock.sleep(delay)
+            return delay
+        sleeping = asyncio.ensure_future(self._clock.sleep(delay))
+        woken = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait({sleeping, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, woken):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         return delay

@@ -71,3 +71,44 @@ async def test_a_minute_of_connection_errors_costs_a_few_attempts_and_two_lines(
         await cancel_and_wait(task)
     assert [level for level, _ in lines] == ["warning", "warning"], lines
     assert lines[1][1] == "api server answers again"
+
+
+async def test_another_informer_finding_the_server_back_ends_the_wait_at_once(
+    clock: FakeClock,
+) -> None:
+    source = FakeSource()
+    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
+    source.watches.extend([TransportError("connection reset")] * 1000)
+    store = NamespaceDefaultsStore(
+        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
+    )
+    task = asyncio.create_task(store.run())
+    await clock.settle()
+    for _ in range(600):  # a simulated minute: the curve is at its 30 s cap by now
+        await clock.advance(0.1)
+    assert store.disconnected() == ["namespaces"]
+    source.lists.clear()  # the API server answers again
+    source.watches.clear()
+    await clock.advance(0.1)
+    assert store.disconnected() == ["namespaces"], "still inside its long wait"
+    store.retry_now()  # an object informer got an answer
+    await clock.settle()
+    assert store.disconnected() == []
+    await cancel_and_wait(task)
+
+
+async def test_a_wake_up_while_connected_does_not_skip_a_later_wait(clock: FakeClock) -> None:
+    source = FakeSource()
+    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
+    source.watches.extend([TransportError("connection reset")] * 1000)
+    store = NamespaceDefaultsStore(
+        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
+    )
+    task = asyncio.create_task(store.run())
+    await clock.settle()
+    store.retry_now()  # before any failure: nothing to cut short, and nothing is remembered
+    for _ in range(600):
+        await clock.advance(0.1)
+    # The same budget as above: a stray wake-up did not turn into a quick retry loop.
+    assert len(source.list_calls) + len(source.watch_calls) <= 8
+    await cancel_and_wait(task)
