@@ -8,12 +8,16 @@ from __future__ import annotations
 from lifecycle_controller.core.resources import ResourceType
 
 __all__ = [
+    "CLUSTER_POLICIES",
     "CONFIGMAPS",
     "CRDS",
     "DEPLOYMENTS",
     "EVENTS",
     "LEASES",
     "NAMESPACES",
+    "POLICIES",
+    "POLICY_GROUP",
+    "POLICY_VERSION",
     "REPLICASETS",
     "ResourceType",
 ]
@@ -31,3 +35,17 @@ CRDS = ResourceType(
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+
+#: The lifecycle policies' API (docs/policies.md): one cluster-scoped and one namespaced kind.
+POLICY_GROUP = "lifecycle.cezary.dev"
+POLICY_VERSION = "v1alpha1"
+CLUSTER_POLICIES = ResourceType(
+    POLICY_GROUP,
+    POLICY_VERSION,
+    "clusterlifecyclepolicies",
+    "ClusterLifecyclePolicy",
+    namespaced=False,
+)
+POLICIES = ResourceType(
+    POLICY_GROUP, POLICY_VERSION, "lifecyclepolicies", "LifecyclePolicy", namespaced=True
+)
