@@ -41,6 +41,7 @@ __all__ = [
     "is_exempt",
     "match",
     "matches",
+    "matches_statically",
     "unwatched_resources",
 ]
 
@@ -112,16 +113,29 @@ def _refused(reason: MatchReason, problem: str | None = None) -> PolicyMatch:
     return PolicyMatch(False, reason, problem)
 
 
+def _static_refusal(policy: Policy, view: ObjectView) -> MatchReason | None:
+    """Filters 1 to 3, which read only what the informers can judge while listing."""
+    if not matches_any(policy.resources, view.resource.key):
+        return MatchReason.RESOURCE
+    if not _in_scope(policy, view):
+        return MatchReason.NAMESPACE
+    if policy.names and not matches_any(policy.names, view.name):
+        return MatchReason.NAME
+    if policy.selector is not None and not policy.selector.matches(view.labels):
+        return MatchReason.SELECTOR
+    return None
+
+
+def matches_statically(policy: Policy, view: ObjectView) -> bool:
+    """Resource, scope, names and selector accept the object (whether to keep it cached)."""
+    return _static_refusal(policy, view) is None
+
+
 def match(policy: Policy, view: ObjectView) -> PolicyMatch:
     """Check the filters in the module's order; never raises."""
-    if not matches_any(policy.resources, view.resource.key):
-        return _refused(MatchReason.RESOURCE)
-    if not _in_scope(policy, view):
-        return _refused(MatchReason.NAMESPACE)
-    if policy.names and not matches_any(policy.names, view.name):
-        return _refused(MatchReason.NAME)
-    if policy.selector is not None and not policy.selector.matches(view.labels):
-        return _refused(MatchReason.SELECTOR)
+    refusal = _static_refusal(policy, view)
+    if refusal is not None:
+        return _refused(refusal)
     if is_exempt(view.annotations):
         return _refused(MatchReason.EXEMPT)
     if view.has_controller and not policy.include_owned:

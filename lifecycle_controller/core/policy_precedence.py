@@ -60,6 +60,7 @@ __all__ = [
     "InputSource",
     "PolicyInputs",
     "best_policy",
+    "precedence_order",
     "recurring_anchor",
     "resolve_policies",
 ]
@@ -100,7 +101,8 @@ class PolicyInputs:
         return self.decided_by is None and bool(self.overlapped)
 
 
-def _order(policy: Policy) -> tuple[int, int, str]:
+def precedence_order(policy: Policy) -> tuple[int, int, str]:
+    """Sort key, best first: namespaced before cluster policies, then priority and name."""
     layer = 0 if policy.kind is PolicyKind.NAMESPACED else 1
     priority, name = policy.rank()
     return (layer, priority, name)
@@ -108,7 +110,7 @@ def _order(policy: Policy) -> tuple[int, int, str]:
 
 def best_policy(policies: Iterable[Policy]) -> Policy | None:
     """The deciding one of several matching policies (namespaced first, then rank)."""
-    return min(policies, key=_order, default=None)
+    return min(policies, key=precedence_order, default=None)
 
 
 def _instant(value: str | None) -> int | None:
@@ -202,7 +204,7 @@ def resolve_policies(
     object is exempt). ``schedule_since_ns`` maps a policy to when its current generation was
     first accepted (see the module docstring); a missing entry is unknown.
     """
-    candidates = sorted(matched, key=_order)
+    candidates = sorted(matched, key=precedence_order)
     exempt = is_exempt(annotations)
     winner = candidates[0] if candidates and not _own_action(annotations) else None
     if winner is None:
