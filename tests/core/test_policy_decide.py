@@ -102,14 +102,15 @@ def test_a_policy_restart_patches_only_the_pod_template() -> None:
 def test_a_skipped_occurrence_is_acknowledged_in_memory_not_on_the_object() -> None:
     nightly = policy("nightly", ["deployments.apps"], restart_every="1h", catch_up="1m")
     # Created 3 h ago: the 1 h occurrences are long past, beyond the 1 m catch-up.
-    facts = dataclasses.replace(DEPLOYMENT, creation_ns=NOW - 3 * HOUR - 30 * MINUTE)
+    created = NOW - 3 * HOUR - 30 * MINUTE
+    facts = dataclasses.replace(DEPLOYMENT, creation_ns=created)
     result = decide({}, nightly, facts=facts)
     decision = result.decision
     assert isinstance(decision, Patch)
     assert decision.operation is Operation.SKIP
     assert decision.body == {}
     assert result.acknowledged is not None
-    assert result.acknowledged > format_rfc3339_nano(facts.creation_ns)
+    assert result.acknowledged > format_rfc3339_nano(created)
 
 
 def test_a_policy_dry_run_says_what_it_would_do_and_names_the_policy() -> None:
