@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
+from lifecycle_controller.app.policies import PolicyPipeline
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.background_events import BackgroundRecorder
@@ -71,25 +73,6 @@ def controller_metrics(settings: Settings) -> Metrics:
         leader_election_id=election.name if election.enabled else "",
         max_concurrent_reconciles=settings.workers,
     )
-
-
-class _InformerMetrics:
-    """Adapts :class:`Metrics` to the informers' metrics protocol."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def watch_restarted(self, resource: ResourceType, reason: str) -> None:
-        self._metrics.count_watch_restart(resource.key, reason)
-
-    def relisted(self, resource: ResourceType) -> None:
-        self._metrics.count_relist(resource.key)
-
-    def event_received(self, resource: ResourceType, event_type: str) -> None:
-        pass
-
-    def cache_objects(self, resource: ResourceType, count: int) -> None:
-        self._metrics.set_cache_objects(resource.key, count)
 
 
 @dataclass
@@ -295,6 +278,7 @@ class Controller:
             )
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = self._guardrails(recorder, queue, cache)
+        policies = PolicyPipeline(self.kube, self.clock)  # docs/policies.md
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
             clock=self.clock,
@@ -322,6 +306,7 @@ class Controller:
             ),
             namespace_defaults=namespaces.get,
             observation_metrics=self.metrics,
+            policies=policies.store,
         )
         informers = InformerSet(
             source=self.kube,
@@ -329,13 +314,23 @@ class Controller:
             on_object_change=self._make_handler(queue, reconciler),
             clock=self.clock,
             namespaces=settings.scope.informer_namespaces(),
-            metrics=_InformerMetrics(self.metrics),
+            metrics=InformerMetricsAdapter(self.metrics),
             on_resource_gone=lambda _resource: discovery.trigger(),
             on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
+        )
+        assert reconciler.policies is not None
+        policies.attach(
+            cache=cache,
+            informers=informers,
+            enqueue=queue.add,
+            allows=lambda key: settings.scope.allows_object(key.resource, key.namespace, key.name),
+            decisions=reconciler.policies,
+            recorder=recorder,
         )
         self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
         namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
         try:
+            await policies.load()  # before the first lists, which keep what policies match
             watched = await discovery.initial()  # logs an empty watch set itself
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
@@ -350,6 +345,7 @@ class Controller:
             async with asyncio.TaskGroup() as group:
                 group.create_task(discovery.run(on_change), name="rediscovery")
                 group.create_task(breaker.run(), name="circuit-breaker")
+                group.create_task(policies.run(), name="policies")
                 if notifier is not None:
                     group.create_task(notifier.run(), name="notifications")
                 group.create_task(
@@ -485,10 +481,13 @@ class Controller:
                 return  # docs/annotations.md#annotation-copies
             reconciler.accounting.note_unknown_keys(key, new.uid, new.annotations)
             if kind == "add":
-                relevant = should_enqueue_on_create(new.annotations)
-            else:
+                relevant = should_enqueue_on_create(new.annotations) or new.view is not None
+            else:  # a policy view that changed (labels, owners, annotations) counts too
                 previous = old.annotations if old is not None else {}
-                relevant = should_enqueue_on_update(previous, new.annotations)
+                relevant = (
+                    should_enqueue_on_update(previous, new.annotations)
+                    or (None if old is None else old.view) != new.view
+                )
             if relevant:
                 queue.add(key)
 

@@ -16,6 +16,8 @@ from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.guardrail_state import Guardrails, RestartPacing
 from lifecycle_controller.controller.observations import ObservationMetrics, ObservationWriter
+from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollouts import RolloutTracker
@@ -44,9 +46,11 @@ def build_reconciler(
     pacing: RestartPacing | None = None,
     namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None,
     observation_metrics: ObservationMetrics | None = None,
+    policies: PolicyStore | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
-    the ``never`` record writer."""
+    the ``never`` record writer; ``policies`` turns on lifecycle policies (the store is also
+    set as the cache's policy views)."""
     writer = ObjectWriter(api, cache, clock, may_write=may_write)
     accounting = Accounting(recorder, ledger, clock.now_ns, metrics or NoActionMetrics())
     guardrails = Guardrails(
@@ -57,6 +61,8 @@ def build_reconciler(
         rollouts=rollouts,
         pacing=pacing or RestartPacing(),
     )
+    if policies is not None:
+        cache.policy_views = policies
     observations = None
     if settings.persist_observations:
         observations = ObservationWriter(writer, observation_metrics)
@@ -71,4 +77,5 @@ def build_reconciler(
         clock=clock,
         namespace_defaults=namespace_defaults,
         observations=observations,
+        policies=None if policies is None else PolicyDecisions(policies, cache, writer),
     )

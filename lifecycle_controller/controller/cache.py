@@ -36,6 +36,15 @@ event type). So:
 * changes where neither side carries a lifecycle annotation cannot pass any relevance rule and
   are not delivered at all, so there are no phantom creates for unannotated objects.
 
+**With lifecycle policies** (docs/policies.md#what-a-policy-costs) an object that a policy
+could match, judged on its resource type, scope, name and labels, is kept too, annotated or
+not, with the rest of its metadata that matching reads (labels, every annotation, owner
+references) as an :class:`~lifecycle_controller.core.policy_match.ObjectView` in
+:attr:`CachedObject.view`. The cache's :attr:`MetadataCache.policy_views` (set by the app
+when policies are on) says which; every projection goes through :meth:`MetadataCache.project`,
+so the informers and the controller's own writes keep the same objects. The rule above then
+reads "had no lifecycle annotation and no policy could match it when last seen".
+
 The alternative, a set of ``(key, uid)`` seen without annotations, was rejected: it costs memory
 per unannotated object (the thing we wanted to avoid) and buys nothing the predicate uses.
 
@@ -49,15 +58,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.decision import ObjectFacts
 from lifecycle_controller.core.keys import PREFIX
+from lifecycle_controller.core.policy_match import ObjectView
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 
-__all__ = ["CachedObject", "MetadataCache", "RestartFact", "RestartFacts", "object_facts"]
+__all__ = [
+    "CachedObject",
+    "MetadataCache",
+    "PolicyViews",
+    "RestartFact",
+    "RestartFacts",
+    "object_facts",
+]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -78,9 +95,13 @@ class CachedObject:
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     generation: int | None = None
     controller_owner: tuple[str, str] | None = None
+    #: What policy matching reads, for an object a policy could match (else None).
+    view: ObjectView | None = None
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any]) -> CachedObject:
+    def from_metadata(
+        cls, metadata: Mapping[str, Any], *, view: ObjectView | None = None
+    ) -> CachedObject:
         """Project an object's ``metadata`` dict (managedFields and the rest are dropped)."""
         raw = metadata.get("annotations") or {}
         lifecycle = {str(k): str(v) for k, v in raw.items() if str(k).startswith(PREFIX)}
@@ -94,13 +115,31 @@ class CachedObject:
             deletion_timestamp=metadata.get("deletionTimestamp") or None,
             annotations=MappingProxyType(lifecycle) if lifecycle else _EMPTY,
             generation=generation if isinstance(generation, int) else None,
-            controller_owner=controller_owner(metadata) if lifecycle else None,
+            controller_owner=controller_owner(metadata) if lifecycle or view else None,
+            view=view,
         )
 
     @property
     def annotated(self) -> bool:
-        """True when the object carries at least one lifecycle annotation (so it is cached)."""
+        """True when the object carries at least one lifecycle annotation."""
         return bool(self.annotations)
+
+    @property
+    def kept(self) -> bool:
+        """Whether the cache stores it: annotated, or a policy could match it."""
+        return bool(self.annotations) or self.view is not None
+
+
+class PolicyViews(Protocol):
+    """Which objects the policies in force could match (the policy store implements it)."""
+
+    def watches(self, resource: ResourceType) -> bool:
+        """A policy selects this type (its unannotated objects must be decoded and judged)."""
+        ...
+
+    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+        """The object's view when a policy could match it, else None."""
+        ...
 
 
 Scope = str | None
@@ -157,8 +196,21 @@ class MetadataCache:
         self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
         self._synced: dict[ResourceType, dict[Scope, bool]] = {}
         self._restarts = RestartFacts()
+        #: Set by the app when lifecycle policies are on (None: annotated objects only).
+        self.policy_views: PolicyViews | None = None
 
     # ------------------------------------------------------------------ objects
+
+    def project(self, resource: ResourceType, metadata: Mapping[str, Any]) -> CachedObject:
+        """The cached form of an object's ``metadata`` (see "What is stored")."""
+        views = self.policy_views
+        view = None if views is None else views.view(resource, metadata)
+        return CachedObject.from_metadata(metadata, view=view)
+
+    def keeps_unannotated(self, resource: ResourceType) -> bool:
+        """Whether unannotated objects of ``resource`` may be kept (a policy selects it)."""
+        views = self.policy_views
+        return views is not None and views.watches(resource)
 
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)
@@ -213,7 +265,7 @@ class MetadataCache:
             and current.resource_version != decided_on.resource_version
         ):
             return
-        if fresh.annotated:
+        if fresh.kept:
             self.put(key, fresh)
         else:
             self.delete(key)

@@ -1,6 +1,6 @@
 """How one informer applies what it observed to the shared cache, and reports the change.
 
-The cache's storage rule (only annotated objects are kept, see
+The cache's storage rule (only annotated objects, and those a policy could match, are kept, see
 :mod:`~lifecycle_controller.controller.cache`) decides what is delivered to the event handler:
 an add or update when the old or the new state carries a lifecycle annotation, a delete when
 a cached object goes or an annotated one is deleted. A handler that raises is logged and
@@ -46,7 +46,7 @@ class CacheWriter:
 
         ``created``: it is new to the informer (a list or an ADDED event); ``listed``: it
         comes from a list, where an unchanged resourceVersion is not a change."""
-        new = CachedObject.from_metadata(metadata)
+        new = self._cache.project(self._resource, metadata)
         key = self._key(new)
         old = self._cache.get(key)
         if old is not None and old.uid != new.uid:
@@ -56,13 +56,13 @@ class CacheWriter:
             old = None
             created = True
         if old is None:
-            if new.annotated:
+            if new.kept:
                 self._cache.put(key, new)
                 self._deliver("add" if created else "update", key, None, new)
             return key
-        if listed and old.resource_version == new.resource_version:
-            return key
-        if new.annotated:
+        if listed and old.resource_version == new.resource_version and old.view == new.view:
+            return key  # unchanged (a relist after a policy change may change the view)
+        if new.kept:
             self._cache.put(key, new)
         else:
             self._cache.delete(key)
@@ -71,10 +71,10 @@ class CacheWriter:
 
     def remove(self, metadata: Mapping[str, Any]) -> None:
         """A DELETED event: drop the object, deliver its final state."""
-        final = CachedObject.from_metadata(metadata)
+        final = self._cache.project(self._resource, metadata)
         key = self._key(final)
         old = self._cache.delete(key)
-        if old is not None or final.annotated:
+        if old is not None or final.kept:
             self._deliver("delete", key, old, final)
 
     def deleted_since_list(self, keys: Iterable[ObjectKey]) -> None:

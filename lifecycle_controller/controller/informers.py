@@ -122,6 +122,15 @@ class InformerSet:
         task.add_done_callback(_log_unexpected_exit)
         return task
 
+    async def relist(self, resource: ResourceType) -> None:
+        """List ``resource`` again from scratch, keeping its cached objects meanwhile (a
+        lifecycle policy that selects it changed: objects to keep may differ)."""
+        tasks = self._tasks.get(resource)
+        if not tasks:
+            return
+        await self._cancel(tasks.values())
+        self._tasks[resource] = {scope: self._start(resource, scope) for scope in tasks}
+
     async def stop(self, resource: ResourceType) -> None:
         """Stop the informers of ``resource`` and drop its objects and synced flags."""
         tasks = self._tasks.pop(resource, {})

@@ -5,7 +5,10 @@
 1. **read** it from the metadata cache (gone: forget it, done);
 2. **decide**, in one place:
    :func:`~lifecycle_controller.core.namespace_defaults.decide_in_namespace`
-   (core, with the namespace's defaults) answers what the object needs; for a deletion or a
+   (core, with the namespace's defaults) answers what the object needs, or, for an object a
+   lifecycle policy could match,
+   :class:`~lifecycle_controller.controller.policy_decisions.PolicyDecisions` (the same, on
+   the inputs its policies resolve to); for a deletion or a
    restart the guardrails (:func:`lifecycle_controller.core.guardrails.check`, on the facts
    :class:`~lifecycle_controller.controller.guardrail_state.Guardrails` reads) may turn it
    into a :class:`~lifecycle_controller.core.guardrails.Hold`, which is treated like a
@@ -37,6 +40,7 @@ from lifecycle_controller.controller.cache import CachedObject, MetadataCache, o
 from lifecycle_controller.controller.execution import Executor, WriteOutcome
 from lifecycle_controller.controller.guardrail_state import Guardrails, Reservation
 from lifecycle_controller.controller.observations import ObservationWriter, RecordResult
+from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import (
@@ -90,6 +94,8 @@ class Reconciler:
     namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None
     #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
     observations: ObservationWriter | None = None
+    #: Lifecycle policies (docs/policies.md); None: annotations alone decide.
+    policies: PolicyDecisions | None = None
 
     async def __call__(self, key: ObjectKey) -> Result | None:
         obj = self.cache.get(key)
@@ -145,14 +151,30 @@ class Reconciler:
         if self.observations is not None:
             self.observations.check(obj)
         lookup = self.namespace_defaults
-        decision = decide_in_namespace(
-            annotations=obj.annotations,
-            facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
-            now_ns=now_ns,
-            settings=self.settings,
-            ledger=self.ledger,
-            defaults=None if lookup is None else lookup(key.namespace),
-        )
+        defaults = None if lookup is None else lookup(key.namespace)
+        policies = self.policies
+        if policies is not None and policies.applies(obj):
+            await policies.prepare(key, obj, now_ns)
+            decision = policies.decide(
+                key,
+                obj,
+                facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
+                now_ns=now_ns,
+                settings=self.settings,
+                ledger=self.ledger,
+                defaults=defaults,
+            )
+        else:
+            if policies is not None:
+                policies.gone(key)
+            decision = decide_in_namespace(
+                annotations=obj.annotations,
+                facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
+                now_ns=now_ns,
+                settings=self.settings,
+                ledger=self.ledger,
+                defaults=defaults,
+            )
         if not isinstance(decision, Patch | Delete):
             return decision, decision, None
         if self.guardrails.needs_restart_marker(obj, decision):
@@ -207,6 +229,8 @@ class Reconciler:
         """The object is gone (or this controller deleted it): drop everything about it."""
         self.accounting.gone(key)
         self.guardrails.gone(key)
+        if self.policies is not None:
+            self.policies.gone(key)
 
 
 def _requeue(after_ns: int, *, order: int = 0) -> Result:

@@ -374,7 +374,7 @@ class Informer:
         """
         self._stream_listed = False
         stale = set(self._cache.keys(self.resource, namespace=self.namespace))
-        skip_unannotated = not stale
+        skip_unannotated = not stale and not self._cache.keeps_unannotated(self.resource)
         listing = True
 
         def decode_if(raw: bytes | bytearray, start: int, end: int) -> bool:

@@ -112,7 +112,7 @@ class ObjectWriter:
         except NotFound:
             self.cache.write_back(key, None)
             return None
-        fresh = CachedObject.from_metadata(response.get("metadata") or {})
+        fresh = self.cache.project(key.resource, response.get("metadata") or {})
         fact = None
         if restart:
             fact = RestartFact(restart_marker_of(response, keys.RESTARTED_AT), self.clock.now_ns())
@@ -135,7 +135,7 @@ class ObjectWriter:
         except NotFound:
             self.cache.write_back(key, None)
             return None
-        fresh = CachedObject.from_metadata(response.get("metadata") or {})
+        fresh = self.cache.project(key.resource, response.get("metadata") or {})
         self.cache.write_back(key, fresh)
         return fresh
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from lifecycle_controller.core.decision import Action
 from lifecycle_controller.core.globs import matches_any
 from lifecycle_controller.core.policy_condition import OwnerReference
 from lifecycle_controller.core.policy_match import ObjectView, match, matches_statically
@@ -142,10 +143,17 @@ class PolicySet:
         return bool(self.valid)
 
     def for_resource(self, resource: ResourceType) -> tuple[Policy, ...]:
-        """The valid policies whose ``resources`` select this type (memoised per type)."""
+        """The valid policies that may act on this type (memoised per type)."""
         found = self._by_resource.get(resource.key)
         if found is None:
-            found = tuple(p for p in self.valid if matches_any(p.resources, resource.key))
+            # A restart policy whose globs also select kinds that cannot restart leaves them
+            # alone, silently: "*.apps" means the Deployments, StatefulSets and DaemonSets.
+            found = tuple(
+                p
+                for p in self.valid
+                if matches_any(p.resources, resource.key)
+                and (p.action is not Action.RESTART or resource.restartable)
+            )
             self._by_resource[resource.key] = found
         return found
 

@@ -397,11 +397,14 @@ class KubeClient:
         patch: Mapping[str, Any],
         *,
         field_manager: str = "lifecycle-controller",
+        subresource: str = "",
     ) -> dict[str, Any]:
-        """A JSON merge patch (RFC 7386); put ``metadata.resourceVersion`` in it to guard it."""
+        """A JSON merge patch (RFC 7386); put ``metadata.resourceVersion`` in it to guard it.
+        ``subresource="status"`` patches a policy's status."""
+        path = resource.object_path(namespace, name) + (f"/{subresource}" if subresource else "")
         return await self.request(
             "PATCH",
-            resource.object_path(namespace, name),
+            path,
             query=[("fieldManager", field_manager)],
             body=dict(patch),
             content_type=MERGE_PATCH,
@@ -464,6 +467,14 @@ class KubeClient:
         return await self.request(
             "GET", resource.collection_path(namespace), query=[("limit", str(limit))]
         )
+
+    def watch_objects(
+        self, resource: ResourceType, *, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A watch of whole objects in every namespace (JSON), for lifecycle policies."""
+        query = [("watch", "true"), ("allowWatchBookmarks", "true")]
+        query += [("resourceVersion", resource_version), ("timeoutSeconds", str(timeout_seconds))]
+        return self.stream(resource.collection_path(None), query=query)
 
     async def replace(
         self,

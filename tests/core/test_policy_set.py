@@ -188,3 +188,13 @@ def test_a_manifest_without_usable_metadata_is_invalid_not_a_crash(value: object
     doc = manifest("x", {"resources": ["configmaps"], "lifecycle": {"delete-after": "1h"}})
     doc["metadata"] = value
     assert isinstance(policy_from_manifest(doc), Policy | PolicyInvalid)
+
+
+def test_a_restart_policy_glob_leaves_kinds_that_cannot_restart_alone() -> None:
+    deployments = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+    replicasets = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+    policies = parsed(
+        manifest("apps", {"resources": ["*.apps"], "lifecycle": {"restart-every": "24h"}})
+    )
+    assert [p.ref.name for p in policies.for_resource(deployments)] == ["apps"]
+    assert policies.for_resource(replicasets) == ()

@@ -1,0 +1,107 @@
+"""Lifecycle policies in the leader's pipeline: load them, re-evaluate on change, report.
+
+:class:`PolicyPipeline` owns the :class:`~lifecycle_controller.controller.policy_store.PolicyStore`
+and the status writer. The policies are loaded before the informers start (their first list
+already keeps the objects a policy could match); afterwards a change of the policies that
+select a type relists that type only (the objects to keep may differ) and re-evaluates its
+cached policy objects; a removed policy's pending actions are cancelled, and the log says
+so (docs/policies.md#changing-a-policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.informers import InformerSet
+from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_status import PolicyStatusWriter
+from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.core.policy_model import PolicyRef
+from lifecycle_controller.core.policy_set import PolicySet
+from lifecycle_controller.core.resources import ObjectKey, ResourceType
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["PolicyPipeline"]
+
+_log = structlog.get_logger(__name__)
+
+
+def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[PolicyRef, int], ...]:
+    return tuple((p.ref, p.generation) for p in policies.for_resource(resource))
+
+
+class PolicyPipeline:
+    """See the module docstring."""
+
+    def __init__(self, kube: KubeClient, clock: Clock) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.store = PolicyStore(kube, clock=clock)
+
+    def attach(
+        self,
+        *,
+        cache: MetadataCache,
+        informers: InformerSet,
+        enqueue: Callable[[ObjectKey], None],
+        allows: Callable[[ObjectKey], bool],
+        decisions: PolicyDecisions,
+        recorder: EventRecorder,
+    ) -> None:
+        """Connect the store to the pipeline (after the reconciler exists)."""
+        self._cache = cache
+        self._informers = informers
+        self._enqueue = enqueue
+        self._allows = allows
+        self._decisions = decisions
+        self.status = PolicyStatusWriter(
+            self.kube,
+            self.store,
+            decisions,
+            recorder,
+            self.clock,
+            watched_keys=lambda: [r.key for r in informers.running()],
+        )
+        self.store.on_change = self._changed
+
+    async def load(self) -> None:
+        """The policies as they are now, before the informers list (logs when they are off)."""
+        await self.store.load()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.store.run(), name="lifecycle policies")
+            group.create_task(self.status.run(), name="lifecycle policy status")
+
+    async def _changed(self, old: PolicySet, new: PolicySet) -> None:
+        removed = {p.ref for p in old.valid} - {p.ref for p in new.valid}
+        for ref in sorted(removed, key=str):
+            pending = sum(1 for t in self._decisions.tallies.values() if t.decided_by == ref)
+            _log.info(
+                "lifecycle policy removed or invalid; its pending actions are cancelled",
+                policy=str(ref),
+                objects=pending,
+            )
+        for resource in sorted(self._informers.running()):
+            if _signature(old, resource) == _signature(new, resource):
+                continue
+            keys = self._policy_keys(resource)
+            _log.info(
+                "re-evaluating for changed policies", resource=str(resource), objects=len(keys)
+            )
+            for key in keys:
+                self._enqueue(key)
+            await self._informers.relist(resource)
+
+    def _policy_keys(self, resource: ResourceType) -> list[ObjectKey]:
+        return [
+            key
+            for key, obj in self._cache.items(resource)
+            if obj.view is not None and self._allows(key)
+        ]

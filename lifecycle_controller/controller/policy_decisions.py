@@ -1,0 +1,151 @@
+"""The reconciler's policy step: resolve an object's policies, decide, and keep the tallies.
+
+For an object the cache keeps because a policy could match it (``CachedObject.view``), the
+reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations alone:
+
+* :meth:`PolicyDecisions.prepare` makes the one read a policy restart needs: the workload's
+  Pod template marker, once per workload and process, so that a recurring policy restart
+  counts from the last restart after a controller restart too (the metadata-only cache never
+  holds templates);
+* :meth:`PolicyDecisions.decide` resolves the policies
+  (:meth:`~lifecycle_controller.core.policy_set.PolicySet.resolve`) and decides with
+  :func:`~lifecycle_controller.core.policy_decide.decide_with_policies`; an occurrence a
+  policy skipped (catch-up) is acknowledged here, in memory, instead of on the object;
+* the tallies (which policy decides each object, which it overlapped, the next action) are
+  what the policies' ``status`` reports (:mod:`~lifecycle_controller.controller.policy_status`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.writes import ObjectWriter
+from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
+from lifecycle_controller.core.catchup import LedgerView
+from lifecycle_controller.core.decision import Action, Delete, DryRun, Patch, Wait
+from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.policy_decide import decide_with_policies
+from lifecycle_controller.core.policy_model import PolicyRef
+from lifecycle_controller.core.policy_precedence import PolicyInputs
+from lifecycle_controller.core.timestamps import (
+    TimestampError,
+    format_rfc3339_nano,
+    parse_rfc3339,
+)
+from lifecycle_controller.kube import KubeError
+
+__all__ = ["PolicyDecisions", "Tally"]
+
+_log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What the last pass over one object said about policies."""
+
+    decided_by: PolicyRef | None
+    overlapped: tuple[PolicyRef, ...]
+    action: Action | None = None
+    due_ns: int | None = None
+
+
+def _instant(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None
+
+
+class PolicyDecisions:
+    """See the module docstring; one per pipeline."""
+
+    def __init__(self, store: PolicyStore, cache: MetadataCache, writer: ObjectWriter) -> None:
+        self.store = store
+        self._cache = cache
+        self._writer = writer
+        self._acknowledged: dict[str, int] = {}
+        self.tallies: dict[ObjectKey, Tally] = {}
+
+    def applies(self, obj: CachedObject) -> bool:
+        """The object is one a policy could match (else: annotations alone decide)."""
+        return obj.view is not None and bool(self.store.current)
+
+    def _inputs(self, obj: CachedObject, now_ns: int) -> PolicyInputs:
+        assert obj.view is not None
+        return self.store.current.resolve(
+            obj.annotations,
+            obj.view,
+            restart_marker=self._anchor(obj),
+            now_ns=now_ns,
+            schedule_since_ns=self.store.schedule_since(),
+        )
+
+    def _anchor(self, obj: CachedObject) -> str | None:
+        """The later of the template marker and an in-memory acknowledgement."""
+        fact = self._cache.restart_fact(obj.uid)
+        marker = None if fact is None else fact.marker
+        acknowledged = self._acknowledged.get(obj.uid)
+        if acknowledged is None:
+            return marker
+        known = _instant(marker)
+        if known is not None and known >= acknowledged:
+            return marker
+        return format_rfc3339_nano(acknowledged)
+
+    async def prepare(self, key: ObjectKey, obj: CachedObject, now_ns: int) -> None:
+        """Read the workload's restart marker once, if a policy restart may decide it."""
+        if not key.resource.restartable or self._cache.restart_fact(obj.uid) is not None:
+            return
+        inputs = self._inputs(obj, now_ns)
+        if inputs.decided_by is None or inputs.decided_by.action is not Action.RESTART:
+            return
+        try:
+            await self._writer.read_restart_marker(key, obj)
+        except KubeError as error:
+            _log.warning("workload unreadable for its policy's restart anchor", error=str(error))
+
+    def decide(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        *,
+        facts: ObjectFacts,
+        now_ns: int,
+        settings: DecisionSettings,
+        ledger: LedgerView,
+        defaults: NamespaceDefaults | None,
+    ) -> Decision:
+        """The decision for an object :meth:`applies` holds for; see the module docstring."""
+        inputs = self._inputs(obj, now_ns)
+        result = decide_with_policies(
+            inputs=inputs,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            ledger=ledger,
+            defaults=defaults,
+        )
+        acknowledged = _instant(result.acknowledged)
+        if acknowledged is not None:
+            self._acknowledged[obj.uid] = acknowledged
+        decision = result.decision
+        pending = isinstance(decision, Wait | Patch | Delete | DryRun)
+        self.tallies[key] = Tally(
+            decided_by=None if inputs.decided_by is None else inputs.decided_by.ref,
+            overlapped=inputs.overlapped,
+            action=decision.action if pending else None,
+            due_ns=decision.due_ns if pending else None,
+        )
+        return decision
+
+    def gone(self, key: ObjectKey, uid: str | None = None) -> None:
+        """The object is gone or no policy can match it any more: forget its tally."""
+        self.tallies.pop(key, None)
+        if uid is not None:
+            self._acknowledged.pop(uid, None)

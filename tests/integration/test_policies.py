@@ -1,0 +1,259 @@
+"""Lifecycle policies end to end on the real control plane (docs/policies.md).
+
+The policy CRDs are installed once for the module (``policy_crds``); every policy here is a
+``LifecyclePolicy`` in the test's own namespace, so controllers of other tests, which now see
+the CRDs too, never act on what these policies match. Shown: a policy deletes the labelled
+ConfigMaps it matches, unannotated, and the Event names it; an exempt one stays; an object's
+own ``delete-after`` beats the policy and its own ``dry-run`` turns the policy's deletion into a
+dry run; ``status`` counts what the policy decides and overlaps; an invalid CEL condition gets
+the ``Invalid`` condition and a Warning while another policy keeps working; editing a policy
+re-evaluates its objects at once, and deleting it cancels its pending deletions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from lifecycle_controller.kube import KubeClient, NotFound
+from lifecycle_controller.kube.resources import CRDS, POLICIES
+from tests.integration.controller import StartController
+from tests.integration.events import list_events, wait_event
+from tests.integration.keys import DELETE_AFTER, DRY_RUN, P
+from tests.integration.scenario_support import create, gone, start_for, wait_gone
+from tests.integration.support import CONFIGMAPS, configmap, eventually
+
+EXEMPT = P + "exempt"
+
+
+def _crd(plural: str, kind: str, scope: str) -> dict[str, Any]:
+    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.lifecycle.cezary.dev"},
+        "spec": {
+            "group": "lifecycle.cezary.dev",
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": open_object, "status": open_object},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def install_policy_crds(kube: KubeClient) -> None:
+    """Both policy CRDs (minimal schemas), established."""
+    for plural, kind, scope in (
+        ("clusterlifecyclepolicies", "ClusterLifecyclePolicy", "Cluster"),
+        ("lifecyclepolicies", "LifecyclePolicy", "Namespaced"),
+    ):
+        name = f"{plural}.lifecycle.cezary.dev"
+        try:
+            await kube.get(CRDS, None, name)
+        except NotFound:
+            await kube.create(CRDS, None, _crd(plural, kind, scope))
+
+        async def established(name: str = name) -> bool:
+            crd = await kube.get(CRDS, None, name)
+            conditions = (crd.get("status") or {}).get("conditions") or []
+            return any(
+                c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+            )
+
+        await eventually(established, within=30, what=f"{name} established")
+
+    async def served() -> bool:
+        try:
+            await kube.list_objects(POLICIES, limit=1)
+        except NotFound:
+            return False
+        return True
+
+    await eventually(served, within=30, what="lifecycle policies served")
+
+
+@pytest.fixture
+async def policy_crds(kube: KubeClient) -> None:
+    await install_policy_crds(kube)
+
+
+def policy(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
+        "kind": "LifecyclePolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def labelled(name: str, labels: dict[str, str], **annotations: str) -> dict[str, Any]:
+    body = configmap(name, **annotations)
+    body["metadata"]["labels"] = labels
+    return body
+
+
+async def status_of(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    obj = await kube.get(POLICIES, namespace, name)
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+async def test_a_policy_deletes_what_it_matches_and_annotations_still_win(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    cache = {"tier": "cache"}
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "stale-cache",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "selector": {"matchLabels": cache},
+                "lifecycle": {"delete-after": "3s"},
+            },
+        ),
+    )
+    await start_for(start_controller, namespace)
+    await create(kube, CONFIGMAPS, namespace, labelled("matched", cache))
+    await create(kube, CONFIGMAPS, namespace, labelled("exempt", cache, **{EXEMPT: "true"}))
+    await create(kube, CONFIGMAPS, namespace, labelled("own-ttl", cache, **{DELETE_AFTER: "1h"}))
+    await create(kube, CONFIGMAPS, namespace, labelled("own-dry-run", cache, **{DRY_RUN: "true"}))
+    await create(kube, CONFIGMAPS, namespace, labelled("unlabelled", {"tier": "web"}))
+
+    await wait_gone(kube, CONFIGMAPS, namespace, "matched", within=20)
+    deleted = await wait_event(kube, namespace, "matched", "Deleted")
+    assert "(based on LifecyclePolicy/" in deleted[-1][2]
+    assert "stale-cache: delete-after 3s)" in deleted[-1][2]
+    dry = await wait_event(kube, namespace, "own-dry-run", "DryRunDelete")
+    assert "stale-cache" in dry[-1][2]
+    for name in ("exempt", "own-ttl", "own-dry-run", "unlabelled"):
+        assert not await gone(kube, CONFIGMAPS, namespace, name), name
+    assert await list_events(kube, namespace, "exempt") == []
+
+    async def counted() -> bool:
+        status = await status_of(kube, namespace, "stale-cache")
+        # own-dry-run is still decided by the policy (its dry-run only modifies it); own-ttl
+        # carries its own action, so the policy is overlapped there.
+        return status.get("matched") == 1 and status.get("overlapped") == 1
+
+    await eventually(counted, within=20, what="the policy's status counts")
+    status = await status_of(kube, namespace, "stale-cache")
+    ready = [c for c in status["conditions"] if c["type"] == "Ready"]
+    assert ready[0]["status"] == "True"
+
+
+async def test_an_invalid_policy_is_reported_and_acts_on_nothing(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "broken",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "condition": "object.metadata.labels[",
+                "lifecycle": {"delete-after": "1s"},
+            },
+        ),
+    )
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "working",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "names": ["tmp-*"],
+                "lifecycle": {"delete-after": "2s"},
+            },
+        ),
+    )
+    await start_for(start_controller, namespace)
+    await create(kube, CONFIGMAPS, namespace, labelled("keep", {}))
+    await create(kube, CONFIGMAPS, namespace, labelled("tmp-1", {}))
+    await wait_gone(kube, CONFIGMAPS, namespace, "tmp-1", within=20)
+
+    async def invalid() -> bool:
+        conditions = (await status_of(kube, namespace, "broken")).get("conditions") or []
+        return any(c["type"] == "Invalid" and c["status"] == "True" for c in conditions)
+
+    await eventually(invalid, within=20, what="the Invalid condition")
+    warning = await wait_event(kube, namespace, "broken", "InvalidLifecyclePolicy")
+    assert warning[-1][0] == "Warning"
+    assert "spec.condition" in warning[-1][2]
+    assert not await gone(kube, CONFIGMAPS, namespace, "keep")
+
+
+async def test_editing_a_policy_reevaluates_and_deleting_it_cancels(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "edited",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "names": ["edit-*"],
+                "lifecycle": {"delete-after": "1h"},
+            },
+        ),
+    )
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "removed",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "names": ["gone-*"],
+                "lifecycle": {"delete-after": "6s"},
+            },
+        ),
+    )
+    await start_for(start_controller, namespace)
+    await create(kube, CONFIGMAPS, namespace, labelled("edit-1", {}))
+    await create(kube, CONFIGMAPS, namespace, labelled("gone-1", {}))
+
+    async def pending() -> bool:
+        status = await status_of(kube, namespace, "removed")
+        return (status.get("nextAction") or {}).get("name") == "gone-1"
+
+    await eventually(pending, within=20, what="the pending deletion in status")
+    await kube.request("DELETE", POLICIES.object_path(namespace, "removed"))
+    await kube.request(
+        "PATCH",
+        POLICIES.object_path(namespace, "edited"),
+        body={"spec": {"lifecycle": {"delete-after": "1s"}}},
+        content_type="application/merge-patch+json",
+    )
+    await wait_gone(kube, CONFIGMAPS, namespace, "edit-1", within=15)
+    await asyncio.sleep(8)  # past the removed policy's 6 s: nothing may delete gone-1 now
+    assert not await gone(kube, CONFIGMAPS, namespace, "gone-1")
