@@ -278,7 +278,7 @@ class Controller:
             )
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = self._guardrails(recorder, queue, cache)
-        policies = PolicyPipeline(self.kube, self.clock)  # docs/policies.md
+        policies = PolicyPipeline(self.kube, self.clock, self.metrics)  # docs/policies.md
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
             clock=self.clock,

@@ -26,6 +26,7 @@ from lifecycle_controller.core.policy_set import PolicySet
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.serving.metrics import Metrics
 
 __all__ = ["PolicyPipeline"]
 
@@ -39,9 +40,10 @@ def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[Polic
 class PolicyPipeline:
     """See the module docstring."""
 
-    def __init__(self, kube: KubeClient, clock: Clock) -> None:
+    def __init__(self, kube: KubeClient, clock: Clock, metrics: Metrics) -> None:
         self.kube = kube
         self.clock = clock
+        self.metrics = metrics
         self.store = PolicyStore(kube, clock=clock)
 
     def attach(
@@ -67,6 +69,7 @@ class PolicyPipeline:
             recorder,
             self.clock,
             watched_keys=lambda: [r.key for r in informers.running()],
+            on_matched=self.metrics.policy.set_matched,
         )
         self.store.on_change = self._changed
 

@@ -63,6 +63,7 @@ class ActionMetrics(Protocol):
     """The metrics decisions feed (:class:`~lifecycle_controller.serving.metrics.Metrics`)."""
 
     def count_action(self, action: str, kind: str, result: str) -> None: ...
+    def count_action_source(self, action: str, source: str, result: str) -> None: ...
     def count_misconfiguration(self, kind: str, reason: str) -> None: ...
     def observe_lateness(self, seconds: float) -> None: ...
     def set_next_action(
@@ -76,6 +77,9 @@ class NoActionMetrics:
     """The default :class:`ActionMetrics`: records nothing."""
 
     def count_action(self, action: str, kind: str, result: str) -> None:
+        pass
+
+    def count_action_source(self, action: str, source: str, result: str) -> None:
         pass
 
     def count_misconfiguration(self, kind: str, reason: str) -> None:
@@ -157,9 +161,15 @@ class Accounting:
                 Operation.SKIP,
             )
         ):
-            self.metrics.count_action(final.action.value, kind, "dry_run")
+            self._count(final, final.action, kind, "dry_run")
         elif isinstance(final, Hold) and final.reason is HoldReason.BUDGET and final.action:
-            self.metrics.count_action(final.action.value, kind, "throttled")
+            self._count(final, final.action, kind, "throttled")
+
+    def _count(self, decision: Decision, action: Action, kind: str, result: str) -> None:
+        """One due action's outcome, by kind and by source (annotation or policy)."""
+        self.metrics.count_action(action.value, kind, result)
+        source = "annotation" if decision.policy is None else "policy"
+        self.metrics.count_action_source(action.value, source, result)
 
     async def emit(
         self, ref: ObjectRef, events: Iterable[Event], decision: Decision | None = None
@@ -202,12 +212,12 @@ class Accounting:
         if decision.action is not None:
             kind = key.resource.kind
             if acting_operation(decision) is not None:
-                self.metrics.count_action(decision.action.value, kind, "success")
+                self._count(decision, decision.action, kind, "success")
                 if decision.due_ns is not None:
                     lateness = (self.now_ns() - decision.due_ns) / NS_PER_SECOND
                     self.metrics.observe_lateness(lateness)
             elif operation is Operation.SKIP:
-                self.metrics.count_action(decision.action.value, kind, "skipped")
+                self._count(decision, decision.action, kind, "skipped")
         _log.info("write succeeded", operation=operation.value)
 
     async def failed(self, ref: ObjectRef, decision: Patch | Delete, error: Exception) -> None:
@@ -215,7 +225,7 @@ class Accounting:
         if decision.failure is not None:
             await self.emit(ref, (decision.failure.event(str(error)),), decision)
         if decision.action is not None:
-            self.metrics.count_action(decision.action.value, ref.key.resource.kind, "error")
+            self._count(decision, decision.action, ref.key.resource.kind, "error")
         _log.warning("write failed", error=str(error))
 
     # ------------------------------------------------------------------ the ledger

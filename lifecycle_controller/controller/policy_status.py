@@ -83,7 +83,9 @@ class PolicyStatusWriter:
         *,
         watched_keys: Callable[[], Iterable[str]],
         interval: float = 5.0,
+        on_matched: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
+        self._on_matched = on_matched
         self._api = api
         self._store = store
         self._decisions = decisions
@@ -159,9 +161,11 @@ class PolicyStatusWriter:
 
     async def flush(self) -> None:
         """Patch the status of every policy whose report changed; warn once per invalid one."""
+        matched: dict[str, int] = {}
         for doc in self._store.docs():
             await self._warn_if_invalid(doc)
             report = self.report(doc)
+            matched[str(doc.ref)] = report["matched"]
             if self._written.get(doc.uid) == report:
                 continue
             body = {"status": _with_transitions(report, doc.status, self._clock.now_ns())}
@@ -176,6 +180,8 @@ class PolicyStatusWriter:
                 _log.warning("policy status not written", policy=str(ref), error=str(error))
                 continue
             self._written[doc.uid] = report
+        if self._on_matched is not None:
+            self._on_matched(matched)
 
     async def _warn_if_invalid(self, doc: PolicyDoc) -> None:
         parsed = doc.parsed

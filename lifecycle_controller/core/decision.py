@@ -140,6 +140,8 @@ class Decision:
     action: Action | None = None
     due_ns: int | None = None
     log: str = ""
+    #: The lifecycle policy that decided (``Kind/namespace/name``); None: the annotations.
+    policy: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

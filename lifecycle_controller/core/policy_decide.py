@@ -80,7 +80,7 @@ def _without_annotations(body: Mapping[str, Any]) -> tuple[dict[str, Any], str |
 
 def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | None]:
     suffix = attribution(policy)
-    changes: dict[str, Any] = {"events": _named(decision.events, suffix)}
+    changes: dict[str, Any] = {"events": _named(decision.events, suffix), "policy": str(policy.ref)}
     acknowledged: str | None = None
     if isinstance(decision, Patch | Delete):
         changes["on_success"] = dataclasses.replace(

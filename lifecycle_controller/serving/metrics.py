@@ -72,6 +72,7 @@ from prometheus_client import (
 
 from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
+from lifecycle_controller.serving.policy_metrics import PolicyMetrics
 from lifecycle_controller.serving.runtime_metrics import (
     QueueMetricsAdapter,
     ReconcileMetrics,
@@ -264,6 +265,7 @@ class Metrics:
             ["action", "kind", "result"],
             registry=r,
         )
+        self.policy = PolicyMetrics(r)
         self.next_action_timestamp = Gauge(
             "lifecycle_next_action_timestamp_seconds",
             "Earliest known next action per label set, as a Unix timestamp.",
@@ -402,6 +404,9 @@ class Metrics:
     def count_action(self, action: str, kind: str, result: str) -> None:
         """One due ``action`` on an object of ``kind`` ended with ``result`` (module doc)."""
         self.actions.labels(action, kind, result).inc()
+
+    def count_action_source(self, action: str, source: str, result: str) -> None:
+        self.policy.count_action_source(action, source, result)
 
     def count_misconfiguration(self, kind: str, reason: str) -> None:
         """An object of ``kind`` carries a configuration the controller rejects."""

@@ -131,7 +131,7 @@ async def test_a_policy_deletes_what_it_matches_and_annotations_still_win(
             },
         ),
     )
-    await start_for(start_controller, namespace)
+    running = await start_for(start_controller, namespace)
     await create(kube, CONFIGMAPS, namespace, labelled("matched", cache))
     await create(kube, CONFIGMAPS, namespace, labelled("exempt", cache, **{EXEMPT: "true"}))
     await create(kube, CONFIGMAPS, namespace, labelled("own-ttl", cache, **{DELETE_AFTER: "1h"}))
@@ -158,6 +158,11 @@ async def test_a_policy_deletes_what_it_matches_and_annotations_still_win(
     status = await status_of(kube, namespace, "stale-cache")
     ready = [c for c in status["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "True"
+    registry = running.controller.metrics.registry
+    by_policy = {"action": "delete", "source": "policy", "result": "success"}
+    assert registry.get_sample_value("lifecycle_actions_by_source_total", by_policy) == 1.0
+    matched = {"policy": f"LifecyclePolicy/{namespace}/stale-cache"}
+    assert registry.get_sample_value("lifecycle_policy_matched_objects", matched) == 1.0
 
 
 async def test_an_invalid_policy_is_reported_and_acts_on_nothing(

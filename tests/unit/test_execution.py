@@ -38,6 +38,9 @@ class Counters:
         self.lateness: list[float] = []
         self.open: list[bool] = []
 
+    def count_action_source(self, action: str, source: str, result: str) -> None:
+        pass
+
     def count_action(self, action: str, kind: str, result: str) -> None:
         self.actions.append((action, kind, result))
 

@@ -45,6 +45,9 @@ class Metrics:
         self.rollouts: list[tuple[str, str]] = []
         self.in_progress = 0
 
+    def count_action_source(self, action: str, source: str, result: str) -> None:
+        pass
+
     def count_action(self, action: str, kind: str, result: str) -> None: ...
     def count_misconfiguration(self, kind: str, reason: str) -> None: ...
     def observe_lateness(self, seconds: float) -> None: ...

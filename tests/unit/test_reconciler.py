@@ -40,6 +40,9 @@ class Metrics:
     lateness: list[float] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
 
+    def count_action_source(self, action: str, source: str, result: str) -> None:
+        pass
+
     def count_action(self, action: str, kind: str, result: str) -> None:
         self.actions.append((action, kind, result))
 

@@ -1,0 +1,117 @@
+"""The policy store on a scripted source: off without the CRDs (said once), parsed once per
+generation, a change published, a status-only change not (docs/policies.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.core.policy_set import PolicySet
+from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.kube import NotFound
+from lifecycle_controller.kube.resources import POLICIES
+from lifecycle_controller.machinery.tasks import cancel_and_wait
+from tests.doubles.fakeclock import FakeClock
+
+
+def policy(name: str, generation: int, *, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
+        "kind": "LifecyclePolicy",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "uid": f"uid-{name}",
+            "generation": generation,
+            "resourceVersion": str(generation),
+        },
+        "spec": {"resources": ["configmaps"], "lifecycle": {"delete-after": "1h"}},
+        "status": status or {},
+    }
+
+
+class Source:
+    def __init__(self, items: dict[ResourceType, list[dict[str, Any]]] | None) -> None:
+        self.items = items
+        self.lists = 0
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def list_objects(
+        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
+    ) -> dict[str, Any]:
+        self.lists += 1
+        if self.items is None:
+            raise NotFound(404, {"reason": "NotFound"})
+        return {"items": self.items.get(resource, []), "metadata": {"resourceVersion": "1"}}
+
+    def watch_objects(
+        self, resource: ResourceType, *, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self._events(resource)
+
+    async def _events(self, resource: ResourceType) -> AsyncIterator[dict[str, Any]]:
+        if resource is not POLICIES:
+            await asyncio.Event().wait()
+        while True:
+            yield await self.events.get()
+
+
+async def test_without_the_crds_policies_are_off_and_it_is_said_once(clock: FakeClock) -> None:
+    source = Source(None)
+    store = PolicyStore(source, clock=clock, recheck=60)
+    with capture_logs() as logs:
+        assert not await store.load()
+        task = asyncio.create_task(store.run())
+        for _ in range(3):
+            await clock.advance(60)
+        await cancel_and_wait(task)
+    off = [line for line in logs if "policies are off" in line["event"]]
+    assert len(off) == 1
+    assert not store.current
+    assert source.lists >= 3  # it keeps looking, once a minute
+
+
+async def test_a_new_generation_is_published_and_a_status_change_is_not(clock: FakeClock) -> None:
+    source = Source({POLICIES: [policy("stale", 1)]})
+    store = PolicyStore(source, clock=clock)
+    changes: list[tuple[PolicySet, PolicySet]] = []
+
+    async def changed(old: PolicySet, new: PolicySet) -> None:
+        changes.append((old, new))
+
+    assert await store.load()
+    first = store.current.valid[0]
+    store.on_change = changed
+    task = asyncio.create_task(store.run())
+    await clock.settle()
+    source.events.put_nowait(
+        {"type": "MODIFIED", "object": policy("stale", 1, status={"matched": 3})}
+    )
+    await clock.settle()
+    assert changes == []
+    assert store.current.valid[0] is first  # parsed once for its generation
+    source.events.put_nowait({"type": "MODIFIED", "object": policy("stale", 2)})
+    await clock.settle()
+    assert len(changes) == 1
+    assert changes[0][1].valid[0].generation == 2
+    source.events.put_nowait({"type": "DELETED", "object": policy("stale", 2)})
+    await clock.settle()
+    assert len(changes) == 2
+    assert not store.current
+    await cancel_and_wait(task)
+
+
+async def test_schedule_since_survives_a_restart_through_the_status(clock: FakeClock) -> None:
+    kept = {"observedGeneration": 4, "scheduleSince": "2026-01-01T00:00:00Z"}
+    store = PolicyStore(Source({POLICIES: [policy("p", 4, status=kept)]}), clock=clock)
+    assert await store.load()
+    since = store.schedule_since()
+    assert list(since.values()) == [1767225600 * 10**9]
+    other = {"observedGeneration": 3, "scheduleSince": "2026-01-01T00:00:00Z"}
+    fresh = PolicyStore(Source({POLICIES: [policy("p", 4, status=other)]}), clock=clock)
+    assert await fresh.load()
+    assert list(fresh.schedule_since().values()) == [clock.now_ns()]
