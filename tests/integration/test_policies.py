@@ -7,23 +7,37 @@ ConfigMaps it matches, unannotated, and the Event names it; an exempt one stays;
 own ``delete-after`` beats the policy and its own ``dry-run`` turns the policy's deletion into a
 dry run; ``status`` counts what the policy decides and overlaps; an invalid CEL condition gets
 the ``Invalid`` condition and a Warning while another policy keeps working; editing a policy
-re-evaluates its objects at once, and deleting it cancels its pending deletions.
+re-evaluates its objects at once, and deleting it cancels its pending deletions; a policy
+restart writes only the Pod template marker and its rollout is followed; of two matching
+policies the higher priority decides and the other reports the overlap; a closed maintenance
+window holds a policy deletion; owned ReplicaSets are left alone while a loose one is deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CRDS, POLICIES
 from tests.integration.controller import StartController
-from tests.integration.events import list_events, wait_event
+from tests.integration.events import ROLLOUT_COMPLETED, list_events, wait_event
 from tests.integration.keys import DELETE_AFTER, DRY_RUN, P
-from tests.integration.scenario_support import create, gone, start_for, wait_gone
-from tests.integration.support import CONFIGMAPS, configmap, eventually
+from tests.integration.scenario_support import create, gone, owned_by, start_for, wait_gone
+from tests.integration.support import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    REPLICASETS,
+    configmap,
+    deployment,
+    eventually,
+)
+from tests.integration.timestamps import stamp
 
 EXEMPT = P + "exempt"
 
@@ -262,3 +276,153 @@ async def test_editing_a_policy_reevaluates_and_deleting_it_cancels(
     await wait_gone(kube, CONFIGMAPS, namespace, "edit-1", within=15)
     await asyncio.sleep(8)  # past the removed policy's 6 s: nothing may delete gone-1 now
     assert not await gone(kube, CONFIGMAPS, namespace, "gone-1")
+
+
+def labelled_deployment(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    body = deployment(name)
+    body["metadata"]["labels"] = labels
+    body["spec"]["replicas"] = 0  # no nodes here: the rollout completes at once
+    return body
+
+
+async def test_a_policy_restart_writes_only_the_template_marker_and_is_verified(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    soon = stamp(time.time() + 3)
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "nightly",
+            namespace,
+            {
+                "resources": ["deployments.apps"],
+                "selector": {"matchLabels": {"restart": "nightly"}},
+                "lifecycle": {"restart-at": soon},
+            },
+        ),
+    )
+    await start_for(start_controller, namespace, "deployments.apps")
+    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("web", {"restart": "nightly"}))
+    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("api", {"restart": "never"}))
+    events = await wait_event(kube, namespace, "web", ROLLOUT_COMPLETED, within=30)
+    restarted = [e for e in events if e[1] == "RestartTriggered"]
+    assert restarted
+    assert "nightly: restart-at" in restarted[-1][2]
+    web = await kube.get(DEPLOYMENTS, namespace, "web")
+    template = web["spec"]["template"]["metadata"].get("annotations") or {}
+    assert P + "restartedAt" in template
+    assert not any(k.startswith(P) for k in web["metadata"].get("annotations") or {})
+    api = await kube.get(DEPLOYMENTS, namespace, "api")
+    assert P + "restartedAt" not in (api["spec"]["template"]["metadata"].get("annotations") or {})
+
+
+async def test_the_higher_priority_wins_and_the_other_is_overlapped(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    spec = {"resources": ["configmaps"], "names": ["both"]}
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "first",
+            namespace,
+            {
+                **spec,
+                "priority": 10,
+                "lifecycle": {"delete-after": "30m"},
+            },
+        ),
+    )
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "second",
+            namespace,
+            {
+                **spec,
+                "priority": 1,
+                "lifecycle": {"delete-after": "5m"},
+            },
+        ),
+    )
+    await start_for(start_controller, namespace)
+    created = await create(kube, CONFIGMAPS, namespace, labelled("both", {}))
+    due = parse_rfc3339(created["metadata"]["creationTimestamp"]) + 30 * 60 * 10**9
+
+    async def reported() -> bool:
+        first = await status_of(kube, namespace, "first")
+        second = await status_of(kube, namespace, "second")
+        return (first.get("matched"), second.get("matched"), second.get("overlapped")) == (1, 0, 1)
+
+    await eventually(reported, within=20, what="the winner decides, the other is overlapped")
+    next_action = (await status_of(kube, namespace, "first"))["nextAction"]
+    assert next_action["name"] == "both"
+    assert parse_rfc3339(next_action["at"]) == due  # the winner's 30m, not the other's 5m
+
+
+async def test_a_closed_maintenance_window_holds_a_policy_deletion(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    # A one-hour window on the weekday three days from now: closed for days.
+    opening = datetime.now(UTC) + timedelta(days=3)
+    day = opening.strftime("%a")
+    window = f"{day}-{day} 01:00-02:00 UTC"
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "windowed",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "lifecycle": {"delete-after": "1s", "maintenance-window": window},
+            },
+        ),
+    )
+    await start_for(start_controller, namespace)
+    await create(kube, CONFIGMAPS, namespace, labelled("held", {}))
+
+    async def scheduled() -> bool:
+        at = ((await status_of(kube, namespace, "windowed")).get("nextAction") or {}).get("at")
+        return isinstance(at, str) and "T01:00:00" in at
+
+    await eventually(scheduled, within=20, what="the next action at the window's opening")
+    assert not await gone(kube, CONFIGMAPS, namespace, "held")
+
+
+async def test_owned_replicasets_are_left_alone_unless_included(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "replicasets",
+            namespace,
+            {
+                "resources": ["replicasets.apps"],
+                "lifecycle": {"delete-after": "1s"},
+            },
+        ),
+    )
+    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("owner", {}))
+    loose = labelled_deployment("loose", {})
+    loose.update(apiVersion="apps/v1", kind="ReplicaSet")
+    loose["spec"].pop("strategy", None)
+    await create(kube, REPLICASETS, namespace, loose)
+    owner = await kube.get(DEPLOYMENTS, namespace, "owner")
+
+    async def owned() -> bool:
+        return bool(await owned_by(kube, REPLICASETS, namespace, owner["metadata"]["uid"]))
+
+    await eventually(owned, within=30, what="the Deployment's ReplicaSet")
+    await start_for(start_controller, namespace, "replicasets.apps")
+    await wait_gone(kube, REPLICASETS, namespace, "loose", within=20)
+    assert await owned_by(kube, REPLICASETS, namespace, owner["metadata"]["uid"])
