@@ -253,19 +253,21 @@ async def test_editing_a_policy_reevaluates_and_deleting_it_cancels(
             {
                 "resources": ["configmaps"],
                 "names": ["gone-*"],
-                "lifecycle": {"delete-after": "6s"},
+                "lifecycle": {"delete-after": "15s"},
             },
         ),
     )
-    await start_for(start_controller, namespace)
+    running = await start_for(start_controller, namespace)
     await create(kube, CONFIGMAPS, namespace, labelled("edit-1", {}))
-    await create(kube, CONFIGMAPS, namespace, labelled("gone-1", {}))
+    created = await create(kube, CONFIGMAPS, namespace, labelled("gone-1", {}))
+    due = parse_rfc3339(created["metadata"]["creationTimestamp"]) / 10**9 + 15
+    registry = running.controller.metrics.registry
+    removed = {"policy": f"LifecyclePolicy/{namespace}/removed"}
 
     async def pending() -> bool:
-        status = await status_of(kube, namespace, "removed")
-        return (status.get("nextAction") or {}).get("name") == "gone-1"
+        return registry.get_sample_value("lifecycle_policy_matched_objects", removed) == 1.0
 
-    await eventually(pending, within=20, what="the pending deletion in status")
+    await eventually(pending, within=10, what="the removed policy deciding gone-1")
     await kube.request("DELETE", POLICIES.object_path(namespace, "removed"))
     await kube.request(
         "PATCH",
@@ -274,7 +276,13 @@ async def test_editing_a_policy_reevaluates_and_deleting_it_cancels(
         content_type="application/merge-patch+json",
     )
     await wait_gone(kube, CONFIGMAPS, namespace, "edit-1", within=15)
-    await asyncio.sleep(8)  # past the removed policy's 6 s: nothing may delete gone-1 now
+
+    async def forgotten() -> bool:
+        return registry.get_sample_value("lifecycle_policy_matched_objects", removed) is None
+
+    await eventually(forgotten, within=10, what="the controller forgetting the removed policy")
+    assert time.time() < due, "the test ran too slowly to show the cancellation"
+    await asyncio.sleep(max(0.0, due + 2 - time.time()))  # past the removed policy's deadline
     assert not await gone(kube, CONFIGMAPS, namespace, "gone-1")
 
 
