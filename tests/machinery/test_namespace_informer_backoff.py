@@ -22,6 +22,17 @@ from tests.doubles.fakeclock import FakeClock
 from tests.machinery.test_informers import SETTINGS, FakeSource, page
 
 
+def failing_store(clock: FakeClock) -> tuple[FakeSource, NamespaceDefaultsStore]:
+    """A store whose API server answers one list, then refuses every connection."""
+    source = FakeSource()
+    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
+    source.watches.extend([TransportError("connection reset")] * 1000)
+    store = NamespaceDefaultsStore(
+        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
+    )
+    return source, store
+
+
 def attempts(source: FakeSource) -> int:
     return len(source.list_calls) + len(source.watch_calls)
 
@@ -39,12 +50,7 @@ def informer_lines(logs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
 async def test_a_minute_of_connection_errors_costs_a_few_attempts_and_two_lines(
     clock: FakeClock,
 ) -> None:
-    source = FakeSource()
-    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
-    source.watches.extend([TransportError("connection reset")] * 1000)
-    store = NamespaceDefaultsStore(
-        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
-    )
+    source, store = failing_store(clock)
     with capture_logs() as logs:
         task = asyncio.create_task(store.run())
         await clock.settle()
@@ -76,12 +82,7 @@ async def test_a_minute_of_connection_errors_costs_a_few_attempts_and_two_lines(
 async def test_another_informer_finding_the_server_back_ends_the_wait_at_once(
     clock: FakeClock,
 ) -> None:
-    source = FakeSource()
-    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
-    source.watches.extend([TransportError("connection reset")] * 1000)
-    store = NamespaceDefaultsStore(
-        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
-    )
+    source, store = failing_store(clock)
     task = asyncio.create_task(store.run())
     await clock.settle()
     for _ in range(600):  # a simulated minute: the curve is at its 30 s cap by now
@@ -98,12 +99,7 @@ async def test_another_informer_finding_the_server_back_ends_the_wait_at_once(
 
 
 async def test_a_wake_up_while_connected_does_not_skip_a_later_wait(clock: FakeClock) -> None:
-    source = FakeSource()
-    source.lists.extend([page("10"), *[TransportError("connection refused")] * 1000])
-    source.watches.extend([TransportError("connection reset")] * 1000)
-    store = NamespaceDefaultsStore(
-        source=source, clock=clock, settings=SETTINGS, rng=random.Random(7)
-    )
+    source, store = failing_store(clock)
     task = asyncio.create_task(store.run())
     await clock.settle()
     store.retry_now()  # before any failure: nothing to cut short, and nothing is remembered
