@@ -25,7 +25,6 @@ through the small :class:`DiscoveryMetrics` protocol; readiness reads
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
@@ -65,6 +64,7 @@ from lifecycle_controller.kube.discovery import (
 )
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.tasks import sleep_or_wake
 
 __all__ = [
     "DEFAULT_REDISCOVERY_INTERVAL",
@@ -351,18 +351,7 @@ class Discovery:
 
     async def _wait_for_trigger(self, timeout: float) -> bool:
         """Sleep up to ``timeout``; True when :meth:`trigger` cut the wait short."""
-        if self._trigger.is_set():
-            return True
-        sleeper = asyncio.ensure_future(self._clock.sleep(timeout))
-        waiter = asyncio.ensure_future(self._trigger.wait())
-        try:
-            done, _ = await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeper, waiter):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        return waiter in done
+        return await sleep_or_wake(self._clock, timeout, self._trigger)
 
     async def rediscover(self, on_change: OnChange) -> None:
         """One rediscovery: publish (added, removed) if the watch set changed."""

@@ -15,10 +15,10 @@ which take the full curve, retry at once when another informer finds the server 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.tasks import sleep_or_wake
 
 __all__ = ["Backoff"]
 
@@ -95,13 +95,5 @@ class Backoff:
         if wake is None:
             await self._clock.sleep(delay)
             return delay
-        sleeping = asyncio.ensure_future(self._clock.sleep(delay))
-        woken = asyncio.ensure_future(wake.wait())
-        try:
-            await asyncio.wait({sleeping, woken}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeping, woken):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await sleep_or_wake(self._clock, delay, wake)
         return delay

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["being_cancelled", "cancel_and_wait"]
+from lifecycle_controller.machinery.clock import Clock
+
+__all__ = ["being_cancelled", "cancel_and_wait", "sleep_or_wake"]
 
 
 def being_cancelled() -> bool:
@@ -21,3 +23,32 @@ async def cancel_and_wait(task: asyncio.Task[None]) -> None:
     """Cancel ``task`` and wait until it has finished, whatever it raised."""
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def sleep_or_wake(clock: Clock, seconds: float, wake: asyncio.Event) -> bool:
+    """Sleep ``seconds`` on ``clock``, or less when ``wake`` is set; True when woken.
+
+    Every loop that sleeps but can be woken (a backoff that learns the API server answers,
+    rediscovery on a CRD change, the work queue's add-after timer) waits here, so that one
+    implementation gets cancellation right: a cancel of the caller that arrives while the
+    two helper tasks wind down is raised, never swallowed. (Awaiting each cancelled helper
+    under ``suppress(CancelledError)`` cannot tell the helper's own cancellation from the
+    caller's, and a swallowed cancel leaves a loop running that shutdown waits for.)
+    A failing clock is raised rather than spun on.
+    """
+    if wake.is_set():
+        return True
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    woken = asyncio.ensure_future(wake.wait())
+    helpers = {sleeper, woken}
+    try:
+        await asyncio.wait(helpers, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in helpers:
+            task.cancel()
+        # Raises CancelledError only when this task is cancelled; the helpers' own
+        # cancellations stay in them.
+        await asyncio.wait(helpers)
+    if sleeper.done() and not sleeper.cancelled() and sleeper.exception() is not None:
+        sleeper.result()
+    return woken.done() and not woken.cancelled()

@@ -37,6 +37,7 @@ import structlog
 from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.machinery.delayed_keys import DelayedKeys
 from lifecycle_controller.machinery.ratelimit import RateLimiter
+from lifecycle_controller.machinery.tasks import sleep_or_wake
 
 __all__ = [
     "DEFAULT_HEARTBEAT",
@@ -158,7 +159,7 @@ class WorkQueue(Generic[K]):
 
         self._delayed: DelayedKeys[K] = DelayedKeys()
         self._timer: asyncio.Task[None] | None = None
-        self._timer_wake: asyncio.Future[None] | None = None
+        self._timer_wake = asyncio.Event()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -390,8 +391,7 @@ class WorkQueue(Generic[K]):
                 waiter.set_result(None)
 
     def _wake_timer(self) -> None:
-        if self._timer_wake is not None and not self._timer_wake.done():
-            self._timer_wake.set_result(None)
+        self._timer_wake.set()
 
     async def _run_timer(self) -> None:
         """Move delayed keys into the queue when due; sleep until the next one or heartbeat."""
@@ -407,21 +407,8 @@ class WorkQueue(Generic[K]):
 
     async def _sleep_or_wake(self, seconds: float) -> None:
         """Sleep on the injected clock until ``seconds`` pass or ``_wake_timer`` is called."""
-        loop = asyncio.get_running_loop()
-        wake: asyncio.Future[None] = loop.create_future()
-        self._timer_wake = wake
-        sleeper = loop.create_task(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait((sleeper, wake), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._timer_wake = None
-            wake.cancel()
-            if not sleeper.done():
-                sleeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sleeper
-        if not sleeper.cancelled():
-            sleeper.result()  # surface a failing clock instead of spinning on it
+        await sleep_or_wake(self._clock, seconds, self._timer_wake)
+        self._timer_wake.clear()
 
     def _on_timer_exit(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,13 +31,32 @@ class RunningController:
     task: asyncio.Task[None]
     kube: KubeClient
 
-    async def stop(self) -> None:
-        """Cancel it like SIGTERM does and wait until it has shut down."""
+    async def stop(self, *, within: float = 60.0) -> None:
+        """Cancel it like SIGTERM does and wait until it has shut down.
+
+        A controller that has not stopped ``within`` seconds fails the test with the stack of
+        every task still running (what it waits on), rather than hanging until the test's
+        timeout names only the event loop.
+        """
         if not self.task.done():
             self.task.cancel()
+        done, _ = await asyncio.wait({self.task}, timeout=within)
+        if not done:
+            raise AssertionError(
+                f"controller did not stop within {within}s; tasks:\n{_task_stacks()}"
+            )
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
         await self.kube.close()
+
+
+def _task_stacks() -> str:
+    """Every task of the running loop but the caller, with where each one waits."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task():
+            task.print_stack(limit=12, file=out)
+    return out.getvalue()
 
 
 class StartController(Protocol):
