@@ -143,7 +143,11 @@ async def populate(kube: KubeClient, objects: int) -> float:
 
 
 def _controller_argv(
-    kubeconfig: Path, probe: int, metrics: int, python: str | None = None
+    kubeconfig: Path,
+    probe: int,
+    metrics: int,
+    python: str | None = None,
+    resources: tuple[str, ...] = ("configmaps", "secrets", "deployments.apps"),
 ) -> list[str]:
     interpreter = python or sys.executable
     script = Path(interpreter).with_name("lifecycle-controller")
@@ -152,9 +156,7 @@ def _controller_argv(
         *command,
         "run",
         f"--kubeconfig={kubeconfig}",
-        "--watch-resource=configmaps",
-        "--watch-resource=secrets",
-        "--watch-resource=deployments.apps",
+        *(f"--watch-resource={resource}" for resource in resources),
         f"--health-probe-bind-address=127.0.0.1:{probe}",
         f"--metrics-bind-address=127.0.0.1:{metrics}",
         "--metrics-secure=false",
@@ -326,14 +328,19 @@ class _Running:
             await self.sampling
 
 
-def _start(plane: ControlPlane, args: argparse.Namespace) -> _Running:
+def _start(
+    plane: ControlPlane, args: argparse.Namespace, resources: tuple[str, ...] | None = None
+) -> _Running:
     probe, metrics = _free_port(), _free_port()
     started = time.time()
-    process = _spawn(
-        _controller_argv(plane.admin_kubeconfig, probe, metrics, args.controller_python),
-        args.controller_source,
-        plane.logs_dir / "controller.log",
+    argv = _controller_argv(
+        plane.admin_kubeconfig,
+        probe,
+        metrics,
+        args.controller_python,
+        *(() if resources is None else (resources,)),
     )
+    process = _spawn(argv, args.controller_source, plane.logs_dir / "controller.log")
     sampler = Sampler(process.pid, started, f"http://127.0.0.1:{probe}/readyz")
     sampling = asyncio.create_task(sampler.run())
     return _Running(process, sampler, sampling, started, f"http://127.0.0.1:{metrics}/metrics")
