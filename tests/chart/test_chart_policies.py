@@ -110,3 +110,113 @@ def test_policy_rbac_can_be_left_out(helm: Helm, values: dict[str, Any]) -> None
 def test_rbac_policies_must_be_a_boolean(helm: Helm) -> None:
     error = helm.render_failure({"rbac": {"policies": "yes"}})
     assert "/rbac/policies" in error
+
+
+# --- policies installed with the release ----------------------------------------------------
+
+CLEANUP: dict[str, Any] = {
+    "resources": ["configmaps"],
+    "selector": {"matchLabels": {"preview": "true", "shard": "0123"}},
+    "lifecycle": {"delete-after": "72h", "dry-run": "false"},
+}
+RESTARTS: dict[str, Any] = {
+    "resources": ["*.apps"],
+    "namespaces": ["team-*"],
+    "priority": 5,
+    "includeOwned": False,
+    "lifecycle": {"restart-cron": "0 3 * * *", "cron-timezone": "Europe/Warsaw"},
+}
+
+
+def rendered_policies(docs: list[Doc]) -> list[Doc]:
+    return [d for d in docs if d["kind"] in ("ClusterLifecyclePolicy", "LifecyclePolicy")]
+
+
+def test_no_policies_by_default(helm: Helm) -> None:
+    assert rendered_policies(helm.render()) == []
+
+
+def test_policies_are_rendered_as_given(helm: Helm) -> None:
+    values = {
+        "policies": [
+            {"kind": "LifecyclePolicy", "name": "stale-previews", "spec": CLEANUP},
+            {
+                "kind": "LifecyclePolicy",
+                "name": "elsewhere",
+                "namespace": "team-a",
+                "spec": CLEANUP,
+            },
+            {"kind": "ClusterLifecyclePolicy", "name": "nightly", "spec": RESTARTS},
+        ]
+    }
+    # helm orders the documents by kind; this puts them back in the values' order.
+    order = ["stale-previews", "elsewhere", "nightly"]
+    policies = sorted(
+        rendered_policies(helm.render(values)), key=lambda p: order.index(p["metadata"]["name"])
+    )
+    assert [(p["kind"], p["metadata"]["name"]) for p in policies] == [
+        ("LifecyclePolicy", "stale-previews"),
+        ("LifecyclePolicy", "elsewhere"),
+        ("ClusterLifecyclePolicy", "nightly"),
+    ]
+    assert {p["apiVersion"] for p in policies} == {"lifecycle.cezary.dev/v1alpha1"}
+    assert [p["metadata"].get("namespace") for p in policies] == [
+        RELEASE_NAMESPACE,
+        "team-a",
+        None,
+    ]
+    # Strings that look like other types stay strings; nothing is added or dropped.
+    assert [p["spec"] for p in policies] == [CLEANUP, CLEANUP, RESTARTS]
+    labels = policies[0]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/instance"] == "rel"
+    assert labels["app.kubernetes.io/component"] == "lifecycle-policy"
+
+
+def test_a_cluster_policy_with_a_namespace_is_refused(helm: Helm) -> None:
+    item = {"kind": "ClusterLifecyclePolicy", "name": "x", "namespace": "a", "spec": CLEANUP}
+    error = helm.render_failure({"policies": [item]})
+    assert (
+        "policies[0] (x): a ClusterLifecyclePolicy is cluster-scoped and has no namespace" in error
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "path"),
+    [
+        ({"kind": "Policy", "name": "x", "spec": CLEANUP}, "/policies/0/kind"),
+        ({"kind": "LifecyclePolicy", "spec": CLEANUP}, "/policies/0"),
+        ({"kind": "LifecyclePolicy", "name": "Not_A_Name", "spec": CLEANUP}, "/policies/0/name"),
+        ({"kind": "LifecyclePolicy", "name": "x"}, "/policies/0"),
+        ({"kind": "LifecyclePolicy", "name": "x", "spec": "delete-after: 1h"}, "/policies/0/spec"),
+        ({"kind": "LifecyclePolicy", "name": "x", "spec": {"resources": ["configmaps"]}}, "spec"),
+        (
+            {"kind": "LifecyclePolicy", "name": "x", "spec": CLEANUP | {"resources": []}},
+            "/policies/0/spec/resources",
+        ),
+        (
+            {"kind": "LifecyclePolicy", "name": "x", "spec": CLEANUP | {"lifecycle": {"a": 1}}},
+            "/policies/0/spec/lifecycle",
+        ),
+        ({"kind": "LifecyclePolicy", "name": "x", "spec": CLEANUP, "labels": {}}, "/policies/0"),
+        (
+            {"kind": "LifecyclePolicy", "name": "x", "namespace": "A B", "spec": CLEANUP},
+            "namespace",
+        ),
+    ],
+    ids=[
+        "kind",
+        "name-missing",
+        "name-format",
+        "spec-missing",
+        "spec-type",
+        "lifecycle-missing",
+        "resources-empty",
+        "lifecycle-value",
+        "unknown-key",
+        "namespace-format",
+    ],
+)
+def test_the_schema_checks_each_policy_item(helm: Helm, item: dict[str, Any], path: str) -> None:
+    error = helm.render_failure({"policies": [item]})
+    assert "lifecycle-controller:" in error
+    assert path in error

@@ -27,7 +27,7 @@ from lifecycle_controller.core.policy_set import policy_from_manifest
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES, POLICY_VERSION
-from tests.chart.support import REPO_ROOT, kubectl
+from tests.chart.support import REPO_ROOT, Helm, kubectl
 from tests.integration.policy_crds import install_policy_crds, policy_crd_manifests
 
 API_VERSION = f"lifecycle.cezary.dev/{POLICY_VERSION}"
@@ -425,3 +425,24 @@ def test_an_unknown_field_is_dropped_with_a_warning_without_strict_validation(
     )
     response = create(crds, body, strict=False)
     assert response.status == 422, response.body
+
+
+@pytest.mark.integration
+def test_policies_rendered_with_the_release_are_accepted(
+    crds: ControlPlane, helm: Helm, namespace: str
+) -> None:
+    """The chart's ``policies`` value renders objects the CRDs accept as they are."""
+    examples = {doc["kind"]: doc for doc in docs_examples()}
+    items = [
+        {"kind": kind, "name": f"from-values-{index}", "spec": examples[kind]["spec"]}
+        for index, kind in enumerate(sorted(KINDS))
+    ]
+    docs = helm.render({"policies": items}, namespace=namespace)
+    rendered = [doc for doc in docs if doc["kind"] in KINDS]
+    assert len(rendered) == 2
+    for doc in rendered:
+        response = create(crds, doc)
+        assert response.status == 201, response.body
+        assert response.body["spec"] == doc["spec"] | {"includeOwned": False, "priority": 0} | {
+            k: v for k, v in doc["spec"].items() if k in ("includeOwned", "priority")
+        }
