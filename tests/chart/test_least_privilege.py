@@ -5,22 +5,30 @@ exactly the arguments the chart renders (only listen addresses and the Lease nam
 adapted: outside a Pod there is no POD_NAMESPACE), authenticated with a bound token of the
 chart's ServiceAccount. Discovery, watches, guarded patches, preconditioned deletes, Events
 and the Lease must all work; anything outside the watch list must be forbidden to it.
+
+With the chart's policy CRDs installed, the controller must also read lifecycle policies of
+both kinds, carry them out, write their status and warn about an invalid one (its Event about
+a ClusterLifecyclePolicy lands in ``default``), while it may not change a policy's spec.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import LEASES, KubeClient, NotFound
-from lifecycle_controller.kube.resources import NAMESPACES
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES
 from tests.chart.support import Helm, apply_chart_rbac, args_of, can_i, parse_run_args
 from tests.integration.controller import StartController
-from tests.integration.events import events_of
+from tests.integration.events import events_of, wait_event
 from tests.integration.keys import DELETE_AFTER, DELETE_AT, RESTART_AT, RESTARTED_AT
+from tests.integration.policy_crds import install_policy_crds
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
 from tests.integration.timestamps import PAST
 
@@ -64,6 +72,91 @@ async def exercise(kube: KubeClient, namespace: str) -> None:
     assert "RestartTriggered" in reasons
 
 
+def policy(kind: str, name: str, namespace: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    metadata = {"name": name} | ({"namespace": namespace} if namespace else {})
+    return {
+        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
+        "kind": kind,
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+BROKEN = {
+    "resources": ["configmaps"],
+    "names": ["lifecycle-test-matches-nothing"],
+    "condition": "object.metadata.labels[",
+    "lifecycle": {"delete-after": "1h"},
+}
+
+
+@asynccontextmanager
+async def policies(kube: KubeClient, namespace: str, tag: str) -> AsyncIterator[str]:
+    """A working and a broken LifecyclePolicy in ``namespace`` and a broken
+    ClusterLifecyclePolicy (it matches nothing); all deleted afterwards. Yields the latter's
+    name."""
+    cluster_name = f"{tag}-broken"
+    created = [
+        (POLICIES, namespace, "expire-tmp"),
+        (POLICIES, namespace, "broken"),
+        (CLUSTER_POLICIES, None, cluster_name),
+    ]
+    spec = {"resources": ["configmaps"], "names": ["policy-tmp-*"]}
+    await kube.create(
+        POLICIES,
+        namespace,
+        policy(
+            "LifecyclePolicy", "expire-tmp", namespace, spec | {"lifecycle": {"delete-after": "1s"}}
+        ),
+    )
+    await kube.create(POLICIES, namespace, policy("LifecyclePolicy", "broken", namespace, BROKEN))
+    await kube.create(
+        CLUSTER_POLICIES, None, policy("ClusterLifecyclePolicy", cluster_name, None, BROKEN)
+    )
+    try:
+        yield cluster_name
+    finally:
+        for resource, ns, name in created:
+            await kube.request("DELETE", resource.object_path(ns, name))
+
+
+async def exercise_policies(kube: KubeClient, namespace: str, cluster_policy: str) -> None:
+    """The policy carried out, its status written, both invalid policies warned about."""
+    await kube.create(CONFIGMAPS, namespace, configmap("policy-tmp-1"))
+
+    async def deleted() -> bool:
+        try:
+            await kube.get(CONFIGMAPS, namespace, "policy-tmp-1")
+        except NotFound:
+            return True
+        return False
+
+    async def reported() -> bool:
+        status = (await kube.get(POLICIES, namespace, "expire-tmp")).get("status") or {}
+        ready = [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
+        return status.get("observedGeneration") == 1 and [c["status"] for c in ready] == ["True"]
+
+    async def invalid() -> bool:
+        status = (await kube.get(CLUSTER_POLICIES, None, cluster_policy)).get("status") or {}
+        kinds = {c["type"]: c["status"] for c in status.get("conditions") or ()}
+        return kinds.get("Invalid") == "True"
+
+    await eventually(deleted, within=20, what="the policy's deletion")
+    await eventually(reported, within=20, what="the policy's status")
+    await eventually(invalid, within=20, what="the cluster policy's Invalid condition")
+    await wait_event(kube, namespace, "broken", "InvalidLifecyclePolicy", within=20)
+    await wait_event(kube, "default", cluster_policy, "InvalidLifecyclePolicy", within=20)
+
+
+def assert_policies_read_only(kubeconfig: Path, namespace: str) -> None:
+    """The controller reads policies and writes their status, never their spec."""
+    for resource in ("lifecyclepolicies", "clusterlifecyclepolicies"):
+        full = f"{resource}.lifecycle.cezary.dev"
+        assert can_i(kubeconfig, "watch", full)
+        for verb in ("create", "update", "patch", "delete"):
+            assert not can_i(kubeconfig, verb, full, namespace=namespace), (verb, resource)
+
+
 async def assert_leads(kube: KubeClient, namespace: str, lease: str, identity: str) -> None:
     record = await kube.get(LEASES, namespace, lease)
     assert record["spec"]["holderIdentity"] == identity
@@ -76,13 +169,19 @@ async def test_default_values_least_privilege(
     release_ns = f"{release}-system"
     kubeconfig = apply_chart_rbac(control_plane, helm, {}, release=release, namespace=release_ns)
     flags = chart_flags(helm, {}, release=release, namespace=release_ns)
-    running = await start_controller(kubeconfig=str(kubeconfig), **flags)
+    install_policy_crds(control_plane)
 
-    async with await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin:
+    async with (
+        await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin,
+        policies(admin, namespace, release) as cluster_policy,
+    ):
+        running = await start_controller(kubeconfig=str(kubeconfig), **flags)
         await exercise(admin, namespace)
+        await exercise_policies(admin, namespace, cluster_policy)
         await assert_leads(
             admin, release_ns, flags["leader_election_id"], running.controller.identity
         )
+    assert_policies_read_only(kubeconfig, namespace)
 
     # Outside the watch list, and verbs the controller never needs, are refused.
     assert not can_i(kubeconfig, "get", "secrets", namespace=namespace)
@@ -110,15 +209,23 @@ async def test_namespaced_values_least_privilege(
         control_plane, helm, values, release=release, namespace=release_ns
     )
     flags = chart_flags(helm, values, release=release, namespace=release_ns)
-    running = await start_controller(kubeconfig=str(kubeconfig), **flags)
+    install_policy_crds(control_plane)
 
-    async with await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin:
+    async with (
+        await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin,
+        policies(admin, watched, release) as cluster_policy,
+    ):
+        running = await start_controller(kubeconfig=str(kubeconfig), **flags)
         # The same annotation in a namespace outside the watch list must be left alone.
         await admin.create(CONFIGMAPS, namespace, configmap("outside", **{DELETE_AT: PAST}))
         await exercise(admin, watched)
+        # Namespaced RBAC: policies are still read cluster-wide, and the Warning about a
+        # cluster policy needs the chart's Role for Events in default.
+        await exercise_policies(admin, watched, cluster_policy)
         lease = flags["leader_election_id"]
         await assert_leads(admin, release_ns, lease, running.controller.identity)
         await admin.get(CONFIGMAPS, namespace, "outside")  # raises NotFound if it was deleted
+    assert_policies_read_only(kubeconfig, watched)
 
     # Namespaced Roles only: no cluster-wide reads, nothing outside the watched namespace.
     assert not can_i(kubeconfig, "list", "configmaps")
