@@ -3,7 +3,8 @@
 Every test in this folder is marked ``integration``. Fixtures for the tests here:
 ``start_controller`` runs the real controller in-process (tests/integration/controller.py),
 ``launcher`` runs it as real processes (tests/integration/processes.py), ``kube`` (also named
-``api``) is the test's own admin client and ``http`` a plain HTTP session.
+``api``) is the test's own admin client, ``http`` a plain HTTP session and ``receiver`` a
+webhook receiver (tests/integration/webhook_receiver.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import start_controller
 from tests.integration.processes import launcher
+from tests.integration.webhook_receiver import receiver
 
-__all__ = ["launcher", "start_controller"]
+__all__ = ["launcher", "receiver", "start_controller"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

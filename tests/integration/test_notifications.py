@@ -11,70 +11,20 @@ time, both from the API server); a dry-run object's warning says ``dry_run: true
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-import pytest
-from aiohttp import web
 
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import StartController
 from tests.integration.events import list_events, wait_event
 from tests.integration.keys import DELETE_AT, DRY_RUN, P
 from tests.integration.scenario_support import sample, start_for, wait_gone
-from tests.integration.support import CONFIGMAPS, configmap, eventually
+from tests.integration.support import CONFIGMAPS, configmap
 from tests.integration.timestamps import PAST, epoch, parse_utc, rfc3339
-from tests.loopback import served
+from tests.integration.webhook_receiver import Receiver, wait_documents
 
 WARN_BEFORE = P + "warn-before"
-
-
-@dataclass
-class Receiver:
-    """A webhook receiver: what it got (200 answers only), and how it answers."""
-
-    url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    requests: int = 0
-    #: Statuses answered first, in order, before 200s.
-    statuses: list[int] = field(default_factory=list)
-    #: While set to an unset Event, every request waits for it (a hung receiver).
-    hang: asyncio.Event | None = None
-
-    def reasons(self) -> list[str]:
-        return [str(document["reason"]) for document in self.received]
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    state = Receiver()
-
-    async def hook(request: web.Request) -> web.Response:
-        state.requests += 1
-        if state.hang is not None:
-            await state.hang.wait()
-        status = state.statuses.pop(0) if state.statuses else 200
-        if status == 200:
-            state.received.append(await request.json())
-        return web.Response(status=status)
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    async with served(app, shutdown_timeout=1.0) as base:
-        state.url = f"{base}/hook"
-        yield state
-        if state.hang is not None:
-            state.hang.set()
-
-
-async def wait_documents(receiver: Receiver, count: int, *, within: float) -> None:
-    async def enough() -> bool:
-        return len(receiver.received) >= count
-
-    await eventually(enough, within=within, interval=0.1, what=f"{count} notification(s)")
 
 
 def event_time(event: dict[str, Any]) -> float:
