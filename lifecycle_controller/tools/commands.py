@@ -84,7 +84,9 @@ def plan_command(
 
     Also a linter: exit status 1 when any object has a problem (an invalid value,
     conflicting annotations, a restart on an unsupported kind, a TTL over
-    --max-delete-ttl, an unknown lifecycle key), 2 for usage errors, 0 otherwise.
+    --max-delete-ttl, an unknown lifecycle key) or a lifecycle policy among the manifests
+    is invalid, 2 for usage errors, 0 otherwise. Policies among the manifests are applied
+    to the other objects as the controller applies them (a POLICY column).
     The controller flags (--dry-run, --maintenance-window, ...) say which controller to
     judge by: the same flags as ``run``.
     """
@@ -92,7 +94,7 @@ def plan_command(
         ManifestError,
         has_problems,
         load_manifests,
-        plan_rows,
+        plan_report,
         read_sources,
     )
     from lifecycle_controller.tools.report import render
@@ -103,9 +105,9 @@ def plan_command(
         objects = load_manifests(read_sources(files))
     except ManifestError as error:
         raise click.UsageError(str(error)) from error
-    rows = plan_rows(objects, now_ns=now_ns, controller=controller, occurrences=occurrences)
-    click.echo(render(rows, output))  # type: ignore[arg-type]
-    if has_problems(rows):
+    report = plan_report(objects, now_ns=now_ns, controller=controller, occurrences=occurrences)
+    click.echo(render(report.rows, output, policies=report.policies))  # type: ignore[arg-type]
+    if has_problems(report.rows):
         sys.exit(EXIT_PROBLEMS)
 
 
