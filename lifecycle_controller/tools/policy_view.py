@@ -213,11 +213,14 @@ def refusals(
     docs: PolicyDocs, resource: ResourceType, metadata: Mapping[str, Any]
 ) -> list[tuple[str, str]]:
     """``(policy, why)`` for every valid policy that may act on the type but not on this
-    object, in the order of core's filters (``explain`` prints them), and every invalid one."""
+    object (the first of core's filters that refused it; ``explain`` prints them), and every
+    invalid one, leaving out the ``LifecyclePolicy`` objects of other namespaces."""
     policies = docs.policies
     view = object_view(resource, metadata)
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
+        if policy.ref.namespace not in (None, view.namespace):
+            continue  # a LifecyclePolicy of another namespace never concerns it
         result = match(policy, view)
         if result.matched:
             continue
@@ -225,9 +228,8 @@ def refusals(
         if result.reason is MatchReason.CONDITION_ERROR and result.problem:
             why = f"{why}: {result.problem}"
         out.append((str(policy.ref), why))
-    namespace = view.namespace
     for invalid in policies.invalid:
-        if invalid.ref.namespace not in (None, namespace):
-            continue  # a LifecyclePolicy of another namespace never concerns it
+        if invalid.ref.namespace not in (None, view.namespace):
+            continue
         out.append((str(invalid.ref), "it is invalid and acts on nothing: " + invalid.message))
     return out

@@ -30,6 +30,8 @@ def _shorten_value(value: Any) -> Any:
         return [_shorten_value(item) for item in value]
     if isinstance(value, dict):
         return {key: _shorten_value(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return shortened(value)
     return value
 
 

@@ -3,7 +3,8 @@
 Every test in this folder is marked ``integration``. Fixtures for the tests here:
 ``start_controller`` runs the real controller in-process (tests/integration/controller.py),
 ``launcher`` runs it as real processes (tests/integration/processes.py), ``kube`` (also named
-``api``) is the test's own admin client and ``http`` a plain HTTP session.
+``api``) is the test's own admin client, ``http`` a plain HTTP session and ``policy_crds``
+installs the lifecycle policy CRDs (tests/integration/policy_crds.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import start_controller
+from tests.integration.policy_crds import install_policy_crds
 from tests.integration.processes import launcher
 
 __all__ = ["launcher", "start_controller"]
@@ -38,3 +40,9 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+async def policy_crds(kube: KubeClient) -> None:
+    """The lifecycle policy CRDs, installed and served (they stay for the session)."""
+    await install_policy_crds(kube)

@@ -1,6 +1,6 @@
 """Lifecycle policies end to end on the real control plane (docs/policies.md).
 
-The policy CRDs are installed once for the module (``policy_crds``); every policy here is a
+The policy CRDs are installed by the ``policy_crds`` fixture (conftest.py); every policy here is a
 ``LifecyclePolicy`` in the test's own namespace, so controllers of other tests, which now see
 the CRDs too, never act on what these policies match. Shown: a policy deletes the labelled
 ConfigMaps it matches, unannotated, and the Event names it; an exempt one stays; an object's
@@ -20,11 +20,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from lifecycle_controller.core.timestamps import parse_rfc3339
-from lifecycle_controller.kube import KubeClient, NotFound
-from lifecycle_controller.kube.resources import CRDS, POLICIES
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import ROLLOUT_COMPLETED, list_events, wait_event
 from tests.integration.keys import DELETE_AFTER, DRY_RUN, P
@@ -40,70 +38,6 @@ from tests.integration.support import (
 from tests.integration.timestamps import stamp
 
 EXEMPT = P + "exempt"
-
-
-def _crd(plural: str, kind: str, scope: str) -> dict[str, Any]:
-    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.lifecycle.cezary.dev"},
-        "spec": {
-            "group": "lifecycle.cezary.dev",
-            "scope": scope,
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {"spec": open_object, "status": open_object},
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
-async def install_policy_crds(kube: KubeClient) -> None:
-    """Both policy CRDs (minimal schemas), established."""
-    for plural, kind, scope in (
-        ("clusterlifecyclepolicies", "ClusterLifecyclePolicy", "Cluster"),
-        ("lifecyclepolicies", "LifecyclePolicy", "Namespaced"),
-    ):
-        name = f"{plural}.lifecycle.cezary.dev"
-        try:
-            await kube.get(CRDS, None, name)
-        except NotFound:
-            await kube.create(CRDS, None, _crd(plural, kind, scope))
-
-        async def established(name: str = name) -> bool:
-            crd = await kube.get(CRDS, None, name)
-            conditions = (crd.get("status") or {}).get("conditions") or []
-            return any(
-                c.get("type") == "Established" and c.get("status") == "True" for c in conditions
-            )
-
-        await eventually(established, within=30, what=f"{name} established")
-
-    async def served() -> bool:
-        try:
-            await kube.list_objects(POLICIES, limit=1)
-        except NotFound:
-            return False
-        return True
-
-    await eventually(served, within=30, what="lifecycle policies served")
-
-
-@pytest.fixture
-async def policy_crds(kube: KubeClient) -> None:
-    await install_policy_crds(kube)
 
 
 def policy(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
