@@ -144,7 +144,8 @@ def status_command(*, kubectl_namespaces: bool) -> click.Command:
         output: str,
         **flags: Any,
     ) -> None:
-        """Every object with lifecycle annotations in the cluster and its next action."""
+        """Every object with lifecycle annotations, or that a lifecycle policy decides, and
+        its next action (a POLICY column names the policy when the cluster has any)."""
         from lifecycle_controller.tools.live import StatusView, watch_status
 
         if namespace is not None and all_namespaces:
