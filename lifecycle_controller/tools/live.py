@@ -26,7 +26,7 @@ from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.policy_live import RestartMarkers
 from lifecycle_controller.tools.report import render
 
-__all__ = ["StatusView", "explain_live", "watch_status"]
+__all__ = ["StatusView", "explain_live", "guardrails_of", "watch_status"]
 
 _CLEAR = "\x1b[H\x1b[2J"
 
@@ -91,7 +91,8 @@ def _with_breaker(guardrails: GuardrailView, state: BreakerState | None) -> Guar
     return replace(guardrails, breaker=facts)
 
 
-async def _guardrails(kube: KubeClient, controller: ControllerView) -> GuardrailView:
+async def guardrails_of(kube: KubeClient, controller: ControllerView) -> GuardrailView:
+    """The controller's guardrails as the tools know them, with the latched breaker."""
     state, _ = await _latched_breaker(kube, controller)
     return _with_breaker(controller.guardrails, state)
 
@@ -154,7 +155,7 @@ async def explain_live(
                 settings=controller.decision,
                 now_ns=now_ns,
                 occurrences=occurrences,
-                guardrails=await _guardrails(kube, controller),
+                guardrails=await guardrails_of(kube, controller),
             )
     except (ExplainError, KubeError) as error:
         raise click.ClickException(str(error)) from error

@@ -150,7 +150,7 @@ class PlanReport:
     policies: bool = False
 
 
-def _invalid_policy_rows(docs: PolicyDocs) -> list[Row]:
+def invalid_policy_rows(docs: PolicyDocs) -> list[Row]:
     """A row per invalid policy: it acts on nothing, and each problem is named."""
     return [
         row_for(
@@ -204,7 +204,7 @@ def plan_report(
         if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1"
     ]
     defaults = {name: parse_namespace_defaults(name, found) for name, found in namespaces}
-    rows = _invalid_policy_rows(docs)
+    rows = invalid_policy_rows(docs)
     for obj in objects:
         annotations = lifecycle_annotations(obj)
         facts = facts_for(obj)
