@@ -206,3 +206,33 @@ async def test_policies_that_cannot_be_read_are_named_and_the_object_still_expla
     report = await collect_status(kube, scope=SCOPE, clock=clock, settings=DecisionSettings())
     assert [row.name for row in report.rows] == ["own"]
     assert any(line.startswith("lifecycle policies") for line in report.unreadable)
+
+
+async def test_explain_names_a_policy_as_the_source_of_its_catch_up_and_dry_run(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    api.serve(CLUSTER_POLICIES)
+    api.serve(POLICIES)
+    policy = {
+        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
+        "kind": "ClusterLifecyclePolicy",
+        "metadata": {"name": "sweep"},
+        "spec": {
+            "resources": ["configmaps"],
+            "lifecycle": {"delete-after": "1h", "catch-up": "10m", "dry-run": "true"},
+        },
+    }
+    await kube.create(CLUSTER_POLICIES, None, policy)
+    await kube.create(CONFIGMAPS, "team", annotated("plain", {}))
+    explained = await explain_object(
+        kube, "configmap/plain", namespace="team", scope=SCOPE,
+        settings=DecisionSettings(), now_ns=clock.now_ns(),
+    )  # fmt: skip
+    assert explained.policies is not None
+    assert explained.policies.decided_by == "ClusterLifecyclePolicy/sweep"
+    assert explained.catch_up.startswith("10m (policy ClusterLifecyclePolicy/sweep); ")
+    assert explained.dry_run == "yes (policy ClusterLifecyclePolicy/sweep)"
+    assert explained.action == "delete"
+    report = await collect_status(kube, scope=SCOPE, clock=clock, settings=DecisionSettings())
+    (row,) = report.rows
+    assert (row.name, row.policy, row.dry_run) == ("plain", "ClusterLifecyclePolicy/sweep", True)
