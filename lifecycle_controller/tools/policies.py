@@ -29,7 +29,7 @@ from lifecycle_controller.core.policy_model import Policy, PolicyInvalid
 from lifecycle_controller.core.policy_set import object_view, policy_from_manifest
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
@@ -243,7 +243,7 @@ def _combined(
     return policy_docs([*kept, *fresh], now_ns=now_ns)
 
 
-def _count(totals: Totals, row: Row, ref: str, now_text: str) -> None:
+def _count(totals: Totals, row: Row, ref: str, now_ns: int) -> None:
     """Count one object a tried policy (``ref``) matches."""
     totals.matched += 1
     if row.problems:
@@ -261,7 +261,7 @@ def _count(totals: Totals, row: Row, ref: str, now_text: str) -> None:
         totals.deletions += 1
     elif row.action == "restart":
         totals.restarts += 1
-    if row.action and row.next and row.next <= now_text:
+    if row.action and row.next and parse_rfc3339(row.next) <= now_ns:
         totals.due_now += 1
 
 
@@ -320,9 +320,8 @@ async def _try_one(
         verdict=verdict,
     )
     report.rows.append(row)
-    now_text = format_rfc3339_nano(run.now_ns)
     for ref in matched:
-        _count(report.totals[ref], row, ref, now_text)
+        _count(report.totals[ref], row, ref, run.now_ns)
 
 
 async def _defaults(
