@@ -228,6 +228,10 @@ def explain(
     """
     if policy_inputs is not None:
         annotations = policy_inputs.annotations
+        if policy_inputs.decided_by is None:
+            # No policy decides: decide_with_policies is decide_in_namespace on the object's
+            # own annotations, and their bookkeeping (a conversion) is written as ever.
+            policy_inputs = None
     current = dict(annotations)
     ledger = Ledger()
     steps: list[str] = []
