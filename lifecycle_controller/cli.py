@@ -26,6 +26,7 @@ from lifecycle_controller.tools.commands import (
     status_command,
 )
 from lifecycle_controller.tools.options import apply_flags
+from lifecycle_controller.tools.policy_commands import policies_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -58,6 +59,7 @@ cli.add_command(plan_command)
 cli.add_command(status_command(kubectl_namespaces=False))
 cli.add_command(explain_command)
 cli.add_command(breaker_command)
+cli.add_command(policies_command(kubectl_namespaces=False))
 
 
 @cli.command()

@@ -24,7 +24,7 @@ import structlog
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core.events import Event, EventType
+from lifecycle_controller.core.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.policy_match import unwatched_resources
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
@@ -36,9 +36,6 @@ from lifecycle_controller.machinery.clock import Clock
 __all__ = ["INVALID_POLICY", "PolicyStatusWriter", "StatusApi"]
 
 _log = structlog.get_logger(__name__)
-
-#: The Warning's reason on an invalid policy.
-INVALID_POLICY = "InvalidLifecyclePolicy"
 
 
 class StatusApi(Protocol):

@@ -35,6 +35,7 @@ __all__ = [
     "IGNORED_ANNOTATION",
     "INVALID_ANNOTATION",
     "INVALID_ANNOTATION_VALUE",
+    "INVALID_POLICY",
     "INVALID_STATE",
     "INVALID_TIMEZONE",
     "NOT_POD_SPAWNER",
@@ -125,6 +126,8 @@ ACTION_SKIPPED: Final = "ActionSkipped"
 DRY_RUN_ACTION_SKIPPED: Final = "DryRunActionSkipped"
 ACTION_SKIP_FAILED: Final = "ActionSkipFailed"
 DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
+#: The Warning's reason on an invalid lifecycle policy (docs/policies.md#status).
+INVALID_POLICY: Final = "InvalidLifecyclePolicy"
 _SET_BY_NAMESPACE: Final = " set by the max-delete-ttl annotation of Namespace "
 
 

@@ -46,6 +46,8 @@ from lifecycle_controller.core.namespace_defaults import (
     resolve_inputs,
 )
 from lifecycle_controller.core.pacing import last_restart_ns
+from lifecycle_controller.core.policy_decide import decide_with_policies
+from lifecycle_controller.core.policy_precedence import PolicyInputs
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
@@ -134,7 +136,7 @@ class GuardrailView:
 
 def _apply_patch(annotations: dict[str, str], body: Mapping[str, Any]) -> None:
     """Apply a bookkeeping patch's top-level annotation changes (``None`` removes)."""
-    for key, value in body["metadata"]["annotations"].items():
+    for key, value in ((body.get("metadata") or {}).get("annotations") or {}).items():
         if value is None:
             annotations.pop(key, None)
         else:
@@ -211,34 +213,57 @@ def explain(
     occurrences: int = 3,
     namespace_defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
+    policy_inputs: PolicyInputs | None = None,
 ) -> Explanation:
     """Explain what the controller would do with the object from ``now_ns`` on.
 
     ``namespace_defaults``: those of the object's Namespace
     (docs/annotations.md#namespace-defaults), if known. ``guardrails``: what is known of the
     controller's guardrails (the breaker may hold the action; the restart guard and jitter
-    may move a restart past its due time).
+    may move a restart past its due time). ``policy_inputs``: for an object a lifecycle
+    policy could match, what :meth:`~.policy_set.PolicySet.resolve` made of its
+    ``annotations``; the object is then decided as the controller decides it, by
+    :func:`~.policy_decide.decide_with_policies` (whose decisions write no annotation, so
+    there is no bookkeeping step), and its texts name the deciding policy.
     """
+    if policy_inputs is not None:
+        annotations = policy_inputs.annotations
+        if policy_inputs.decided_by is None:
+            # No policy decides: decide_with_policies is decide_in_namespace on the object's
+            # own annotations, and their bookkeeping (a conversion) is written as ever.
+            policy_inputs = None
     current = dict(annotations)
     ledger = Ledger()
     steps: list[str] = []
     problems: list[str] = []
     decision: Decision = Idle()
     for _ in range(_MAX_STEPS):
-        decision = decide_in_namespace(
-            annotations=current,
-            facts=facts,
-            now_ns=now_ns,
-            settings=settings,
-            ledger=ledger,
-            defaults=namespace_defaults,
-        )
+        if policy_inputs is None:
+            decision = decide_in_namespace(
+                annotations=current,
+                facts=facts,
+                now_ns=now_ns,
+                settings=settings,
+                ledger=ledger,
+                defaults=namespace_defaults,
+            )
+        else:
+            decision = decide_with_policies(
+                inputs=policy_inputs,
+                facts=facts,
+                now_ns=now_ns,
+                settings=settings,
+                ledger=ledger,
+                defaults=namespace_defaults,
+            ).decision
         ledger.apply(facts.key, decision.ledger_ops)
         for event in decision.events:
             if event.type is EventType.WARNING:
                 problems.append(f"{event.reason}: {event.message}")
         if isinstance(decision, Invalid) and not decision.events and decision.log:
             problems.append(f"{decision.reason}: {decision.log}")  # held back by its namespace
+        if policy_inputs is not None:
+            break  # a policy's decision writes no annotation: nothing to apply
         if not (isinstance(decision, Patch) and decision.operation in _BOOKKEEPING):
             break
         steps.append(decision.log or decision.operation.value)

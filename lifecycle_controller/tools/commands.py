@@ -28,8 +28,11 @@ from lifecycle_controller.tools.options import (
 __all__ = [
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
+    "NOW_OPTION",
     "explain_command",
     "invoke",
+    "namespace_options",
+    "now_ns_of",
     "plan_command",
     "status_command",
 ]
@@ -39,7 +42,9 @@ EXIT_PROBLEMS = 1
 #: A tool was called wrongly.
 EXIT_USAGE = 2
 
-_NOW = click.option("--now", default="", help="Evaluate at this RFC3339 time instead of the clock.")
+NOW_OPTION = click.option(
+    "--now", default="", help="Evaluate at this RFC3339 time instead of the clock."
+)
 _OCCURRENCES = click.option(
     "--occurrences",
     type=click.IntRange(min=1, max=100),
@@ -49,7 +54,8 @@ _OCCURRENCES = click.option(
 )
 
 
-def _now_ns(now: str) -> int:
+def now_ns_of(now: str) -> int:
+    """``--now`` in nanoseconds (the clock's time when empty); a usage error if malformed."""
     from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
     from lifecycle_controller.machinery.clock import RealClock
 
@@ -69,7 +75,7 @@ def _now_ns(now: str) -> int:
     help="Manifest file or folder (read recursively; YAML or JSON, several documents allowed); "
     "'-' reads stdin. Repeatable.",
 )
-@_NOW
+@NOW_OPTION
 @_OCCURRENCES
 @apply_flags(CONTROLLER_FLAGS)
 @OutputOption
@@ -84,7 +90,9 @@ def plan_command(
 
     Also a linter: exit status 1 when any object has a problem (an invalid value,
     conflicting annotations, a restart on an unsupported kind, a TTL over
-    --max-delete-ttl, an unknown lifecycle key), 2 for usage errors, 0 otherwise.
+    --max-delete-ttl, an unknown lifecycle key) or a lifecycle policy among the manifests
+    is invalid, 2 for usage errors, 0 otherwise. Policies among the manifests are applied
+    to the other objects as the controller applies them (a POLICY column).
     The controller flags (--dry-run, --maintenance-window, ...) say which controller to
     judge by: the same flags as ``run``.
     """
@@ -92,24 +100,25 @@ def plan_command(
         ManifestError,
         has_problems,
         load_manifests,
-        plan_rows,
+        plan_report,
         read_sources,
     )
     from lifecycle_controller.tools.report import render
 
-    now_ns = _now_ns(now)
+    now_ns = now_ns_of(now)
     controller = controller_settings(flags)
     try:
         objects = load_manifests(read_sources(files))
     except ManifestError as error:
         raise click.UsageError(str(error)) from error
-    rows = plan_rows(objects, now_ns=now_ns, controller=controller, occurrences=occurrences)
-    click.echo(render(rows, output))  # type: ignore[arg-type]
-    if has_problems(rows):
+    report = plan_report(objects, now_ns=now_ns, controller=controller, occurrences=occurrences)
+    click.echo(render(report.rows, output, policies=report.policies))  # type: ignore[arg-type]
+    if has_problems(report.rows):
         sys.exit(EXIT_PROBLEMS)
 
 
-def _namespace_options(function: Any) -> Any:
+def namespace_options(function: Any) -> Any:
+    """``-n/--namespace`` and ``-A/--all-namespaces``."""
     function = click.option(
         "-A", "--all-namespaces", is_flag=True, help="Every namespace (cluster-scoped too)."
     )(function)
@@ -121,7 +130,7 @@ def status_command(*, kubectl_namespaces: bool) -> click.Command:
 
     @click.command("status")
     @cluster_options
-    @_namespace_options
+    @namespace_options
     @click.option("-w", "--watch", is_flag=True, help="Redraw whenever something changes.")
     @click.option(
         "--interval",
@@ -142,7 +151,8 @@ def status_command(*, kubectl_namespaces: bool) -> click.Command:
         output: str,
         **flags: Any,
     ) -> None:
-        """Every object with lifecycle annotations in the cluster and its next action."""
+        """Every object with lifecycle annotations, or that a lifecycle policy decides, and
+        its next action (a POLICY column names the policy when the cluster has any)."""
         from lifecycle_controller.tools.live import StatusView, watch_status
 
         if namespace is not None and all_namespaces:
@@ -167,7 +177,7 @@ def status_command(*, kubectl_namespaces: bool) -> click.Command:
 @click.argument("target", metavar="KIND/NAME")
 @cluster_options
 @click.option("-n", "--namespace", default=None, help="The object's namespace.")
-@_NOW
+@NOW_OPTION
 @_OCCURRENCES
 @apply_flags(CONTROLLER_FLAGS)
 @OutputOption
@@ -194,7 +204,7 @@ def explain_command(
         split_target(target)
     except ExplainError as error:
         raise click.BadParameter(str(error), param_hint="KIND/NAME") from error
-    now_ns = _now_ns(now)
+    now_ns = now_ns_of(now)
     controller = controller_settings(flags)
     text = asyncio.run(
         explain_live(

@@ -9,17 +9,18 @@ watch the object, the latest Events, and, when nothing happened, why.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject, object_facts
+from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
 from lifecycle_controller.core.gotext import format_go_duration
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, GuardrailView, dry_run_state, explain
+from lifecycle_controller.core.plan import Explanation, GuardrailView, dry_run_state
 from lifecycle_controller.core.relevance import has_action
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
@@ -31,6 +32,14 @@ from lifecycle_controller.core.timestamps import (
 )
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.tools.explain_policies import (
+    PolicyReport,
+    policy_lines,
+    policy_report,
+    why_no_policy,
+)
+from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
+from lifecycle_controller.tools.policy_view import PolicyDocs, policy_sources
 from lifecycle_controller.tools.report import shortened
 from lifecycle_controller.tools.status import namespace_defaults
 
@@ -78,6 +87,8 @@ class ObjectReport:
     inherited: list[str] = field(default_factory=list)
     #: When the Upcoming warning is posted (``--warn-before`` or the annotation), if ever.
     warning: str | None = None
+    #: The lifecycle policies' part (docs/policies.md); None when the cluster has none.
+    policies: PolicyReport | None = None
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -143,10 +154,12 @@ def _catch_up(
     action: str | None,
     settings: DecisionSettings,
     defaults: NamespaceDefaults | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> str:
+    """The catch-up line; ``sources`` names a policy for the keys it supplied."""
     value = annotations.get(keys.CATCH_UP)
     if value is not None:
-        source = "annotation"
+        source = (sources or {}).get(keys.CATCH_UP, "annotation")
     elif defaults is not None and keys.CATCH_UP in defaults.values:
         value = defaults.values[keys.CATCH_UP]
         source = f"default of namespace {defaults.namespace}"
@@ -165,9 +178,12 @@ def _dry_run(
     annotations: Mapping[str, str],
     settings: DecisionSettings,
     defaults: NamespaceDefaults | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> str:
     """The dry-run line, from the same state as the decision's (and ``status``'s) flag."""
     state = dry_run_state(annotations, settings, defaults)
+    if state.source == "annotation" and keys.DRY_RUN in (sources or {}):
+        state = dataclasses.replace(state, source=(sources or {})[keys.DRY_RUN])
     if state.value is None:
         where = "" if state.source == "annotation" else f" ({state.source})"
         return f"invalid value {state.text!r}{where}: nothing is done until it is fixed"
@@ -184,13 +200,16 @@ def _why_nothing(
     watched: bool,
     scope: str,
     obj: CachedObject,
+    policies: PolicyReport | None = None,
 ) -> str | None:
+    """Why nothing will happen (None: something will); ``annotations`` are the inputs the
+    decision took (a deciding policy's merged in)."""
     if not watched:
         return f"this controller would not look at it: {scope}"
     if obj.deletion_timestamp is not None:
         return "the object is being deleted; the controller leaves it alone"
     if not has_action(annotations):
-        return "it has no action annotation (delete-* or restart-*)"
+        return "it has no action annotation (delete-* or restart-*)" + why_no_policy(policies)
     if explanation.problems:
         return "a problem blocks it: " + explanation.problems[0]
     if explanation.dry_run:
@@ -269,19 +288,27 @@ async def explain_object(
         obj = CachedObject.from_metadata(metadata)
         events = await _events(kube, where or "default", name, obj.uid)
         defaults = await _namespace_defaults(kube, where)
+        watched, scope_text = _scope(resource, verbs, obj, scope, settings)
+        read = await read_policies(kube, now_ns=now_ns)
+        docs = read.docs if watched else PolicyDocs()  # an unwatched object: no policy sees it
+        explanation, verdict = await judge_live(
+            kube,
+            RestartMarkers(),
+            docs,
+            resource,
+            metadata,
+            now_ns=now_ns,
+            settings=settings,
+            occurrences=occurrences,
+            defaults=defaults,
+            guardrails=guardrails,
+        )
     except KubeError as error:
         raise ExplainError(str(error)) from error
     annotations = dict(obj.annotations)
-    explanation = explain(
-        annotations=annotations,
-        facts=object_facts(resource, obj),
-        now_ns=now_ns,
-        settings=settings,
-        occurrences=occurrences,
-        namespace_defaults=defaults,
-        guardrails=guardrails,
-    )
-    watched, scope_text = _scope(resource, verbs, obj, scope, settings)
+    inputs = annotations if verdict.inputs is None else dict(verdict.inputs.annotations)
+    sources = policy_sources(verdict)
+    policies = policy_report(docs, verdict, resource, metadata, unreadable=read.problem)
     due = explanation.due_ns
     report = ObjectReport(
         kind=resource.kind,
@@ -305,14 +332,15 @@ async def explain_object(
         upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
         steps=list(explanation.steps),
         problems=list(explanation.problems),
-        catch_up=_catch_up(annotations, explanation.action, settings, defaults),
-        dry_run=_dry_run(annotations, settings, defaults),
+        catch_up=_catch_up(inputs, explanation.action, settings, defaults, sources),
+        dry_run=_dry_run(inputs, settings, defaults, sources),
         watched=watched,
         scope=scope_text,
         events=events,
-        why_nothing_happened=_why_nothing(annotations, explanation, watched, scope_text, obj),
+        why_nothing_happened=_why_nothing(inputs, explanation, watched, scope_text, obj, policies),
         inherited=list(explanation.inherited),
         warning=_warning(explanation, now_ns),
+        policies=policies,
     )
     return shortened(report)
 
@@ -359,6 +387,7 @@ def render_report(report: ObjectReport) -> str:
             )
     else:
         lines.append("  (no lifecycle annotations)")
+    lines.extend(policy_lines(report.policies))
     lines.append(_field("Decision", report.decision))
     for step in report.steps:
         lines.append(_field("  first", step))

@@ -8,6 +8,8 @@ the context's namespace), ``-A/--all-namespaces`` and ``-o``.
     kubectl lifecycle status [-n NS | -A] [-w]
     kubectl lifecycle explain deployment/web -n prod
     kubectl lifecycle plan -f manifests/
+    kubectl lifecycle policies [-n NS | -A]
+    kubectl lifecycle policies try -f policy.yaml
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from lifecycle_controller.tools.commands import (
     plan_command,
     status_command,
 )
+from lifecycle_controller.tools.policy_commands import policies_command
 
 __all__ = ["main", "plugin"]
 
@@ -39,6 +42,7 @@ def plugin() -> None:
 plugin.add_command(status_command(kubectl_namespaces=True))
 plugin.add_command(explain_command)
 plugin.add_command(plan_command)
+plugin.add_command(policies_command(kubectl_namespaces=True))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,9 +23,10 @@ from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.tools.breaker import describe_breaker
 from lifecycle_controller.tools.options import ControllerView
+from lifecycle_controller.tools.policy_live import RestartMarkers
 from lifecycle_controller.tools.report import render
 
-__all__ = ["StatusView", "explain_live", "watch_status"]
+__all__ = ["StatusView", "explain_live", "guardrails_of", "watch_status"]
 
 _CLEAR = "\x1b[H\x1b[2J"
 
@@ -43,7 +44,7 @@ class StatusView:
 
 
 async def _render_status(
-    kube: KubeClient, view: StatusView, guardrails: GuardrailView
+    kube: KubeClient, view: StatusView, guardrails: GuardrailView, markers: RestartMarkers
 ) -> tuple[str, list[str]]:
     from lifecycle_controller.tools.status import collect_status
 
@@ -55,8 +56,10 @@ async def _render_status(
         settings=view.controller.decision,
         namespace=namespace,
         guardrails=guardrails,
+        markers=markers,
     )
-    return render(report.rows, view.output), list(report.unreadable)  # type: ignore[arg-type]
+    text = render(report.rows, view.output, policies=report.policies)  # type: ignore[arg-type]
+    return text, list(report.unreadable)
 
 
 async def _latched_breaker(
@@ -88,7 +91,8 @@ def _with_breaker(guardrails: GuardrailView, state: BreakerState | None) -> Guar
     return replace(guardrails, breaker=facts)
 
 
-async def _guardrails(kube: KubeClient, controller: ControllerView) -> GuardrailView:
+async def guardrails_of(kube: KubeClient, controller: ControllerView) -> GuardrailView:
+    """The controller's guardrails as the tools know them, with the latched breaker."""
     state, _ = await _latched_breaker(kube, controller)
     return _with_breaker(controller.guardrails, state)
 
@@ -100,10 +104,11 @@ async def watch_status(
     try:
         async with await KubeClient.connect(view.kubeconfig, context=view.context) as kube:
             shown: tuple[str, str | None] | None = None
+            markers = RestartMarkers()
             while True:
                 state, where = await _latched_breaker(kube, view.controller)
                 guardrails = _with_breaker(view.controller.guardrails, state)
-                text, unreadable = await _render_status(kube, view, guardrails)
+                text, unreadable = await _render_status(kube, view, guardrails, markers)
                 breaker = describe_breaker(state, where) if state and state.open else None
                 if (text, breaker) != shown:
                     if not once and sys.stdout.isatty():
@@ -150,7 +155,7 @@ async def explain_live(
                 settings=controller.decision,
                 now_ns=now_ns,
                 occurrences=occurrences,
-                guardrails=await _guardrails(kube, controller),
+                guardrails=await guardrails_of(kube, controller),
             )
     except (ExplainError, KubeError) as error:
         raise click.ClickException(str(error)) from error

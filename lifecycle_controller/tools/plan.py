@@ -5,6 +5,11 @@ folders (recursively: every ``.yaml``, ``.yml`` and ``.json`` file) or stdin and
 object that carries lifecycle annotations, at ``--now`` or the current time, with the next
 occurrences of recurring schedules (so the DST policy is visible before anything is applied).
 As a linter, :func:`has_problems` tells whether any object would get a Warning.
+
+Lifecycle policies among the manifests (docs/policies.md) are applied to the other objects as
+the controller applies them (:func:`~lifecycle_controller.tools.policy_view.judge`): an object
+a policy decides or overlaps gets a row even without annotations, and an invalid policy is a
+row with its problems (the linter's exit status 1).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +25,16 @@ import yaml
 
 from lifecycle_controller.core import ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.copies import controller_owner
+from lifecycle_controller.core.events import INVALID_POLICY
 from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
-from lifecycle_controller.core.plan import explain
+from lifecycle_controller.core.plan import Explanation
+from lifecycle_controller.core.policy_set import POLICY_API_VERSION, is_policy_manifest
+from lifecycle_controller.core.rollout import restart_marker_of
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.core.unknown_keys import describe_unknown
 from lifecycle_controller.core.unknown_keys import unknown_keys as find_unknown_keys
 from lifecycle_controller.tools.options import ControllerView
+from lifecycle_controller.tools.policy_view import PolicyDocs, guess_resource, judge, policy_docs
 from lifecycle_controller.tools.report import Row, row_for
 
 
@@ -96,7 +106,6 @@ def load_manifests(texts: Iterable[tuple[str, str]]) -> list[Mapping[str, Any]]:
 def facts_for(obj: Mapping[str, Any]) -> ObjectFacts:
     """Object facts from a manifest (a missing UID or creation time means "new")."""
     api_version = str(obj.get("apiVersion", "v1"))
-    group, _, version = api_version.rpartition("/")
     kind = str(obj.get("kind", ""))
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
@@ -107,18 +116,13 @@ def facts_for(obj: Mapping[str, Any]) -> ObjectFacts:
     name = str(metadata.get("name", ""))
     namespace = metadata.get("namespace") or None
     return ObjectFacts(
-        key=ObjectKey.for_kind(
-            group=group,
-            version=version,
-            kind=kind,
-            namespace=namespace,
-            name=name,
-        ),
+        key=ObjectKey(guess_resource(api_version, kind, namespace is not None), namespace, name),
         uid=str(metadata.get("uid") or f"plan:{namespace or ''}/{name}"),
         resource_version=str(metadata.get("resourceVersion", "")),
         creation_ns=creation_ns,
         terminating=bool(metadata.get("deletionTimestamp")),
         has_pod_template=isinstance(spec, Mapping) and isinstance(spec.get("template"), Mapping),
+        restart_marker=restart_marker_of(obj, keys.RESTARTED_AT),
         controller_owner=controller_owner(metadata),
     )
 
@@ -138,6 +142,33 @@ def unknown_key_problems(annotations: Iterable[str]) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class PlanReport:
+    """The rows, and whether any lifecycle policy was among the manifests."""
+
+    rows: list[Row]
+    policies: bool = False
+
+
+def invalid_policy_rows(docs: PolicyDocs) -> list[Row]:
+    """A row per invalid policy: it acts on nothing, and each problem is named."""
+    return [
+        row_for(
+            api_version=POLICY_API_VERSION,
+            kind=str(invalid.ref.kind),
+            namespace=invalid.ref.namespace,
+            name=invalid.ref.name,
+            explanation=Explanation(
+                action=None,
+                due_ns=None,
+                summary="invalid: the policy acts on nothing until it is fixed",
+                problems=tuple(f"{INVALID_POLICY}: {problem}" for problem in invalid.problems),
+            ),
+        )
+        for invalid in docs.policies.invalid
+    ]
+
+
 def plan_rows(
     objects: Iterable[Mapping[str, Any]],
     *,
@@ -145,13 +176,27 @@ def plan_rows(
     controller: ControllerView,
     occurrences: int = 3,
 ) -> list[Row]:
-    """One row per object that carries at least one lifecycle annotation.
+    """The rows of :func:`plan_report`."""
+    return plan_report(objects, now_ns=now_ns, controller=controller, occurrences=occurrences).rows
 
-    An object the controller's scope leaves out says so instead of a decision; an unknown
-    lifecycle key is a problem (the linter's typo check).
+
+def plan_report(
+    objects: Iterable[Mapping[str, Any]],
+    *,
+    now_ns: int,
+    controller: ControllerView,
+    occurrences: int = 3,
+) -> PlanReport:
+    """One row per object that carries at least one lifecycle annotation or that a policy
+    among ``objects`` decides or overlaps, and one per invalid policy.
+
+    An object the controller's scope leaves out says so instead of a decision (policies
+    never see it); an unknown lifecycle key is a problem (the linter's typo check).
     """
     settings = controller.decision
-    objects = list(objects)
+    everything = list(objects)
+    docs = policy_docs([o for o in everything if is_policy_manifest(o)], now_ns=now_ns)
+    objects = [o for o in everything if not is_policy_manifest(o)]
     # docs/annotations.md#namespace-defaults: the Namespace manifests in the input.
     namespaces = [
         (str((obj.get("metadata") or {}).get("name", "")), lifecycle_annotations(obj))
@@ -159,26 +204,32 @@ def plan_rows(
         if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1"
     ]
     defaults = {name: parse_namespace_defaults(name, found) for name, found in namespaces}
-    rows = []
+    rows = invalid_policy_rows(docs)
     for obj in objects:
         annotations = lifecycle_annotations(obj)
-        if not annotations:
-            continue
         facts = facts_for(obj)
-        explanation = explain(
+        resource = facts.key.resource
+        watched = controller.scope.is_resource_allowed(
+            resource.key
+        ) and controller.scope.allows_object(resource, facts.namespace, facts.name)
+        if not annotations and not (watched and docs.policies):
+            continue
+        explanation, verdict = judge(
+            docs if watched else PolicyDocs(),
+            resource,
+            obj.get("metadata") or {},
             annotations=annotations,
             facts=facts,
             now_ns=now_ns,
             settings=settings,
             occurrences=occurrences,
-            namespace_defaults=defaults.get(facts.namespace) if facts.namespace else None,
+            defaults=defaults.get(facts.namespace) if facts.namespace else None,
             guardrails=controller.guardrails,
+            restart_marker=facts.restart_marker,
         )
-        resource = facts.key.resource
-        if not (
-            controller.scope.is_resource_allowed(resource.key)
-            and controller.scope.allows_object(resource, facts.namespace, facts.name)
-        ):
+        if not annotations and not verdict.concerned:
+            continue
+        if not watched:
             explanation = dataclasses.replace(
                 explanation,
                 action=None,
@@ -199,6 +250,7 @@ def plan_rows(
                 namespace=facts.namespace,
                 name=facts.name,
                 explanation=explanation,
+                verdict=verdict,
             )
         )
-    return rows
+    return PlanReport(rows, docs.any)

@@ -17,6 +17,7 @@ import yaml
 from lifecycle_controller.core.plan import Explanation
 from lifecycle_controller.core.shorten import shorten
 from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.tools.policy_view import PolicyVerdict
 
 OutputFormat = Literal["table", "json", "yaml"]
 _D = TypeVar("_D")
@@ -29,6 +30,8 @@ def _shorten_value(value: Any) -> Any:
         return [_shorten_value(item) for item in value]
     if isinstance(value, dict):
         return {key: _shorten_value(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return shortened(value)
     return value
 
 
@@ -60,13 +63,39 @@ class Row:
     inherited: list[str] = field(default_factory=list)
     #: When the Upcoming warning is posted (``--warn-before`` or the annotation); "" none.
     warn_at: str = ""
+    #: The lifecycle policy that decides (``Kind/[namespace/]name``); "" none.
+    policy: str = ""
+    #: Its attribution, as its Events carry it (``based on ...: delete-after 48h``).
+    based_on: str = ""
+    #: The other matching policies, best first (docs/policies.md#precedence).
+    overlapped: list[str] = field(default_factory=list)
+    #: Its own action annotations decide although policies match it.
+    own_action: bool = False
+    #: A policy would match it, but it is exempt (lifecycle.cezary.dev/exempt).
+    exempt: bool = False
 
 
 def row_for(
-    *, api_version: str, kind: str, namespace: str | None, name: str, explanation: Explanation
+    *,
+    api_version: str,
+    kind: str,
+    namespace: str | None,
+    name: str,
+    explanation: Explanation,
+    verdict: PolicyVerdict | None = None,
 ) -> Row:
     """The row of one object, every text in it cut to the bound."""
-    return shortened(_row(api_version, kind, namespace, name, explanation))
+    row = _row(api_version, kind, namespace, name, explanation)
+    if verdict is not None:
+        row = dataclasses.replace(
+            row,
+            policy=verdict.decided_by,
+            based_on=verdict.based_on,
+            overlapped=list(verdict.overlapped),
+            own_action=verdict.own_action,
+            exempt=verdict.exempt,
+        )
+    return shortened(row)
 
 
 def _row(
@@ -89,8 +118,21 @@ def _row(
     )
 
 
-def _table(rows: Sequence[Row]) -> str:
-    header = ("KIND", "NAMESPACE", "NAME", "ACTION", "NEXT (UTC)", "DETAIL")
+def _policy_words(row: Row) -> str:
+    """What a row's DETAIL says of the policies that match it ("" nothing)."""
+    if row.exempt:
+        return "left alone by policies (exempt)"
+    if row.own_action and row.overlapped:
+        return "its own action annotations win over " + ", ".join(row.overlapped)
+    if row.overlapped:
+        return "overlapped: " + ", ".join(row.overlapped)
+    return ""
+
+
+def _table(rows: Sequence[Row], policies: bool) -> str:
+    header: tuple[str, ...] = ("KIND", "NAMESPACE", "NAME", "ACTION", "NEXT (UTC)", "DETAIL")
+    if policies:
+        header = (*header[:-1], "POLICY", "DETAIL")
     lines: list[tuple[str, ...]] = [header]
     for row in rows:
         detail = row.summary
@@ -102,14 +144,20 @@ def _table(rows: Sequence[Row]) -> str:
             detail = f"{detail}; warning at {row.warn_at}"
         if row.inherited:
             detail = f"{detail} ({', '.join(row.inherited)})"
-        lines.append(
-            (row.kind, row.namespace or "-", row.name, row.action or "-", row.next or "-", detail)
-        )
+        if row.based_on and row.based_on not in detail:  # a wait's text names it already
+            detail = f"{detail} ({row.based_on})"
+        if words := _policy_words(row):
+            detail = f"{detail}; {words}"
+        cells = [row.kind, row.namespace or "-", row.name, row.action or "-", row.next or "-"]
+        if policies:
+            cells.append(row.policy or "-")
+        lines.append((*cells, detail))
         # ``upcoming`` starts with ``next`` when that is the next recurring occurrence; when
         # ``next`` is a due occurrence (restart now), every upcoming one follows it.
         following = row.upcoming[1:] if row.upcoming[:1] == [row.next] else row.upcoming
+        extra = ("",) * (len(header) - 6)  # the POLICY cell
         for instant in following:
-            lines.append(("", "", "", "", instant, "(following occurrence)"))
+            lines.append(("", "", "", "", instant, *extra, "(following occurrence)"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     out = []
     for line in lines:
@@ -118,10 +166,14 @@ def _table(rows: Sequence[Row]) -> str:
     return "\n".join(out)
 
 
-def render(rows: Sequence[Row], output: OutputFormat) -> str:
-    """The rows as a table (for people) or as JSON/YAML lists (for tools)."""
+def render(rows: Sequence[Row], output: OutputFormat, *, policies: bool = False) -> str:
+    """The rows as a table (for people) or as JSON/YAML lists (for tools).
+
+    ``policies``: lifecycle policies were read, so the table has a POLICY column (the
+    deciding policy, or ``-``).
+    """
     if output == "table":
-        return _table(rows) if rows else "No objects with lifecycle annotations."
+        return _table(rows, policies) if rows else "No objects with lifecycle annotations."
     data = [asdict(row) for row in rows]
     if output == "json":
         return json.dumps(data, indent=2)

@@ -4,25 +4,37 @@ Runs discovery with the same scope flags as ``run``, lists metadata only (never 
 Secret data) of every selected resource type, and explains each object that carries a
 lifecycle annotation exactly as the controller would decide it now, problems included.
 Resource types the caller may not list are reported, not fatal.
+
+With lifecycle policies in the cluster (docs/policies.md) it keeps, of the types a policy
+selects, also the unannotated objects a policy could match (as the controller's informers
+do), and judges every kept object with the policies
+(:func:`~lifecycle_controller.tools.policy_live.judge_live`): a row then names the policy its
+action comes from. A workload a restart policy decides is read once for its Pod template's
+restart marker, the one read beyond metadata, which the controller makes too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject, object_facts
+from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.namespace_defaults import (
     NamespaceDefaults,
     parse_namespace_defaults,
 )
-from lifecycle_controller.core.plan import GuardrailView, explain
+from lifecycle_controller.core.plan import GuardrailView
+from lifecycle_controller.core.policy_set import object_view
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
+from lifecycle_controller.tools.policy_view import PolicyDocs
 from lifecycle_controller.tools.report import Row, row_for
 
 
@@ -30,28 +42,50 @@ from lifecycle_controller.tools.report import Row, row_for
 class StatusReport:
     rows: list[Row] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    #: Lifecycle policies were read (the table shows a POLICY column).
+    policies: bool = False
 
 
-async def _annotated(
+Metadata = Mapping[str, Any]
+
+
+async def list_kept(
     kube: KubeClient,
     resource: ResourceType,
     namespace: str | None,
+    keep: Callable[[Metadata], bool],
     *,
     field_selector: str | None = None,
-) -> list[CachedObject]:
-    found: list[CachedObject] = []
+) -> list[Metadata]:
+    """The metadata of every object of ``resource`` that ``keep`` accepts (all pages)."""
+    found: list[Metadata] = []
     token: str | None = None
     while True:
         page = await kube.list_metadata(
             resource, namespace=namespace, continue_token=token, field_selector=field_selector
         )
         for item in page.get("items") or []:
-            obj = CachedObject.from_metadata(item.get("metadata") or {})
-            if obj.annotated:
-                found.append(obj)
+            metadata = item.get("metadata") or {}
+            if keep(metadata):
+                found.append(metadata)
         token = (page.get("metadata") or {}).get("continue") or None
         if not token:
             return found
+
+
+def _annotated(metadata: Metadata) -> bool:
+    return CachedObject.from_metadata(metadata).annotated
+
+
+def keeper(docs: PolicyDocs, resource: ResourceType) -> Callable[[Metadata], bool]:
+    """What the controller's informers keep of ``resource``: annotated objects, and those a
+    policy could match (``PolicySet.candidate``) when a policy selects the type."""
+    policies = docs.policies
+    if not policies.for_resource(resource):
+        return _annotated
+    return lambda metadata: (
+        _annotated(metadata) or policies.candidate(object_view(resource, metadata))
+    )
 
 
 async def namespace_defaults(
@@ -60,8 +94,9 @@ async def namespace_defaults(
     """The Namespaces' defaults (docs/annotations.md#namespace-defaults): just ``namespace``'s
     when one is given (a ``metadata.name`` field selector), else every Namespace's."""
     selector = None if namespace is None else f"metadata.name={namespace}"
-    annotated = await _annotated(kube, NAMESPACES, None, field_selector=selector)
-    return {obj.name: parse_namespace_defaults(obj.name, obj.annotations) for obj in annotated}
+    annotated = await list_kept(kube, NAMESPACES, None, _annotated, field_selector=selector)
+    objects = [CachedObject.from_metadata(metadata) for metadata in annotated]
+    return {obj.name: parse_namespace_defaults(obj.name, obj.annotations) for obj in objects}
 
 
 async def collect_status(
@@ -72,12 +107,20 @@ async def collect_status(
     settings: DecisionSettings,
     namespace: str | None = None,
     guardrails: GuardrailView | None = None,
+    markers: RestartMarkers | None = None,
 ) -> StatusReport:
-    """Explain every annotated object of the selected types (optionally in one namespace)."""
+    """Explain every annotated object of the selected types (optionally in one namespace),
+    and every object a lifecycle policy decides or overlaps. ``markers``: workloads' restart
+    markers already read (``--watch`` keeps them between looks)."""
     snapshot = await fetch_discovery(kube)
     plan = plan_resources(snapshot.resources, scope)
-    report = StatusReport()
     now_ns = clock.now_ns()
+    read = await read_policies(kube, now_ns=now_ns)
+    docs = read.docs
+    report = StatusReport(policies=docs.any)
+    if read.problem is not None:
+        report.unreadable.append(f"lifecycle policies (judged without them): {read.problem}")
+    markers = RestartMarkers() if markers is None else markers
     try:
         defaults = await namespace_defaults(kube, namespace)
     except KubeError as error:
@@ -86,24 +129,29 @@ async def collect_status(
     for resource in plan.watched:
         if namespace is not None and not resource.namespaced:
             continue
+        where = namespace if resource.namespaced else None
         try:
-            objects = await _annotated(kube, resource, namespace if resource.namespaced else None)
+            objects = await list_kept(kube, resource, where, keeper(docs, resource))
         except KubeError as error:
             report.unreadable.append(f"{resource.key}: {error}")
             continue
-        for obj in objects:
+        for metadata in objects:
+            obj = CachedObject.from_metadata(metadata)
             if not scope.allows_object(resource, obj.namespace, obj.name):
                 continue
             if not settings.act_on_annotation_copies and is_annotation_copy(
                 resource, obj.controller_owner
             ):
                 continue  # the owner's annotations, shown on the owner's row
-            explanation = explain(
-                annotations=obj.annotations,
-                facts=object_facts(resource, obj),
+            explanation, verdict = await judge_live(
+                kube,
+                markers,
+                docs,
+                resource,
+                metadata,
                 now_ns=now_ns,
                 settings=settings,
-                namespace_defaults=defaults.get(obj.namespace) if obj.namespace else None,
+                defaults=defaults.get(obj.namespace) if obj.namespace else None,
                 guardrails=guardrails,
             )
             if explanation.action is None and not explanation.problems:
@@ -115,6 +163,7 @@ async def collect_status(
                     namespace=obj.namespace,
                     name=obj.name,
                     explanation=explanation,
+                    verdict=verdict,
                 )
             )
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))

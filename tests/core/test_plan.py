@@ -5,6 +5,10 @@ from __future__ import annotations
 from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.guardrails import BreakerFacts
 from lifecycle_controller.core.plan import GuardrailView, explain
+from lifecycle_controller.core.policy_match import ObjectView
+from lifecycle_controller.core.policy_model import PolicyKind, parse_policy
+from lifecycle_controller.core.policy_precedence import PolicyInputs
+from lifecycle_controller.core.policy_set import PolicySet
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
 
 NOW = parse_rfc3339("2027-03-27T12:00:00Z")
@@ -259,3 +263,46 @@ def test_an_open_breaker_will_hold_a_future_action_too_but_not_a_dry_run() -> No
         guardrails=GuardrailView(reset_command=RESET),
     )
     assert "circuit breaker" not in closed.summary
+
+
+def _policy(lifecycle: dict[str, str]) -> PolicySet:
+    spec = {"resources": ["configmaps"], "lifecycle": lifecycle}
+    return PolicySet.of([parse_policy(PolicyKind.CLUSTER, None, "sweep", 1, spec)])
+
+
+def _inputs(policies: PolicySet, annotations: dict[str, str]) -> PolicyInputs:
+    view = ObjectView(resource=facts().key.resource, namespace="ns", name="obj")
+    return policies.resolve(annotations, view, restart_marker=None, now_ns=NOW)
+
+
+def test_a_policy_decides_through_decide_with_policies_and_is_named() -> None:
+    inputs = _inputs(_policy({"delete-after": "2h", "dry-run": "true"}), {})
+    result = explain(
+        annotations={},
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        policy_inputs=inputs,
+    )
+    assert result.action == "delete"
+    assert result.due_ns == NOW + 2 * 3600 * 10**9  # from the pass's time: no creation known
+    assert result.steps == ()  # a policy converts nothing
+    assert result.dry_run is True  # the policy's own dry-run
+    assert result.summary.endswith("(based on ClusterLifecyclePolicy/sweep: delete-after 2h)")
+
+
+def test_an_object_action_annotation_keeps_its_own_decision_beside_a_policy() -> None:
+    own = {keys.DELETE_AFTER: "1h"}
+    inputs = _inputs(_policy({"delete-after": "2h"}), own)
+    assert inputs.decided_by is None
+    result = explain(
+        annotations=own,
+        facts=facts(),
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        policy_inputs=inputs,
+    )
+    assert result.due_ns == NOW + 3600 * 10**9
+    assert len(result.steps) == 1  # its own delete-after is converted, as without policies
+    assert result.summary.startswith("deletion scheduled at ")
+    assert "based on" not in result.summary

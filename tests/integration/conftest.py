@@ -3,8 +3,9 @@
 Every test in this folder is marked ``integration``. Fixtures for the tests here:
 ``start_controller`` runs the real controller in-process (tests/integration/controller.py),
 ``launcher`` runs it as real processes (tests/integration/processes.py), ``kube`` (also named
-``api``) is the test's own admin client, ``http`` a plain HTTP session and ``receiver`` a
-webhook receiver (tests/integration/webhook_receiver.py).
+``api``) is the test's own admin client, ``http`` a plain HTTP session, ``receiver`` a
+webhook receiver (tests/integration/webhook_receiver.py) and ``policy_crds`` installs the
+chart's lifecycle policy CRDs (tests/integration/policy_crds.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import start_controller
+from tests.integration.policy_crds import install_policy_crds
 from tests.integration.processes import launcher
 from tests.integration.webhook_receiver import receiver
 
@@ -40,3 +42,9 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+def policy_crds(control_plane: ControlPlane) -> None:
+    """The chart's lifecycle policy CRDs, installed and served (they stay for the session)."""
+    install_policy_crds(control_plane)

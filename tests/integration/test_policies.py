@@ -1,11 +1,11 @@
 """Lifecycle policies end to end on the real control plane (docs/policies.md).
 
-The chart's policy CRDs are installed (``policy_crds``); every policy here is a
-``LifecyclePolicy`` in the test's own namespace, so controllers of other tests, which now see
-the CRDs too, never act on what these policies match. Shown: a policy deletes the labelled
-ConfigMaps it matches, unannotated, and the Event names it; an exempt one stays; an object's
-own ``delete-after`` beats the policy and its own ``dry-run`` turns the policy's deletion into a
-dry run; ``status`` counts what the policy decides and overlaps; an invalid CEL condition gets
+The chart's policy CRDs are installed by the ``policy_crds`` fixture (conftest.py); every
+policy here is a ``LifecyclePolicy`` in the test's own namespace, so controllers of other
+tests, which now see the CRDs too, never act on what these policies match. Shown: a policy
+deletes the labelled ConfigMaps it matches, unannotated, and the Event names it; an exempt one
+stays; an object's own ``delete-after`` beats the policy and its own ``dry-run`` turns the
+policy's deletion into a dry run; ``status`` counts what the policy decides and overlaps; an invalid CEL condition gets
 the ``Invalid`` condition and a Warning while another policy keeps working; editing a policy
 re-evaluates its objects at once, and deleting it cancels its pending deletions; a policy
 restart writes only the Pod template marker and its rollout is followed; of two matching
@@ -20,16 +20,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from lifecycle_controller.core.timestamps import parse_rfc3339
-from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import ROLLOUT_COMPLETED, list_events, wait_event
 from tests.integration.keys import DELETE_AFTER, DRY_RUN, P
-from tests.integration.policy_crds import install_policy_crds
 from tests.integration.scenario_support import create, gone, owned_by, start_for, wait_gone
 from tests.integration.support import (
     CONFIGMAPS,
@@ -42,12 +38,6 @@ from tests.integration.support import (
 from tests.integration.timestamps import stamp
 
 EXEMPT = P + "exempt"
-
-
-@pytest.fixture
-def policy_crds(control_plane: ControlPlane) -> None:
-    """The Helm chart's policy CRDs (deploy/helm/lifecycle-controller/crds), served."""
-    install_policy_crds(control_plane)
 
 
 def policy(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.scope import ScopeConfig
 from lifecycle_controller.core.shorten import TEXT_LIMIT
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, NAMESPACES, POLICIES
 from lifecycle_controller.tools import kubectl_plugin
 from lifecycle_controller.tools.explain import explain_object, render_report, report_data
 from lifecycle_controller.tools.report import render
 from lifecycle_controller.tools.status import collect_status
+from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
 
@@ -166,3 +167,72 @@ async def test_explain_describes_every_key_it_reads(kube: KubeClient, clock: Fak
         meanings["max-delete-ttl"]
         == "delete TTLs longer than 720h0m0s are refused in this namespace"
     )
+
+
+async def test_without_the_policy_crds_explain_and_status_say_nothing_of_policies(
+    kube: KubeClient, clock: FakeClock
+) -> None:
+    await kube.create(CONFIGMAPS, "team", annotated("own", {keys.DELETE_AT: FUTURE}))
+    explained = await explain_object(
+        kube, "configmap/own", namespace="team", scope=SCOPE,
+        settings=DecisionSettings(), now_ns=clock.now_ns(),
+    )  # fmt: skip
+    assert explained.policies is None
+    assert explained.action == "delete"
+    assert "Polic" not in render_report(explained)
+    report = await collect_status(kube, scope=SCOPE, clock=clock, settings=DecisionSettings())
+    assert [row.name for row in report.rows] == ["own"]
+    assert report.unreadable == []
+    assert not report.policies
+    assert "POLICY" not in render(report.rows, "table", policies=report.policies)
+
+
+async def test_policies_that_cannot_be_read_are_named_and_the_object_still_explained(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    api.serve(CLUSTER_POLICIES)
+    api.serve(POLICIES)
+    await kube.create(CONFIGMAPS, "team", annotated("own", {keys.DELETE_AT: FUTURE}))
+    api.fail(403, method="GET", path=CLUSTER_POLICIES.collection_path(), times=2)
+    explained = await explain_object(
+        kube, "configmap/own", namespace="team", scope=SCOPE,
+        settings=DecisionSettings(), now_ns=clock.now_ns(),
+    )  # fmt: skip
+    assert explained.action == "delete"
+    assert explained.policies is not None
+    assert explained.policies.unreadable is not None
+    assert explained.policies.unreadable.startswith("clusterlifecyclepolicies.lifecycle.cezary.dev")
+    assert "Policies:     not read (" in render_report(explained)
+    report = await collect_status(kube, scope=SCOPE, clock=clock, settings=DecisionSettings())
+    assert [row.name for row in report.rows] == ["own"]
+    assert any(line.startswith("lifecycle policies") for line in report.unreadable)
+
+
+async def test_explain_names_a_policy_as_the_source_of_its_catch_up_and_dry_run(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    api.serve(CLUSTER_POLICIES)
+    api.serve(POLICIES)
+    policy = {
+        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
+        "kind": "ClusterLifecyclePolicy",
+        "metadata": {"name": "sweep"},
+        "spec": {
+            "resources": ["configmaps"],
+            "lifecycle": {"delete-after": "1h", "catch-up": "10m", "dry-run": "true"},
+        },
+    }
+    await kube.create(CLUSTER_POLICIES, None, policy)
+    await kube.create(CONFIGMAPS, "team", annotated("plain", {}))
+    explained = await explain_object(
+        kube, "configmap/plain", namespace="team", scope=SCOPE,
+        settings=DecisionSettings(), now_ns=clock.now_ns(),
+    )  # fmt: skip
+    assert explained.policies is not None
+    assert explained.policies.decided_by == "ClusterLifecyclePolicy/sweep"
+    assert explained.catch_up.startswith("10m (policy ClusterLifecyclePolicy/sweep); ")
+    assert explained.dry_run == "yes (policy ClusterLifecyclePolicy/sweep)"
+    assert explained.action == "delete"
+    report = await collect_status(kube, scope=SCOPE, clock=clock, settings=DecisionSettings())
+    (row,) = report.rows
+    assert (row.name, row.policy, row.dry_run) == ("plain", "ClusterLifecyclePolicy/sweep", True)

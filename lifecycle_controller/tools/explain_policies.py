@@ -1,0 +1,94 @@
+"""``explain``'s part about lifecycle policies: who decides, who was overlapped, who left it alone.
+
+Built from the policies read from the cluster and the verdict of
+:func:`~lifecycle_controller.tools.policy_view.judge`; the reasons a policy leaves an object
+alone are core's match reasons (:class:`~lifecycle_controller.core.policy_match.MatchReason`),
+so they name the very filter the controller stops at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, refusals
+
+__all__ = ["PolicyReport", "policy_lines", "policy_report", "why_no_policy"]
+
+
+@dataclass
+class PolicyReport:
+    """What ``explain`` says of the policies (``-o json|yaml``: the ``policies`` field)."""
+
+    decided_by: str | None
+    based_on: str | None
+    overlapped: list[str]
+    exempt: bool
+    own_action: bool
+    #: ``{"policy": ..., "why": ...}`` for each policy that may act on the type but not on it.
+    not_matched: list[dict[str, str]] = field(default_factory=list)
+    #: Why the policies could not be read (the object is then judged without them).
+    unreadable: str | None = None
+
+
+def policy_report(
+    docs: PolicyDocs,
+    verdict: PolicyVerdict,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    *,
+    unreadable: str | None = None,
+) -> PolicyReport | None:
+    """The report, or None when no policy exists at all (nothing is said about policies)."""
+    if not docs.any and unreadable is None:
+        return None
+    return PolicyReport(
+        decided_by=verdict.decided_by or None,
+        based_on=verdict.based_on or None,
+        overlapped=list(verdict.overlapped),
+        exempt=verdict.exempt,
+        own_action=verdict.own_action,
+        not_matched=[
+            {"policy": policy, "why": why} for policy, why in refusals(docs, resource, metadata)
+        ],
+        unreadable=unreadable,
+    )
+
+
+def _field(label: str, value: str) -> str:
+    return f"{label + ':':<14}{value}"
+
+
+def policy_lines(report: PolicyReport | None) -> list[str]:
+    """The report's lines in ``explain``'s text (none without policies)."""
+    if report is None:
+        return []
+    if report.unreadable is not None:
+        return [_field("Policies", f"not read ({report.unreadable}); judged without them")]
+    if report.decided_by:
+        lines = [_field("Policy", f"{report.decided_by} decides ({report.based_on})")]
+    elif report.exempt:
+        lines = [_field("Policy", "none: it is exempt (lifecycle.cezary.dev/exempt)")]
+    elif report.own_action:
+        lines = [_field("Policy", "none: its own action annotations decide")]
+    else:
+        lines = [_field("Policy", "none matches it")]
+    for ref in report.overlapped:
+        lines.append(_field("Overlapped", f"{ref} (matches too, but does not decide)"))
+    for refused in report.not_matched:
+        lines.append(_field("Not matched", f"{refused['policy']}: {refused['why']}"))
+    return lines
+
+
+def why_no_policy(report: PolicyReport | None) -> str:
+    """Words for "why nothing" about the policies ("" when none concern the object)."""
+    if report is None or report.decided_by:
+        return ""
+    if report.exempt:
+        return "; it is exempt from every lifecycle policy"
+    if report.not_matched:
+        first = report.not_matched[0]
+        return f"; no lifecycle policy matches it ({first['policy']}: {first['why']})"
+    return ""

@@ -1,0 +1,138 @@
+"""The live tools' reads for lifecycle policies: the policies themselves, and restart markers.
+
+* :func:`read_policies` lists both kinds, whole (they are few and small), the way the
+  controller's policy store does. Without the CRDs there are no policies and nothing is said
+  about them; a list that fails otherwise (forbidden, say) is reported by the caller and the
+  objects are judged without policies.
+* :class:`RestartMarkers` reads a workload once for its Pod template's
+  ``lifecycle.cezary.dev/restartedAt`` when a restart policy decides it: a policy's recurring
+  restart counts from that marker (docs/policies.md#how-a-policy-is-anchored), which the
+  metadata never shows. The controller makes the same read. A workload's answer is kept for
+  its resourceVersion, so ``status --watch`` reads it again only after it changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifecycle_controller.controller.cache import CachedObject, object_facts
+from lifecycle_controller.core import DecisionSettings, keys
+from lifecycle_controller.core.decision import Action
+from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.plan import Explanation, GuardrailView
+from lifecycle_controller.core.policy_set import PolicySet, object_view
+from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.rollout import restart_marker_of
+from lifecycle_controller.kube import KubeClient, KubeError, NotFound
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
+from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, judge, policy_docs
+
+__all__ = ["PolicyRead", "RestartMarkers", "judge_live", "needs_marker", "read_policies"]
+
+
+@dataclass(frozen=True)
+class PolicyRead:
+    """The policies in the cluster (empty without the CRDs) and, if listing failed, why."""
+
+    docs: PolicyDocs = field(default_factory=PolicyDocs)
+    manifests: tuple[Mapping[str, Any], ...] = ()
+    problem: str | None = None
+
+
+async def read_policies(kube: KubeClient, *, now_ns: int) -> PolicyRead:
+    """Both policy kinds, as the controller lists them (the first 500 of each)."""
+    manifests: list[Mapping[str, Any]] = []
+    for resource in (CLUSTER_POLICIES, POLICIES):
+        try:
+            listing = await kube.list_objects(resource, limit=500)
+        except NotFound:
+            return PolicyRead()  # the CRDs are not installed: policies are off
+        except KubeError as error:
+            return PolicyRead(problem=f"{resource.key}: {error}")
+        for item in listing.get("items") or ():
+            if isinstance(item, Mapping):
+                manifests.append(
+                    {**item, "apiVersion": resource.api_version, "kind": resource.kind}
+                )
+    return PolicyRead(policy_docs(manifests, now_ns=now_ns), tuple(manifests))
+
+
+def needs_marker(resource: ResourceType, policies: PolicySet, verdict: PolicyVerdict) -> bool:
+    """Whether a restart policy decides this workload (its anchor needs the template marker)."""
+    if not resource.restartable or verdict.inputs is None:
+        return False
+    decided = verdict.inputs.decided_by
+    return decided is not None and decided.action is Action.RESTART and bool(policies)
+
+
+class RestartMarkers:
+    """Pod template markers by (uid, resourceVersion); see the module docstring."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], str | None] = {}
+
+    async def marker(
+        self,
+        kube: KubeClient,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+    ) -> str | None:
+        """The workload's marker (None: it has none, or it cannot be read)."""
+        uid = str(metadata.get("uid", ""))
+        version = str(metadata.get("resourceVersion", ""))
+        if (uid, version) in self._known:
+            return self._known[(uid, version)]
+        namespace = metadata.get("namespace") or None
+        try:
+            workload = await kube.get(resource, namespace, str(metadata.get("name", "")))
+        except KubeError:
+            return None  # judged from its creation and the policy's acceptance alone
+        found = restart_marker_of(workload, keys.RESTARTED_AT)
+        if len(self._known) > 10_000:
+            self._known.clear()
+        self._known[(uid, version)] = found
+        return found
+
+
+async def judge_live(
+    kube: KubeClient,
+    markers: RestartMarkers,
+    docs: PolicyDocs,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    *,
+    now_ns: int,
+    settings: DecisionSettings,
+    occurrences: int = 3,
+    defaults: NamespaceDefaults | None = None,
+    guardrails: GuardrailView | None = None,
+) -> tuple[Explanation, PolicyVerdict]:
+    """:func:`~.policy_view.judge` for a live object; a workload a restart policy decides is
+    read once for its template marker first, as the controller's policy step does."""
+    policies = docs.policies
+    view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    kept = view if view is not None and policies.candidate(view) else None
+    obj = CachedObject.from_metadata(metadata, view=kept)  # as the controller's cache has it
+    marker: str | None = None
+    for _ in range(2):
+        explanation, verdict = judge(
+            docs,
+            resource,
+            metadata,
+            annotations=obj.annotations,
+            facts=object_facts(resource, obj, restart_marker=marker),
+            now_ns=now_ns,
+            settings=settings,
+            occurrences=occurrences,
+            defaults=defaults,
+            guardrails=guardrails,
+            restart_marker=marker,
+        )
+        if marker is not None or not needs_marker(resource, docs.policies, verdict):
+            break
+        marker = await markers.marker(kube, resource, metadata)
+        if marker is None:
+            break
+    return explanation, verdict

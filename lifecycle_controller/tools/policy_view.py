@@ -1,0 +1,235 @@
+"""Lifecycle policies in the tools: which policy decides an object, asked as the controller asks.
+
+The controller keeps an object for its policies when :meth:`PolicySet.candidate` accepts its
+view (``controller/policy_store.py``), decides for it through :meth:`PolicySet.resolve` and
+:func:`~lifecycle_controller.core.policy_decide.decide_with_policies` whenever a valid policy
+exists (``controller/policy_decisions.py``), and on its annotations alone otherwise.
+:func:`judge` takes the same three steps, with :func:`~lifecycle_controller.core.plan.explain`
+(which calls ``decide_with_policies`` for it) in place of the reconciler, so ``plan``,
+``status``, ``explain`` and ``policies try`` say what the controller does. Nothing here reads
+the API: the callers hand in the policies (:func:`policy_set`), the object's metadata and its
+Pod template marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifecycle_controller.core import DecisionSettings, ObjectFacts
+from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.plan import Explanation, GuardrailView, explain
+from lifecycle_controller.core.policy_decide import attribution
+from lifecycle_controller.core.policy_match import MatchReason, match
+from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
+from lifecycle_controller.core.policy_precedence import InputSource, PolicyInputs
+from lifecycle_controller.core.policy_set import PolicySet, object_view, policy_from_manifest
+from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+
+__all__ = [
+    "PolicyDocs",
+    "PolicyVerdict",
+    "guess_resource",
+    "judge",
+    "policy_docs",
+    "policy_sources",
+    "refusals",
+]
+
+
+@dataclass(frozen=True)
+class PolicyDocs:
+    """Parsed policies and when each valid one's generation counts from (``scheduleSince``).
+
+    ``statuses`` keeps each policy's ``status`` as read (``policies`` prints it).
+    """
+
+    policies: PolicySet = field(default_factory=PolicySet)
+    schedule_since: Mapping[PolicyRef, int] = field(default_factory=dict)
+    statuses: Mapping[PolicyRef, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def any(self) -> bool:
+        """Whether any policy (valid or not) was read: the tools then show a POLICY column."""
+        return bool(self.policies.valid or self.policies.invalid)
+
+
+def _since(status: Mapping[str, Any], generation: int) -> int | None:
+    """``status.scheduleSince`` when it belongs to ``generation`` (as the controller reads it)."""
+    if status.get("observedGeneration") != generation:
+        return None
+    value = status.get("scheduleSince")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None
+
+
+def policy_docs(manifests: Iterable[Mapping[str, Any]], *, now_ns: int) -> PolicyDocs:
+    """The policies among ``manifests`` (``is_policy_manifest`` must hold for each).
+
+    A generation whose ``status`` does not say since when it counts is taken as accepted at
+    ``now_ns``: a controller that saw it now would anchor its recurring restarts there.
+    """
+    parsed: list[Policy | PolicyInvalid] = []
+    since: dict[PolicyRef, int] = {}
+    statuses: dict[PolicyRef, Mapping[str, Any]] = {}
+    for manifest in manifests:
+        policy = policy_from_manifest(manifest)
+        parsed.append(policy)
+        raw = manifest.get("status")
+        status: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        statuses[policy.ref] = status
+        known = _since(status, policy.generation)
+        since[policy.ref] = now_ns if known is None else known
+    return PolicyDocs(PolicySet.of(parsed), since, statuses)
+
+
+@dataclass(frozen=True)
+class PolicyVerdict:
+    """What the policies make of one object.
+
+    ``decided_by``: the deciding policy (``Kind/[namespace/]name``), "" none; ``based_on``:
+    its attribution as the Events carry it (``based on ...: delete-after 48h``);
+    ``overlapped``: the other matching policies, best first; ``own_action``: policies
+    matched but the object's own action annotations decide; ``exempt``: a policy would
+    match it but ``lifecycle.cezary.dev/exempt`` keeps them all away.
+    """
+
+    decided_by: str = ""
+    based_on: str = ""
+    overlapped: tuple[str, ...] = ()
+    own_action: bool = False
+    exempt: bool = False
+    #: The lifecycle keys a policy supplied (``lifecycle.cezary.dev/catch-up``, ...).
+    from_policy: frozenset[str] = frozenset()
+    inputs: PolicyInputs | None = None
+
+    @property
+    def concerned(self) -> bool:
+        """A policy decides it, is overlapped on it, or is kept away by its exemption."""
+        return bool(self.decided_by or self.overlapped or self.exempt)
+
+
+def _verdict(inputs: PolicyInputs, candidate: bool) -> PolicyVerdict:
+    policy = inputs.decided_by
+    return PolicyVerdict(
+        decided_by="" if policy is None else str(policy.ref),
+        based_on="" if policy is None else attribution(policy),
+        overlapped=tuple(str(ref) for ref in inputs.overlapped),
+        own_action=inputs.annotation_driven,
+        exempt=inputs.exempt and candidate,
+        from_policy=frozenset(k for k, s in inputs.sources.items() if s is InputSource.POLICY),
+        inputs=inputs,
+    )
+
+
+#: Kinds whose plural is not the regular one (``kind.lower() + "s"`` and its spelling rules).
+_PLURALS = {"Endpoints": "endpoints"}
+
+
+def guess_resource(api_version: str, kind: str, namespaced: bool) -> ResourceType:
+    """The resource type of a manifest (``plan`` has no discovery): the plural by the rules
+    the API machinery uses for built-in and most custom kinds."""
+    group, _, version = api_version.rpartition("/")
+    lower = kind.lower()
+    if kind in _PLURALS:
+        plural = _PLURALS[kind]
+    elif lower.endswith(("s", "x", "z", "ch", "sh")):
+        plural = lower + "es"
+    elif lower.endswith("y") and lower[-2:-1] not in tuple("aeiou"):
+        plural = lower[:-1] + "ies"
+    else:
+        plural = lower + "s"
+    return ResourceType(group, version, plural, kind, namespaced)
+
+
+def judge(
+    docs: PolicyDocs,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    *,
+    annotations: Mapping[str, str],
+    facts: ObjectFacts,
+    now_ns: int,
+    settings: DecisionSettings,
+    occurrences: int = 3,
+    defaults: NamespaceDefaults | None = None,
+    guardrails: GuardrailView | None = None,
+    restart_marker: str | None = None,
+) -> tuple[Explanation, PolicyVerdict]:
+    """The controller's decision for one object and what its policies had to do with it.
+
+    ``annotations``: the object's lifecycle annotations; ``metadata``: all of it (labels,
+    every annotation, owner references), which matching reads; ``restart_marker``: the Pod
+    template's ``restartedAt`` (recurring policy restarts count from it).
+    """
+    policies = docs.policies
+    view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    candidate = view is not None and policies.candidate(view)
+    if view is None or not candidate:
+        plain = explain(
+            annotations=annotations,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            occurrences=occurrences,
+            namespace_defaults=defaults,
+            guardrails=guardrails,
+        )
+        return plain, PolicyVerdict()
+    inputs = policies.resolve(
+        annotations,
+        view,
+        restart_marker=restart_marker,
+        now_ns=now_ns,
+        schedule_since_ns=docs.schedule_since,
+    )
+    explanation = explain(
+        annotations=annotations,
+        facts=facts,
+        now_ns=now_ns,
+        settings=settings,
+        occurrences=occurrences,
+        namespace_defaults=defaults,
+        guardrails=guardrails,
+        policy_inputs=inputs,
+    )
+    return explanation, _verdict(inputs, candidate)
+
+
+def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
+    """For each lifecycle key the deciding policy supplied: ``policy <Kind/...>``."""
+    if not verdict.decided_by:
+        return {}
+    return dict.fromkeys(verdict.from_policy, f"policy {verdict.decided_by}")
+
+
+def refusals(
+    docs: PolicyDocs, resource: ResourceType, metadata: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """``(policy, why)`` for every valid policy that may act on the type but not on this
+    object (the first of core's filters that refused it; ``explain`` prints them), and every
+    invalid one, leaving out the ``LifecyclePolicy`` objects of other namespaces."""
+    policies = docs.policies
+    view = object_view(resource, metadata)
+    out: list[tuple[str, str]] = []
+    for policy in policies.for_resource(resource):
+        if policy.ref.namespace not in (None, view.namespace):
+            continue  # a LifecyclePolicy of another namespace never concerns it
+        result = match(policy, view)
+        if result.matched:
+            continue
+        why = str(result.reason)
+        if result.reason is MatchReason.CONDITION_ERROR and result.problem:
+            why = f"{why}: {result.problem}"
+        out.append((str(policy.ref), why))
+    for invalid in policies.invalid:
+        if invalid.ref.namespace not in (None, view.namespace):
+            continue
+        out.append((str(invalid.ref), "it is invalid and acts on nothing: " + invalid.message))
+    return out
