@@ -5,12 +5,13 @@ policy here is a ``LifecyclePolicy`` in the test's own namespace, so controllers
 tests, which now see the CRDs too, never act on what these policies match. Shown: a policy
 deletes the labelled ConfigMaps it matches, unannotated, and the Event names it; an exempt one
 stays; an object's own ``delete-after`` beats the policy and its own ``dry-run`` turns the
-policy's deletion into a dry run; ``status`` counts what the policy decides and overlaps; an invalid CEL condition gets
-the ``Invalid`` condition and a Warning while another policy keeps working; editing a policy
-re-evaluates its objects at once, and deleting it cancels its pending deletions; a policy
-restart writes only the Pod template marker and its rollout is followed; of two matching
-policies the higher priority decides and the other reports the overlap; a closed maintenance
-window holds a policy deletion; owned ReplicaSets are left alone while a loose one is deleted.
+policy's deletion into a dry run; ``status`` counts what the policy decides and overlaps; an
+invalid CEL condition gets the ``Invalid`` condition and a Warning while another policy keeps
+working; editing a policy re-evaluates its objects at once, and deleting it cancels its pending
+deletions; a policy restart writes only the Pod template marker and its rollout is followed; of
+two matching policies the higher priority decides and the other reports the overlap; a closed
+maintenance window holds a policy deletion; owned ReplicaSets are left alone while a loose one
+is deleted.
 """
 
 from __future__ import annotations
