@@ -17,8 +17,8 @@ is empty), scraping /metrics every 50 ms:
 
 * **lifecycle change** (``delete-after`` edited): what the policy matches is unchanged, so
   the cached objects it matched are queued again, no list;
-* **selector change** (``matchLabels`` rewritten as an equivalent ``matchExpressions``): what
-  the cache keeps may change, so ConfigMaps are listed again first.
+* **selector change** (``tier in (scratch, temp)``, which selects the same objects): what the
+  informers keep may differ, so ConfigMaps are listed again too.
 
 Writes ``policies.json`` and ``policies.md``. See benchmarks/README.md.
 """
@@ -71,7 +71,9 @@ def _policy(spec_selector: dict[str, Any], delete_after: str) -> dict[str, Any]:
 
 
 LABELS = {"matchLabels": {"tier": "scratch"}}
-EXPRESSIONS = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["scratch"]}]}
+EXPRESSIONS = {
+    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["scratch", "temp"]}]
+}
 
 
 async def install_crds(kube: KubeClient) -> None:

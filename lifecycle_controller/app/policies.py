@@ -1,11 +1,13 @@
 """Lifecycle policies in the leader's pipeline: load them, re-evaluate on change, report.
 
-:class:`PolicyPipeline` owns the :class:`~lifecycle_controller.controller.policy_store.PolicyStore`
-and the status writer. The policies are loaded before the informers start (their first list
-already keeps the objects a policy could match); afterwards a change of the policies that
-select a type relists that type only (the objects to keep may differ) and re-evaluates its
-cached policy objects; a removed policy's pending actions are cancelled, and the log says
-so (docs/policies.md#changing-a-policy).
+:class:`PolicyPipeline` owns the
+:class:`~lifecycle_controller.controller.policy_store.PolicyStore` and the status writer. The
+policies are loaded before the informers start (their first list already keeps the objects a
+policy could match); afterwards a change of the policies that select a type re-evaluates its
+cached policy objects, and relists that type only when what the informers keep for it changed
+(resources, namespaces, names or selector: objects dropped while listing may match now), not
+for a new action, condition or priority; a removed policy's pending actions are cancelled, and
+the log says so (docs/policies.md#changing-a-policy).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_status import PolicyStatusWriter
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.core.policy_match import static_filters
 from lifecycle_controller.core.policy_model import PolicyRef
 from lifecycle_controller.core.policy_set import PolicySet
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
@@ -34,7 +37,13 @@ _log = structlog.get_logger(__name__)
 
 
 def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[PolicyRef, int], ...]:
+    """Which generations of which policies decide for ``resource``."""
     return tuple((p.ref, p.generation) for p in policies.for_resource(resource))
+
+
+def _kept(policies: PolicySet, resource: ResourceType) -> tuple[tuple[object, ...], ...]:
+    """What decides which objects of ``resource`` the informers keep for the policies."""
+    return tuple(static_filters(p) for p in policies.for_resource(resource))
 
 
 class PolicyPipeline:
@@ -100,7 +109,8 @@ class PolicyPipeline:
             )
             for key in keys:
                 self._enqueue(key)
-            await self._informers.relist(resource)
+            if _kept(old, resource) != _kept(new, resource):
+                await self._informers.relist(resource)  # objects it dropped may match now
 
     def _policy_keys(self, resource: ResourceType) -> list[ObjectKey]:
         return [

@@ -130,6 +130,8 @@ class InformerSet:
             return
         await self._cancel(tasks.values())
         self._tasks[resource] = {scope: self._start(resource, scope) for scope in tasks}
+        for _ in tasks:
+            self._metrics.relisted(resource)
 
     async def stop(self, resource: ResourceType) -> None:
         """Stop the informers of ``resource`` and drop its objects and synced flags."""

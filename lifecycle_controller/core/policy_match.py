@@ -126,6 +126,19 @@ def _static_refusal(policy: Policy, view: ObjectView) -> MatchReason | None:
     return None
 
 
+def static_filters(policy: Policy) -> tuple[object, ...]:
+    """What :func:`matches_statically` reads of ``policy``: equal for two generations when
+    the objects the informers keep for it are the same (only its action, condition, owned
+    rule or priority changed)."""
+    return (
+        policy.ref,
+        policy.resources,
+        policy.namespaces,
+        policy.names,
+        policy.selector,
+    )
+
+
 def matches_statically(policy: Policy, view: ObjectView) -> bool:
     """Resource, scope, names and selector accept the object (whether to keep it cached)."""
     return _static_refusal(policy, view) is None

@@ -480,7 +480,8 @@ class Metrics:
         self.watch_restarts.labels(resource, reason).inc()
 
     def count_relist(self, resource: str) -> None:
-        """``resource`` was listed from scratch (first sync or after 410 Gone)."""
+        """``resource`` was listed again from scratch (after 410 Gone, or because a lifecycle
+        policy now keeps other objects of it)."""
         self.relists.labels(resource).inc()
 
     def set_cache_objects(self, resource: str, count: int) -> None:

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core import keys
+from lifecycle_controller.core.policy_match import static_filters
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind
 from lifecycle_controller.core.policy_set import (
     POLICY_API_VERSION,
@@ -198,3 +199,40 @@ def test_a_restart_policy_glob_leaves_kinds_that_cannot_restart_alone() -> None:
     )
     assert [p.ref.name for p in policies.for_resource(deployments)] == ["apps"]
     assert policies.for_resource(replicasets) == ()
+
+
+_BASE: dict[str, Any] = {
+    "resources": ["configmaps"],
+    "names": ["tmp-*"],
+    "selector": {"matchLabels": {"tier": "scratch"}},
+    "lifecycle": {"delete-after": "1h"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "same_filters"),
+    [
+        ({"lifecycle": {"delete-after": "2h"}}, True),
+        ({"lifecycle": {"delete-at": "2027-01-01T00:00:00Z"}}, True),
+        ({"condition": "object.metadata.name != 'x'"}, True),
+        ({"includeOwned": True}, True),
+        ({"priority": 5}, True),
+        ({"names": ["tmp-*", "old-*"]}, False),
+        ({"resources": ["configmaps", "secrets"]}, False),
+        ({"selector": {"matchLabels": {"tier": "temp"}}}, False),
+        ({"selector": None}, False),
+        ({"namespaces": ["ci-*"]}, False),
+    ],
+)
+def test_static_filters_change_only_with_what_the_informers_keep(
+    change: dict[str, Any], same_filters: bool
+) -> None:
+    """A policy change relists a type only when its static filters differ."""
+    before = policy_from_manifest(manifest("p", _BASE, generation=1))
+    spec = {**_BASE, **change}
+    if spec.get("selector") is None:
+        spec.pop("selector")
+    after = policy_from_manifest(manifest("p", spec, generation=2))
+    assert isinstance(before, Policy)
+    assert isinstance(after, Policy), after
+    assert (static_filters(before) == static_filters(after)) is same_filters

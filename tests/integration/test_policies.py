@@ -369,3 +369,55 @@ async def test_owned_replicasets_are_left_alone_unless_included(
     await start_for(start_controller, namespace, "replicasets.apps")
     await wait_gone(kube, REPLICASETS, namespace, "loose", within=20)
     assert await owned_by(kube, REPLICASETS, namespace, owner["metadata"]["uid"])
+
+
+async def test_a_new_action_needs_no_list_but_a_wider_match_lists_again(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """Editing ``lifecycle`` re-queues the cached objects without listing ConfigMaps again;
+    widening ``names`` lists them again, and finds an object dropped while listing before."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        policy(
+            "widened",
+            namespace,
+            {
+                "resources": ["configmaps"],
+                "names": ["first-*"],
+                "lifecycle": {"delete-after": "1h"},
+            },
+        ),
+    )
+    await create(kube, CONFIGMAPS, namespace, labelled("first-1", {}))
+    await create(kube, CONFIGMAPS, namespace, labelled("later-1", {}))
+    running = await start_for(start_controller, namespace)
+    registry = running.controller.metrics.registry
+    by_policy = {"policy": f"LifecyclePolicy/{namespace}/widened"}
+
+    async def deciding(count: float) -> bool:
+        return registry.get_sample_value("lifecycle_policy_matched_objects", by_policy) == count
+
+    await eventually(lambda: deciding(1.0), within=10, what="the policy deciding first-1")
+    lists = registry.get_sample_value("lifecycle_relists_total", {"resource": "configmaps"})
+
+    async def edit(spec: dict[str, Any]) -> None:
+        await kube.request(
+            "PATCH",
+            POLICIES.object_path(namespace, "widened"),
+            body={"spec": spec},
+            content_type="application/merge-patch+json",
+        )
+
+    await edit({"lifecycle": {"delete-after": "1s"}})
+    await wait_gone(kube, CONFIGMAPS, namespace, "first-1", within=15)
+    after = registry.get_sample_value("lifecycle_relists_total", {"resource": "configmaps"})
+    assert after == lists, "a new lifecycle value listed ConfigMaps again"
+    assert not await gone(kube, CONFIGMAPS, namespace, "later-1")
+
+    await edit({"names": ["first-*", "later-*"]})
+    await wait_gone(kube, CONFIGMAPS, namespace, "later-1", within=15)
+    widened = registry.get_sample_value("lifecycle_relists_total", {"resource": "configmaps"})
+    assert widened is not None
+    assert widened > (after or 0.0)
