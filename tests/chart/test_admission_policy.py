@@ -77,6 +77,7 @@ def _policy_values(tag: str) -> dict[str, Any]:
     return {
         "admissionPolicy": bound("validate"),
         "annotationGuard": bound("guard"),
+        "policyAdmission": {"enabled": False},  # tests/chart/test_policy_admission.py
         "admissionExemptions": {
             "usernames": ["system:kube-controller-manager", DEVCLUSTER_ADMIN],
             "usernamePrefixes": ["system:serviceaccount:kube-system:"],

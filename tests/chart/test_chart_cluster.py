@@ -68,11 +68,13 @@ PRIORITY_CLASS = {
 
 
 def unbound_full_values() -> dict[str, Any]:
-    """FULL_VALUES with both admission policies bound to a label nothing carries."""
+    """FULL_VALUES with the admission policies bound to a label nothing carries (the check of
+    lifecycle policies by an object label: cluster policies have no namespace)."""
     values = copy.deepcopy(FULL_VALUES)
     selector = {"matchLabels": {"lifecycle-test/never": "matches"}}
     values["admissionPolicy"]["namespaceSelector"] = selector
     values["annotationGuard"]["namespaceSelector"] = selector
+    values["policyAdmission"] = {"objectSelector": selector}
     return values
 
 

@@ -220,3 +220,75 @@ def test_the_schema_checks_each_policy_item(helm: Helm, item: dict[str, Any], pa
     error = helm.render_failure({"policies": [item]})
     assert "lifecycle-controller:" in error
     assert path in error
+
+
+# --- the admission check of policies (proven on the API server: test_policy_admission.py) ----
+
+CHECK = f"{FULLNAME}-policies"
+
+
+def test_the_policy_check_is_on_by_default(helm: Helm) -> None:
+    docs = helm.render()
+    policy = one(docs, "ValidatingAdmissionPolicy", CHECK)
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": [GROUP],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
+            "scope": "*",
+        }
+    ]
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", CHECK)
+    assert binding["spec"] == {"policyName": CHECK, "validationActions": ["Deny"]}
+    reasons = [v["reason"] for v in policy["spec"]["validations"]]
+    assert reasons[:17] == ["Forbidden"] * 17  # the authorization comes first
+    assert set(reasons[17:]) == {"Invalid"}
+
+
+def test_the_policy_check_follows_its_values(helm: Helm) -> None:
+    selector = {"matchLabels": {"team": "0123"}}
+    values = {
+        "policyAdmission": {
+            "validationActions": ["Warn", "Audit"],
+            "failurePolicy": "Ignore",
+            "namespaceSelector": selector,
+            "objectSelector": selector,
+        }
+    }
+    docs = helm.render(values)
+    assert one(docs, "ValidatingAdmissionPolicy", CHECK)["spec"]["failurePolicy"] == "Ignore"
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", CHECK)["spec"]
+    assert binding["validationActions"] == ["Warn", "Audit"]
+    assert binding["matchResources"] == {"namespaceSelector": selector, "objectSelector": selector}
+    off = helm.render({"policyAdmission": {"enabled": False}})
+    assert [d for d in off if d["metadata"]["name"] == CHECK] == []
+
+
+@pytest.mark.parametrize(
+    ("values", "path"),
+    [
+        ({"policyAdmission": {"enabled": "yes"}}, "/policyAdmission/enabled"),
+        ({"policyAdmission": {"validationActions": ["Block"]}}, "/policyAdmission"),
+        ({"policyAdmission": {"failurePolicy": "Retry"}}, "/policyAdmission/failurePolicy"),
+        ({"policyAdmission": {"rejectUnknownKeys": True}}, "/policyAdmission"),
+    ],
+)
+def test_the_policy_check_values_are_validated(
+    helm: Helm, values: dict[str, Any], path: str
+) -> None:
+    assert path in helm.render_failure(values)
+
+
+def test_the_notes_tell_how_to_list_policies_and_upgrade_the_crds(helm: Helm) -> None:
+    notes = helm.notes()
+    assert "kubectl get clusterlifecyclepolicies,lifecyclepolicies -A" in notes
+    assert "never upgrades them" in notes
+    assert "check of lifecycle policies is off" not in notes
+    item = {"kind": "LifecyclePolicy", "name": "a", "spec": CLEANUP}
+    notes = helm.notes({"policies": [item, item | {"name": "b"}]})
+    assert "Lifecycle policies (2 installed with this release):" in notes
+    off = helm.notes({"policyAdmission": {"enabled": False}})
+    assert "The check of lifecycle policies is off" in off
+    assert "lifecyclepolicies" not in helm.notes({"rbac": {"policies": False}})

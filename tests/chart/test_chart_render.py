@@ -727,15 +727,23 @@ def test_network_policy_and_pdb(helm: Helm) -> None:
     assert not of_kind(helm.render(), "PodDisruptionBudget")
 
 
+# The check of lifecycle policies (on by default) is tested in test_chart_policies.py.
+POLICY_CHECK = f"{FULLNAME}-policies"
+
+
+def annotation_policies(docs: list[Doc], kind: str) -> list[Doc]:
+    return [d for d in of_kind(docs, kind) if d["metadata"]["name"] != POLICY_CHECK]
+
+
 def test_admission_policies_off_by_default(helm: Helm) -> None:
     docs = helm.render()
-    assert not of_kind(docs, "ValidatingAdmissionPolicy")
-    assert not of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert not annotation_policies(docs, "ValidatingAdmissionPolicy")
+    assert not annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
 
 
 def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
     docs = helm.render(FULL_VALUES)
-    policies = of_kind(docs, "ValidatingAdmissionPolicy")
+    policies = annotation_policies(docs, "ValidatingAdmissionPolicy")
     assert [p["metadata"]["name"] for p in policies] == [
         f"{FULLNAME}-annotations",
         f"{FULLNAME}-annotation-guard",
@@ -745,7 +753,7 @@ def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
         exempt = policy["spec"]["matchConditions"][0]
         assert exempt["name"] == "not-exempt"
         assert f'"{username}"' in exempt["expression"]
-    bindings = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    bindings = annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
     assert [b["spec"]["validationActions"] for b in bindings] == [["Deny"], ["Deny"]]
     writer = one(docs, "ClusterRole", f"{FULLNAME}-annotation-writer")
     assert rules(writer) == [
@@ -758,7 +766,7 @@ def test_label_values_that_look_like_numbers_stay_strings(helm: Helm) -> None:
     the binding as a string: the API server refuses a number in ``matchLabels``."""
     selector = {"matchLabels": {"team/id": "36686e12", "shard": "0123"}}
     docs = helm.render({"admissionPolicy": {"enabled": True, "namespaceSelector": selector}})
-    (binding,) = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    (binding,) = annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"]["matchResources"]["namespaceSelector"] == selector
 
 

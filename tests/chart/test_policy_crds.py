@@ -431,15 +431,22 @@ def test_an_unknown_field_is_dropped_with_a_warning_without_strict_validation(
 def test_policies_rendered_with_the_release_are_accepted(
     crds: ControlPlane, helm: Helm, namespace: str
 ) -> None:
-    """The chart's ``policies`` value renders objects the CRDs accept as they are."""
+    """The chart's ``policies`` value renders objects the CRDs accept as they are: the docs'
+    own values example, and every policy example of the docs as an item."""
     examples = {doc["kind"]: doc for doc in docs_examples()}
     items = [
         {"kind": kind, "name": f"from-values-{index}", "spec": examples[kind]["spec"]}
         for index, kind in enumerate(sorted(KINDS))
     ]
+    text = (REPO_ROOT / "docs" / "policies.md").read_text()
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(policies:.*?)```", text, re.S)]
+    assert len(blocks) == 1
+    items += blocks[0]["policies"]
+    for item in items:
+        item.pop("namespace", None)  # into the test's namespace
     docs = helm.render({"policies": items}, namespace=namespace)
     rendered = [doc for doc in docs if doc["kind"] in KINDS]
-    assert len(rendered) == 2
+    assert len(rendered) == len(items) == 4
     for doc in rendered:
         response = create(crds, doc)
         assert response.status == 201, response.body
