@@ -278,7 +278,12 @@ class Controller:
             )
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = self._guardrails(recorder, queue, cache)
-        policies = PolicyPipeline(self.kube, self.clock, self.metrics)  # docs/policies.md
+        policies = PolicyPipeline(  # docs/policies.md
+            self.kube,
+            self.clock,
+            self.metrics,
+            namespaces=settings.scope.is_namespace_allowed,
+        )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
             clock=self.clock,

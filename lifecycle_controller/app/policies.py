@@ -49,11 +49,18 @@ def _kept(policies: PolicySet, resource: ResourceType) -> tuple[tuple[object, ..
 class PolicyPipeline:
     """See the module docstring."""
 
-    def __init__(self, kube: KubeClient, clock: Clock, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        namespaces: Callable[[str], bool] | None = None,
+    ) -> None:
         self.kube = kube
         self.clock = clock
         self.metrics = metrics
-        self.store = PolicyStore(kube, clock=clock)
+        self.store = PolicyStore(kube, clock=clock, namespaces=namespaces)
 
     def attach(
         self,

@@ -28,7 +28,7 @@ from lifecycle_controller.core.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.policy_match import unwatched_resources
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.timestamps import format_rfc3339_nano, format_rfc3339_seconds
 from lifecycle_controller.kube import KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
@@ -218,7 +218,7 @@ def _with_transitions(
 ) -> dict[str, Any]:
     """``report`` with each condition's ``lastTransitionTime`` (kept while its status holds)."""
     before = {c.get("type"): c for c in previous.get("conditions") or () if isinstance(c, Mapping)}
-    now = format_rfc3339_nano(now_ns).split(".")[0] + "Z"
+    now = format_rfc3339_seconds(now_ns)  # metav1.Time: whole seconds
     conditions = []
     for condition in report["conditions"]:
         old = before.get(condition["type"])

@@ -97,8 +97,12 @@ class PolicyStore:
         clock: Clock,
         recheck: float = 60.0,
         watch_timeout: int = 300,
+        namespaces: Callable[[str], bool] | None = None,
     ) -> None:
         self._source = source
+        #: Which namespaces' LifecyclePolicies count (the controller's namespace scope): one in
+        #: a namespace it does not act in can match nothing, so it is not even reported on.
+        self._namespaces = namespaces
         self._clock = clock
         self._recheck = recheck
         self._watch_timeout = watch_timeout
@@ -142,6 +146,8 @@ class PolicyStore:
             return None
         uid = str(metadata.get("uid", ""))
         key = (resource, metadata.get("namespace") or None, str(metadata.get("name", "")))
+        if key[1] is not None and self._namespaces is not None and not self._namespaces(key[1]):
+            return None
         generation = metadata.get("generation")
         old = self._docs.get(key)
         raw_status = obj.get("status")

@@ -115,3 +115,15 @@ async def test_schedule_since_survives_a_restart_through_the_status(clock: FakeC
     fresh = PolicyStore(Source({POLICIES: [policy("p", 4, status=other)]}), clock=clock)
     assert await fresh.load()
     assert list(fresh.schedule_since().values()) == [clock.now_ns()]
+
+
+async def test_policies_in_namespaces_out_of_scope_are_not_kept(clock: FakeClock) -> None:
+    """With ``--watch-namespace team``, a LifecyclePolicy elsewhere can match nothing: the
+    store keeps it out of the set (no status, no Warning in a namespace not acted in)."""
+    elsewhere = policy("other", 1)
+    elsewhere["metadata"] = {**elsewhere["metadata"], "namespace": "not-watched", "uid": "u2"}
+    source = Source({POLICIES: [policy("here", 1), elsewhere]})
+    store = PolicyStore(source, clock=clock, namespaces=lambda namespace: namespace == "team")
+    assert await store.load()
+    assert [str(doc.ref) for doc in store.docs()] == ["LifecyclePolicy/team/here"]
+    assert not store.apply(POLICIES, "ADDED", elsewhere)
