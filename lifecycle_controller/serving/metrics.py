@@ -480,8 +480,7 @@ class Metrics:
         self.watch_restarts.labels(resource, reason).inc()
 
     def count_relist(self, resource: str) -> None:
-        """``resource`` was listed again from scratch (after 410 Gone, or because a lifecycle
-        policy now keeps other objects of it)."""
+        """``resource`` was listed again (after 410 Gone, or a policy keeps other objects)."""
         self.relists.labels(resource).inc()
 
     def set_cache_objects(self, resource: str, count: int) -> None:
