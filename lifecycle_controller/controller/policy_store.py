@@ -29,9 +29,13 @@ import structlog
 
 from lifecycle_controller.core.policy_match import ObjectView
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
-from lifecycle_controller.core.policy_set import PolicySet, object_view, policy_from_manifest
+from lifecycle_controller.core.policy_set import (
+    PolicySet,
+    object_view,
+    policy_from_manifest,
+    reported_schedule_since,
+)
 from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.kube import Forbidden, Gone, KubeError, NotFound
 from lifecycle_controller.kube.errors import error_for_status
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
@@ -70,19 +74,6 @@ class PolicyDoc:
     @property
     def ref(self) -> PolicyRef:
         return self.parsed.ref
-
-
-def _since(status: Mapping[str, Any], generation: int) -> int | None:
-    """``status.scheduleSince`` when it belongs to ``generation``."""
-    if status.get("observedGeneration") != generation:
-        return None
-    value = status.get("scheduleSince")
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_rfc3339(value)
-    except TimestampError:
-        return None
 
 
 class PolicyStore:
@@ -159,7 +150,7 @@ class PolicyStore:
             parsed = policy_from_manifest(manifest)
         since_key = (uid, parsed.generation)
         if since_key not in self._since:
-            known = _since(status, parsed.generation)
+            known = reported_schedule_since(status, parsed.generation)
             self._since[since_key] = known if known is not None else self._clock.now_ns()
         return PolicyDoc(uid, str(metadata.get("resourceVersion", "")), parsed, status)
 

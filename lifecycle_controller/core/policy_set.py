@@ -49,6 +49,7 @@ __all__ = [
     "is_policy_manifest",
     "object_view",
     "policy_from_manifest",
+    "reported_schedule_since",
 ]
 
 #: ``apiVersion`` of both policy kinds.
@@ -188,3 +189,21 @@ class PolicySet:
             now_ns=now_ns,
             schedule_since_ns=schedule_since_ns,
         )
+
+
+def reported_schedule_since(status: Mapping[str, Any], generation: int) -> int | None:
+    """A policy's ``status.scheduleSince`` (ns) when the status is about ``generation``.
+
+    The controller writes it when it first accepts a generation; reading it back lets a new
+    leader, and the tools, anchor recurring schedules where the old leader did
+    (docs/policies.md#how-a-policy-is-anchored). None when absent, stale or unreadable.
+    """
+    if status.get("observedGeneration") != generation:
+        return None
+    value = status.get("scheduleSince")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None

@@ -24,9 +24,13 @@ from lifecycle_controller.core.policy_decide import attribution
 from lifecycle_controller.core.policy_match import MatchReason, match
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
 from lifecycle_controller.core.policy_precedence import InputSource, PolicyInputs
-from lifecycle_controller.core.policy_set import PolicySet, object_view, policy_from_manifest
+from lifecycle_controller.core.policy_set import (
+    PolicySet,
+    object_view,
+    policy_from_manifest,
+    reported_schedule_since,
+)
 from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 
 __all__ = [
     "PolicyDocs",
@@ -56,19 +60,6 @@ class PolicyDocs:
         return bool(self.policies.valid or self.policies.invalid)
 
 
-def _since(status: Mapping[str, Any], generation: int) -> int | None:
-    """``status.scheduleSince`` when it belongs to ``generation`` (as the controller reads it)."""
-    if status.get("observedGeneration") != generation:
-        return None
-    value = status.get("scheduleSince")
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_rfc3339(value)
-    except TimestampError:
-        return None
-
-
 def policy_docs(manifests: Iterable[Mapping[str, Any]], *, now_ns: int) -> PolicyDocs:
     """The policies among ``manifests`` (``is_policy_manifest`` must hold for each).
 
@@ -84,7 +75,7 @@ def policy_docs(manifests: Iterable[Mapping[str, Any]], *, now_ns: int) -> Polic
         raw = manifest.get("status")
         status: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         statuses[policy.ref] = status
-        known = _since(status, policy.generation)
+        known = reported_schedule_since(status, policy.generation)
         since[policy.ref] = now_ns if known is None else known
     return PolicyDocs(PolicySet.of(parsed), since, statuses)
 
@@ -171,24 +162,15 @@ def judge(
     policies = docs.policies
     view = object_view(resource, metadata) if policies.for_resource(resource) else None
     candidate = view is not None and policies.candidate(view)
-    if view is None or not candidate:
-        plain = explain(
-            annotations=annotations,
-            facts=facts,
+    inputs = None
+    if view is not None and candidate:
+        inputs = policies.resolve(
+            annotations,
+            view,
+            restart_marker=restart_marker,
             now_ns=now_ns,
-            settings=settings,
-            occurrences=occurrences,
-            namespace_defaults=defaults,
-            guardrails=guardrails,
+            schedule_since_ns=docs.schedule_since,
         )
-        return plain, PolicyVerdict()
-    inputs = policies.resolve(
-        annotations,
-        view,
-        restart_marker=restart_marker,
-        now_ns=now_ns,
-        schedule_since_ns=docs.schedule_since,
-    )
     explanation = explain(
         annotations=annotations,
         facts=facts,
@@ -199,7 +181,7 @@ def judge(
         guardrails=guardrails,
         policy_inputs=inputs,
     )
-    return explanation, _verdict(inputs, candidate)
+    return explanation, PolicyVerdict() if inputs is None else _verdict(inputs, candidate)
 
 
 def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:

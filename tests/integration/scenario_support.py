@@ -13,11 +13,13 @@ Fault injection (write spies, conflicts, a lagging cache) is in tests/integratio
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from tests.integration.controller import RunningController, StartController
 from tests.integration.keys import CONTROLLER, RESTARTED_AT, P
@@ -321,3 +323,23 @@ async def wait_in_sync(
 
     await eventually(in_sync, within=10, interval=0.05, what=f"{name} quiet and cached")
     return found[0]
+
+
+async def run_cli(control_plane: ControlPlane, namespace: str, *args: str) -> tuple[str, str]:
+    """(stdout, stderr) of ``lifecycle-controller ARGS`` as a real process (must exit 0),
+    against the test control plane, with the breaker and Lease in ``namespace``."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lifecycle_controller",
+        *args,
+        "--kubeconfig",
+        str(control_plane.admin_kubeconfig),
+        "--leader-election-namespace",
+        namespace,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, err.decode()
+    return out.decode(), err.decode()

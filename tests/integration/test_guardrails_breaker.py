@@ -8,9 +8,7 @@ reset`` (a real process) releases the rest; ``lifecycle-controller status`` warn
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 
 import pytest
 
@@ -21,7 +19,7 @@ from lifecycle_controller.kube.resources import CONFIGMAPS
 from tests.integration.controller import StartController
 from tests.integration.events import events_of
 from tests.integration.keys import DELETE_AT
-from tests.integration.scenario_support import sample, settle, start_for
+from tests.integration.scenario_support import run_cli, sample, settle, start_for
 from tests.integration.support import configmap, eventually
 
 pytestmark = pytest.mark.integration
@@ -43,27 +41,8 @@ async def _remaining(kube: KubeClient, namespace: str) -> set[str]:
     }
 
 
-async def _cli(control_plane: ControlPlane, namespace: str, *args: str) -> tuple[str, str]:
-    """(stdout, stderr) of ``lifecycle-controller ARGS`` as a real process (must exit 0)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "lifecycle_controller",
-        *args,
-        "--kubeconfig",
-        str(control_plane.admin_kubeconfig),
-        "--leader-election-namespace",
-        namespace,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode == 0, err.decode()
-    return out.decode(), err.decode()
-
-
 async def _breaker_cli(control_plane: ControlPlane, namespace: str, verb: str) -> str:
-    return (await _cli(control_plane, namespace, "breaker", verb))[0]
+    return (await run_cli(control_plane, namespace, "breaker", verb))[0]
 
 
 async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_reset(
@@ -100,7 +79,7 @@ async def test_breaker_trips_before_the_sixth_action_and_stays_latched_until_res
     assert sample(running, "lifecycle_breaker_open") == 1
     assert sample(running, "lifecycle_breaker_trips_total") == 1
     assert "OPEN" in await _breaker_cli(control_plane, namespace, "status")
-    _, warned = await _cli(control_plane, namespace, "status", "-n", namespace)
+    _, warned = await run_cli(control_plane, namespace, "status", "-n", namespace)
     assert "warning: circuit breaker OPEN since " in warned
 
     # A restarted controller (even one allowed more) honours the latched state.
@@ -154,14 +133,14 @@ async def test_one_reset_lets_every_held_action_go_and_the_window_counts_only_th
     # explain show them held (found with the controller's own flags), not "delete now".
     told = await _breaker_cli(control_plane, namespace, "status")
     assert "holding 4: ConfigMap/" in told, told
-    rows, _ = await _cli(control_plane, namespace, "status", "-n", namespace, "-o", "json")
+    rows, _ = await run_cli(control_plane, namespace, "status", "-n", namespace, "-o", "json")
     summaries = {row["name"]: row["summary"] for row in json.loads(rows)}
     reset = f"lifecycle-controller breaker reset --leader-election-id {LEASE}"
     for held_name in held:
         assert summaries[held_name].startswith("delete due now; held by the circuit breaker")
         assert f"`{reset} --leader-election-namespace {namespace}`" in summaries[held_name]
     some = sorted(held)[0]
-    explained, _ = await _cli(
+    explained, _ = await run_cli(
         control_plane, namespace, "explain", f"configmap/{some}", "-n", namespace
     )
     assert "held by the circuit breaker (open since " in explained, explained

@@ -27,12 +27,12 @@ from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import ROLLOUT_COMPLETED, list_events, wait_event
 from tests.integration.keys import DELETE_AFTER, DRY_RUN, P
+from tests.integration.policy_tools import labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, owned_by, start_for, wait_gone
 from tests.integration.support import (
     CONFIGMAPS,
     DEPLOYMENTS,
     REPLICASETS,
-    configmap,
     deployment,
     eventually,
 )
@@ -42,18 +42,7 @@ EXEMPT = P + "exempt"
 
 
 def policy(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
-        "kind": "LifecyclePolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def labelled(name: str, labels: dict[str, str], **annotations: str) -> dict[str, Any]:
-    body = configmap(name, **annotations)
-    body["metadata"]["labels"] = labels
-    return body
+    return namespaced_policy(name, namespace, **spec)
 
 
 async def status_of(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:

@@ -9,8 +9,6 @@ breaker reset`` (a real process) lets them go; the deletions are counted with
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from typing import Any
 
 import pytest
@@ -21,8 +19,17 @@ from lifecycle_controller.kube.breaker_store import breaker_name, read_breaker
 from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import events_of
-from tests.integration.scenario_support import create, gone, sample, settle, start_for, wait_gone
-from tests.integration.support import CONFIGMAPS, configmap, eventually
+from tests.integration.policy_tools import labelled, namespaced_policy
+from tests.integration.scenario_support import (
+    create,
+    gone,
+    run_cli,
+    sample,
+    settle,
+    start_for,
+    wait_gone,
+)
+from tests.integration.support import CONFIGMAPS, eventually
 from tests.integration.webhook_receiver import Receiver, wait_documents
 
 pytestmark = pytest.mark.integration
@@ -32,22 +39,17 @@ DOOMED = {"tier": "doomed"}
 
 
 def _policy(name: str, namespace: str, lifecycle: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
-        "kind": "LifecyclePolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "resources": ["configmaps"],
-            "selector": {"matchLabels": DOOMED},
-            "lifecycle": lifecycle,
-        },
-    }
+    return namespaced_policy(
+        name,
+        namespace,
+        resources=["configmaps"],
+        selector={"matchLabels": DOOMED},
+        lifecycle=lifecycle,
+    )
 
 
 def _labelled(name: str) -> dict[str, Any]:
-    body = configmap(name)
-    body["metadata"]["labels"] = dict(DOOMED)
-    return body
+    return labelled(name, dict(DOOMED))
 
 
 async def _remaining(kube: KubeClient, namespace: str, names: list[str]) -> set[str]:
@@ -87,22 +89,8 @@ async def test_the_breaker_holds_policy_deletions_until_reset(
     success = {"action": "delete", "source": "policy", "result": "success"}
     assert sample(running, "lifecycle_actions_by_source_total", **success) == 2
 
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "lifecycle_controller",
-        "breaker",
-        "reset",
-        "--kubeconfig",
-        str(control_plane.admin_kubeconfig),
-        "--leader-election-namespace",
-        namespace,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode == 0, err.decode()
-    assert "closed" in out.decode()
+    out, _ = await run_cli(control_plane, namespace, "breaker", "reset")
+    assert "closed" in out
 
     async def released() -> bool:
         return not await _remaining(kube, namespace, names)
