@@ -293,6 +293,7 @@ class KubeClient:
         continue_token: str | None = None,
         resource_version: str | None = None,
         field_selector: str | None = None,
+        label_selector: str | None = None,
     ) -> dict[str, Any]:
         """One page of a metadata-only list (``PartialObjectMetadataList``).
 
@@ -304,6 +305,8 @@ class KubeClient:
         query = [("limit", str(limit))]
         if field_selector:
             query.append(("fieldSelector", field_selector))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         if continue_token:
             query.append(("continue", continue_token))
         elif resource_version is not None and not (resource_version == "0" and limit > 0):

@@ -344,6 +344,23 @@ def _keeper(resource: ResourceType, mine: Sequence[Policy]) -> Callable[[Mapping
     return keep
 
 
+async def _list_selected(
+    kube: KubeClient, resource: ResourceType, namespace: str | None, mine: Sequence[Policy]
+) -> list[Mapping[str, Any]]:
+    """What the tried policies could match of ``resource``. When each has a label selector,
+    the API server selects (one list per distinct selector, an object once): only the
+    matching objects cross the wire (docs/policies.md#what-a-policy-costs)."""
+    keep = _keeper(resource, mine)
+    queries = {p.selector.query() for p in mine if p.selector is not None}
+    if "" in queries or any(p.selector is None for p in mine):
+        return await list_kept(kube, resource, namespace, keep)
+    found: dict[str, Mapping[str, Any]] = {}
+    for query in sorted(queries):
+        for metadata in await list_kept(kube, resource, namespace, keep, label_selector=query):
+            found.setdefault(str(metadata.get("uid", "")), metadata)
+    return list(found.values())
+
+
 async def try_policies(
     kube: KubeClient,
     manifests: Sequence[Mapping[str, Any]],
@@ -374,7 +391,7 @@ async def try_policies(
         if not mine or (where is not None and not resource.namespaced):
             continue
         try:
-            objects = await list_kept(kube, resource, where, _keeper(resource, mine))
+            objects = await _list_selected(kube, resource, where, mine)
         except KubeError as error:
             report.unreadable.append(f"{resource.key}: {error}")
             continue

@@ -56,13 +56,18 @@ async def list_kept(
     keep: Callable[[Metadata], bool],
     *,
     field_selector: str | None = None,
+    label_selector: str | None = None,
 ) -> list[Metadata]:
     """The metadata of every object of ``resource`` that ``keep`` accepts (all pages)."""
     found: list[Metadata] = []
     token: str | None = None
     while True:
         page = await kube.list_metadata(
-            resource, namespace=namespace, continue_token=token, field_selector=field_selector
+            resource,
+            namespace=namespace,
+            continue_token=token,
+            field_selector=field_selector,
+            label_selector=label_selector,
         )
         for item in page.get("items") or []:
             metadata = item.get("metadata") or {}
