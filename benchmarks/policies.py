@@ -139,6 +139,16 @@ async def settled(session: aiohttp.ClientSession, url: str, quiet: float = 2.0) 
             return now
 
 
+async def reported(session: aiohttp.ClientSession, url: str, want: int) -> float:
+    """Wait (up to 60 s) until the policy's matched-objects gauge says ``want``; its value."""
+    deadline = time.perf_counter() + 60
+    while True:
+        matched = (await scrape(session, url))["matched"]
+        if matched >= want or time.perf_counter() > deadline:
+            return matched
+        await asyncio.sleep(0.5)
+
+
 async def timed_change(
     kube: KubeClient, session: aiohttp.ClientSession, url: str, body: dict[str, Any], want: int
 ) -> dict[str, Any]:
@@ -200,8 +210,8 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
                 try:
                     if mode == "policy" and number == args.rounds - 1:
                         url = running.metrics_url
-                        figures["matched_reported"] = (await settled(session, url))["matched"]
                         want = result["matched"]
+                        figures["matched_reported"] = await reported(session, url, want)
                         result["lifecycle_change"] = await timed_change(
                             kube,
                             session,
