@@ -283,6 +283,7 @@ class Controller:
             self.clock,
             self.metrics,
             namespaces=settings.scope.is_namespace_allowed,
+            served=discovery.serves,
         )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
@@ -335,8 +336,8 @@ class Controller:
         self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
         namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
         try:
-            await policies.load()  # before the first lists, which keep what policies match
             watched = await discovery.initial()  # logs an empty watch set itself
+            await policies.load()  # before the first lists, which keep what policies match
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
             await namespaces.wait_synced()  # no action before the namespace defaults are known

@@ -28,6 +28,7 @@ from lifecycle_controller.core.policy_model import PolicyRef
 from lifecycle_controller.core.policy_set import PolicySet
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.serving.metrics import Metrics
 
@@ -56,11 +57,13 @@ class PolicyPipeline:
         metrics: Metrics,
         *,
         namespaces: Callable[[str], bool] | None = None,
+        served: Callable[[str], bool | None] | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
         self.metrics = metrics
-        self.store = PolicyStore(kube, clock=clock, namespaces=namespaces)
+        found = None if served is None else (lambda: served(CLUSTER_POLICIES.key))
+        self.store = PolicyStore(kube, clock=clock, namespaces=namespaces, served=found)
 
     def attach(
         self,

@@ -210,6 +210,14 @@ class Discovery:
     def complete(self) -> bool:
         return self._not_ready is None
 
+    def serves(self, key: str) -> bool | None:
+        """Whether the latest discovery found resource ``key`` (watched or not); None before
+        the first plan. Lets the policy store skip asking for kinds that are not served."""
+        plan = self._plan
+        if plan is None:
+            return None
+        return any(r.key == key for r in plan.watched) or any(k == key for k, _ in plan.skipped)
+
     @property
     def not_ready_reason(self) -> str | None:
         """None once discovery is complete; otherwise why not (for ``/readyz``)."""

@@ -76,6 +76,9 @@ class PolicyDoc:
         return self.parsed.ref
 
 
+_NOT_INSTALLED = "the lifecycle.cezary.dev CRDs are not installed"
+
+
 class PolicyStore:
     """Both policy kinds, parsed, as one :class:`PolicySet`; see the module docstring."""
 
@@ -89,8 +92,13 @@ class PolicyStore:
         recheck: float = 60.0,
         watch_timeout: int = 300,
         namespaces: Callable[[str], bool] | None = None,
+        served: Callable[[], bool | None] | None = None,
     ) -> None:
         self._source = source
+        #: Whether API discovery (refreshed anyway, about once a minute) finds the policy
+        #: kinds: None when it does not know yet. While it says no, the store sends nothing,
+        #: so a cluster without the CRDs sees the same requests as before policies existed.
+        self._served = served
         #: Which namespaces' LifecyclePolicies count (the controller's namespace scope): one in
         #: a namespace it does not act in can match nothing, so it is not even reported on.
         self._namespaces = namespaces
@@ -206,10 +214,13 @@ class PolicyStore:
     async def load(self) -> bool:
         """List both kinds once and publish (without ``on_change``); False when policies are
         off or the list failed (:meth:`run` keeps trying)."""
+        if self._not_served():
+            self._off(_NOT_INSTALLED)
+            return False
         try:
             self._versions = await self._list()
         except NotFound:
-            self._off("the lifecycle.cezary.dev CRDs are not installed")
+            self._off(_NOT_INSTALLED)
         except Forbidden as error:
             self._off(f"reading them is forbidden ({error})")
         except KubeError as error:
@@ -219,6 +230,9 @@ class PolicyStore:
             _log.info("lifecycle policies are on", policies=len(self._docs))
             self.available = True
         return self.available
+
+    def _not_served(self) -> bool:
+        return self._served is not None and self._served() is False
 
     async def _list(self) -> dict[ResourceType, str]:
         versions: dict[ResourceType, str] = {}
@@ -237,6 +251,8 @@ class PolicyStore:
             try:
                 versions, self._versions = self._versions, None
                 if versions is None:
+                    if self._not_served():
+                        raise NotFound(404, {"reason": "NotFound"})  # not even asked
                     versions = await self._list()
                     if not self.available:
                         _log.info("lifecycle policies are on", policies=len(self._docs))
@@ -247,7 +263,7 @@ class PolicyStore:
             except asyncio.CancelledError:
                 raise
             except NotFound:
-                await self._unavailable("the lifecycle.cezary.dev CRDs are not installed")
+                await self._unavailable(_NOT_INSTALLED)
             except Forbidden as error:
                 await self._unavailable(f"reading them is forbidden ({error})")
             except Gone:

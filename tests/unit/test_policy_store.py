@@ -127,3 +127,27 @@ async def test_policies_in_namespaces_out_of_scope_are_not_kept(clock: FakeClock
     assert await store.load()
     assert [str(doc.ref) for doc in store.docs()] == ["LifecyclePolicy/team/here"]
     assert not store.apply(POLICIES, "ADDED", elsewhere)
+
+
+async def test_while_discovery_finds_no_policy_kinds_nothing_is_asked(clock: FakeClock) -> None:
+    """Without the CRDs the controller sends no request for policies (discovery, refreshed
+    anyway, says they are not served); once it finds them, the next check lists them."""
+    source = Source({POLICIES: [policy("later", 1)]})
+    served: list[bool | None] = [False]
+    store = PolicyStore(source, clock=clock, recheck=60, served=lambda: served[0])
+    with capture_logs() as logs:
+        assert not await store.load()
+        task = asyncio.create_task(store.run())
+        for _ in range(3):
+            await clock.advance(60)
+        assert source.lists == 0
+        served[0] = True
+        await clock.advance(60)
+        await clock.settle()
+        assert source.lists == 2  # both kinds, once
+        assert [str(doc.ref) for doc in store.docs()] == ["LifecyclePolicy/team/later"]
+        await cancel_and_wait(task)
+    assert [line["event"] for line in logs if "policies are" in line["event"]] == [
+        "lifecycle policies are off: the lifecycle.cezary.dev CRDs are not installed",
+        "lifecycle policies are on",
+    ]
