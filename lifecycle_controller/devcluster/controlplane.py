@@ -456,12 +456,26 @@ class ControlPlane(AdminAccess):
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake",
                 "--node-lease-duration-seconds=0",
+                # Addresses written into Node and Pod status only; nothing is reachable there.
+                "--cidr=10.244.0.0/16",
+                "--node-ip=10.244.255.1",
             ],
         )
         for name in self.nodes.names():
             response = self.request("POST", "/api/v1/nodes", fake_node(name, self.nodes))
             if response.status not in (201, 409):
                 raise ControlPlaneError(f"creating Node {name}: {response.status} {response.body}")
+            # Admission (TaintNodesByCondition) taints a new Node not-ready; the node lifecycle
+            # controller, which would lift it, is not run (it would evict Pods of Nodes that
+            # send no heartbeat), so the taint is lifted here, once.
+            response = self.request(
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                {"spec": {"taints": None}},
+                content_type="application/merge-patch+json",
+            )
+            if response.status != 200:
+                raise ControlPlaneError(f"untainting Node {name}: {response.status}")
         self._wait("kwok", kwok, self._fake_nodes_ready, deadline)
 
     def _scheduler_healthy(self) -> bool:

@@ -236,16 +236,9 @@ spec:
 
 
 def kwok_configuration(nodes: FakeNodes) -> str:
-    """kwok's configuration file: its options and the stages it plays (module docstring)."""
+    """kwok's configuration file: the stages it plays (module docstring)."""
     delay_ms = max(int(nodes.pod_ready_delay * 1000), 0)
-    options = """apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokConfiguration
-options:
-  cidr: 10.0.0.0/16
-  nodeIP: 10.0.1.1
-  nodeLeaseDurationSeconds: 0
-"""
     pod_ready = _POD_READY.format(unready=UNREADY_LABEL, delay_ms=delay_ms)
     pod_unready = _POD_UNREADY.format(unready=UNREADY_LABEL, delay_ms=delay_ms)
-    documents = (options, _NODE_INITIALIZE, pod_ready, pod_unready, _POD_DELETE)
+    documents = (_NODE_INITIALIZE, pod_ready, pod_unready, _POD_DELETE)
     return "---\n".join(documents)
