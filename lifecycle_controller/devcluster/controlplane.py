@@ -49,10 +49,12 @@ from lifecycle_controller.devcluster.binaries import (
     ensure_node_binaries,
 )
 from lifecycle_controller.devcluster.nodes import (
-    NODE_ANNOTATION,
     FakeNodes,
-    fake_node,
+    create_fake_nodes,
+    fake_nodes_ready,
+    kwok_argv,
     kwok_configuration,
+    scheduler_argv,
 )
 from lifecycle_controller.machinery.tls import CertificateAuthority, service_account_signing_key
 
@@ -429,54 +431,22 @@ class ControlPlane(AdminAccess):
 
     def _start_fake_nodes(self, binaries: NodeBinaries, *, deadline: float) -> None:
         """kube-scheduler, kwok and the fake Nodes; returns once every Node is Ready."""
-        admin = f"--kubeconfig={self.admin_kubeconfig}"
         self._scheduler_port = _free_port()
         scheduler = self._spawn(
             "kube-scheduler",
-            [
-                str(binaries.kube_scheduler),
-                admin,
-                f"--authentication-kubeconfig={self.admin_kubeconfig}",
-                f"--authorization-kubeconfig={self.admin_kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self._scheduler_port}",
-                f"--cert-dir={self.pki_dir / 'scheduler-generated'}",
-            ],
+            scheduler_argv(
+                binaries.kube_scheduler,
+                self.admin_kubeconfig,
+                port=self._scheduler_port,
+                cert_dir=self.pki_dir / "scheduler-generated",
+            ),
         )
         self._wait("kube-scheduler", scheduler, self._scheduler_healthy, deadline)
         configuration = self.workdir / "kwok.yaml"
         configuration.write_text(kwok_configuration(self.nodes))
-        kwok = self._spawn(
-            "kwok",
-            [
-                str(binaries.kwok),
-                admin,
-                f"--config={configuration}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake",
-                "--node-lease-duration-seconds=0",
-                # Addresses written into Node and Pod status only; nothing is reachable there.
-                "--cidr=10.244.0.0/16",
-                "--node-ip=10.244.255.1",
-            ],
-        )
-        for name in self.nodes.names():
-            response = self.request("POST", "/api/v1/nodes", fake_node(name, self.nodes))
-            if response.status not in (201, 409):
-                raise ControlPlaneError(f"creating Node {name}: {response.status} {response.body}")
-            # Admission (TaintNodesByCondition) taints a new Node not-ready; the node lifecycle
-            # controller, which would lift it, is not run (it would evict Pods of Nodes that
-            # send no heartbeat), so the taint is lifted here, once.
-            response = self.request(
-                "PATCH",
-                f"/api/v1/nodes/{name}",
-                {"spec": {"taints": None}},
-                content_type="application/merge-patch+json",
-            )
-            if response.status != 200:
-                raise ControlPlaneError(f"untainting Node {name}: {response.status}")
-        self._wait("kwok", kwok, self._fake_nodes_ready, deadline)
+        kwok = self._spawn("kwok", kwok_argv(binaries.kwok, self.admin_kubeconfig, configuration))
+        create_fake_nodes(self, self.nodes)
+        self._wait("kwok", kwok, lambda: fake_nodes_ready(self, self.nodes), deadline)
 
     def _scheduler_healthy(self) -> bool:
         context = ssl.create_default_context()
@@ -484,16 +454,3 @@ class ControlPlane(AdminAccess):
         context.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
         response = json_request("127.0.0.1", self._scheduler_port, context, "GET", "/healthz")
         return response.status == 200
-
-    def _fake_nodes_ready(self) -> bool:
-        """Whether kwok has marked every fake Node Ready."""
-        listing = self.request("GET", "/api/v1/nodes", timeout=5).body
-        ready = {
-            item["metadata"]["name"]
-            for item in listing.get("items", [])
-            if any(
-                condition.get("type") == "Ready" and condition.get("status") == "True"
-                for condition in (item.get("status") or {}).get("conditions") or []
-            )
-        }
-        return ready >= set(self.nodes.names())

@@ -20,14 +20,21 @@ The stages (kwok's Stage API, given to kwok in its configuration file), after kw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from lifecycle_controller.devcluster.admin import AdminAccess, ControlPlaneError
 
 __all__ = [
     "NODE_ANNOTATION",
     "UNREADY_LABEL",
     "FakeNodes",
+    "create_fake_nodes",
     "fake_node",
+    "fake_nodes_ready",
+    "kwok_argv",
     "kwok_configuration",
+    "scheduler_argv",
 ]
 
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -71,6 +78,70 @@ def fake_node(name: str, nodes: FakeNodes) -> dict[str, Any]:
         "spec": {},
         "status": {"allocatable": resources, "capacity": resources},
     }
+
+
+def create_fake_nodes(admin: AdminAccess, nodes: FakeNodes) -> None:
+    """Create the fake Nodes (those that exist already are left as they are), untainted.
+
+    Admission (TaintNodesByCondition) taints a new Node not-ready; the node lifecycle
+    controller, which would lift it, is not run (it would evict the Pods of Nodes that send no
+    heartbeat), so the taint is lifted here, once.
+    """
+    for name in nodes.names():
+        response = admin.request("POST", "/api/v1/nodes", fake_node(name, nodes))
+        if response.status not in (201, 409):
+            raise ControlPlaneError(f"creating Node {name}: {response.status} {response.body}")
+        response = admin.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            {"spec": {"taints": None}},
+            content_type="application/merge-patch+json",
+        )
+        if response.status != 200:
+            raise ControlPlaneError(f"untainting Node {name}: {response.status} {response.body}")
+
+
+def fake_nodes_ready(admin: AdminAccess, nodes: FakeNodes) -> bool:
+    """Whether kwok has marked every fake Node Ready."""
+    listing = admin.request("GET", "/api/v1/nodes", timeout=5).body
+    ready = {
+        item["metadata"]["name"]
+        for item in listing.get("items", [])
+        if any(
+            condition.get("type") == "Ready" and condition.get("status") == "True"
+            for condition in (item.get("status") or {}).get("conditions") or []
+        )
+    }
+    return ready >= set(nodes.names())
+
+
+def scheduler_argv(binary: Path, kubeconfig: Path, *, port: int, cert_dir: Path) -> list[str]:
+    """kube-scheduler as the admin, no leader election, health on a loopback port."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+    ]
+
+
+def kwok_argv(binary: Path, kubeconfig: Path, configuration: Path) -> list[str]:
+    """kwok out of cluster, managing only the Nodes annotated :data:`NODE_ANNOTATION`."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={configuration}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake",
+        "--node-lease-duration-seconds=0",
+        # Addresses written into Node and Pod status only; nothing is reachable there.
+        "--cidr=10.244.0.0/16",
+        "--node-ip=10.244.255.1",
+    ]
 
 
 _NODE_INITIALIZE = """apiVersion: kwok.x-k8s.io/v1alpha1
