@@ -55,6 +55,8 @@ class PodView:
     ready: bool
     deleting: bool
     restarted_at: str | None
+    #: ``metadata.creationTimestamp`` (RFC 3339, whole seconds: compares as text).
+    created: str
 
     @classmethod
     def of(cls, pod: dict[str, Any]) -> PodView:
@@ -71,6 +73,7 @@ class PodView:
             ready=ready,
             deleting=bool(metadata.get("deletionTimestamp")),
             restarted_at=(metadata.get("annotations") or {}).get(RESTARTED_AT),
+            created=metadata.get("creationTimestamp") or "",
         )
 
     @property

@@ -17,7 +17,7 @@ import pytest
 
 from lifecycle_controller.kube import KubeClient, ResourceType
 from tests.integration.controller import StartController
-from tests.integration.events import events_of, wait_event
+from tests.integration.events import events_of, list_events, wait_event
 from tests.integration.keys import RESTART_AT, RESTARTED_AT
 from tests.integration.rollout_support import (
     PodView,
@@ -26,7 +26,13 @@ from tests.integration.rollout_support import (
     wait_serving,
 )
 from tests.integration.scenario_support import get, sample, start_for, template_annotations
-from tests.integration.support import DAEMONSETS, DEPLOYMENTS, STATEFULSETS, eventually
+from tests.integration.support import (
+    DAEMONSETS,
+    DEPLOYMENTS,
+    REPLICASETS,
+    STATEFULSETS,
+    eventually,
+)
 from tests.integration.timestamps import rfc3339
 
 pytestmark = pytest.mark.integration
@@ -101,8 +107,12 @@ async def test_a_restarted_statefulset_replaces_its_pods_in_order_then_completes
     before, after = await _restart_and_follow(
         start_kwok_controller, kwok_kube, kwok_namespace, STATEFULSETS, body, count=3
     )
-    # A StatefulSet keeps its Pod names; each one is a new Pod carrying the new template.
+    # A StatefulSet keeps its Pod names; each one is a new Pod carrying the new template,
+    # replaced from the highest ordinal down, each once the one before it was Ready (kwok
+    # takes a second), so their creation times are whole seconds apart.
     assert [pod.name for pod in before] == [pod.name for pod in after] == ["db-0", "db-1", "db-2"]
+    assert all(old.created < new.created for old, new in zip(before, after, strict=True))
+    assert after[2].created < after[1].created < after[0].created, after
     obj = await get(kwok_kube, STATEFULSETS, kwok_namespace, "db")
     status = obj["status"]
     assert status["currentRevision"] == status["updateRevision"]
@@ -150,3 +160,66 @@ async def test_a_deployment_whose_new_pods_never_become_ready_stalls(
     assert "RolloutCompleted" not in reasons
     stalled = sample(running, "lifecycle_rollouts_total", kind="Deployment", result="stalled")
     assert stalled == 1
+
+
+async def _in_progress(kube: KubeClient, namespace: str, replicas: int) -> set[str]:
+    """The Deployments mid-rollout after a restart, by their ReplicaSets: the one of the
+    restarted template not yet fully available, or an older one still holding Pods."""
+    listing = await kube.request("GET", REPLICASETS.collection_path(namespace))
+    sets: dict[str, list[dict[str, Any]]] = {}
+    for item in listing["items"]:
+        for owner in item["metadata"].get("ownerReferences") or []:
+            if owner.get("kind") == "Deployment":
+                sets.setdefault(owner["name"], []).append(item)
+    busy = set()
+    for name, owned in sets.items():
+        restarted = [rs for rs in owned if RESTARTED_AT in template_annotations(rs)]
+        if not restarted:
+            continue  # not restarted yet
+        older = [rs for rs in owned if RESTARTED_AT not in template_annotations(rs)]
+        new_available = int((restarted[0].get("status") or {}).get("availableReplicas") or 0)
+        old_pods = sum(int((rs.get("status") or {}).get("replicas") or 0) for rs in older)
+        if new_available < replicas or old_pods > 0:
+            busy.add(name)
+    return busy
+
+
+async def test_max_concurrent_rollouts_holds_for_real_pods(
+    start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
+) -> None:
+    names = [f"app-{i}" for i in range(6)]
+    for name in names:
+        await kwok_kube.create(
+            DEPLOYMENTS, kwok_namespace, real_workload("Deployment", name, replicas=2)
+        )
+    for name in names:
+        await wait_serving(kwok_kube, DEPLOYMENTS, kwok_namespace, name, count=2)
+    await start_for(
+        start_kwok_controller, kwok_namespace, "deployments.apps", max_concurrent_rollouts=2
+    )
+    for i, name in enumerate(names):
+        due = f"2020-01-0{i + 1}T00:00:00Z"
+        await kwok_kube.merge_patch(
+            DEPLOYMENTS, kwok_namespace, name, {"metadata": {"annotations": {RESTART_AT: due}}}
+        )
+    widest: list[set[str]] = [set()]
+    order: list[str] = []
+
+    async def all_completed() -> bool:
+        busy = await _in_progress(kwok_kube, kwok_namespace, 2)
+        order.extend(sorted(busy - set(order)))
+        if len(busy) > len(widest[0]):
+            widest[0] = busy
+        for name in names:
+            events = await list_events(kwok_kube, kwok_namespace, name)
+            if "RolloutCompleted" not in [event["reason"] for event in events]:
+                return False
+        return True
+
+    await eventually(all_completed, within=120, interval=0.1, what="RolloutCompleted on all six")
+    assert len(widest[0]) == 2, widest  # two at once, never three
+    assert sorted(order) == names
+    assert sorted(order[:2]) == names[:2]  # the earliest due first
+    for name in names:
+        pods = await pods_of(kwok_kube, kwok_namespace, name)
+        assert len([pod for pod in pods if pod.serving and pod.restarted_at]) == 2, pods
