@@ -19,11 +19,12 @@ The stages (kwok's Stage API, given to kwok in its configuration file), after kw
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from lifecycle_controller.devcluster.admin import AdminAccess, ControlPlaneError
+from lifecycle_controller.devcluster.admin import ApiResponse, ControlPlaneError
 
 __all__ = [
     "NODE_ANNOTATION",
@@ -42,6 +43,20 @@ NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 UNREADY_LABEL = "lifecycle-test/unready"
 """A Pod labelled with this key and ``"true"`` runs but never becomes Ready."""
+
+
+class AdminRequests(Protocol):
+    """What the Node helpers need of the control plane: its admin requests."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> ApiResponse: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,7 @@ def fake_node(name: str, nodes: FakeNodes) -> dict[str, Any]:
     }
 
 
-def create_fake_nodes(admin: AdminAccess, nodes: FakeNodes) -> None:
+def create_fake_nodes(admin: AdminRequests, nodes: FakeNodes) -> None:
     """Create the fake Nodes (those that exist already are left as they are), untainted.
 
     Admission (TaintNodesByCondition) taints a new Node not-ready; the node lifecycle
@@ -101,7 +116,7 @@ def create_fake_nodes(admin: AdminAccess, nodes: FakeNodes) -> None:
             raise ControlPlaneError(f"untainting Node {name}: {response.status} {response.body}")
 
 
-def fake_nodes_ready(admin: AdminAccess, nodes: FakeNodes) -> bool:
+def fake_nodes_ready(admin: AdminRequests, nodes: FakeNodes) -> bool:
     """Whether kwok has marked every fake Node Ready."""
     listing = admin.request("GET", "/api/v1/nodes", timeout=5).body
     ready = {

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
 from lifecycle_controller.kube import KubeClient, ResourceType
 from tests.integration.controller import StartController
 from tests.integration.events import events_of, list_events, wait_event
 from tests.integration.keys import RESTART_AT, RESTARTED_AT
 from tests.integration.rollout_support import (
+    PODS,
     PodView,
     pods_of,
     real_workload,
@@ -38,6 +40,39 @@ from tests.integration.timestamps import rfc3339
 pytestmark = pytest.mark.integration
 
 NODES = 3
+
+
+async def test_fake_nodes_run_pods_and_keep_the_unready_ones_unready(
+    kwok_namespace: str, kwok_kube: KubeClient
+) -> None:
+    for name, labels in (("plain", {}), ("unready", {UNREADY_LABEL: "true"})):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "probe", "probe": name, **labels}},
+            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+        }
+        await kwok_kube.create(PODS, kwok_namespace, pod)
+    seen: list[PodView] = []
+
+    async def both_running() -> bool:
+        seen[:] = await pods_of(kwok_kube, kwok_namespace, "probe")
+        return [pod.phase for pod in seen] == ["Running", "Running"]
+
+    await eventually(both_running, within=20, what="both probe Pods Running")
+    plain, unready = seen
+    assert plain.node.startswith("kwok-node-")
+    assert unready.node.startswith("kwok-node-")
+    assert (plain.ready, unready.ready) == (True, False)
+    # There is no kubelet: kwok finishes a deletion at once.
+    await kwok_kube.request("DELETE", PODS.object_path(kwok_namespace, "plain"))
+
+    async def plain_gone() -> bool:
+        return [pod.name for pod in await pods_of(kwok_kube, kwok_namespace, "probe")] == [
+            "unready"
+        ]
+
+    await eventually(plain_gone, within=10, what="the deleted Pod gone")
 
 
 async def _restart_and_follow(
