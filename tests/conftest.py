@@ -2,7 +2,10 @@
 
 One control plane (etcd + kube-apiserver + kube-controller-manager) serves the whole session,
 whichever folders run: it is built on first use (cached per machine) and its folder, with
-every component's log, is kept when a test failed.
+every component's log, is kept when a test failed. A second one, ``kwok_plane``, adds
+kube-scheduler, kwok and three fake Nodes, so that Pods become Running and Ready and rollouts
+complete for real; it starts only in a session that has a test asking for it (its own ports
+and folder), and the first keeps Pods Pending, as the tests written for it expect.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import settings
@@ -33,18 +37,47 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     plane.stop(keep_logs=request.session.testsfailed > 0)
 
 
-@pytest.fixture
-def namespace(control_plane: ControlPlane) -> Iterator[str]:
-    """A fresh namespace for one test, deleted afterwards (deletion is not awaited)."""
+#: The fake Nodes of ``kwok_plane`` (a DaemonSet gets one Pod on each).
+KWOK_NODES = 3
+
+
+@pytest.fixture(scope="session")
+def kwok_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A control plane with kube-scheduler, kwok and :data:`KWOK_NODES` fake Nodes."""
+    plane = ControlPlane(
+        nodes=KWOK_NODES, log=lambda line: print(f"[devcluster+kwok] {line}", flush=True)
+    )
+    plane.start()
+    yield plane
+    plane.stop(keep_logs=request.session.testsfailed > 0)
+
+
+@contextmanager
+def fresh_namespace(plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace, deleted afterwards (deletion is not awaited)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    response = control_plane.request(
+    response = plane.request(
         "POST",
         "/api/v1/namespaces",
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
     )
     assert response.status == 201, response.body
     yield name
-    control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+    plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (deletion is not awaited)."""
+    with fresh_namespace(control_plane) as name:
+        yield name
+
+
+@pytest.fixture
+def kwok_namespace(kwok_plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace on ``kwok_plane``, deleted afterwards."""
+    with fresh_namespace(kwok_plane) as name:
+        yield name
 
 
 @pytest.fixture

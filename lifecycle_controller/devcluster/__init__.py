@@ -1,8 +1,9 @@
 """A real, local Kubernetes control plane for the test suite and the ``demo`` command.
 
-:mod:`.binaries` builds and caches etcd, kube-apiserver and kube-controller-manager from
-pinned Go modules (:mod:`.versions`); :mod:`.controlplane` runs them on loopback and hands out
-kubeconfigs for the admin and for least-privilege identities.
+:mod:`.binaries` builds and caches etcd, kube-apiserver and kube-controller-manager (and
+kube-scheduler and kwok for fake nodes) from pinned Go modules (:mod:`.versions`);
+:mod:`.controlplane` runs them on loopback and hands out kubeconfigs for the admin and for
+least-privilege identities; :mod:`.nodes` has what a control plane with fake nodes adds.
 """
 
 from lifecycle_controller.devcluster.admin import ApiResponse, ControlPlaneError

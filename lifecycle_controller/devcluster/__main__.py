@@ -1,7 +1,8 @@
 """``python -m lifecycle_controller.devcluster build``: build and cache every pinned binary.
 
-That is the control plane (etcd, kube-apiserver, kube-controller-manager), helm for the chart
-tests and promtool for the unit tests of the chart's alerting rules (optional: when it cannot
+That is the control plane (etcd, kube-apiserver, kube-controller-manager), kube-scheduler and
+kwok for a control plane with fake nodes (the real-rollout tests), helm for the chart tests
+and promtool for the unit tests of the chart's alerting rules (optional: when it cannot
 be built, the command says so and still succeeds, and those tests skip).
 
 CI runs it as its own step (``tox -e controlplane``) so the one-off compile is not charged to
@@ -17,6 +18,7 @@ from lifecycle_controller.devcluster.binaries import (
     BuildError,
     ensure_binaries,
     ensure_helm,
+    ensure_node_binaries,
     ensure_promtool,
 )
 
@@ -28,11 +30,19 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     try:
         binaries = ensure_binaries()
+        nodes = ensure_node_binaries()
         helm = ensure_helm()
     except BuildError as error:
         print(f"devcluster: {error}", file=sys.stderr)
         return 1
-    paths = [binaries.etcd, binaries.kube_apiserver, binaries.kube_controller_manager, helm]
+    paths = [
+        binaries.etcd,
+        binaries.kube_apiserver,
+        binaries.kube_controller_manager,
+        nodes.kube_scheduler,
+        nodes.kwok,
+        helm,
+    ]
     try:
         paths.append(ensure_promtool())
     except BuildError as error:  # only the alert-rule tests need it; they skip without it

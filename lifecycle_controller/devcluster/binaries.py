@@ -1,15 +1,18 @@
 """Build the control-plane binaries from pinned Go modules, once per machine, and cache them.
 
 No container engine or release download is available on the machines this project targets,
-so etcd, kube-apiserver, kube-controller-manager, helm and promtool are compiled from their Go
-modules through the Go module proxy. ``k8s.io/kubernetes`` cannot be ``go install``-ed (its
-go.mod resolves the staging modules with replace directives), so each component has a small
-wrapper module under ``gomod/`` that pins the release and replaces every staging module with
-its published ``v0.Y.Z`` version.
+so etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, helm and promtool are
+compiled from their Go modules through the Go module proxy. ``k8s.io/kubernetes`` cannot be
+``go install``-ed (its go.mod resolves the staging modules with replace directives), so each
+component has a small wrapper module under ``gomod/`` that pins the release and replaces every
+staging module with its published ``v0.Y.Z`` version.
 
 Results go to a per-user cache folder keyed by version. A file lock serialises concurrent
 builders and a build lands by an atomic rename, so a second process either waits and reuses
-the result or never sees a half-written folder.
+the result or never sees a half-written folder. A caller asks for the binaries it needs, and
+only those are built: a folder that landed before a binary joined its component (a
+``kubernetes-v1.36.3`` from before kube-scheduler) gets the missing one added, by a rename of
+its own, and keeps the others.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +34,7 @@ from lifecycle_controller.devcluster.versions import (
     ETCD_VERSION,
     HELM_VERSION,
     KUBERNETES_VERSION,
+    KWOK_VERSION,
     PROMETHEUS_VERSION,
 )
 
@@ -65,6 +69,11 @@ class GoComponent:
         return f"{self.name}-{self.version}"
 
 
+#: Cold builds measured on 2 cores (kube-scheduler after the other Kubernetes binaries).
+KUBE_SCHEDULER_SECONDS = 20.0
+KWOK_SECONDS = 150.0
+
+
 def _kube_version_ldflags(version: str) -> tuple[str, ...]:
     major, minor = version.lstrip("v").split(".")[:2]
     prefix = "-X k8s.io/component-base/version."
@@ -83,9 +92,26 @@ KUBERNETES = GoComponent(
     packages={
         "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
         "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+        # Only for a control plane with fake nodes (ControlPlane(nodes=N)).
+        "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
     },
     ldflags=_kube_version_ldflags(KUBERNETES_VERSION),
-    typical_seconds={"kube-apiserver": 160.0, "kube-controller-manager": 45.0},
+    typical_seconds={
+        "kube-apiserver": 160.0,
+        "kube-controller-manager": 45.0,
+        "kube-scheduler": KUBE_SCHEDULER_SECONDS,
+    },
+)
+
+#: The control plane proper; kube-scheduler is built only when fake nodes are asked for.
+CONTROL_PLANE_BINARIES = ("kube-apiserver", "kube-controller-manager")
+
+KWOK = GoComponent(
+    name="kwok",
+    version=KWOK_VERSION,
+    module="kwok",
+    packages={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+    typical_seconds={"kwok": KWOK_SECONDS},
 )
 
 ETCD = GoComponent(
@@ -136,6 +162,15 @@ class ControlPlaneBinaries:
     kube_controller_manager: Path
 
 
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What a control plane with fake nodes adds: kube-scheduler binds Pods, kwok plays the
+    kubelet of every fake Node (Pods Running and Ready, deleted ones gone)."""
+
+    kube_scheduler: Path
+    kwok: Path
+
+
 def cache_root() -> Path:
     """The per-user cache folder: ``$LIFECYCLE_DEVCLUSTER_CACHE``, else the XDG cache dir."""
     explicit = os.environ.get(CACHE_DIR_ENV)
@@ -156,10 +191,9 @@ def _exclusive_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _complete(directory: Path, component: GoComponent) -> bool:
-    return (
-        all((directory / name).is_file() for name in component.packages)
-        and (directory / ".complete").is_file()
+def _complete(directory: Path, wanted: Collection[str]) -> bool:
+    return (directory / ".complete").is_file() and all(
+        (directory / name).is_file() for name in wanted
     )
 
 
@@ -266,7 +300,7 @@ def _run_go_build(
     return code
 
 
-def _build(component: GoComponent, destination: Path, log: Log) -> None:
+def _build(component: GoComponent, destination: Path, log: Log, wanted: Collection[str]) -> None:
     go = _go()
     source = GOMOD_DIR / component.module
     with tempfile.TemporaryDirectory(prefix=f"build-{component.name}-") as work:
@@ -276,6 +310,8 @@ def _build(component: GoComponent, destination: Path, log: Log) -> None:
         env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false", "GOWORK": "off"})
         ldflags = " ".join(("-s", "-w", *component.ldflags))
         for binary, package in component.packages.items():
+            if binary not in wanted:
+                continue
             started = time.monotonic()
             typical = component.typical_seconds.get(binary)
             estimate = f"; usually about {_duration(typical)} on 2 cores" if typical else ""
@@ -301,22 +337,39 @@ def _build(component: GoComponent, destination: Path, log: Log) -> None:
             log(f"built {binary} in {_duration(time.monotonic() - started)}")
 
 
-def ensure_component(component: GoComponent, *, log: Log = print) -> Path:
-    """Return the cache folder holding the component's binaries, building it if needed."""
+def ensure_component(
+    component: GoComponent, *, log: Log = print, binaries: Collection[str] | None = None
+) -> Path:
+    """Return the cache folder holding the component's binaries, building what is missing.
+
+    ``binaries``: the names needed (every package of the component when None); only those
+    are built, and a cached folder that lacks some of them gets just those added.
+    """
+    wanted = tuple(component.packages) if binaries is None else tuple(binaries)
+    unknown = sorted(set(wanted) - set(component.packages))
+    if unknown:
+        raise BuildError(f"{component.name} has no binary named {', '.join(unknown)}")
     root = cache_root()
     final = root / component.cache_key
-    if _complete(final, component):
+    if _complete(final, wanted):
         return final
     with _exclusive_lock(root / f".{component.cache_key}.lock"):
-        if _complete(final, component):
+        if _complete(final, wanted):
             return final
         staging = Path(tempfile.mkdtemp(prefix=f".{component.cache_key}-", dir=root))
         try:
-            _build(component, staging, log)
-            (staging / ".complete").write_text(component.version + "\n")
-            if final.exists():
-                shutil.rmtree(final)
-            staging.rename(final)
+            if (final / ".complete").is_file():
+                # Landed before these binaries were asked for (or joined the component).
+                missing = [name for name in wanted if not (final / name).is_file()]
+                _build(component, staging, log, missing)
+                for name in missing:
+                    (staging / name).rename(final / name)
+            else:
+                _build(component, staging, log, wanted)
+                (staging / ".complete").write_text(component.version + "\n")
+                if final.exists():
+                    shutil.rmtree(final)
+                staging.rename(final)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
@@ -341,7 +394,7 @@ def ensure_binaries(*, log: Log = print) -> ControlPlaneBinaries:
             raise BuildError(f"{BIN_DIR_ENV} is set but lacks: {', '.join(missing)}")
         return binaries
     etcd_dir = ensure_component(ETCD, log=log)
-    kube_dir = ensure_component(KUBERNETES, log=log)
+    kube_dir = ensure_component(KUBERNETES, log=log, binaries=CONTROL_PLANE_BINARIES)
     return ControlPlaneBinaries(
         etcd=etcd_dir / "etcd",
         kube_apiserver=kube_dir / "kube-apiserver",
@@ -349,15 +402,32 @@ def ensure_binaries(*, log: Log = print) -> ControlPlaneBinaries:
     )
 
 
+def _ready_made(name: str) -> Path | None:
+    """``name`` inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR``, when that is set and holds it."""
+    folder = os.environ.get(BIN_DIR_ENV)
+    if folder and (Path(folder) / name).is_file():
+        return Path(folder) / name
+    return None
+
+
+def ensure_node_binaries(*, log: Log = print) -> NodeBinaries:
+    """Locate or build kube-scheduler and kwok (for a control plane with fake nodes).
+
+    Either one inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` is used as is when present.
+    """
+    scheduler = _ready_made("kube-scheduler") or (
+        ensure_component(KUBERNETES, log=log, binaries=("kube-scheduler",)) / "kube-scheduler"
+    )
+    kwok = _ready_made("kwok") or ensure_component(KWOK, log=log) / "kwok"
+    return NodeBinaries(kube_scheduler=scheduler, kwok=kwok)
+
+
 def ensure_helm(*, log: Log = print) -> Path:
     """Return the path of the pinned ``helm`` executable, building it on first use.
 
     A ``helm`` inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` is used as is when present.
     """
-    explicit = os.environ.get(BIN_DIR_ENV)
-    if explicit and (Path(explicit) / "helm").is_file():
-        return Path(explicit) / "helm"
-    return ensure_component(HELM, log=log) / "helm"
+    return _ready_made("helm") or ensure_component(HELM, log=log) / "helm"
 
 
 def ensure_promtool(*, log: Log = print) -> Path:
@@ -365,7 +435,4 @@ def ensure_promtool(*, log: Log = print) -> Path:
 
     A ``promtool`` inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` is used as is when present.
     """
-    explicit = os.environ.get(BIN_DIR_ENV)
-    if explicit and (Path(explicit) / "promtool").is_file():
-        return Path(explicit) / "promtool"
-    return ensure_component(PROMTOOL, log=log) / "promtool"
+    return _ready_made("promtool") or ensure_component(PROMTOOL, log=log) / "promtool"

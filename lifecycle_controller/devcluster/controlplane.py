@@ -11,6 +11,10 @@ request, stage ``ResponseComplete`` only) as JSON lines to :attr:`ControlPlane.a
 fault tests count the controller's actions there (:meth:`ControlPlane.audit_events`). The fault
 tests also kill and restart components: :meth:`ControlPlane.kill` and
 :meth:`ControlPlane.restart` (same ports, same data, same certificates).
+
+With ``nodes=N`` (opt-in; the default has no scheduler and no node, so Pods stay Pending) it
+also runs kube-scheduler and kwok and creates N fake Nodes, on which Pods become Running and
+Ready: :mod:`lifecycle_controller.devcluster.nodes`.
 """
 
 from __future__ import annotations
@@ -31,8 +35,27 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from lifecycle_controller.devcluster.admin import AdminAccess, ControlPlaneError, base64_text
-from lifecycle_controller.devcluster.binaries import ControlPlaneBinaries, Log, ensure_binaries
+from lifecycle_controller.devcluster.admin import (
+    AdminAccess,
+    ControlPlaneError,
+    base64_text,
+    json_request,
+)
+from lifecycle_controller.devcluster.binaries import (
+    ControlPlaneBinaries,
+    Log,
+    NodeBinaries,
+    ensure_binaries,
+    ensure_node_binaries,
+)
+from lifecycle_controller.devcluster.nodes import (
+    FakeNodes,
+    create_fake_nodes,
+    fake_nodes_ready,
+    kwok_argv,
+    kwok_configuration,
+    scheduler_argv,
+)
 from lifecycle_controller.machinery.tls import CertificateAuthority, service_account_signing_key
 
 CONTROLLERS = (
@@ -87,8 +110,13 @@ class ControlPlane(AdminAccess):
         keep_dir: bool = False,
         log: Log = print,
         audit_log: bool = False,
+        nodes: int | FakeNodes = 0,
+        node_binaries: NodeBinaries | None = None,
     ) -> None:
         self._binaries = binaries
+        self.nodes = nodes if isinstance(nodes, FakeNodes) else FakeNodes(nodes)
+        """The fake Nodes (none by default); with some, kube-scheduler and kwok run too."""
+        self._node_binaries = node_binaries
         self._audit = audit_log
         self._argv: dict[str, list[str]] = {}
         self._with_controller_manager = controller_manager
@@ -107,6 +135,7 @@ class ControlPlane(AdminAccess):
         self.audit_log = self.logs_dir / "audit.log"
         """The API server's audit log (JSON lines), written when ``audit_log=True``."""
         self.started_seconds = 0.0
+        self._scheduler_port = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -125,6 +154,9 @@ class ControlPlane(AdminAccess):
     def start(self, *, timeout: float = 180.0) -> None:
         """Build or locate the binaries, start every component and wait until usable."""
         binaries = self._binaries or ensure_binaries(log=self._log)
+        node_binaries = None
+        if self.nodes.count:
+            node_binaries = self._node_binaries or ensure_node_binaries(log=self._log)
         started = time.monotonic()
         self.logs_dir.mkdir(exist_ok=True)
         self.pki_dir.mkdir(exist_ok=True)
@@ -133,6 +165,8 @@ class ControlPlane(AdminAccess):
             self._start_apiserver(binaries, etcd_url, deadline=started + timeout)
             if self._with_controller_manager:
                 self._start_controller_manager(binaries, deadline=started + timeout)
+            if node_binaries is not None:
+                self._start_fake_nodes(node_binaries, deadline=started + timeout)
         except BaseException:
             self.stop(keep_logs=True)
             raise
@@ -189,6 +223,7 @@ class ControlPlane(AdminAccess):
         ready = {
             "etcd": self._etcd_healthy,
             "kube-apiserver": self._apiserver_ready,
+            "kube-scheduler": self._scheduler_healthy,
         }.get(name, lambda: True)
         self._wait(name, process, ready, time.monotonic() + timeout)
 
@@ -391,3 +426,31 @@ class ControlPlane(AdminAccess):
             return self.request("GET", path, timeout=3).status == 200
 
         self._wait("kube-controller-manager", process, default_service_account_exists, deadline)
+
+    # ------------------------------------------------------------------ fake nodes
+
+    def _start_fake_nodes(self, binaries: NodeBinaries, *, deadline: float) -> None:
+        """kube-scheduler, kwok and the fake Nodes; returns once every Node is Ready."""
+        self._scheduler_port = _free_port()
+        scheduler = self._spawn(
+            "kube-scheduler",
+            scheduler_argv(
+                binaries.kube_scheduler,
+                self.admin_kubeconfig,
+                port=self._scheduler_port,
+                cert_dir=self.pki_dir / "scheduler-generated",
+            ),
+        )
+        self._wait("kube-scheduler", scheduler, self._scheduler_healthy, deadline)
+        configuration = self.workdir / "kwok.yaml"
+        configuration.write_text(kwok_configuration(self.nodes))
+        kwok = self._spawn("kwok", kwok_argv(binaries.kwok, self.admin_kubeconfig, configuration))
+        create_fake_nodes(self, self.nodes)
+        self._wait("kwok", kwok, lambda: fake_nodes_ready(self, self.nodes), deadline)
+
+    def _scheduler_healthy(self) -> bool:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
+        response = json_request("127.0.0.1", self._scheduler_port, context, "GET", "/healthz")
+        return response.status == 200

@@ -9,7 +9,11 @@ from __future__ import annotations
 from typing import Final
 
 KUBERNETES_VERSION: Final = "v1.36.3"
-"""kube-apiserver and kube-controller-manager; matches kubernetes-asyncio 36.x."""
+"""kube-apiserver, kube-controller-manager and kube-scheduler; matches kubernetes-asyncio 36.x."""
+
+KWOK_VERSION: Final = "v0.8.0"
+"""kwok, built from ``sigs.k8s.io/kwok/cmd/kwok``: the fake kubelet of a control plane with
+nodes (the newest release; it is built against the Kubernetes 1.36 modules with Go 1.26)."""
 
 ETCD_VERSION: Final = "v3.6.16"
 """The etcd release line that Kubernetes 1.36 is tested with."""

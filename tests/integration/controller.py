@@ -4,6 +4,8 @@
 (from the same flag names, as strings), starts a :class:`Controller` in a task and waits until
 it is ready; everything started is stopped at the end of the test. Tests then act on the API
 and poll for the controller's effects with :func:`tests.integration.support.eventually`.
+``start_kwok_controller`` is the same against the control plane with fake nodes
+(``kwok_plane``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import asyncio
 import contextlib
 import io
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -79,8 +83,10 @@ async def wait_ready(running: RunningController, *, within: float = 30.0) -> Non
         await asyncio.sleep(0.05)
 
 
-@pytest.fixture
-async def start_controller(control_plane: ControlPlane) -> AsyncIterator[StartController]:
+@asynccontextmanager
+async def controllers(default_kubeconfig: Path) -> AsyncIterator[StartController]:
+    """A :class:`StartController` whose controllers use ``default_kubeconfig`` unless told
+    otherwise; every one it started is stopped on exit."""
     started: list[RunningController] = []
 
     async def start(
@@ -95,7 +101,7 @@ async def start_controller(control_plane: ControlPlane) -> AsyncIterator[StartCo
             else:
                 values[name] = str(value)
         settings = build_settings(RawFlags(**values))
-        kube = await KubeClient.connect(kubeconfig or str(control_plane.admin_kubeconfig))
+        kube = await KubeClient.connect(kubeconfig or str(default_kubeconfig))
         controller = Controller(settings, kube)
         running = RunningController(controller, asyncio.create_task(controller.run()), kube)
         started.append(running)
@@ -106,3 +112,15 @@ async def start_controller(control_plane: ControlPlane) -> AsyncIterator[StartCo
     yield start
     for running in reversed(started):
         await running.stop()
+
+
+@pytest.fixture
+async def start_controller(control_plane: ControlPlane) -> AsyncIterator[StartController]:
+    async with controllers(control_plane.admin_kubeconfig) as start:
+        yield start
+
+
+@pytest.fixture
+async def start_kwok_controller(kwok_plane: ControlPlane) -> AsyncIterator[StartController]:
+    async with controllers(kwok_plane.admin_kubeconfig) as start:
+        yield start

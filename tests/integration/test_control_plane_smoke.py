@@ -208,3 +208,13 @@ async def test_service_account_token_identity(
     async with api:
         listing = await call(api, "GET", f"/api/v1/namespaces/{namespace}/configmaps")
         assert listing[0] == (200 if verb == "list" else 403)
+
+
+def test_the_default_control_plane_has_no_node_and_no_scheduler(
+    control_plane: ControlPlane,
+) -> None:
+    """Fake nodes are opt-in (ControlPlane(nodes=N)); the tests here expect Pending Pods."""
+    assert control_plane.nodes.count == 0
+    assert control_plane.request("GET", "/api/v1/nodes").body["items"] == []
+    assert not (control_plane.logs_dir / "kube-scheduler.log").exists()
+    assert not (control_plane.logs_dir / "kwok.log").exists()

@@ -176,3 +176,50 @@ def test_a_ready_made_promtool_skips_the_build(
     (tmp_path / "promtool").write_text("#!/bin/sh\n")
     monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path))
     assert binaries.ensure_promtool(log=lambda _line: None) == tmp_path / "promtool"
+
+
+def test_a_binary_added_to_a_cached_component_is_built_alone(sandbox: Path) -> None:
+    """A cache folder from before a binary joined its component (kubernetes-v1.36.3 from
+    before kube-scheduler) gets that binary added; the others are neither rebuilt nor moved."""
+    old = binaries.ensure_component(HELLO, log=lambda _line: None)
+    first = (old / "hello").stat()
+    grown = GoComponent(
+        name="hello",
+        version="v0.0.1",
+        module="hello",
+        packages={"hello": ".", "hello-again": "."},
+    )
+    logs: list[str] = []
+    folder = binaries.ensure_component(grown, log=logs.append, binaries=("hello-again",))
+    assert folder == old
+    assert [line for line in logs if line.startswith("building")] == [
+        "building hello-again v0.0.1 (first run on this machine only)"
+    ]
+    assert (folder / "hello").stat().st_ino == first.st_ino
+    output = subprocess.run([folder / "hello-again"], capture_output=True, text=True, check=True)
+    assert output.stdout == "hello\n"
+    logs.clear()
+    assert binaries.ensure_component(grown, log=logs.append) == folder
+    assert logs == []
+    leftovers = [p.name for p in (sandbox / "cache").iterdir() if p.name.startswith(".hello-v")]
+    assert leftovers == [".hello-v0.0.1.lock"]
+
+
+def test_only_the_binaries_asked_for_are_built(sandbox: Path) -> None:
+    pair = GoComponent(
+        name="pair", version="v0.0.1", module="hello", packages={"one": ".", "two": "."}
+    )
+    folder = binaries.ensure_component(pair, log=lambda _line: None, binaries=("two",))
+    assert sorted(p.name for p in folder.iterdir()) == [".complete", "two"]
+    with pytest.raises(BuildError, match="no binary named three"):
+        binaries.ensure_component(pair, log=lambda _line: None, binaries=("three",))
+
+
+def test_ready_made_node_binaries_skip_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("kube-scheduler", "kwok"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+    monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path))
+    found = binaries.ensure_node_binaries(log=lambda _line: None)
+    assert found == binaries.NodeBinaries(tmp_path / "kube-scheduler", tmp_path / "kwok")

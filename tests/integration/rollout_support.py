@@ -1,0 +1,116 @@
+"""Workloads whose Pods really run, on the control plane with fake nodes (``kwok_plane``).
+
+kwok makes every Pod bound to a fake Node Running and Ready a second after the scheduler
+bound it (lifecycle_controller/devcluster/nodes.py), unless its labels carry
+:data:`~lifecycle_controller.devcluster.nodes.UNREADY_LABEL`. The helpers build Deployments,
+StatefulSets and DaemonSets for that, read their Pods as the test sees them
+(:class:`PodView`), and wait until a workload has settled with every Pod Ready.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
+from lifecycle_controller.kube import KubeClient, ResourceType
+from tests.integration.keys import RESTARTED_AT
+from tests.integration.scenario_support import get, workload
+from tests.integration.support import eventually
+
+PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
+
+
+def real_workload(
+    kind: str,
+    name: str,
+    annotations: dict[str, str] | None = None,
+    *,
+    replicas: int = 3,
+    unready: bool = False,
+) -> dict[str, Any]:
+    """A workload for real Pods: RollingUpdate (a Deployment with maxUnavailable 1 and
+    maxSurge 1), no grace period; with ``unready`` its Pods run but never become Ready."""
+    body = workload(kind, name, annotations, replicas=replicas)
+    template = body["spec"]["template"]
+    template["spec"]["terminationGracePeriodSeconds"] = 0
+    if unready:
+        template["metadata"]["labels"][UNREADY_LABEL] = "true"
+    if kind == "Deployment":
+        body["spec"]["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1},
+        }
+    return body
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What a rollout test asks of one Pod."""
+
+    name: str
+    node: str
+    phase: str
+    ready: bool
+    deleting: bool
+    restarted_at: str | None
+    #: ``metadata.creationTimestamp`` (RFC 3339, whole seconds: compares as text).
+    created: str
+
+    @classmethod
+    def of(cls, pod: dict[str, Any]) -> PodView:
+        status = pod.get("status") or {}
+        ready = any(
+            condition.get("type") == "Ready" and condition.get("status") == "True"
+            for condition in status.get("conditions") or []
+        )
+        metadata = pod["metadata"]
+        return cls(
+            name=metadata["name"],
+            node=(pod.get("spec") or {}).get("nodeName") or "",
+            phase=status.get("phase") or "",
+            ready=ready,
+            deleting=bool(metadata.get("deletionTimestamp")),
+            restarted_at=(metadata.get("annotations") or {}).get(RESTARTED_AT),
+            created=metadata.get("creationTimestamp") or "",
+        )
+
+    @property
+    def serving(self) -> bool:
+        """Running, Ready and not being deleted."""
+        return self.phase == "Running" and self.ready and not self.deleting
+
+
+async def pods_of(kube: KubeClient, namespace: str, app: str) -> list[PodView]:
+    """The Pods labelled ``app=<app>`` (what :func:`real_workload` selects), by name."""
+    listing = await kube.request(
+        "GET", PODS.collection_path(namespace), query=[("labelSelector", f"app={app}")]
+    )
+    return sorted((PodView.of(item) for item in listing["items"]), key=lambda pod: pod.name)
+
+
+async def wait_serving(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str,
+    name: str,
+    *,
+    count: int,
+    within: float = 60,
+) -> list[PodView]:
+    """Wait until the workload's rollout is complete by its status and exactly ``count`` Pods
+    exist, all serving; return them."""
+    seen: list[PodView] = []
+
+    async def settled() -> bool:
+        obj = await get(kube, resource, namespace, name)
+        seen[:] = await pods_of(kube, namespace, name)
+        return (
+            rollout_progress(obj).complete
+            and len(seen) == count
+            and all(pod.serving for pod in seen)
+        )
+
+    await eventually(settled, within=within, what=f"{count} Pods of {name} Running and Ready")
+    return seen
