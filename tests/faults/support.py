@@ -106,6 +106,9 @@ class Tally:
         gone: Iterable[str] = (),
         events: Counter[str] | None = None,
     ) -> Tally:
+        """``audited``: 2xx writes per name; ``gone``: names whose action the cluster's state
+        shows done (deleted, or restarted exactly once), counted executed without a 2xx audit
+        line (a write committed while its client was killed is audited as 504)."""
         names = set(expected)
         gone_names = set(gone)
         executed = {name for name in names if audited[name] >= 1}

@@ -165,21 +165,28 @@ async def test_leader_sigkill_during_a_burst_deletes_and_restarts_everything_onc
     patches.update(
         audited(control_plane, verb="patch", resource="statefulsets", namespace=namespace)
     )
+    # Done as the cluster shows it: a ConfigMap gone, a workload with exactly one new revision
+    # (its marker is set: all_restarted). A write in flight when the first leader was killed
+    # is committed although its audit line is not a 2xx (504), so the audit alone would call
+    # it missed; a doubled restart would show three revisions and is caught below.
+    rolled_once = [name for name, count in revisions.items() if count == 2]
     tally = Tally.of(
         "3 leader SIGKILL during a burst",
         names + deployments + statefulsets,
         deletes + patches,
-        gone=names,
+        gone=names + rolled_once,
         events=(events.get("Deleted") or Counter()) + (events.get("RestartTriggered") or Counter()),
     )
     doubled_rollouts = sorted(name for name, count in revisions.items() if count != 2)
     unaudited = {n for n in names if deletes[n] == 0}
-    # A delete in flight when its client was killed: committed, its audit line not a 2xx.
+    unaudited |= {n for n in deployments + statefulsets if patches[n] == 0}
+    # A write in flight when its client was killed: committed, its audit line not a 2xx.
     unaudited_codes = [
         (event.get("objectRef") or {}).get("name")
         and (event.get("responseStatus") or {}).get("code")
         for event in requests_of(control_plane)
-        if event.get("verb") == "delete" and (event.get("objectRef") or {}).get("name") in unaudited
+        if event.get("verb") in ("delete", "patch")
+        and (event.get("objectRef") or {}).get("name") in unaudited
     ]
     tally.extra = {
         "deleted_by_first": deleted_by_first,
@@ -187,7 +194,7 @@ async def test_leader_sigkill_during_a_burst_deletes_and_restarts_everything_onc
         "restarts": len(uids),
         "revisions_not_two": doubled_rollouts,
         "events_missing": tally.expected - tally.events,
-        "unaudited_delete_codes": unaudited_codes,
+        "unaudited_write_codes": unaudited_codes,
     }
     tally.record()
     tally.assert_exactly_once()
