@@ -75,6 +75,9 @@ class InformerSet:
         self._on_gone = on_resource_gone
         self._rng = random.Random() if rng is None else rng
         self._tasks: dict[ResourceType, dict[str | None, asyncio.Task[None]]] = {}
+        #: False until the first :meth:`ensure` (the initial watch set, even an empty one):
+        #: before it "every informer has listed" would be true of none, and report ready.
+        self._ensured = False
         self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
 
     def scopes(self, resource: ResourceType) -> list[str | None]:
@@ -90,6 +93,7 @@ class InformerSet:
         ``types`` are left alone: use :meth:`stop` for those.
         """
         started: list[ResourceType] = []
+        self._ensured = True
         for resource in types:
             tasks = self._tasks.get(resource, {})
             if tasks and all(not task.done() for task in tasks.values()):
@@ -147,8 +151,9 @@ class InformerSet:
         return set(self._tasks)
 
     def synced(self) -> bool:
-        """Every scope of every type has completed its first list (True when there is none)."""
-        return self._cache.all_synced(self._tasks)
+        """Every scope of every type has completed its first list (True when the initial watch
+        set is empty; False before it was applied)."""
+        return self._ensured and self._cache.all_synced(self._tasks)
 
     def disconnected(self) -> list[str]:
         """The running informers that cannot reach the API server (or are refused) right now:

@@ -511,6 +511,20 @@ async def test_set_scopes_per_namespace_and_cluster_wide(h: Harness, no_leaked_t
         assert not h.cache.is_synced(CONFIGMAPS, "a")
 
 
+async def test_the_set_is_not_synced_before_its_initial_watch_set(
+    h: Harness, no_leaked_tasks: None
+) -> None:
+    """Before the first ensure() no informer exists, so "all have listed" would hold of none
+    and /readyz would report ready while the first lists have not even begun."""
+    informers = InformerSet(
+        source=h.source, cache=h.cache, on_object_change=h.recorder, clock=h.clock
+    )
+    async with informers:
+        assert not informers.synced()
+        await informers.ensure([])  # an empty watch set is a valid one
+        assert informers.synced()
+
+
 async def test_set_keeps_other_informers_running_and_restarts_gone_ones(
     h: Harness, no_leaked_tasks: None
 ) -> None:
