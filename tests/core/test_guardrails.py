@@ -168,6 +168,27 @@ def _deployment(generation: int, spec_replicas: int, **status: Any) -> dict[str,
     }
 
 
+def _partitioned(
+    *, partition: int, ready: int, updated: int, observed: int = 3, strategy: str = "RollingUpdate"
+) -> dict[str, Any]:
+    """A three-replica StatefulSet at generation 3, restarted with a partition."""
+    return {
+        "kind": "StatefulSet",
+        "metadata": {"generation": 3},
+        "spec": {
+            "replicas": 3,
+            "updateStrategy": {"type": strategy, "rollingUpdate": {"partition": partition}},
+        },
+        "status": {
+            "observedGeneration": observed,
+            "readyReplicas": ready,
+            "updatedReplicas": updated,
+            "currentRevision": "a",
+            "updateRevision": "b",
+        },
+    }
+
+
 @pytest.mark.parametrize(
     ("obj", "complete"),
     [
@@ -214,6 +235,15 @@ def _deployment(generation: int, spec_replicas: int, **status: Any) -> dict[str,
             },
             False,
         ),
+        # A partitioned StatefulSet (a staged rollout): the Pods from the partition's ordinal
+        # up are updated and every Pod is Ready; the revisions never meet.
+        (_partitioned(partition=1, ready=3, updated=2), True),
+        (_partitioned(partition=1, ready=3, updated=1), False),
+        (_partitioned(partition=1, ready=2, updated=2), False),
+        (_partitioned(partition=1, ready=3, updated=2, observed=2), False),
+        (_partitioned(partition=3, ready=3, updated=0), True),  # nothing to replace
+        # Only a RollingUpdate strategy has a partition; OnDelete waits for the revisions.
+        (_partitioned(partition=1, ready=3, updated=2, strategy="OnDelete"), False),
         (
             {
                 "kind": "DaemonSet",
@@ -248,3 +278,9 @@ def test_the_detail_names_the_status_fields() -> None:
     assert "updatedReplicas=1" in detail
     assert "availableReplicas=0" in detail
     assert "generation=2" in detail
+
+
+def test_a_partitioned_detail_names_the_partition_and_the_updated_pods() -> None:
+    detail = rollout_progress(_partitioned(partition=1, ready=3, updated=1)).detail
+    assert "partition=1, updatedReplicas=1" in detail
+    assert "Revision" not in detail
