@@ -69,11 +69,19 @@ cli.add_command(policies_command(kubectl_namespaces=False))
     default=None,
     help="Stop after this many seconds (default: run until Ctrl-C).",
 )
-def demo(duration: float | None) -> None:
-    """Start a local control plane (etcd, kube-apiserver, kube-controller-manager)."""
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=0, max=50),
+    default=3,
+    show_default=True,
+    help="Fake Nodes (kube-scheduler + kwok) on which the samples' Pods run; 0: none, Pods "
+    "stay Pending.",
+)
+def demo(duration: float | None, nodes: int) -> None:
+    """Start a local control plane and show the controller deleting and restarting samples."""
     from lifecycle_controller.tools.demo import run_demo
 
-    run_demo(duration=duration, echo=click.echo)
+    run_demo(duration=duration, echo=click.echo, nodes=nodes)
 
 
 def main(argv: list[str] | None = None) -> None:

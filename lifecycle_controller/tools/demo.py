@@ -1,10 +1,12 @@
 """``lifecycle-controller demo``: the controller at work on a local control plane.
 
-Starts etcd, kube-apiserver and kube-controller-manager on loopback (building them on first
-use), applies a few annotated sample objects, and runs the real controller on them, so a
-deletion and a restart visibly happen within a minute. It narrates what happens and keeps
-running for ``--duration`` seconds (default: until Ctrl-C), printing how to point kubectl at
-the cluster to experiment further.
+Starts etcd, kube-apiserver and kube-controller-manager on loopback, with kube-scheduler, kwok
+and three fake Nodes (``--nodes``) so that Pods run (building them all on first use), applies a
+few annotated sample objects, and runs the real controller on them, so a deletion and
+restarts visibly happen within a minute: each restart replaces the Deployment's Pods, and the
+demo names the Pods replaced (tools/demo_pods.py). It narrates what happens and keeps running
+for ``--duration`` seconds (default: until Ctrl-C), printing how to point kubectl at the
+cluster to experiment further.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType
-from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, REPLICASETS
+from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
 from lifecycle_controller.machinery.logs import configure_logging
+from lifecycle_controller.tools.demo_pods import DemoPods
 
 NAMESPACE = "lifecycle-demo"
+PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
+DEFAULT_NODES = 3
+"""Fake Nodes the demo starts by default (``--nodes``); 0 leaves Pods Pending."""
+REPLICAS = 2
+"""Replicas of each sample Deployment."""
 
 Echo = Callable[[str], None]
 
@@ -47,7 +55,7 @@ def sample_objects(now: datetime.datetime) -> list[tuple[ResourceType, dict[str,
             "kind": "Deployment",
             "metadata": {"name": name, "annotations": annotations},
             "spec": {
-                "replicas": 1,
+                "replicas": REPLICAS,
                 "selector": {"matchLabels": {**labels, "demo": name}},
                 "template": {
                     **template,
@@ -101,10 +109,14 @@ async def _apply_samples(kube: KubeClient, echo: Echo) -> None:
         echo(f"applied {body['kind']} {NAMESPACE}/{body['metadata']['name']}  ({annotations})")
 
 
-async def _narrate(kube: KubeClient, echo: Echo) -> None:
-    """Print each Event the controller records in the demo namespace, as it appears."""
+async def _narrate(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
+    """Print each Event the controller records in the demo namespace, as it appears, and each
+    restart's Pods once they have all been replaced."""
     seen: set[str] = set()
     while True:
+        listing = await kube.request("GET", PODS.collection_path(NAMESPACE))
+        for line in pods.observe(listing["items"]):
+            echo(f"[{_rfc3339(datetime.datetime.now(datetime.UTC))[11:19]}] {line}")
         listing = await kube.request("GET", EVENTS.collection_path(NAMESPACE))
         for event in sorted(listing["items"], key=lambda e: e.get("eventTime") or ""):
             uid = event["metadata"]["uid"]
@@ -119,23 +131,29 @@ async def _narrate(kube: KubeClient, echo: Echo) -> None:
         await asyncio.sleep(1)
 
 
-async def _summary(kube: KubeClient, echo: Echo) -> None:
+async def _summary(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
     try:
         await kube.get(CONFIGMAPS, NAMESPACE, "preview-env-config")
         echo("ConfigMap preview-env-config: still there")
     except NotFound:
         echo("ConfigMap preview-env-config: deleted")
-    replicasets = await kube.request("GET", REPLICASETS.collection_path(NAMESPACE))
+    pods.observe((await kube.request("GET", PODS.collection_path(NAMESPACE)))["items"])
     for name in ("web", "worker"):
-        owned = [
-            rs
-            for rs in replicasets["items"]
-            if any(o.get("name") == name for o in rs["metadata"].get("ownerReferences", []))
-        ]
-        echo(f"Deployment {name}: {len(owned)} ReplicaSet(s) (each restart adds one)")
+        for line in pods.summary(name):
+            echo(line)
+
+
+#: The kubectl command the demo suggests for watching Pods being replaced.
+KUBECTL_PODS = (
+    f"kubectl -n {NAMESPACE} get pods -o 'custom-columns=POD:.metadata.name,"
+    "DEPLOYMENT:.metadata.labels.demo,"
+    "RESTARTED-AT:.metadata.annotations.kubectl\\.kubernetes\\.io/restartedAt,"
+    "READY:.status.containerStatuses[0].ready,NODE:.spec.nodeName'"
+)
 
 
 async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> None:
+    pods = DemoPods()
     settings = build_settings(
         RawFlags(
             kubeconfig=str(plane.admin_kubeconfig),
@@ -153,16 +171,21 @@ async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> No
     async with await KubeClient.connect(str(plane.admin_kubeconfig)) as kube:
         controller = Controller(settings, kube)
         running = asyncio.create_task(controller.run())
-        narrator = asyncio.create_task(_narrate(kube, echo))
+        narrator = asyncio.create_task(_narrate(kube, pods, echo))
         try:
             await _apply_samples(kube, echo)
             echo("")
             echo("The controller is running. Expect within a minute:")
             echo("  - the ConfigMap deleted 20 s after it was applied,")
             echo("  - Deployment web restarted at its restart-at time (15 s after start),")
-            echo("  - Deployment worker restarted at the start of every minute (cron).")
+            echo("  - Deployment worker restarted at the start of every minute (cron),")
+            if plane.nodes.count:
+                echo(f"  - each restart replacing the Deployment's {REPLICAS} Pods, one by one.")
+            else:
+                echo("  - no Pod replaced: without fake nodes (--nodes 0) Pods stay Pending.")
             echo(f"Try it yourself: export KUBECONFIG={plane.admin_kubeconfig}")
             echo(f"  kubectl -n {NAMESPACE} get deploy,rs,cm,events")
+            echo(f"  {KUBECTL_PODS}")
             echo("Ctrl-C stops the demo." if duration is None else f"Stopping in {duration:g}s.")
             echo("")
             with contextlib.suppress(TimeoutError):
@@ -170,16 +193,17 @@ async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> No
             if running.done():
                 running.result()
             echo("")
-            await _summary(kube, echo)
+            await _summary(kube, pods, echo)
         finally:
             for task in (narrator, running):
                 task.cancel()
             await asyncio.gather(narrator, running, return_exceptions=True)
 
 
-def run_demo(*, duration: float | None, echo: Echo) -> None:
-    """Start the local control plane, the samples and the controller; narrate; clean up."""
+def run_demo(*, duration: float | None, echo: Echo, nodes: int = DEFAULT_NODES) -> None:
+    """Start the local control plane (with ``nodes`` fake Nodes), the samples and the
+    controller; narrate; clean up."""
     configure_logging("console", "warning")
-    with ControlPlane(log=echo) as plane:
+    with ControlPlane(log=echo, nodes=nodes) as plane:
         asyncio.run(_run(plane, duration=duration, echo=echo))
     echo("control plane stopped")

@@ -9,7 +9,10 @@ StatefulSets and DaemonSets for that, read their Pods as the test sees them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from lifecycle_controller.core.rollout_progress import rollout_progress
@@ -29,10 +32,11 @@ def real_workload(
     *,
     replicas: int = 3,
     unready: bool = False,
+    partition: int | None = None,
 ) -> dict[str, Any]:
     """A workload for real Pods: RollingUpdate (a Deployment with maxUnavailable 1 and
     maxSurge 1), no grace period; with ``unready`` its Pods run but never become Ready."""
-    body = workload(kind, name, annotations, replicas=replicas)
+    body = workload(kind, name, annotations, replicas=replicas, partition=partition)
     template = body["spec"]["template"]
     template["spec"]["terminationGracePeriodSeconds"] = 0
     if unready:
@@ -50,6 +54,8 @@ class PodView:
     """What a rollout test asks of one Pod."""
 
     name: str
+    #: The ``app`` label: the workload it belongs to (:func:`real_workload`).
+    app: str
     node: str
     phase: str
     ready: bool
@@ -68,6 +74,7 @@ class PodView:
         metadata = pod["metadata"]
         return cls(
             name=metadata["name"],
+            app=(metadata.get("labels") or {}).get("app") or "",
             node=(pod.get("spec") or {}).get("nodeName") or "",
             phase=status.get("phase") or "",
             ready=ready,
@@ -114,3 +121,44 @@ async def wait_serving(
 
     await eventually(settled, within=within, what=f"{count} Pods of {name} Running and Ready")
     return seen
+
+
+@dataclass
+class PodTimeline:
+    """Snapshots of a namespace's Pods, taken every ``interval`` seconds while it runs."""
+
+    snapshots: list[list[PodView]] = field(default_factory=list)
+
+    def widest(self, measure: Callable[[list[PodView]], int]) -> int:
+        """The largest ``measure`` of any snapshot."""
+        return max((measure(pods) for pods in self.snapshots), default=0)
+
+    def narrowest(self, measure: Callable[[list[PodView]], int]) -> int:
+        """The smallest ``measure`` of any snapshot."""
+        return min((measure(pods) for pods in self.snapshots), default=0)
+
+
+async def all_pods(kube: KubeClient, namespace: str) -> list[PodView]:
+    """Every Pod of ``namespace``, by name."""
+    listing = await kube.request("GET", PODS.collection_path(namespace))
+    return sorted((PodView.of(item) for item in listing["items"]), key=lambda pod: pod.name)
+
+
+@asynccontextmanager
+async def pod_timeline(
+    kube: KubeClient, namespace: str, *, interval: float = 0.1
+) -> AsyncIterator[PodTimeline]:
+    """Record the namespace's Pods in the background for the ``async with`` block."""
+    timeline = PodTimeline()
+
+    async def record() -> None:
+        while True:
+            timeline.snapshots.append(await all_pods(kube, namespace))
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(record())
+    try:
+        yield timeline
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,20 +1,23 @@
-"""The README's main-job command: `lifecycle-controller demo` shows a deletion and a restart."""
+"""The README's main-job command: `lifecycle-controller demo` shows a deletion and restarts
+that replace Pods (on its fake nodes)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 from lifecycle_controller.devcluster import ControlPlane
 
 
-def test_demo_shows_a_deletion_and_a_restart(control_plane: ControlPlane) -> None:
-    # control_plane: builds (or reuses) the cached binaries before the demo needs them.
+def test_demo_shows_a_deletion_and_a_restart_replacing_pods(kwok_plane: ControlPlane) -> None:
+    # kwok_plane: builds (or reuses) the cached binaries, fake-node ones included, before the
+    # demo needs them.
     result = subprocess.run(
-        [sys.executable, "-m", "lifecycle_controller", "demo", "--duration", "24"],
+        [sys.executable, "-m", "lifecycle_controller", "demo", "--duration", "30"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=150,
         check=False,
     )
     output = result.stdout + result.stderr
@@ -22,5 +25,17 @@ def test_demo_shows_a_deletion_and_a_restart(control_plane: ControlPlane) -> Non
     assert "Deployment web: RestartTriggered: Updated Pod template for a restart request" in output
     assert "ConfigMap preview-env-config: Deleted: Resource deleted based on delete-at" in output
     assert "ConfigMap preview-env-config: deleted" in output
-    assert "Deployment web: 2 ReplicaSet(s)" in output
+    # The web Deployment's two Pods, replaced by two others, told live and in the summary.
+    pod = r"web-[a-z0-9]+-[a-z0-9]+"
+    replaced = re.search(
+        rf"Deployment web: restart of (\d\d:\d\d:\d\d) replaced Pods ({pod}), ({pod}) "
+        rf"with ({pod}), ({pod})",
+        output,
+    )
+    assert replaced, output
+    old, new = set(replaced.group(2, 3)), set(replaced.group(4, 5))
+    assert not old & new
+    assert f"  {replaced.group(1)}: Pods " in output
+    assert "(done)" in output
+    assert "get pods -o 'custom-columns=POD:.metadata.name," in output
     assert "control plane stopped" in output

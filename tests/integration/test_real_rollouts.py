@@ -5,7 +5,10 @@ binds Pods to three fake Nodes and kwok makes them Running and Ready a second la
 Deployment, StatefulSet and DaemonSet controllers replace every Pod after a restart and the
 controller's ``RolloutCompleted`` follows the last one; Pods labelled unready
 (lifecycle_controller/devcluster/nodes.py) run but never become Ready, and the rollout
-stalls for real.
+stalls for real. What the tests assert is read from the Pods themselves (names, nodes,
+creation times, readiness, the template marker they carry), never from the controller's own
+Events alone: a controller that stopped following rollouts, or judged one complete too
+early, fails them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle_controller.core.durations import parse_duration
 from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
 from lifecycle_controller.kube import KubeClient, ResourceType
 from tests.integration.controller import StartController
@@ -23,23 +27,19 @@ from tests.integration.keys import RESTART_AT, RESTARTED_AT
 from tests.integration.rollout_support import (
     PODS,
     PodView,
+    pod_timeline,
     pods_of,
     real_workload,
     wait_serving,
 )
 from tests.integration.scenario_support import get, sample, start_for, template_annotations
-from tests.integration.support import (
-    DAEMONSETS,
-    DEPLOYMENTS,
-    REPLICASETS,
-    STATEFULSETS,
-    eventually,
-)
+from tests.integration.support import DAEMONSETS, DEPLOYMENTS, STATEFULSETS, eventually
 from tests.integration.timestamps import rfc3339
 
 pytestmark = pytest.mark.integration
 
 NODES = 3
+S = 1_000_000_000
 
 
 async def test_fake_nodes_run_pods_and_keep_the_unready_ones_unready(
@@ -83,9 +83,12 @@ async def _restart_and_follow(
     body: dict[str, Any],
     *,
     count: int,
-) -> tuple[list[PodView], list[PodView]]:
+    replaced: int | None = None,
+) -> tuple[list[PodView], list[PodView], float]:
     """Create ``body``, wait until its ``count`` Pods serve, restart it through the controller
-    and wait for ``RolloutCompleted``; the Pods before and the Pods once the Event is there."""
+    and wait for ``RolloutCompleted``; the Pods before, the Pods once the Event is there, and
+    the seconds the Event says the rollout took. ``replaced``: how many Pods the restart
+    replaces (all by default), each serving with the new template's marker."""
     name = body["metadata"]["name"]
     await kube.create(resource, namespace, body)
     before = await wait_serving(kube, resource, namespace, name, count=count)
@@ -97,24 +100,39 @@ async def _restart_and_follow(
         name,
         {"metadata": {"annotations": {RESTART_AT: rfc3339(datetime.now(UTC))}}},
     )
-    await wait_event(kube, namespace, name, "RolloutCompleted", within=90)
-    # What the controller judged complete: every Pod replaced, each new one serving.
+    events = await wait_event(kube, namespace, name, "RolloutCompleted", within=90)
+    # What the controller judged complete: the Pods replaced, each new one serving.
     obj = await get(kube, resource, namespace, name)
     marker = template_annotations(obj)[RESTARTED_AT]
     after = [pod for pod in await pods_of(kube, namespace, name) if not pod.deleting]
     assert len(after) == count, after
-    assert all(pod.serving and pod.restarted_at == marker for pod in after), after
-    return before, after
+    assert all(pod.serving for pod in after), after
+    new = [pod for pod in after if pod.restarted_at == marker]
+    assert len(new) == (count if replaced is None else replaced), after
+    note = next(note for _, reason, note in events if reason == "RolloutCompleted")
+    assert note.startswith("Rollout after the restart completed in "), note
+    took = parse_duration(note.removeprefix("Rollout after the restart completed in ")[:-1]) / S
+    return before, after, took
 
 
 async def test_a_restarted_deployment_replaces_its_pods_then_completes(
     start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
 ) -> None:
+    # Three replicas, RollingUpdate with maxSurge 1 and maxUnavailable 1.
     body = real_workload("Deployment", "web", replicas=3)
-    before, after = await _restart_and_follow(
-        start_kwok_controller, kwok_kube, kwok_namespace, DEPLOYMENTS, body, count=3
-    )
+    async with pod_timeline(kwok_kube, kwok_namespace) as timeline:
+        before, after, took = await _restart_and_follow(
+            start_kwok_controller, kwok_kube, kwok_namespace, DEPLOYMENTS, body, count=3
+        )
     assert not {pod.name for pod in before} & {pod.name for pod in after}
+    # A rolling update, seen in the Pods: never more than replicas + maxSurge of them, never
+    # fewer than replicas - maxUnavailable serving, and both templates serving at one moment.
+    assert timeline.widest(lambda pods: len([p for p in pods if not p.deleting])) <= 4
+    assert timeline.narrowest(lambda pods: len([p for p in pods if p.serving])) >= 2
+    mixed = timeline.widest(lambda pods: len({p.restarted_at for p in pods if p.serving}))
+    assert mixed == 2, "never saw old and new Pods serving side by side"
+    # Each new Pod is Ready a second after it was bound, and at most two start at once.
+    assert took >= 1.0, took
 
     async def old_pods_gone() -> bool:
         names = {pod.name for pod in await pods_of(kwok_kube, kwok_namespace, "web")}
@@ -131,15 +149,13 @@ async def test_a_restarted_deployment_replaces_its_pods_then_completes(
     events = await events_of(kwok_kube, kwok_namespace, "web", rollouts=True)
     reasons = [reason for _, reason, _ in events]
     assert reasons == ["RestartTriggered", "RolloutCompleted"], events
-    note = events[-1][2]
-    assert note.startswith("Rollout after the restart completed in "), note
 
 
 async def test_a_restarted_statefulset_replaces_its_pods_in_order_then_completes(
     start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
 ) -> None:
     body = real_workload("StatefulSet", "db", replicas=3)
-    before, after = await _restart_and_follow(
+    before, after, took = await _restart_and_follow(
         start_kwok_controller, kwok_kube, kwok_namespace, STATEFULSETS, body, count=3
     )
     # A StatefulSet keeps its Pod names; each one is a new Pod carrying the new template,
@@ -148,17 +164,45 @@ async def test_a_restarted_statefulset_replaces_its_pods_in_order_then_completes
     assert [pod.name for pod in before] == [pod.name for pod in after] == ["db-0", "db-1", "db-2"]
     assert all(old.created < new.created for old, new in zip(before, after, strict=True))
     assert after[2].created < after[1].created < after[0].created, after
+    assert took >= 2.0, took  # three Pods one after another, each Ready a second later
     obj = await get(kwok_kube, STATEFULSETS, kwok_namespace, "db")
     status = obj["status"]
     assert status["currentRevision"] == status["updateRevision"]
     assert status["readyReplicas"] == 3
 
 
+async def test_a_partitioned_statefulset_restart_replaces_the_pods_above_the_partition(
+    start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
+) -> None:
+    # A staged rollout: with partition 1, db-2 and db-1 take the restarted template and db-0
+    # keeps the old one; the rollout is complete when those two serve (not stalled, although
+    # the two revisions never meet).
+    body = real_workload("StatefulSet", "db", replicas=3, partition=1)
+    before, after, _ = await _restart_and_follow(
+        start_kwok_controller, kwok_kube, kwok_namespace, STATEFULSETS, body, count=3, replaced=2
+    )
+    assert [pod.name for pod in after] == ["db-0", "db-1", "db-2"]
+    assert after[0] == before[0]  # the same Pod, untouched
+    assert after[0].restarted_at is None
+    assert after[2].created < after[1].created, after
+    assert all(old.created < new.created for old, new in zip(before[1:], after[1:], strict=True))
+    events = await events_of(kwok_kube, kwok_namespace, "db", rollouts=True)
+    assert [reason for _, reason, _ in events] == [
+        "RestartTriggered",
+        "RolloutBlocked",
+        "RolloutCompleted",
+    ], events
+    assert "the StatefulSet has a rolling-update partition of 1" in events[1][2]
+    status = (await get(kwok_kube, STATEFULSETS, kwok_namespace, "db"))["status"]
+    assert status["currentRevision"] != status["updateRevision"]
+    assert (status["updatedReplicas"], status["readyReplicas"]) == (2, 3)
+
+
 async def test_a_restarted_daemonset_replaces_its_pod_on_every_node_then_completes(
     start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
 ) -> None:
     body = real_workload("DaemonSet", "agent")
-    before, after = await _restart_and_follow(
+    before, after, _ = await _restart_and_follow(
         start_kwok_controller, kwok_kube, kwok_namespace, DAEMONSETS, body, count=NODES
     )
     assert len({pod.node for pod in before}) == NODES
@@ -168,15 +212,29 @@ async def test_a_restarted_daemonset_replaces_its_pod_on_every_node_then_complet
     assert status["numberAvailable"] == status["updatedNumberScheduled"] == NODES
 
 
-async def test_a_deployment_whose_new_pods_never_become_ready_stalls(
+async def test_a_stalled_rollout_is_reported_and_the_next_queued_restart_starts(
     start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
 ) -> None:
-    running = await start_for(
-        start_kwok_controller, kwok_namespace, "deployments.apps", rollout_timeout="6s"
+    # "next" serves before anything restarts; "sick" runs Pods that never become Ready.
+    await kwok_kube.create(
+        DEPLOYMENTS, kwok_namespace, real_workload("Deployment", "next", replicas=2)
     )
-    due = rfc3339(datetime.now(UTC))
-    body = real_workload("Deployment", "sick", {RESTART_AT: due}, replicas=2, unready=True)
-    await kwok_kube.create(DEPLOYMENTS, kwok_namespace, body)
+    before = await wait_serving(kwok_kube, DEPLOYMENTS, kwok_namespace, "next", count=2)
+    running = await start_for(
+        start_kwok_controller,
+        kwok_namespace,
+        "deployments.apps",
+        rollout_timeout="6s",
+        max_concurrent_rollouts=1,
+    )
+    sick = real_workload(
+        "Deployment", "sick", {RESTART_AT: "2020-01-01T00:00:00Z"}, replicas=2, unready=True
+    )
+    await kwok_kube.create(DEPLOYMENTS, kwok_namespace, sick)
+    await wait_event(kwok_kube, kwok_namespace, "sick", "RestartTriggered", within=15)
+    patch = {"metadata": {"annotations": {RESTART_AT: "2020-01-02T00:00:00Z"}}}
+    await kwok_kube.merge_patch(DEPLOYMENTS, kwok_namespace, "next", patch)
+    await wait_event(kwok_kube, kwok_namespace, "next", "RestartQueued", within=15)
     events = await wait_event(kwok_kube, kwok_namespace, "sick", "RolloutStalled", within=30)
     note = next(note for _, reason, note in events if reason == "RolloutStalled")
     assert note.startswith("Rollout after the restart not complete after 6s (--rollout-timeout): ")
@@ -191,31 +249,36 @@ async def test_a_deployment_whose_new_pods_never_become_ready_stalls(
     ]
     assert new, "no Pod of the restarted template"
     assert all(pod.node and pod.phase == "Running" and not pod.ready for pod in new), new
+    # The stall gave the slot back: the queued restart runs and its Pods are all replaced.
+    await wait_event(kwok_kube, kwok_namespace, "next", "RolloutCompleted", within=60)
+    after = [p for p in await pods_of(kwok_kube, kwok_namespace, "next") if not p.deleting]
+    assert len(after) == 2, after
+    assert all(pod.serving and pod.restarted_at for pod in after), after
+    assert not {pod.name for pod in before} & {pod.name for pod in after}
+    sick_events = await list_events(kwok_kube, kwok_namespace, "sick")
+    next_events = await list_events(kwok_kube, kwok_namespace, "next")
+    stalled_at = next(e["eventTime"] for e in sick_events if e["reason"] == "RolloutStalled")
+    started_at = next(e["eventTime"] for e in next_events if e["reason"] == "RestartTriggered")
+    assert started_at >= stalled_at
     reasons = [r for _, r, _ in await events_of(kwok_kube, kwok_namespace, "sick", rollouts=True)]
     assert "RolloutCompleted" not in reasons
     stalled = sample(running, "lifecycle_rollouts_total", kind="Deployment", result="stalled")
     assert stalled == 1
 
 
-async def _in_progress(kube: KubeClient, namespace: str, replicas: int) -> set[str]:
-    """The Deployments mid-rollout after a restart, by their ReplicaSets: the one of the
-    restarted template not yet fully available, or an older one still holding Pods."""
-    listing = await kube.request("GET", REPLICASETS.collection_path(namespace))
-    sets: dict[str, list[dict[str, Any]]] = {}
-    for item in listing["items"]:
-        for owner in item["metadata"].get("ownerReferences") or []:
-            if owner.get("kind") == "Deployment":
-                sets.setdefault(owner["name"], []).append(item)
+def _mid_rollout(pods: list[PodView], replicas: int) -> set[str]:
+    """The workloads mid-rollout after a restart, read from their Pods: some Pod carries the
+    restart marker, and either an older Pod still runs or fewer than ``replicas`` new ones
+    serve."""
     busy = set()
-    for name, owned in sets.items():
-        restarted = [rs for rs in owned if RESTARTED_AT in template_annotations(rs)]
-        if not restarted:
+    for app in {pod.app for pod in pods}:
+        live = [pod for pod in pods if pod.app == app and not pod.deleting]
+        new = [pod for pod in live if pod.restarted_at]
+        if not new:
             continue  # not restarted yet
-        older = [rs for rs in owned if RESTARTED_AT not in template_annotations(rs)]
-        new_available = int((restarted[0].get("status") or {}).get("availableReplicas") or 0)
-        old_pods = sum(int((rs.get("status") or {}).get("replicas") or 0) for rs in older)
-        if new_available < replicas or old_pods > 0:
-            busy.add(name)
+        old = [pod for pod in live if not pod.restarted_at]
+        if old or len([pod for pod in new if pod.serving]) < replicas:
+            busy.add(app)
     return busy
 
 
@@ -229,32 +292,49 @@ async def test_max_concurrent_rollouts_holds_for_real_pods(
         )
     for name in names:
         await wait_serving(kwok_kube, DEPLOYMENTS, kwok_namespace, name, count=2)
-    await start_for(
+    running = await start_for(
         start_kwok_controller, kwok_namespace, "deployments.apps", max_concurrent_rollouts=2
     )
-    for i, name in enumerate(names):
-        due = f"2020-01-0{i + 1}T00:00:00Z"
-        await kwok_kube.merge_patch(
-            DEPLOYMENTS, kwok_namespace, name, {"metadata": {"annotations": {RESTART_AT: due}}}
-        )
-    widest: list[set[str]] = [set()]
-    order: list[str] = []
 
     async def all_completed() -> bool:
-        busy = await _in_progress(kwok_kube, kwok_namespace, 2)
-        order.extend(sorted(busy - set(order)))
-        if len(busy) > len(widest[0]):
-            widest[0] = busy
         for name in names:
             events = await list_events(kwok_kube, kwok_namespace, name)
             if "RolloutCompleted" not in [event["reason"] for event in events]:
                 return False
         return True
 
-    await eventually(all_completed, within=120, interval=0.1, what="RolloutCompleted on all six")
-    assert len(widest[0]) == 2, widest  # two at once, never three
+    async with pod_timeline(kwok_kube, kwok_namespace) as timeline:
+        for i, name in enumerate(names):
+            due = f"2020-01-0{i + 1}T00:00:00Z"
+            await kwok_kube.merge_patch(
+                DEPLOYMENTS, kwok_namespace, name, {"metadata": {"annotations": {RESTART_AT: due}}}
+            )
+        await eventually(all_completed, within=120, what="RolloutCompleted on all six")
+        seen = len(timeline.snapshots)
+
+        async def settled_snapshot() -> bool:
+            return len(timeline.snapshots) > seen + 1  # a whole snapshot after the last Event
+
+        await eventually(settled_snapshot, within=10, what="a snapshot of the settled Pods")
+    busy = [_mid_rollout(pods, 2) for pods in timeline.snapshots]
+    assert max(len(apps) for apps in busy) == 2, busy  # two at once, never three
+    order: list[str] = []
+    for apps in busy:
+        order.extend(sorted(apps - set(order)))
     assert sorted(order) == names
     assert sorted(order[:2]) == names[:2]  # the earliest due first
+    assert not busy[-1]
     for name in names:
-        pods = await pods_of(kwok_kube, kwok_namespace, name)
+        pods = [pod for pod in timeline.snapshots[-1] if pod.app == name]
         assert len([pod for pod in pods if pod.serving and pod.restarted_at]) == 2, pods
+        reasons = [r for _, r, _ in await events_of(kwok_kube, kwok_namespace, name, rollouts=True)]
+        assert reasons.count("RestartQueued") <= 1
+        assert reasons.count("RolloutCompleted") == 1
+    queued = [
+        name
+        for name in names
+        if "RestartQueued" in [r for _, r, _ in await events_of(kwok_kube, kwok_namespace, name)]
+    ]
+    assert len(queued) >= 2, queued
+    assert sample(running, "lifecycle_rollouts_total", kind="Deployment", result="completed") == 6
+    assert sample(running, "lifecycle_rollout_duration_seconds_count") == 6
