@@ -4,7 +4,7 @@
 
 What ``lifecycle-controller run --max-concurrent-rollouts N`` does for a storm of due
 restarts, done as cheaply as a plain aiohttp client can: one list of the Deployments, then
-for each one the guarded merge patch of its Pod template's ``kubectl.kubernetes.io/restartedAt``
+for each one the guarded merge patch of its Pod template's ``lifecycle.cezary.dev/restartedAt``
 marker (a 409 re-reads and tries again) and its ``RestartTriggered`` Event, never more than N
 rollouts in progress; completion is read from ONE watch of every Deployment (whole objects,
 judged by the controller's own rule, ``core/rollout_progress.py``), and each completion gets
@@ -25,10 +25,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from benchmarks.cluster_measure import PlainClient, event_body
+from lifecycle_controller.core.keys import RESTARTED_AT
 from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.kube import ClusterConfig, load_configuration
 
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 DEPLOYMENTS = "/apis/apps/v1/deployments"
 
 

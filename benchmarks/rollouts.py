@@ -44,6 +44,7 @@ import aiohttp
 from benchmarks.cluster import _gather_limited, _Running, _start
 from benchmarks.cluster_measure import FLOOR_AGENT, read_audit, requests_between
 from lifecycle_controller.core import keys
+from lifecycle_controller.core.keys import RESTARTED_AT
 from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.nodes import FakeNodes
@@ -52,7 +53,6 @@ from lifecycle_controller.kube import NAMESPACES, KubeClient, ResourceType
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
 PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
 NAMESPACE_COUNT = 10
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 CONTROLLER_AGENT = "lifecycle-controller/"
 
 

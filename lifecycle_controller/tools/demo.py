@@ -147,7 +147,7 @@ async def _summary(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
 KUBECTL_PODS = (
     f"kubectl -n {NAMESPACE} get pods -o 'custom-columns=POD:.metadata.name,"
     "DEPLOYMENT:.metadata.labels.demo,"
-    "RESTARTED-AT:.metadata.annotations.kubectl\\.kubernetes\\.io/restartedAt,"
+    "RESTARTED-AT:.metadata.annotations.lifecycle\\.cezary\\.dev/restartedAt,"
     "READY:.status.containerStatuses[0].ready,NODE:.spec.nodeName'"
 )
 

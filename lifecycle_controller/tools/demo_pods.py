@@ -2,7 +2,7 @@
 
 ``lifecycle-controller demo`` runs fake nodes (kube-scheduler and kwok), so a restart does
 what it does on a real cluster: the Deployment controller replaces every Pod with one that
-carries the new Pod template's ``kubectl.kubernetes.io/restartedAt`` marker. The demo lists
+carries the new Pod template's ``lifecycle.cezary.dev/restartedAt`` marker. The demo lists
 its Pods once a second and hands each listing to :class:`DemoPods`, which remembers every
 Pod it saw, says once per restart when all of that restart's Pods serve and the older ones
 are gone, and sums it all up per Deployment at the end. Pure: no API call, no clock.
@@ -15,10 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RESTARTED_AT", "DemoPods", "PodSighting"]
+from lifecycle_controller.core.keys import RESTARTED_AT
 
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-"""The Pod template annotation a restart writes (and every Pod of that template carries)."""
+__all__ = ["DemoPods", "PodSighting"]
 
 
 @dataclass(frozen=True, slots=True)
