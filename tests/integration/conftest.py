@@ -6,7 +6,8 @@ Every test in this folder is marked ``integration``. Fixtures for the tests here
 ``launcher`` runs it as real processes (tests/integration/processes.py), ``kube`` (also named
 ``api``) is the test's own admin client, ``http`` a plain HTTP session, ``receiver`` a
 webhook receiver (tests/integration/webhook_receiver.py) and ``policy_crds`` installs the
-chart's lifecycle policy CRDs (tests/integration/policy_crds.py).
+chart's lifecycle policy CRDs (tests/integration/policy_crds.py; ``kwok_policy_crds`` on the
+control plane with fake nodes).
 """
 
 from __future__ import annotations
@@ -56,3 +57,9 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 def policy_crds(control_plane: ControlPlane) -> None:
     """The chart's lifecycle policy CRDs, installed and served (they stay for the session)."""
     install_policy_crds(control_plane)
+
+
+@pytest.fixture
+def kwok_policy_crds(kwok_plane: ControlPlane) -> None:
+    """The same CRDs on the control plane with fake nodes."""
+    install_policy_crds(kwok_plane)

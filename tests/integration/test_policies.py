@@ -8,7 +8,8 @@ stays; an object's own ``delete-after`` beats the policy and its own ``dry-run``
 policy's deletion into a dry run; ``status`` counts what the policy decides and overlaps; an
 invalid CEL condition gets the ``Invalid`` condition and a Warning while another policy keeps
 working; editing a policy re-evaluates its objects at once, and deleting it cancels its pending
-deletions; a policy restart writes only the Pod template marker and its rollout is followed; of
+deletions; a policy restart writes only the Pod template marker and its rollout is followed
+(real Pods replaced, on the control plane with fake nodes); of
 two matching policies the higher priority decides and the other reports the overlap; a closed
 maintenance window holds a policy deletion; owned ReplicaSets are left alone while a loose one
 is deleted.
@@ -28,12 +29,12 @@ from tests.integration.controller import StartController
 from tests.integration.events import ROLLOUT_COMPLETED, list_events, wait_event
 from tests.integration.keys import DELETE_AFTER, DRY_RUN, P
 from tests.integration.policy_tools import labelled, namespaced_policy
+from tests.integration.rollout_support import pods_of, real_workload, wait_serving
 from tests.integration.scenario_support import create, gone, owned_by, start_for, wait_gone
 from tests.integration.support import (
     CONFIGMAPS,
     DEPLOYMENTS,
     REPLICASETS,
-    deployment,
     eventually,
 )
 from tests.integration.timestamps import stamp
@@ -211,16 +212,26 @@ async def test_editing_a_policy_reevaluates_and_deleting_it_cancels(
 
 
 def labelled_deployment(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    body = deployment(name)
+    """A two-replica Deployment whose Pods run on the fake nodes, with ``labels``."""
+    body = real_workload("Deployment", name, replicas=2)
     body["metadata"]["labels"] = labels
-    body["spec"]["replicas"] = 0  # no nodes here: the rollout completes at once
     return body
 
 
 async def test_a_policy_restart_writes_only_the_template_marker_and_is_verified(
-    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+    kwok_policy_crds: None,
+    start_kwok_controller: StartController,
+    kwok_namespace: str,
+    kwok_kube: KubeClient,
 ) -> None:
-    soon = stamp(time.time() + 3)
+    kube, namespace = kwok_kube, kwok_namespace
+    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("web", {"restart": "nightly"}))
+    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("api", {"restart": "never"}))
+    before = {
+        name: await wait_serving(kube, DEPLOYMENTS, namespace, name, count=2)
+        for name in ("web", "api")
+    }
+    await start_for(start_kwok_controller, namespace, "deployments.apps")
     await create(
         kube,
         POLICIES,
@@ -231,23 +242,26 @@ async def test_a_policy_restart_writes_only_the_template_marker_and_is_verified(
             {
                 "resources": ["deployments.apps"],
                 "selector": {"matchLabels": {"restart": "nightly"}},
-                "lifecycle": {"restart-at": soon},
+                "lifecycle": {"restart-at": stamp(time.time() + 2)},
             },
         ),
     )
-    await start_for(start_controller, namespace, "deployments.apps")
-    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("web", {"restart": "nightly"}))
-    await create(kube, DEPLOYMENTS, namespace, labelled_deployment("api", {"restart": "never"}))
-    events = await wait_event(kube, namespace, "web", ROLLOUT_COMPLETED, within=30)
+    events = await wait_event(kube, namespace, "web", ROLLOUT_COMPLETED, within=60)
     restarted = [e for e in events if e[1] == "RestartTriggered"]
     assert restarted
     assert "nightly: restart-at" in restarted[-1][2]
     web = await kube.get(DEPLOYMENTS, namespace, "web")
-    template = web["spec"]["template"]["metadata"].get("annotations") or {}
-    assert P + "restartedAt" in template
+    marker = (web["spec"]["template"]["metadata"].get("annotations") or {})[P + "restartedAt"]
     assert not any(k.startswith(P) for k in web["metadata"].get("annotations") or {})
+    # Verified on the Pods: both replaced by serving ones of the restarted template.
+    pods = [pod for pod in await pods_of(kube, namespace, "web") if not pod.deleting]
+    assert {pod.restarted_at for pod in pods if pod.serving} == {marker}, pods
+    assert len(pods) == 2, pods
+    assert not {pod.name for pod in pods} & {pod.name for pod in before["web"]}
+    # The Deployment the policy does not select keeps its template and its Pods.
     api = await kube.get(DEPLOYMENTS, namespace, "api")
     assert P + "restartedAt" not in (api["spec"]["template"]["metadata"].get("annotations") or {})
+    assert await pods_of(kube, namespace, "api") == before["api"]
 
 
 async def test_the_higher_priority_wins_and_the_other_is_overlapped(
