@@ -10,6 +10,7 @@ StatefulSets and DaemonSets for that, read their Pods as the test sees them
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -162,3 +163,14 @@ async def pod_timeline(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+COMPLETED = "Rollout after the restart completed in "
+
+
+def rollout_seconds(note: str) -> float:
+    """The seconds a ``RolloutCompleted`` note reports (``"... completed in 1m2.5s."``)."""
+    match = re.fullmatch(re.escape(COMPLETED) + r"(?:(\d+)h)?(?:(\d+)m)?(?:([\d.]+)s)?\.", note)
+    assert match, note
+    hours, minutes, seconds = (float(group or 0) for group in match.groups())
+    return 3600 * hours + 60 * minutes + seconds

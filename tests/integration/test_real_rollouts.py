@@ -13,12 +13,12 @@ early, fails them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from lifecycle_controller.core.durations import parse_duration
 from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
 from lifecycle_controller.kube import KubeClient, ResourceType
 from tests.integration.controller import StartController
@@ -26,10 +26,12 @@ from tests.integration.events import events_of, list_events, wait_event
 from tests.integration.keys import RESTART_AT, RESTARTED_AT
 from tests.integration.rollout_support import (
     PODS,
+    PodTimeline,
     PodView,
     pod_timeline,
     pods_of,
     real_workload,
+    rollout_seconds,
     wait_serving,
 )
 from tests.integration.scenario_support import get, sample, start_for, template_annotations
@@ -39,7 +41,6 @@ from tests.integration.timestamps import rfc3339
 pytestmark = pytest.mark.integration
 
 NODES = 3
-S = 1_000_000_000
 
 
 async def test_fake_nodes_run_pods_and_keep_the_unready_ones_unready(
@@ -75,6 +76,19 @@ async def test_fake_nodes_run_pods_and_keep_the_unready_ones_unready(
     await eventually(plain_gone, within=10, what="the deleted Pod gone")
 
 
+@dataclass(frozen=True)
+class Followed:
+    """A restart followed to its ``RolloutCompleted``."""
+
+    #: The Pods serving before the restart, and once the Event is there.
+    before: list[PodView]
+    after: list[PodView]
+    #: The seconds the Event says the rollout took.
+    took: float
+    #: The namespace's Pods from the restart patch to the Event.
+    timeline: PodTimeline
+
+
 async def _restart_and_follow(
     start_kwok_controller: StartController,
     kube: KubeClient,
@@ -84,23 +98,24 @@ async def _restart_and_follow(
     *,
     count: int,
     replaced: int | None = None,
-) -> tuple[list[PodView], list[PodView], float]:
+) -> Followed:
     """Create ``body``, wait until its ``count`` Pods serve, restart it through the controller
-    and wait for ``RolloutCompleted``; the Pods before, the Pods once the Event is there, and
-    the seconds the Event says the rollout took. ``replaced``: how many Pods the restart
-    replaces (all by default), each serving with the new template's marker."""
+    and wait for ``RolloutCompleted``, recording the namespace's Pods from the restart on.
+    ``replaced``: how many Pods the restart replaces (all by default), each then serving with
+    the new template's marker."""
     name = body["metadata"]["name"]
     await kube.create(resource, namespace, body)
     before = await wait_serving(kube, resource, namespace, name, count=count)
     assert all(pod.restarted_at is None for pod in before)
     await start_for(start_kwok_controller, namespace, resource.key)
-    await kube.merge_patch(
-        resource,
-        namespace,
-        name,
-        {"metadata": {"annotations": {RESTART_AT: rfc3339(datetime.now(UTC))}}},
-    )
-    events = await wait_event(kube, namespace, name, "RolloutCompleted", within=90)
+    async with pod_timeline(kube, namespace) as timeline:
+        await kube.merge_patch(
+            resource,
+            namespace,
+            name,
+            {"metadata": {"annotations": {RESTART_AT: rfc3339(datetime.now(UTC))}}},
+        )
+        events = await wait_event(kube, namespace, name, "RolloutCompleted", within=90)
     # What the controller judged complete: the Pods replaced, each new one serving.
     obj = await get(kube, resource, namespace, name)
     marker = template_annotations(obj)[RESTARTED_AT]
@@ -110,9 +125,7 @@ async def _restart_and_follow(
     new = [pod for pod in after if pod.restarted_at == marker]
     assert len(new) == (count if replaced is None else replaced), after
     note = next(note for _, reason, note in events if reason == "RolloutCompleted")
-    assert note.startswith("Rollout after the restart completed in "), note
-    took = parse_duration(note.removeprefix("Rollout after the restart completed in ")[:-1]) / S
-    return before, after, took
+    return Followed(before, after, rollout_seconds(note), timeline)
 
 
 async def test_a_restarted_deployment_replaces_its_pods_then_completes(
@@ -120,10 +133,10 @@ async def test_a_restarted_deployment_replaces_its_pods_then_completes(
 ) -> None:
     # Three replicas, RollingUpdate with maxSurge 1 and maxUnavailable 1.
     body = real_workload("Deployment", "web", replicas=3)
-    async with pod_timeline(kwok_kube, kwok_namespace) as timeline:
-        before, after, took = await _restart_and_follow(
-            start_kwok_controller, kwok_kube, kwok_namespace, DEPLOYMENTS, body, count=3
-        )
+    followed = await _restart_and_follow(
+        start_kwok_controller, kwok_kube, kwok_namespace, DEPLOYMENTS, body, count=3
+    )
+    before, after, timeline = followed.before, followed.after, followed.timeline
     assert not {pod.name for pod in before} & {pod.name for pod in after}
     # A rolling update, seen in the Pods: never more than replicas + maxSurge of them, never
     # fewer than replicas - maxUnavailable serving, and both templates serving at one moment.
@@ -132,7 +145,7 @@ async def test_a_restarted_deployment_replaces_its_pods_then_completes(
     mixed = timeline.widest(lambda pods: len({p.restarted_at for p in pods if p.serving}))
     assert mixed == 2, "never saw old and new Pods serving side by side"
     # Each new Pod is Ready a second after it was bound, and at most two start at once.
-    assert took >= 1.0, took
+    assert followed.took >= 1.0, followed.took
 
     async def old_pods_gone() -> bool:
         names = {pod.name for pod in await pods_of(kwok_kube, kwok_namespace, "web")}
@@ -155,16 +168,19 @@ async def test_a_restarted_statefulset_replaces_its_pods_in_order_then_completes
     start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
 ) -> None:
     body = real_workload("StatefulSet", "db", replicas=3)
-    before, after, took = await _restart_and_follow(
+    followed = await _restart_and_follow(
         start_kwok_controller, kwok_kube, kwok_namespace, STATEFULSETS, body, count=3
     )
+    before, after = followed.before, followed.after
     # A StatefulSet keeps its Pod names; each one is a new Pod carrying the new template,
     # replaced from the highest ordinal down, each once the one before it was Ready (kwok
     # takes a second), so their creation times are whole seconds apart.
     assert [pod.name for pod in before] == [pod.name for pod in after] == ["db-0", "db-1", "db-2"]
     assert all(old.created < new.created for old, new in zip(before, after, strict=True))
     assert after[2].created < after[1].created < after[0].created, after
-    assert took >= 2.0, took  # three Pods one after another, each Ready a second later
+    assert followed.took >= 2.0, (
+        followed.took
+    )  # three Pods one after another, each Ready a second later
     obj = await get(kwok_kube, STATEFULSETS, kwok_namespace, "db")
     status = obj["status"]
     assert status["currentRevision"] == status["updateRevision"]
@@ -178,9 +194,10 @@ async def test_a_partitioned_statefulset_restart_replaces_the_pods_above_the_par
     # keeps the old one; the rollout is complete when those two serve (not stalled, although
     # the two revisions never meet).
     body = real_workload("StatefulSet", "db", replicas=3, partition=1)
-    before, after, _ = await _restart_and_follow(
+    followed = await _restart_and_follow(
         start_kwok_controller, kwok_kube, kwok_namespace, STATEFULSETS, body, count=3, replaced=2
     )
+    before, after = followed.before, followed.after
     assert [pod.name for pod in after] == ["db-0", "db-1", "db-2"]
     assert after[0] == before[0]  # the same Pod, untouched
     assert after[0].restarted_at is None
@@ -202,9 +219,10 @@ async def test_a_restarted_daemonset_replaces_its_pod_on_every_node_then_complet
     start_kwok_controller: StartController, kwok_namespace: str, kwok_kube: KubeClient
 ) -> None:
     body = real_workload("DaemonSet", "agent")
-    before, after, _ = await _restart_and_follow(
+    followed = await _restart_and_follow(
         start_kwok_controller, kwok_kube, kwok_namespace, DAEMONSETS, body, count=NODES
     )
+    before, after = followed.before, followed.after
     assert len({pod.node for pod in before}) == NODES
     assert {pod.node for pod in after} == {pod.node for pod in before}
     assert not {pod.name for pod in before} & {pod.name for pod in after}
