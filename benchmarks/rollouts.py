@@ -16,7 +16,8 @@ every Pod serving. Then, per round:
 * **controller**: ``lifecycle-controller run --watch-resource=deployments.apps`` with
   ``--max-concurrent-rollouts`` (given as ``LIFECYCLE_MAX_CONCURRENT_ROLLOUTS``), every
   Deployment annotated with the same ``restart-cron`` for the next whole minute; from that
-  minute until ``lifecycle_rollouts_total{result="completed"}`` counts them all: its CPU
+  minute until ``lifecycle_rollouts_total{result="completed"}`` counts them all (its
+  ``/metrics`` read once a second, which the controller's figures include): its CPU
   (``/proc``), the wall time, the widest ``lifecycle_rollouts_in_progress`` seen, and its
   requests by verb and resource from the audit log, the rollout reads (GET and LIST of
   Deployments) apart;
@@ -42,7 +43,7 @@ from typing import Any
 import aiohttp
 
 from benchmarks.cluster import _gather_limited, _Running, _start
-from benchmarks.cluster_measure import FLOOR_AGENT, read_audit, requests_between
+from benchmarks.cluster_measure import BENCH_AGENT, FLOOR_AGENT, read_audit, requests_between
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.keys import RESTARTED_AT
 from lifecycle_controller.core.rollout_progress import rollout_progress
@@ -227,7 +228,9 @@ async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, An
         "max_concurrent_rollouts": args.max_concurrent_rollouts,
     }
     rounds: list[dict[str, Any]] = []
-    async with await KubeClient.connect(str(plane.admin_kubeconfig)) as kube:
+    async with await KubeClient.connect(
+        str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
+    ) as kube:
         result["populate_s"] = round(await populate(kube, args.deployments, args.replicas), 1)
         for number in range(args.rounds):
             floor = run_floor(plane, args.max_concurrent_rollouts, f"floor-{number}")
