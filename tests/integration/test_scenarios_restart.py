@@ -412,10 +412,7 @@ async def test_restart_rolls_out_a_new_replicaset_or_controller_revision(
     )
     obj = await wait_restarted(kube, resource, namespace, "app")
     await eventually(lambda: generations(2), within=15, what=f"a second {owned.kind}")
-    newest = max(
-        await owned_by(kube, owned, namespace, uid),
-        key=lambda item: int(item["metadata"]["resourceVersion"]),
-    )
+    newest = max(await owned_by(kube, owned, namespace, uid), key=_revision)
     template = (
         newest["spec"]["template"] if owned is REPLICASETS else newest["data"]["spec"]["template"]
     )
@@ -423,6 +420,14 @@ async def test_restart_rolls_out_a_new_replicaset_or_controller_revision(
         template["metadata"]["annotations"][RESTARTED_AT]
         == (template_annotations(obj)[RESTARTED_AT])
     )
+
+
+def _revision(owned: dict[str, Any]) -> int:
+    """The revision a ReplicaSet or ControllerRevision stands for (the newest is the highest;
+    the resourceVersion is not: the old ReplicaSet is written again when it is scaled down)."""
+    if "revision" in owned:
+        return int(owned["revision"])
+    return int(owned["metadata"]["annotations"]["deployment.kubernetes.io/revision"])
 
 
 async def test_spec_2_7_two_restarts_within_one_second_change_the_marker(
