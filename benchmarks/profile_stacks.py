@@ -24,6 +24,11 @@ __all__ = ["Sampler", "top_items"]
 
 #: Samples per second (the controller spends well under 100 ms on one action burst second).
 RATE = 250
+#: Frames of the package's own code (the path inside the installed or checked-out tree).
+PACKAGE = "lifecycle_controller/"
+#: The package's functions on this share of all samples are its entry points (the CLI, the
+#: event loop's runner), not steps: left out of the inclusive list.
+ENTRY_SHARE = 0.8
 
 
 @dataclass
@@ -66,16 +71,20 @@ class Sampler:
             self.process.kill()
 
 
-def _function(frame: str) -> str:
-    """``name (path/to/module.py:123)`` → ``module.py:name``, the line dropped."""
+def _function(frame: str) -> tuple[str, bool]:
+    """``name (path/to/module.py:123)`` → (``module.py:name``, whether it is the package's)."""
     name, _, where = frame.partition(" (")
-    file = where.rsplit(":", 1)[0].rsplit("/", 1)[-1]
-    return f"{file}:{name}" if file else name
+    path = where.rsplit(":", 1)[0]
+    ours = PACKAGE in path
+    # controller/reconciler.py for the package's, the file name for the others
+    path = path.split(PACKAGE, 1)[1] if ours else path.rsplit("/", 1)[-1]
+    return (f"{path}:{name}" if path else name), ours
 
 
 def top_items(stacks: Path, n: int = 15) -> dict[str, Any]:
-    """The ``n`` functions with the most samples, self and inclusive, in % of all samples
-    (idle samples, the loop waiting in ``select``, included: compare within one profile)."""
+    """The ``n`` functions with the most samples, in % of all samples: *self* (any code,
+    libraries included: where the time goes) and *inclusive* (the package's own functions
+    below its entry points: which of its steps the time goes to)."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
@@ -88,11 +97,14 @@ def top_items(stacks: Path, n: int = 15) -> dict[str, Any]:
         frames = [_function(f) for f in stack.split(";") if f and not f.startswith("process ")]
         if not frames:
             continue
-        own[frames[-1]] += count
-        for function in set(frames):
+        own[frames[-1][0]] += count
+        for function in {name for name, ours in frames if ours}:
             inclusive[function] += count
+    entry = {f for f, c in inclusive.items() if c >= ENTRY_SHARE * total}
 
     def share(counter: Counter[str]) -> list[tuple[str, float]]:
         return [(f, round(100 * c / total, 1)) for f, c in counter.most_common(n)]
 
+    for function in entry:
+        del inclusive[function]
     return {"samples": total, "self": share(own), "inclusive": share(inclusive)}
