@@ -293,9 +293,9 @@ async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, 
 async def run_floor(
     kubeconfig: Path, options: list[str], then: Callable[[], Awaitable[object]] | None = None
 ) -> dict[str, Any]:
-    """One floor in a fresh process of its own (``benchmarks.floor_actions``): a floor
-    measured in this process, which holds every object it created and listed, cost 3-4x as
-    much CPU. ``then`` runs once the floor's watch is open (it creates the objects)."""
+    """One floor in a fresh process of its own (``benchmarks.floor_actions``, whose docstring
+    says what moved the old in-process figure). ``then`` runs once the floor's watch is open
+    (it creates the objects)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

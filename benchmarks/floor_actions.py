@@ -5,12 +5,22 @@
     python -m benchmarks.floor_actions --kubeconfig KUBECONFIG --action delete \
         --namespace floor --prefix job- --count 1000 --whole-job
 
-A floor measured inside the benchmark process is not a floor: that process has created and
-listed tens of thousands of objects (its garbage collector scans them all, again and again)
-and runs the benchmark's other tasks, which made a plain DELETE + Event look 3-4x as
-expensive as it is. This script does the same work as the controller's action with nothing
-else in its process, and reports its own CPU time (``time.process_time``) over that work
-only (imports, credentials and the TLS context are set up before the clock starts).
+The floors used to be timed inside the benchmark process, which holds the client that
+created and listed every object. Measured alternately on one control plane with 20,000
+objects (16 in flight, three rounds each), that process spent 0.85 ms of CPU per DELETE +
+Event where a fresh process spent 0.71 ms (and 0.95 ms with the garbage collector's heap
+frozen: the collector was not the cause). Most of the gap between the 1.4-1.8 ms the
+benchmark used to report and the 0.4 ms of a plain client alone lies elsewhere: the
+benchmark reported the floor at 4 requests in flight (the controller's workers), which costs
+about 1.5x the CPU per request of 16 in flight (fewer replies arrive together, so more loop
+turns and system calls per request), and it measured while etcd and the API server were busy
+on the same two cores (the same fresh-process floor was 0.7 ms under that load against 0.4
+ms on a quiet machine, measured earlier). So the floors now run in a fresh process of their
+own (the cleanest yardstick), at both concurrencies, and each figure is read only beside the
+controller's from the same run. This script does the same work as the controller's action
+with nothing else in its process, and reports its own CPU time (``time.process_time``) over
+that work only (imports, credentials and the TLS context are set up before the clock
+starts).
 
 Two floors:
 
