@@ -507,7 +507,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
         str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
     ) as kube:
         result["create_s"] = round(await populate(kube, objects), 1)
-        result["settle_s"] = round(await settle(kube), 1)
+        result["settle_s"] = round(await settle(kube, limit=args.settle_limit), 1)
         # Each round: the list floor, then a fresh controller start (paired, one after another).
         for round_number in range(args.rounds):
             floor = await list_floor(config, WATCHED, runs=max(1, 3 // args.rounds))
@@ -610,6 +610,13 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="startups (each paired with a list floor), bursts, storms and action floors per "
         "object count; the report gives medians",
+    )
+    parser.add_argument(
+        "--settle-limit",
+        type=float,
+        default=300.0,
+        help="seconds at most to wait, after creating the objects, until no Deployment changed "
+        "for 5 s (kube-controller-manager's status writes)",
     )
     parser.add_argument(
         "--profile",
