@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import math
 import os
 import signal
@@ -41,7 +42,6 @@ from benchmarks.cluster_measure import (
     BENCH_AGENT,
     ProcSample,
     Sampler,
-    action_floor,
     lag_summary,
     list_floor,
     read_audit,
@@ -49,6 +49,8 @@ from benchmarks.cluster_measure import (
     scrape_lag_buckets,
 )
 from benchmarks.cluster_report import write_reports
+from benchmarks.profile_stacks import Sampler as StackSampler
+from benchmarks.profile_stacks import top_items
 from lifecycle_controller.core import keys
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import NAMESPACES, KubeClient, ResourceType, load_configuration
@@ -62,6 +64,7 @@ DEPLOYMENT_COUNT = 500
 SECRET_COUNT = 200
 FAR = "2099-01-01T00:00:00Z"
 WORKERS = 4  # the controller's default --workers
+IDLE_AFTER_READY = 5.0  # seconds after ready before idle CPU is counted
 
 
 def _free_port() -> int:
@@ -99,6 +102,26 @@ def _deployment(namespace: str, name: str, annotations: dict[str, str]) -> dict[
             },
         },
     }
+
+
+async def settle(kube: KubeClient, quiet: float = 5.0, limit: float = 300.0) -> float:
+    """Wait until the Deployments stop changing (no item's resourceVersion moved for
+    ``quiet`` seconds): after the object set is created, kube-controller-manager creates a
+    ReplicaSet for each and writes its status for a minute or more, and every write is a
+    watch event the controller handles. Idle CPU measured in that minute was the cost of
+    those events, not of idling. Returns the seconds waited."""
+    started = time.perf_counter()
+    last = ""
+    while time.perf_counter() - started < limit:
+        listing = await kube.list_metadata(DEPLOYMENTS, limit=0)
+        newest = max(
+            (int(item["metadata"]["resourceVersion"]) for item in listing["items"]), default=0
+        )
+        if str(newest) == last:
+            break
+        last = str(newest)
+        await asyncio.sleep(quiet)
+    return time.perf_counter() - started
 
 
 async def _gather_limited(coroutines: list[Any], limit: int = 48) -> None:
@@ -267,36 +290,86 @@ async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, 
     }
 
 
-async def floors_after(kube: KubeClient, config: Any, count: int, storm: int) -> dict[str, Any]:
-    """The burst and storm floors, with the controller stopped (fresh ConfigMaps)."""
+async def run_floor(
+    kubeconfig: Path, options: list[str], then: Callable[[], Awaitable[object]] | None = None
+) -> dict[str, Any]:
+    """One floor in a fresh process of its own (``benchmarks.floor_actions``, whose docstring
+    says what moved the old in-process figure). ``then`` runs once the floor's watch is open
+    (it creates the objects)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.floor_actions",
+        f"--kubeconfig={kubeconfig}",
+        *options,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    if then is not None:
+        line = await process.stdout.readline()
+        if line.strip() != b"watching":
+            raise RuntimeError(f"floor {options}: {line!r}")
+        await then()
+    out = await process.stdout.read()
+    if await process.wait() != 0:
+        raise RuntimeError(f"floor {options} exited with {process.returncode}")
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return result
+
+
+async def floors_after(
+    kube: KubeClient, kubeconfig: Path, count: int, storm: int, lead: float
+) -> dict[str, Any]:
+    """The burst and storm floors, with the controller stopped, each in a fresh process:
+    the requests alone (fresh ConfigMaps, at the controller's workers and at 16 in flight),
+    and the whole job (watch the objects appear, the write and its Event, the watch event of
+    the write) at the controller's workers."""
     out: dict[str, Any] = {}
+    stamp = _due(lead)[1]
     for concurrency in (WORKERS, 16):
         names = [f"f{concurrency}-{i:05d}" for i in range(count)]
         await _gather_limited(
             [kube.create(CONFIGMAPS, "floor", _configmap("floor", n, {})) for n in names]
         )
-        listing = await kube.list_metadata(CONFIGMAPS, namespace="floor", limit=0)
-        targets = [
-            {"namespace": "floor", "name": m["name"], "uid": m["uid"], "rv": m["resourceVersion"]}
-            for m in (item["metadata"] for item in listing["items"])
-            if m["name"].startswith(f"f{concurrency}-")
-        ]
-        seconds, cpu = await action_floor(config, targets, concurrency=concurrency, action="delete")
-        out[f"delete_at_{concurrency}_s"] = round(seconds, 3)
-        out[f"delete_cpu_ms_at_{concurrency}"] = round(1000 * cpu / len(targets), 3)
-    listing = await kube.list_metadata(DEPLOYMENTS, limit=0)
-    targets = [
-        {
-            "namespace": m["namespace"],
-            "name": m["name"],
-            "uid": m["uid"],
-            "rv": m["resourceVersion"],
-        }
-        for m in (item["metadata"] for item in listing["items"])
-    ][:storm]
-    seconds, cpu = await action_floor(config, targets, concurrency=WORKERS, action="restart")
-    out[f"restart_at_{WORKERS}_s"] = round(seconds, 3)
-    out[f"restart_cpu_ms_at_{WORKERS}"] = round(1000 * cpu / len(targets), 3)
+        floor = await run_floor(
+            kubeconfig, [f"--prefix=f{concurrency}-", f"--concurrency={concurrency}"]
+        )
+        out[f"delete_at_{concurrency}_s"] = round(floor["seconds"], 3)
+        out[f"delete_cpu_ms_at_{concurrency}"] = floor["cpu_ms_per_object"]
+    annotations = {keys.PREFIX + "delete-at": stamp}
+
+    async def create() -> None:
+        await _gather_limited(
+            [
+                kube.create(CONFIGMAPS, "floor", _configmap("floor", f"j-{i:05d}", annotations))
+                for i in range(count)
+            ]
+        )
+
+    floor = await run_floor(
+        kubeconfig, ["--whole-job", "--prefix=j-", f"--count={count}", "--concurrency=4"], create
+    )
+    out["delete_job_cpu_ms"] = floor["cpu_ms_per_object"]
+    out["delete_job_watch_events"] = floor["watch_events"]
+    floor = await run_floor(
+        kubeconfig,
+        ["--action=restart", "--prefix=d-", f"--count={storm}", f"--concurrency={WORKERS}"],
+    )
+    out[f"restart_at_{WORKERS}_s"] = round(floor["seconds"], 3)
+    out[f"restart_cpu_ms_at_{WORKERS}"] = floor["cpu_ms_per_object"]
+    patch = {"metadata": {"annotations": {keys.PREFIX + "restart-at": stamp}}}
+    workloads = [(f"bench-{i % NAMESPACE_COUNT:02d}", f"d-{i:04d}") for i in range(storm)]
+
+    async def annotate() -> None:
+        await _gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in workloads])
+
+    floor = await run_floor(
+        kubeconfig,
+        ["--action=restart", "--whole-job", "--prefix=d-", f"--count={storm}", "--concurrency=4"],
+        annotate,
+    )
+    out["restart_job_cpu_ms"] = floor["cpu_ms_per_object"]
+    out["restart_job_watch_events"] = floor["watch_events"]
     return out
 
 
@@ -381,24 +454,36 @@ async def _actions(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
     """``--rounds`` bursts, then ``--rounds`` storms, on the running controller."""
 
-    async def rounds(action: Callable[[], Awaitable[dict[str, Any]]]) -> list[dict[str, Any]]:
+    profiles: dict[str, Any] = {}
+
+    async def rounds(
+        name: str, action: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        stacks = args.output / f"profile-{name}-{args.burst}.txt"
+        profiler = StackSampler(running.process.pid, stacks)
+        profiling = args.profile and profiler.start()
         done = []
         for _ in range(args.rounds):
             cpu = running.sampler.last().cpu_s
             one = await action()
             one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu, 3)
             done.append(one)
+        if profiling:
+            profiler.stop()
+            profiles[name] = top_items(stacks)
         return done
 
     lag0 = await scrape_lag_buckets(running.metrics_url)
-    bursts = await rounds(lambda: burst(kube, args.burst, args.lead))
+    bursts = await rounds("burst", lambda: burst(kube, args.burst, args.lead))
     lag1 = await scrape_lag_buckets(running.metrics_url)
-    storms = await rounds(lambda: restart_storm(kube, args.storm, args.lead))
+    storms = await rounds("storm", lambda: restart_storm(kube, args.storm, args.lead))
     chosen_burst = _median_of_rounds(bursts, "last_gone_s")
     chosen_storm = _median_of_rounds(storms, "last_done_s")
     # CPU per action is its own median (the median-lateness round need not be the median CPU).
     chosen_burst["controller_cpu_s"] = _median([b["controller_cpu_s"] for b in bursts])
     chosen_storm["controller_cpu_s"] = _median([s["controller_cpu_s"] for s in storms])
+    if profiles:
+        chosen_burst["profile"], chosen_storm["profile"] = profiles["burst"], profiles["storm"]
     phases = {
         "burst": (chosen_burst["due"] - 0.5, chosen_burst["end"] + 0.5),
         "storm": (chosen_storm["due"] - 0.5, chosen_storm["end"] + 0.5),
@@ -422,6 +507,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
         str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
     ) as kube:
         result["create_s"] = round(await populate(kube, objects), 1)
+        result["settle_s"] = round(await settle(kube, limit=args.settle_limit), 1)
         # Each round: the list floor, then a fresh controller start (paired, one after another).
         for round_number in range(args.rounds):
             floor = await list_floor(config, WATCHED, runs=max(1, 3 // args.rounds))
@@ -435,12 +521,16 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
                 lag["initial_sync"] = lag_summary({}, lag_ready)
                 ready_wall = running.started + startups[-1]["ready_s"]
                 phases["startup"] = (running.started, ready_wall)
+                # The reconciles of the annotated objects listed run on after ready (2,000
+                # at 100k): idle CPU is counted from when they are done.
+                await asyncio.sleep(IDLE_AFTER_READY)
+                quiet = running.sampler.last()
                 await asyncio.sleep(args.idle)
                 idle = running.sampler.last()
                 phases["idle"] = (ready_wall, time.time())
                 result["idle_s"] = args.idle
                 result["rss_idle_mb"] = round(idle.rss_mb, 1)
-                result["cpu_idle_s"] = round(idle.cpu_s - at_ready.cpu_s, 3)
+                result["cpu_idle_s"] = round(idle.cpu_s - quiet.cpu_s, 3)
                 if objects <= args.actions_up_to:
                     burst_run, storm_run, lag["burst"], windows = await _actions(
                         kube, running, args
@@ -456,7 +546,8 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
         ]
         if objects <= args.actions_up_to:
             floors = [
-                await floors_after(kube, config, args.burst, args.storm) for _ in range(args.rounds)
+                await floors_after(kube, plane.admin_kubeconfig, args.burst, args.storm, args.lead)
+                for _ in range(args.rounds)
             ]
             result["action_floors"] = {k: _median([f[k] for f in floors]) for k in floors[0]}
             result["action_floor_rounds"] = floors
@@ -520,9 +611,23 @@ def main(argv: list[str] | None = None) -> None:
         help="startups (each paired with a list floor), bursts, storms and action floors per "
         "object count; the report gives medians",
     )
+    parser.add_argument(
+        "--settle-limit",
+        type=float,
+        default=300.0,
+        help="seconds at most to wait, after creating the objects, until no Deployment changed "
+        "for 5 s (kube-controller-manager's status writes)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample the controller's stacks during the bursts and the storms (the bench "
+        "extra's sampler); top items in the report, raw stacks in --output",
+    )
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
+    args.output.mkdir(parents=True, exist_ok=True)
     runs = []
     for objects in (int(v) for v in args.objects.split(",")):
         with ControlPlane(audit_log=True, log=lambda line: None) as plane:

@@ -4,12 +4,13 @@ and the floors (a plain aiohttp client doing the same API work with nothing else
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -201,6 +202,24 @@ class PlainClient:
         content_type: str = "application/json",
         params: Sequence[tuple[str, str]] = (),
     ) -> tuple[int, bytes]:
+        async with self.stream(
+            method, path, body, accept=accept, content_type=content_type, params=params
+        ) as response:
+            raw = await response.read()
+            return response.status, raw
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        accept: str = "application/json",
+        content_type: str = "application/json",
+        params: Sequence[tuple[str, str]] = (),
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The response, unread (a watch reads it line by line)."""
         assert self._session is not None
         headers = {"Accept": accept, "Content-Type": content_type}
         authorization = await self._config.authorization_header()
@@ -213,8 +232,7 @@ class PlainClient:
             data=None if body is None else json.dumps(body),
             headers=headers,
         ) as response:
-            raw = await response.read()
-            return response.status, raw
+            yield response
 
     async def list_all(self, resource: ResourceType) -> int:
         """A paginated metadata-only list of every object (pages decoded and dropped)."""
@@ -257,79 +275,3 @@ async def list_floor(
         "runs_sequential_s": [round(v, 3) for v in sequential],
         "metadata_bytes_per_type": received,
     }
-
-
-def event_body(namespace: str, name: str, uid: str, kind: str, reason: str) -> dict[str, Any]:
-    now = datetime.now().astimezone().isoformat(timespec="microseconds")
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
-        "eventTime": now,
-        "reportingController": "lifecycle-controller",
-        "reportingInstance": "floor",
-        "action": reason,
-        "reason": reason,
-        "type": "Normal",
-        "note": f"{reason} {namespace}/{name}",
-        "regarding": {"kind": kind, "namespace": namespace, "name": name, "uid": uid},
-    }
-
-
-async def action_floor(
-    config: ClusterConfig,
-    targets: Sequence[dict[str, Any]],
-    *,
-    concurrency: int,
-    action: str,
-) -> tuple[float, float]:
-    """Seconds for ``action`` ('delete' or 'restart') on every target, each with its Event,
-    and this process's CPU seconds for them (the floor of the controller's CPU per action)."""
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    for target in targets:
-        queue.put_nowait(target)
-
-    async def worker(plain: PlainClient) -> None:
-        while not queue.empty():
-            meta = queue.get_nowait()
-            ns, name, uid, rv = meta["namespace"], meta["name"], meta["uid"], meta["rv"]
-            if action == "delete":
-                path = f"/api/v1/namespaces/{ns}/configmaps/{name}"
-                body: dict[str, Any] = {
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "preconditions": {"uid": uid, "resourceVersion": rv},
-                }
-                status, _ = await plain.call("DELETE", path, body)
-                kind = "ConfigMap"
-            else:
-                path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
-                stamp = datetime.now().astimezone().isoformat()
-                body = {
-                    "metadata": {"resourceVersion": rv, "annotations": {"floor": stamp}},
-                    "spec": {"template": {"metadata": {"annotations": {"floor": stamp}}}},
-                }
-                status, _ = await plain.call(
-                    "PATCH", path, body, content_type="application/merge-patch+json"
-                )
-                if status == 409:  # the deployment controller wrote status meanwhile
-                    _, raw = await plain.call("GET", path)
-                    body["metadata"]["resourceVersion"] = json.loads(raw)["metadata"][
-                        "resourceVersion"
-                    ]
-                    status, _ = await plain.call(
-                        "PATCH", path, body, content_type="application/merge-patch+json"
-                    )
-                kind = "Deployment"
-            if status >= 300:
-                raise RuntimeError(f"floor {action} {ns}/{name}: HTTP {status}")
-            await plain.call(
-                "POST",
-                f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
-                event_body(ns, name, uid, kind, "Floor"),
-            )
-
-    async with PlainClient(config) as plain:
-        started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker(plain) for _ in range(concurrency)))
-        return time.perf_counter() - started, time.process_time() - cpu

@@ -33,6 +33,8 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
     if burst and burst.get("done"):
         out["cpu_per_deletion_ms"] = round(1000 * burst["controller_cpu_s"] / burst["done"], 2)
         out["floor_cpu_per_deletion_ms"] = floors.get("delete_cpu_ms_at_4")
+        out["job_floor_cpu_per_deletion_ms"] = job = floors.get("delete_job_cpu_ms")
+        out["cpu_per_deletion_ratio"] = round(out["cpu_per_deletion_ms"] / job, 2) if job else None
         floor4 = floors.get("delete_at_4_s")
         out["burst_ratio"] = round(burst["last_gone_s"] / floor4, 2) if floor4 else None
         requests = run["requests"].get("burst", {})
@@ -40,8 +42,12 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
     if storm and storm.get("done"):
         out["cpu_per_restart_ms"] = round(1000 * storm["controller_cpu_s"] / storm["done"], 2)
         out["floor_cpu_per_restart_ms"] = floors.get("restart_cpu_ms_at_4")
+        out["job_floor_cpu_per_restart_ms"] = job = floors.get("restart_job_cpu_ms")
+        out["cpu_per_restart_ratio"] = round(out["cpu_per_restart_ms"] / job, 2) if job else None
         floor4 = floors.get("restart_at_4_s")
         out["storm_ratio"] = round(storm["last_done_s"] / floor4, 2) if floor4 else None
+    if run.get("idle_s"):
+        out["idle_cpu_percent"] = round(100 * run["cpu_idle_s"] / run["idle_s"], 3)
     return out
 
 
@@ -52,9 +58,16 @@ def _lag(summary: dict[str, Any]) -> str:
     return f"≤ {summary.get('p99_le_s')} s"
 
 
-def _floor(cpu_ms: float | None) -> str:
-    """The plain client's CPU per action beside the controller's (older runs lack it)."""
-    return "" if cpu_ms is None else f" (floor {cpu_ms} ms)"
+def _cpu(d: dict[str, Any], action: str) -> str:
+    """The controller's CPU per ``action`` beside the plain client's (the requests alone, and
+    the whole job, with the ratio to it; older runs lack them)."""
+    text = f"{d.get(f'cpu_per_{action}_ms')} ms"
+    cpu_ms, job_ms = d.get(f"floor_cpu_per_{action}_ms"), d.get(f"job_floor_cpu_per_{action}_ms")
+    if cpu_ms is not None:
+        text += f"; requests {cpu_ms} ms"
+    if job_ms is not None:
+        text += f"; whole job {job_ms} ms: {d.get(f'cpu_per_{action}_ratio')}x"
+    return text
 
 
 def _name(run: dict[str, Any]) -> str:
@@ -65,8 +78,8 @@ def _name(run: dict[str, Any]) -> str:
 def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| run | objects | ready (floor seq / par) | ratio | first request | CPU to ready "
-        "| RSS ready / idle | peak (VmHWM) | idle requests | lag p99 sync |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| RSS ready / idle | peak (VmHWM) | idle CPU | idle requests | lag p99 sync |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         floor = run["list_floor"]
@@ -78,7 +91,8 @@ def markdown(runs: list[dict[str, Any]]) -> str:
             f"{floor['parallel_s']:.2f} s) | {derived(run)['ready_ratio']}x "
             f"| {run['first_request_s']} s | {run['cpu_to_ready_s']:.2f} s "
             f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB "
-            f"| {run['hwm_mb']:.0f} MB | {sum(idle.values())} in {run['idle_s']:.0f} s "
+            f"| {run['hwm_mb']:.0f} MB | {derived(run).get('idle_cpu_percent')} % of a core "
+            f"| {sum(idle.values())} in {run['idle_s']:.0f} s "
             f"{idle} | {_lag(lag)} |"
         )
     action_runs = [r for r in runs if r.get("burst")]
@@ -86,8 +100,8 @@ def markdown(runs: list[dict[str, Any]]) -> str:
         lines += [
             "",
             "| run | objects | burst: due → last gone (p99) | floor at 4 / 16 in flight | ratio "
-            "| CPU per deletion | requests in the burst | lag p99 burst "
-            "| storm: due → last restart | floor at 4 | ratio | CPU per restart |",
+            "| CPU per deletion (floors) | requests in the burst | lag p99 burst "
+            "| storm: due → last restart | floor at 4 | ratio | CPU per restart (floors) |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for run in action_runs:
@@ -97,14 +111,34 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 f"| {burst['last_gone_s']} s ({burst['p99_s']} s), "
                 f"{burst['done']}/{burst['count']} | {floors['delete_at_4_s']} / "
                 f"{floors['delete_at_16_s']} s | {d.get('burst_ratio')}x "
-                f"| {d.get('cpu_per_deletion_ms')} ms{_floor(d.get('floor_cpu_per_deletion_ms'))} "
+                f"| {_cpu(d, 'deletion')} "
                 f"| {run['requests'].get('burst')} "
                 f"| {_lag(run['lag'].get('burst', {}))} "
                 f"| {storm['last_done_s']} s, {storm['done']}/{storm['count']} "
                 f"| {floors['restart_at_4_s']} s | {d.get('storm_ratio')}x "
-                f"| {d.get('cpu_per_restart_ms')} ms{_floor(d.get('floor_cpu_per_restart_ms'))} |"
+                f"| {_cpu(d, 'restart')} |"
             )
+    for run in action_runs:
+        for phase in ("burst", "storm"):
+            profile = run[phase].get("profile")
+            if profile:
+                lines += ["", *_profile_table(f"{_name(run)} {run['objects']:,}, {phase}", profile)]
     return "\n".join(lines) + "\n"
+
+
+def _profile_table(title: str, profile: dict[str, Any]) -> list[str]:
+    """The sampled controller's top functions, self and inclusive, side by side."""
+    lines = [
+        f"Profile of the controller, {title} ({profile['samples']} samples):",
+        "",
+        "| self | % | inclusive | % |",
+        "|---|---|---|---|",
+    ]
+    for (own, own_share), (incl, incl_share) in zip(
+        profile["self"], profile["inclusive"], strict=False
+    ):
+        lines.append(f"| `{own}` | {own_share} | `{incl}` | {incl_share} |")
+    return lines
 
 
 def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:

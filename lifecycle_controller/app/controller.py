@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
+from lifecycle_controller.app.loop_activity import LoopActivity
 from lifecycle_controller.app.policies import PolicyPipeline
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.assembly import build_reconciler
@@ -51,7 +52,6 @@ from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.tasks import cancel_and_wait
 from lifecycle_controller.machinery.workqueue import WorkQueue
-from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor
 from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.serving.server import (
     MetricsServer,
@@ -125,6 +125,7 @@ class Controller:
             )
         self._pipeline: _Pipeline | None = None
         self._stopping = False
+        self.activity = LoopActivity()  # when the lag probe samples fast
         # Evaluated at every scrape, so the gauge is right even when nobody probes /readyz.
         self.metrics.discovery_ready.set_function(self._discovery_ready)
         self.probes: ProbeServer | None = None
@@ -197,9 +198,7 @@ class Controller:
         """
         async with AsyncExitStack() as stack:
             await self._start_servers(stack)
-            # The lag is the real event loop's, whatever clock the decisions run on.
-            probe = run_loop_lag_monitor(self.metrics.event_loop_lag, RealClock())
-            lag = asyncio.create_task(probe)
+            lag = asyncio.create_task(self.activity.probe(self.metrics.event_loop_lag))
             stack.push_async_callback(cancel_and_wait, lag)
             if self.elector is None:
                 await self._lead()
@@ -256,7 +255,7 @@ class Controller:
         queue: WorkQueue[ObjectKey] = WorkQueue(
             rate_limiter=default_controller_rate_limiter(self.clock),
             clock=self.clock,
-            metrics=(queue_metrics := self.metrics.queue_metrics()),
+            metrics=self.activity.queue_metrics(queue_metrics := self.metrics.queue_metrics()),
             name=CONTROLLER_NAME,
         )
         queue_metrics.attach(queue)
@@ -320,7 +319,7 @@ class Controller:
             on_object_change=self._make_handler(queue, reconciler),
             clock=self.clock,
             namespaces=settings.scope.informer_namespaces(),
-            metrics=InformerMetricsAdapter(self.metrics),
+            metrics=InformerMetricsAdapter(self.metrics, self.activity.arrived),
             on_resource_gone=lambda _resource: discovery.trigger(),
             on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
         )
@@ -334,6 +333,7 @@ class Controller:
             recorder=recorder,
         )
         self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
+        self.activity.follow(queue, events, self._pipeline.synced)
         namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
         try:
             watched = await discovery.initial()  # logs an empty watch set itself

@@ -112,6 +112,9 @@ class Accounting:
     _told_unknown: LRUCache[str, tuple[str, ...]] = field(
         default_factory=lambda: LRUCache(maxsize=10_000)
     )
+    #: The next action last published per object (key id): a pass that decides the same
+    #: (a requeue, the write of a due action) does not publish it again. Dropped when gone.
+    _published: dict[str, tuple[Action | None, int | None]] = field(default_factory=dict)
 
     def note_unknown_keys(self, key: ObjectKey, uid: str, annotations: Iterable[str]) -> None:
         """Log, once per object and set of keys, the lifecycle keys nothing reads (typos);
@@ -190,6 +193,10 @@ class Accounting:
         due_ns = final.due_ns if isinstance(final, Wait | Hold) else None
         if isinstance(final, Hold) and final.until_ns is not None:
             due_ns = final.until_ns  # when the held action will go
+        published = (None if due_ns is None else final.action, due_ns)
+        if self._published.get(key.id) == published:
+            return
+        self._published[key.id] = published
         for action in Action:
             due = due_ns if final.action is action else None
             self.metrics.set_next_action(
@@ -239,6 +246,7 @@ class Accounting:
         """The object is gone: drop its ledger arm and its next-action series."""
         self.ledger.disarm(key)
         self.metrics.set_ledger_arms(len(self.ledger))
+        self._published.pop(key.id, None)
         self.metrics.drop_object_series(key.id)
 
 

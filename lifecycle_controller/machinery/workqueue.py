@@ -267,6 +267,11 @@ class WorkQueue(Generic[K]):
         return len(self._queue)
 
     @property
+    def in_flight(self) -> int:
+        """The number of keys handed to workers and not yet ``done``."""
+        return len(self._processing)
+
+    @property
     def clock(self) -> Clock:
         """The clock this queue times delays and metrics with."""
         return self._clock

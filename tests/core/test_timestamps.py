@@ -219,3 +219,16 @@ def test_parse_raises_only_timestamp_error(value: str) -> None:
     else:
         return
     assert message.startswith("parsing time ")
+
+
+def test_remembered_instants_and_errors_every_time() -> None:
+    """Valid values are remembered (the same instant each time); an invalid value is refused
+    every time, with the same text."""
+    assert parse_rfc3339("2026-01-01T00:00:00.5Z") == parse_rfc3339("2026-01-01T00:00:00.5Z")
+    assert parse_rfc3339("2026-01-01T01:00:00+01:00") == 1_767_225_600 * 10**9
+    texts = set()
+    for _ in range(3):
+        with pytest.raises(TimestampError) as raised:
+            parse_rfc3339("2026-13-01T00:00:00Z")
+        texts.add(str(raised.value))
+    assert texts == {'parsing time "2026-13-01T00:00:00Z": month out of range'}

@@ -16,7 +16,7 @@ from benchmarks.cluster import main
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)  # the floors start a fresh process each (eight per smoke run)
 def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
     main(
         [
@@ -26,6 +26,7 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
             "--storm=20",
             "--lead=6",
             "--rounds=2",
+            "--settle-limit=10",
             "--no-plots",
             f"--output={tmp_path}",
         ]
@@ -47,8 +48,18 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
         "delete_cpu_ms_at_4",
         "delete_cpu_ms_at_16",
         "restart_cpu_ms_at_4",
+        "delete_job_cpu_ms",
+        "delete_job_watch_events",
+        "restart_job_cpu_ms",
+        "restart_job_watch_events",
     }
     assert run["derived"]["floor_cpu_per_deletion_ms"] > 0
+    # The whole-job floors saw every object appear and go (or be restarted).
+    assert run["action_floors"]["delete_job_watch_events"] >= 200
+    assert run["action_floors"]["restart_job_watch_events"] >= 40
+    assert run["derived"]["cpu_per_deletion_ratio"] > 0
+    assert run["derived"]["cpu_per_restart_ratio"] > 0
+    assert run["derived"]["idle_cpu_percent"] >= 0
     assert run["lag"]["burst"]["samples"] > 0
     assert [len(run["startup_rounds"]), len(run["burst"]["rounds"])] == [2, 2]
     assert len(run["storm"]["rounds"]) == len(run["action_floor_rounds"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 from typing import Any
 
@@ -13,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
+from lifecycle_controller.app.loop_activity import ActiveQueueMetrics
 from lifecycle_controller.controller.result import ReconcileOutcome
 from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter
-from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.machinery.workqueue import NoopQueueMetrics, WorkQueue
 from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor
 from lifecycle_controller.serving.metrics import Metrics
 from tests.doubles.fakeclock import FakeClock
@@ -349,3 +351,103 @@ async def test_loop_lag_monitor_records_late_wakeups(metrics: Metrics) -> None:
     assert sample(metrics, "lifecycle_event_loop_lag_seconds_sum") == pytest.approx(0.75)
     with pytest.raises(ValueError, match="interval"):
         await run_loop_lag_monitor(metrics.event_loop_lag, clock, interval=0)
+    with pytest.raises(ValueError, match="idle_interval"):
+        await run_loop_lag_monitor(metrics.event_loop_lag, clock, idle_interval=math.inf)
+
+
+def _lag_count(metrics: Metrics) -> float | None:
+    return sample(metrics, "lifecycle_event_loop_lag_seconds_count")
+
+
+async def test_loop_lag_monitor_samples_slowly_while_idle_and_fast_while_busy(
+    metrics: Metrics,
+) -> None:
+    """Idle (not busy, no activity): one sample per idle interval, still measuring how late
+    it was; busy: one per interval; idle again: back to the idle interval."""
+    clock = _LateClock()
+    working = False
+    task = asyncio.create_task(
+        run_loop_lag_monitor(
+            metrics.event_loop_lag,
+            clock,
+            interval=1.0,
+            idle_interval=10.0,
+            busy=lambda: working,
+            activity=asyncio.Event(),
+        )
+    )
+    await clock.advance(2 * 10.25)
+    assert _lag_count(metrics) == 2
+    assert sample(metrics, "lifecycle_event_loop_lag_seconds_sum") == pytest.approx(0.5)
+    working = True
+    await clock.advance(10.25)  # the idle sleep in progress ends first
+    assert _lag_count(metrics) == 3
+    await clock.advance(4 * 1.25)
+    assert _lag_count(metrics) == 7
+    working = False
+    await clock.advance(1.25)  # the fast sleep in progress
+    assert _lag_count(metrics) == 8
+    await clock.advance(5 * 1.25)
+    assert _lag_count(metrics) == 8  # idle again: nothing until the idle interval is up
+    await clock.advance(10.25 - 5 * 1.25)
+    assert _lag_count(metrics) == 9
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_loop_lag_monitor_is_woken_by_activity(metrics: Metrics) -> None:
+    """Activity ends an idle sleep at once (that wake-up is not a sample: it was not late)
+    and buys fast samples until a wake-up finds no new activity."""
+    clock = _LateClock()
+    activity = asyncio.Event()
+    task = asyncio.create_task(
+        run_loop_lag_monitor(
+            metrics.event_loop_lag,
+            clock,
+            interval=1.0,
+            idle_interval=10.0,
+            busy=lambda: False,
+            activity=activity,
+        )
+    )
+    await clock.advance(3.0)
+    assert _lag_count(metrics) is None or _lag_count(metrics) == 0
+    activity.set()
+    await clock.advance(1.25)
+    assert _lag_count(metrics) == 1  # the fast sample after the wake-up
+    activity.set()  # more work arrived meanwhile
+    await clock.advance(1.25)
+    assert _lag_count(metrics) == 2
+    await clock.advance(1.25)  # no activity since: the idle sleep began
+    await clock.advance(5 * 1.25)
+    assert _lag_count(metrics) == 2
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_queued_keys_tell_the_lag_probe_work_arrived() -> None:
+    """A key added, or coming due on the queue's own timer (no watch event announces it),
+    sets the probe's activity; the queue counts keys in flight for its busy test."""
+    clock = FakeClock()
+    activity = asyncio.Event()
+    queue = WorkQueue[str](
+        rate_limiter=ItemExponentialFailureRateLimiter(),
+        clock=clock,
+        metrics=ActiveQueueMetrics(NoopQueueMetrics(), activity),
+    )
+    async with queue as q:
+        q.add_after("later", 5.0)
+        assert not activity.is_set()
+        await clock.advance(5.0)
+        assert activity.is_set()
+        assert len(q) == 1
+        activity.clear()
+        q.add("now")
+        assert activity.is_set()
+        assert q.in_flight == 0
+        key = await q.get()
+        assert q.in_flight == 1
+        q.done(key)
+        assert q.in_flight == 0
