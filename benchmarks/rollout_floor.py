@@ -24,7 +24,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from benchmarks.cluster_measure import PlainClient, event_body
+from benchmarks.cluster_measure import PlainClient
+from benchmarks.floor_actions import event_body
 from lifecycle_controller.core.keys import RESTARTED_AT
 from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.kube import ClusterConfig, load_configuration
