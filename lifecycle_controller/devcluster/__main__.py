@@ -4,7 +4,8 @@
 kube-controller-manager), kube-scheduler and kwok for a control plane with fake nodes (the
 real-rollout tests), helm for the chart tests and promtool for the unit tests of the chart's
 alerting rules (optional: when it cannot be built, the command says so and still succeeds, and
-those tests skip). ``build --kubernetes v1.31.14`` (repeatable) also builds the control plane
+those tests skip). ``build --kubernetes v1.31.14`` (repeatable; ``--oldest``: the oldest
+pinned release) also builds the control plane
 of other pinned releases, ``build --matrix`` of every one (the compatibility suite's); a
 release that fails to build is reported with Go's error and the others go on.
 
@@ -42,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="VERSION",
         help="also build this pinned release's kube-apiserver and kube-controller-manager",
+    )
+    build.add_argument(
+        "--oldest",
+        action="store_true",
+        help="also build the oldest pinned release's control plane (what CI's compat run needs)",
     )
     build.add_argument(
         "--matrix", action="store_true", help="also build every pinned release's control plane"
@@ -105,7 +111,9 @@ def main(argv: list[str]) -> int:
         return 0
     started = time.monotonic()
     status = _build_default()
-    extra = list(KUBERNETES_VERSIONS) if arguments.matrix else arguments.kubernetes
+    extra = list(KUBERNETES_VERSIONS) if arguments.matrix else list(arguments.kubernetes)
+    if arguments.oldest:
+        extra.insert(0, KUBERNETES_VERSIONS[0])
     extra = [version for version in dict.fromkeys(extra) if version != KUBERNETES_VERSION]
     if status == 0 and extra:
         status = _build_releases(extra)

@@ -239,3 +239,6 @@ def test_build_matrix_goes_on_past_a_release_that_fails(
     assert asked == [KUBERNETES_VERSIONS[1]]
     assert command.main(["gomod", "v1.31"]) == 1
     assert "not a Kubernetes release" in capsys.readouterr().err
+    asked.clear()
+    assert command.main(["build", "--oldest"]) == 1
+    assert asked == [KUBERNETES_VERSIONS[0]]
