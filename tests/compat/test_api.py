@@ -179,7 +179,11 @@ async def test_protobuf_and_json_watches_read_the_same_change(
 async def test_relist_after_410_synthesises_deletes(
     control_plane: ControlPlane, kube: KubeClient, namespace: str
 ) -> None:
-    """core/v1 Events skip the watch cache, so a compaction makes etcd answer 410."""
+    """core/v1 Events skip the watch cache, so a compaction makes etcd answer 410.
+
+    History is compacted past the delete (one more write after it): a compaction that ends
+    at the delete itself leaves a resumed watch at a DELETE whose previous value is gone,
+    which every release reports as a 500 error event instead."""
     await kube.create(EVENTS, namespace, core_event("stays", namespace, **{DELETE_AFTER: "1h"}))
     await kube.create(EVENTS, namespace, core_event("goes", namespace, **{DELETE_AFTER: "1h"}))
     source, recorder, metrics = Interruptible(kube), Recorder(), Metrics()
@@ -192,10 +196,13 @@ async def test_relist_after_410_synthesises_deletes(
         source.cut.set()
         await wait_until(lambda: len(source.watch_versions) == 2, "a re-watch attempt")
         await kube.delete(EVENTS, namespace, "goes")
+        await kube.create(EVENTS, namespace, core_event("new", namespace, **{DELETE_AFTER: "1h"}))
         await compact_etcd(control_plane, kube, namespace)
         source.cut.clear()
         source.open.set()
         await wait_until(lambda: metrics.relists == 1, "the relist")
         await wait_until(lambda: recorder.of("goes")[-1][0] == "delete", "the synthesised delete")
     assert metrics.restarts[:2] == ["transport", "expired"]
+    assert metrics.relists == 1
+    assert recorder.of("new") == [("add", None, {DELETE_AFTER: "1h"})]
     assert recorder.of("stays") == [("add", None, {DELETE_AFTER: "1h"})]

@@ -116,9 +116,11 @@ async def test_an_elected_controller_deletes_and_restarts_each_kind(
         await wait_event(kube, namespace, name, "RestartTriggered")
 
     events = await kube.request("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    assert events["apiVersion"] == "events.k8s.io/v1"
     ours = [e for e in events["items"] if e.get("reportingController") == CONTROLLER]
-    assert {e["regarding"]["kind"] for e in ours} >= {"ConfigMap", "Secret", "Deployment"}
-    assert all(e["apiVersion"] == "events.k8s.io/v1" and e["eventTime"] for e in ours)
+    kinds = {e["regarding"]["kind"] for e in ours}
+    assert kinds == {"ConfigMap", "Secret", "Deployment", "StatefulSet", "DaemonSet"}
+    assert all(e["eventTime"] for e in ours)
 
 
 async def test_status_and_explain_read_the_release(
