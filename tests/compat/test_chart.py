@@ -18,6 +18,7 @@ from tests.integration.policy_crds import install_policy_crds, policy_crd_manife
 from tests.integration.support import configmap
 
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+VAPS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 
 
 def test_the_chart_crds_are_accepted_and_served(control_plane: ControlPlane) -> None:
@@ -52,14 +53,17 @@ def test_the_chart_admission_policy_refuses_and_accepts(
         pytest.skip("admissionregistration.k8s.io/v1 serves no validatingadmissionpolicies")
     tag = uuid.uuid4().hex[:8]
     selector = {"matchLabels": {"lifecycle-compat/validate": tag}}
+    # Every policy the chart can install, so the release compiles all of the chart's CEL; the
+    # two that are not exercised here match no object in the session.
+    nothing = {"matchLabels": {"lifecycle-compat/none": tag}}
     values = {
         "admissionPolicy": {"enabled": True, "namespaceSelector": selector},
-        "annotationGuard": {"enabled": False},
-        "policyAdmission": {"enabled": False},
+        "annotationGuard": {"enabled": True, "objectSelector": nothing},
+        "policyAdmission": {"enabled": True, "objectSelector": nothing},
     }
     docs = helm.render(values, release=f"compat-{tag}", namespace=f"compat-{tag}")
     policies = [d for d in docs if d["kind"] in POLICY_KINDS]
-    assert policies
+    assert len([d for d in policies if d["kind"] == POLICY_KINDS[0]]) == 3
     namespace = f"validated-{tag}"
     control_plane.apply(
         {
@@ -72,6 +76,10 @@ def test_the_chart_admission_policy_refuses_and_accepts(
     stream = to_yaml_stream(policies)
     kubectl("apply", "-f", "-", kubeconfig=control_plane.admin_kubeconfig, stdin=stream)
     try:
+        for policy in policies:
+            if policy["kind"] == POLICY_KINDS[0]:
+                name = policy["metadata"]["name"]
+                assert control_plane.request("GET", f"{VAPS}/{name}").status == 200, name
         path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
         bad = configmap("probe", **{DELETE_AFTER: "soon"})
         good = configmap("probe", **{DELETE_AFTER: "90m"})
