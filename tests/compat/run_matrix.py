@@ -35,6 +35,7 @@ def selected(edges: bool, named: list[str]) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.compat.run_matrix")
     parser.add_argument("--edges", action="store_true", help="the oldest and newest only")
+    parser.add_argument("--junit-dir", help="write junit-<version>.xml reports there")
     parser.add_argument("versions", nargs="*", help="pinned releases (default: all)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: for pytest")
     arguments = parser.parse_args(argv)
@@ -47,6 +48,8 @@ def main(argv: list[str]) -> int:
             "-q", "-p", "no:cacheprovider", "--timeout=600", "-rs",
             *arguments.pytest_args,
         ]  # fmt: skip
+        if arguments.junit_dir:
+            command.append(f"--junitxml={arguments.junit_dir}/junit-{version}.xml")
         code = subprocess.run(command, env={**os.environ, VERSION_ENV: version}, check=False)
         elapsed = time.monotonic() - started
         print(f"=== compat: Kubernetes {version}: exit {code.returncode} in {elapsed:.0f}s")
