@@ -37,7 +37,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--edges", action="store_true", help="the oldest and newest only")
     parser.add_argument("--junit-dir", help="write junit-<version>.xml reports there")
     parser.add_argument("versions", nargs="*", help="pinned releases (default: all)")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: for pytest")
     arguments = parser.parse_args(argv)
     failed: list[str] = []
     for version in selected(arguments.edges, arguments.versions):
@@ -46,7 +45,6 @@ def main(argv: list[str]) -> int:
         command = [
             sys.executable, "-m", "pytest", "-m", "compat", "tests/compat",
             "-q", "-p", "no:cacheprovider", "--timeout=600", "-rs",
-            *arguments.pytest_args,
         ]  # fmt: skip
         if arguments.junit_dir:
             command.append(f"--junitxml={arguments.junit_dir}/junit-{version}.xml")

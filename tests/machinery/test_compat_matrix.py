@@ -102,3 +102,36 @@ def test_ci_runs_the_edges_and_everything_on_demand() -> None:
     assert selected(True, [KUBERNETES_VERSIONS[1]]) == [KUBERNETES_VERSIONS[1]]
     with pytest.raises(SystemExit, match="not pinned"):
         selected(False, ["v1.20.0"])
+
+
+def test_the_runner_runs_each_release_in_turn_and_reports_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.compat import run_matrix
+
+    runs: list[tuple[str, list[str]]] = []
+
+    class Completed:
+        def __init__(self, returncode: int) -> None:
+            self.returncode = returncode
+
+    def run(command: list[str], *, env: dict[str, str], check: bool) -> Completed:
+        version = env[matrix.VERSION_ENV]
+        runs.append((version, command))
+        return Completed(1 if version == KUBERNETES_VERSIONS[0] else 0)
+
+    regenerated: list[list[str]] = []
+
+    def regenerate(argv: list[str]) -> int:
+        regenerated.append(argv)
+        return 0
+
+    monkeypatch.setattr("subprocess.run", run)
+    monkeypatch.setattr(matrix, "main", regenerate)
+    assert run_matrix.main(["--edges", "--junit-dir", "out"]) == 1
+    assert [version for version, _ in runs] == [KUBERNETES_VERSIONS[0], KUBERNETES_VERSIONS[-1]]
+    assert f"--junitxml=out/junit-{KUBERNETES_VERSIONS[-1]}.xml" in runs[-1][1]
+    assert regenerated == [[]]
+    runs.clear()
+    assert run_matrix.main([KUBERNETES_VERSIONS[-1]]) == 0
+    assert [version for version, _ in runs] == [KUBERNETES_VERSIONS[-1]]
