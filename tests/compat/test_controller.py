@@ -78,6 +78,11 @@ async def test_an_elected_controller_deletes_and_restarts_each_kind(
     )
     kube = running.kube
 
+    async def lease_held() -> bool:
+        items = (await kube.request("GET", LEASES.collection_path(namespace)))["items"]
+        return any(item["spec"].get("holderIdentity") for item in items)
+
+    await eventually(lease_held, within=20, what="the controller to take the Lease")
     leases = (await kube.request("GET", LEASES.collection_path(namespace)))["items"]
     assert len(leases) == 1
     assert leases[0]["spec"]["holderIdentity"]
