@@ -60,6 +60,12 @@ def serves_streaming_lists(plane: ControlPlane) -> bool:
     return gates.get("WatchList", True)
 
 
+def test_the_release_under_test_is_serving(control_plane: ControlPlane) -> None:
+    version = control_plane.request("GET", "/version").body
+    assert version["gitVersion"] == control_plane.kubernetes
+    assert version["minor"] == control_plane.kubernetes.split(".")[1]
+
+
 async def test_aggregated_and_legacy_discovery_agree(
     kube: KubeClient, compat_result: CompatResult
 ) -> None:
