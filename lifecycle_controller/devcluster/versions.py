@@ -23,7 +23,10 @@ KUBERNETES_VERSIONS: Final = (
 )
 """The compatibility matrix, oldest first: the newest patch the Go module proxy holds of each
 minor the major managed offerings still support. Each has a wrapper module
-``gomod/kubernetes-v1.Y/`` (``python -m lifecycle_controller.devcluster gomod VERSION``)."""
+``gomod/kubernetes-v1.Y/`` (``python -m lifecycle_controller.devcluster gomod VERSION``).
+1.29 is not here: its newest release on the proxy (v1.29.6) needs
+``k8s.io/legacy-cloud-providers`` v0.29.x, which the proxy does not hold, so no wrapper
+resolves."""
 
 KWOK_VERSION: Final = "v0.8.0"
 """kwok, built from ``sigs.k8s.io/kwok/cmd/kwok``: the fake kubelet of a control plane with
