@@ -30,10 +30,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lifecycle_controller.devcluster.gomod_wrapper import wrapper_name
 from lifecycle_controller.devcluster.versions import (
     ETCD_VERSION,
     HELM_VERSION,
     KUBERNETES_VERSION,
+    KUBERNETES_VERSIONS,
     KWOK_VERSION,
     PROMETHEUS_VERSION,
 )
@@ -85,23 +87,33 @@ def _kube_version_ldflags(version: str) -> tuple[str, ...]:
     )
 
 
-KUBERNETES = GoComponent(
-    name="kubernetes",
-    version=KUBERNETES_VERSION,
-    module="kubernetes",
-    packages={
-        "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-        "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-        # Only for a control plane with fake nodes (ControlPlane(nodes=N)).
-        "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-    },
-    ldflags=_kube_version_ldflags(KUBERNETES_VERSION),
-    typical_seconds={
-        "kube-apiserver": 160.0,
-        "kube-controller-manager": 45.0,
-        "kube-scheduler": KUBE_SCHEDULER_SECONDS,
-    },
-)
+def kubernetes_component(version: str = KUBERNETES_VERSION) -> GoComponent:
+    """kube-apiserver, kube-controller-manager and kube-scheduler of one pinned release, built
+    from its wrapper module ``gomod/kubernetes-v1.Y`` and cached as ``kubernetes-<version>``."""
+    if version not in KUBERNETES_VERSIONS:
+        raise BuildError(
+            f"Kubernetes {version} is not pinned; pinned: {', '.join(KUBERNETES_VERSIONS)}"
+        )
+    return GoComponent(
+        name="kubernetes",
+        version=version,
+        module=wrapper_name(version),
+        packages={
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            # Only for a control plane with fake nodes (ControlPlane(nodes=N)).
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+        },
+        ldflags=_kube_version_ldflags(version),
+        typical_seconds={
+            "kube-apiserver": 160.0,
+            "kube-controller-manager": 45.0,
+            "kube-scheduler": KUBE_SCHEDULER_SECONDS,
+        },
+    )
+
+
+KUBERNETES = kubernetes_component()
 
 #: The control plane proper; kube-scheduler is built only when fake nodes are asked for.
 CONTROL_PLANE_BINARIES = ("kube-apiserver", "kube-controller-manager")
@@ -376,8 +388,10 @@ def ensure_component(
     return final
 
 
-def ensure_binaries(*, log: Log = print) -> ControlPlaneBinaries:
-    """Locate or build etcd, kube-apiserver and kube-controller-manager.
+def ensure_binaries(
+    *, log: Log = print, kubernetes: str = KUBERNETES_VERSION
+) -> ControlPlaneBinaries:
+    """Locate or build etcd, kube-apiserver and kube-controller-manager (of ``kubernetes``).
 
     ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` short-circuits the build with ready-made binaries.
     """
@@ -394,7 +408,9 @@ def ensure_binaries(*, log: Log = print) -> ControlPlaneBinaries:
             raise BuildError(f"{BIN_DIR_ENV} is set but lacks: {', '.join(missing)}")
         return binaries
     etcd_dir = ensure_component(ETCD, log=log)
-    kube_dir = ensure_component(KUBERNETES, log=log, binaries=CONTROL_PLANE_BINARIES)
+    kube_dir = ensure_component(
+        kubernetes_component(kubernetes), log=log, binaries=CONTROL_PLANE_BINARIES
+    )
     return ControlPlaneBinaries(
         etcd=etcd_dir / "etcd",
         kube_apiserver=kube_dir / "kube-apiserver",
@@ -410,13 +426,14 @@ def _ready_made(name: str) -> Path | None:
     return None
 
 
-def ensure_node_binaries(*, log: Log = print) -> NodeBinaries:
-    """Locate or build kube-scheduler and kwok (for a control plane with fake nodes).
+def ensure_node_binaries(*, log: Log = print, kubernetes: str = KUBERNETES_VERSION) -> NodeBinaries:
+    """Locate or build kube-scheduler (of ``kubernetes``) and kwok (for fake nodes).
 
     Either one inside ``$LIFECYCLE_DEVCLUSTER_BIN_DIR`` is used as is when present.
     """
     scheduler = _ready_made("kube-scheduler") or (
-        ensure_component(KUBERNETES, log=log, binaries=("kube-scheduler",)) / "kube-scheduler"
+        ensure_component(kubernetes_component(kubernetes), log=log, binaries=("kube-scheduler",))
+        / "kube-scheduler"
     )
     kwok = _ready_made("kwok") or ensure_component(KWOK, log=log) / "kwok"
     return NodeBinaries(kube_scheduler=scheduler, kwok=kwok)

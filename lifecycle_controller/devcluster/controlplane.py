@@ -56,6 +56,7 @@ from lifecycle_controller.devcluster.nodes import (
     kwok_configuration,
     scheduler_argv,
 )
+from lifecycle_controller.devcluster.versions import KUBERNETES_VERSION
 from lifecycle_controller.machinery.tls import CertificateAuthority, service_account_signing_key
 
 CONTROLLERS = (
@@ -112,7 +113,10 @@ class ControlPlane(AdminAccess):
         audit_log: bool = False,
         nodes: int | FakeNodes = 0,
         node_binaries: NodeBinaries | None = None,
+        kubernetes: str = KUBERNETES_VERSION,
     ) -> None:
+        self.kubernetes = kubernetes
+        """The pinned Kubernetes release whose binaries run (when ``binaries`` is not given)."""
         self._binaries = binaries
         self.nodes = nodes if isinstance(nodes, FakeNodes) else FakeNodes(nodes)
         """The fake Nodes (none by default); with some, kube-scheduler and kwok run too."""
@@ -153,10 +157,12 @@ class ControlPlane(AdminAccess):
 
     def start(self, *, timeout: float = 180.0) -> None:
         """Build or locate the binaries, start every component and wait until usable."""
-        binaries = self._binaries or ensure_binaries(log=self._log)
+        binaries = self._binaries or ensure_binaries(log=self._log, kubernetes=self.kubernetes)
         node_binaries = None
         if self.nodes.count:
-            node_binaries = self._node_binaries or ensure_node_binaries(log=self._log)
+            node_binaries = self._node_binaries or ensure_node_binaries(
+                log=self._log, kubernetes=self.kubernetes
+            )
         started = time.monotonic()
         self.logs_dir.mkdir(exist_ok=True)
         self.pki_dir.mkdir(exist_ok=True)

@@ -1,0 +1,1 @@
+"""The compatibility suite: the controller against each pinned Kubernetes release."""

@@ -1,0 +1,145 @@
+"""The controller's own work on the release under test: one controller, elected through a
+Lease, deletes and restarts each kind it acts on and reports with ``events.k8s.io/v1``
+Events; then the ``status`` and ``explain`` commands read the same objects."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
+from tests.integration.controller import StartController
+from tests.integration.events import wait_event
+from tests.integration.keys import CONTROLLER, DELETE_AFTER, DELETE_AT, RESTART_AT, RESTARTED_AT
+from tests.integration.policy_crds import install_policy_crds
+from tests.integration.policy_tools import tool_json
+from tests.integration.support import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    SECRETS,
+    STATEFULSETS,
+    configmap,
+    deployment,
+    eventually,
+)
+from tests.integration.timestamps import PAST
+
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+
+
+def workload(kind: str, name: str) -> dict[str, Any]:
+    """A Deployment, StatefulSet or DaemonSet with no Pod to run (no node is needed for its
+    rollout to be complete), asking for a restart."""
+    manifest = copy.deepcopy(deployment(name, {RESTART_AT: PAST}))
+    manifest["kind"] = kind
+    spec = manifest["spec"]
+    if kind == "DaemonSet":
+        del spec["replicas"]
+    else:
+        spec["replicas"] = 0
+    if kind == "StatefulSet":
+        spec["serviceName"] = name
+    return manifest
+
+
+def secret(name: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "annotations": annotations},
+        "stringData": {"k": "v"},
+    }
+
+
+async def _gone(kube: KubeClient, resource: ResourceType, namespace: str, name: str) -> bool:
+    try:
+        await kube.get(resource, namespace, name)
+    except NotFound:
+        return True
+    return False
+
+
+async def test_an_elected_controller_deletes_and_restarts_each_kind(
+    control_plane: ControlPlane, start_controller: StartController, namespace: str
+) -> None:
+    running = await start_controller(
+        watch_resource=[
+            "configmaps",
+            "secrets",
+            "deployments.apps",
+            "statefulsets.apps",
+            "daemonsets.apps",
+        ],
+        watch_namespace=[namespace],
+        leader_elect=True,
+        leader_election_namespace=namespace,
+    )
+    kube = running.kube
+
+    async def lease_held() -> bool:
+        items = (await kube.request("GET", LEASES.collection_path(namespace)))["items"]
+        return any(item["spec"].get("holderIdentity") for item in items)
+
+    await eventually(lease_held, within=20, what="the controller to take the Lease")
+    leases = (await kube.request("GET", LEASES.collection_path(namespace)))["items"]
+    assert len(leases) == 1
+    assert leases[0]["spec"]["holderIdentity"]
+    assert leases[0]["spec"]["renewTime"].endswith("Z")
+
+    deleted = {
+        CONFIGMAPS: configmap("short-lived", **{DELETE_AFTER: "1s"}),
+        SECRETS: secret("short-lived-secret", **{DELETE_AFTER: "1s"}),
+    }
+    for resource, body in deleted.items():
+        await kube.create(resource, namespace, body)
+    restarted = {
+        DEPLOYMENTS: "web",
+        STATEFULSETS: "db",
+        DAEMONSETS: "agent",
+    }
+    for resource, name in restarted.items():
+        await kube.create(resource, namespace, workload(resource.kind, name))
+
+    for resource, body in deleted.items():
+        name = body["metadata"]["name"]
+
+        async def gone(resource: ResourceType = resource, name: str = name) -> bool:
+            return await _gone(kube, resource, namespace, name)
+
+        await eventually(gone, within=20, what=f"the {resource.kind} deletion")
+        await wait_event(kube, namespace, name, "Deleted")
+
+    for resource, name in restarted.items():
+
+        async def marked(resource: ResourceType = resource, name: str = name) -> bool:
+            template = (await kube.get(resource, namespace, name))["spec"]["template"]
+            return RESTARTED_AT in (template["metadata"].get("annotations") or {})
+
+        await eventually(marked, within=20, what=f"the {resource.kind} restart marker")
+        await wait_event(kube, namespace, name, "RestartTriggered")
+
+    events = await kube.request("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    assert events["apiVersion"] == "events.k8s.io/v1"
+    ours = [e for e in events["items"] if e.get("reportingController") == CONTROLLER]
+    kinds = {e["regarding"]["kind"] for e in ours}
+    assert kinds == {"ConfigMap", "Secret", "Deployment", "StatefulSet", "DaemonSet"}
+    assert all(e["eventTime"] for e in ours)
+
+
+async def test_status_and_explain_read_the_release(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str
+) -> None:
+    install_policy_crds(control_plane)
+    await kube.create(
+        CONFIGMAPS, namespace, configmap("later", **{DELETE_AT: "2099-01-01T00:00:00Z"})
+    )
+    await kube.create(CONFIGMAPS, namespace, configmap("bad", **{DELETE_AT: "tomorrow"}))
+    rows = tool_json(control_plane, "status", "-n", namespace, "--watch-resource", "configmaps")
+    by_name = {row["name"]: row for row in rows}
+    assert sorted(by_name) == ["bad", "later"]
+    assert by_name["later"]["next"] == "2099-01-01T00:00:00Z"
+    assert by_name["bad"]["problems"][0].startswith("InvalidAnnotation: ")
+    report = tool_json(control_plane, "explain", "cm/later", "-n", namespace)
+    assert report["action"] == "delete"
