@@ -30,7 +30,11 @@ from lifecycle_controller.devcluster.binaries import (
     ensure_promtool,
 )
 from lifecycle_controller.devcluster.gomod_wrapper import write_wrapper
-from lifecycle_controller.devcluster.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from lifecycle_controller.devcluster.versions import (
+    KUBERNETES_VERSION,
+    KUBERNETES_VERSIONS,
+    KWOK_VERSION,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -103,7 +107,8 @@ def main(argv: list[str]) -> int:
     arguments = _parser().parse_args(argv)
     if arguments.command == "gomod":
         try:
-            folder = write_wrapper(arguments.version, GOMOD_DIR)
+            kwok = KWOK_VERSION if arguments.version == KUBERNETES_VERSION else None
+            folder = write_wrapper(arguments.version, GOMOD_DIR, kwok=kwok)
         except (ValueError, RuntimeError) as error:
             print(f"devcluster: {error}", file=sys.stderr)
             return 1

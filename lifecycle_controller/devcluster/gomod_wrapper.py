@@ -8,7 +8,10 @@ between minors, so it is read from the release's own go.mod (fetched through ``g
 download``), and ``go mod tidy`` then resolves the rest. The module proxy does not hold
 every staging module at every patch (``k8s.io/kube-controller-manager`` skips some); such a
 module is replaced with the newest published patch of the same minor below the release
-instead, and the go.mod says so in a comment:
+instead, and the go.mod says so in a comment. The default release's wrapper also builds kwok
+(:data:`KWOK_COMMAND`): one module resolves both, so kwok compiles against the very package
+versions kube-apiserver was just compiled with and the Go build cache serves all but its own
+packages (157 of its 974), which took a cold kwok build from minutes to well under one:
 
     python -m lifecycle_controller.devcluster gomod v1.31.14
 """
@@ -29,6 +32,9 @@ KUBERNETES_COMMANDS = (
     "k8s.io/kubernetes/cmd/kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler",
 )
+
+#: kwok's command, built from the default release's wrapper (module docstring).
+KWOK_COMMAND = "sigs.k8s.io/kwok/cmd/kwok"
 
 _RELEASE = re.compile(r"^v1\.(\d+)\.(\d+)$")
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
@@ -87,11 +93,16 @@ def unavailable_modules(tidy_output: str, staging: Iterable[str]) -> set[str]:
 
 
 def render_go_mod(
-    version: str, staging: Iterable[str], substitutes: Mapping[str, str] | None = None
+    version: str,
+    staging: Iterable[str],
+    substitutes: Mapping[str, str] | None = None,
+    *,
+    kwok: str | None = None,
 ) -> str:
     """The wrapper's go.mod before ``go mod tidy``: the release and the staging replaces.
 
-    ``substitutes``: staging modules pinned to another patch (not published at the release's).
+    ``substitutes``: staging modules pinned to another patch (not published at the release's);
+    ``kwok``: the kwok release the wrapper requires too (the default release's wrapper).
     """
     tag = staging_version(version)
     substitutes = substitutes or {}
@@ -105,7 +116,8 @@ def render_go_mod(
         f"module lifecycle-controller/devcluster/{wrapper_name(version)}\n\n"
         "go 1.26.0\n\n"
         f"require k8s.io/kubernetes {version}\n\n"
-        f"replace (\n{replaces})\n"
+        + (f"require sigs.k8s.io/kwok {kwok}\n\n" if kwok else "")
+        + f"replace (\n{replaces})\n"
     )
 
 
@@ -153,17 +165,23 @@ def _published(module: str, *, go: str) -> list[str]:
     return versions
 
 
-def write_wrapper(version: str, gomod_dir: Path, *, go: str = "go") -> Path:
-    """Write ``gomod_dir/kubernetes-v1.Y/`` for ``version`` and tidy it; return the folder."""
+def write_wrapper(
+    version: str, gomod_dir: Path, *, go: str = "go", kwok: str | None = None
+) -> Path:
+    """Write ``gomod_dir/kubernetes-v1.Y/`` for ``version`` and tidy it; return the folder.
+
+    ``kwok``: a kwok release to build from the same module (the default release's wrapper).
+    """
     staging = staging_modules(release_go_mod(version, go=go))
     if not staging:
         raise RuntimeError(f"k8s.io/kubernetes@{version}'s go.mod replaces no staging module")
     folder = gomod_dir / wrapper_name(version)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tools.go").write_text(render_tools_go())
+    commands = (*KUBERNETES_COMMANDS, *((KWOK_COMMAND,) if kwok else ()))
+    (folder / "tools.go").write_text(render_tools_go(commands))
     substitutes: dict[str, str] = {}
     while True:
-        (folder / "go.mod").write_text(render_go_mod(version, staging, substitutes))
+        (folder / "go.mod").write_text(render_go_mod(version, staging, substitutes, kwok=kwok))
         (folder / "go.sum").unlink(missing_ok=True)
         tidy = subprocess.run(
             [go, "mod", "tidy"],

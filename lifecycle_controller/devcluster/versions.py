@@ -30,7 +30,8 @@ resolves."""
 
 KWOK_VERSION: Final = "v0.8.0"
 """kwok, built from ``sigs.k8s.io/kwok/cmd/kwok``: the fake kubelet of a control plane with
-nodes (the newest release; it is built against the Kubernetes 1.36 modules with Go 1.26)."""
+nodes (the newest release), built from the default Kubernetes release's wrapper module with Go
+1.26 (``python -m lifecycle_controller.devcluster gomod`` adds it there)."""
 
 ETCD_VERSION: Final = "v3.6.16"
 """The etcd release line that Kubernetes 1.36 is tested with."""

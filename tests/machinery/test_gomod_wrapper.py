@@ -20,7 +20,11 @@ from lifecycle_controller.devcluster.gomod_wrapper import (
     unavailable_modules,
     wrapper_name,
 )
-from lifecycle_controller.devcluster.versions import KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from lifecycle_controller.devcluster.versions import (
+    KUBERNETES_VERSION,
+    KUBERNETES_VERSIONS,
+    KWOK_VERSION,
+)
 
 RELEASE_GO_MOD = """module k8s.io/kubernetes
 
@@ -72,6 +76,30 @@ def test_the_go_mod_pins_the_release_and_replaces_each_staging_module() -> None:
         "\tk8s.io/kube-scheduler => k8s.io/kube-scheduler v0.31.13 // v0.31.14 is not published\n"
         ")\n"
     )
+
+
+def test_the_default_release_wrapper_requires_kwok_too() -> None:
+    text = render_go_mod("v1.36.3", ["k8s.io/api"], kwok="v0.8.0")
+    assert text == (
+        "module lifecycle-controller/devcluster/kubernetes-v1.36\n\n"
+        "go 1.26.0\n\n"
+        "require k8s.io/kubernetes v1.36.3\n\n"
+        "require sigs.k8s.io/kwok v0.8.0\n\n"
+        "replace (\n"
+        "\tk8s.io/api => k8s.io/api v0.36.3\n"
+        ")\n"
+    )
+
+
+def test_the_pinned_default_wrapper_builds_kwok_and_no_other_does() -> None:
+    """What ``devcluster gomod`` wrote: kwok shares the default release's module."""
+    gomod = Path(gomod_wrapper.__file__).parent / "gomod"
+    default = gomod / gomod_wrapper.wrapper_name(KUBERNETES_VERSION)
+    assert f"require sigs.k8s.io/kwok {KWOK_VERSION}\n" in (default / "go.mod").read_text()
+    assert f'_ "{gomod_wrapper.KWOK_COMMAND}"' in (default / "tools.go").read_text()
+    others = [path for path in gomod.glob("kubernetes-v1.*") if path != default]
+    assert others
+    assert not any("sigs.k8s.io/kwok" in (path / "tools.go").read_text() for path in others)
 
 
 def test_tools_go_imports_the_commands_behind_a_tag() -> None:

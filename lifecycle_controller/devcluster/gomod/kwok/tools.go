@@ -1,7 +1,0 @@
-//go:build tools
-
-package tools
-
-import (
-	_ "sigs.k8s.io/kwok/cmd/kwok"
-)
