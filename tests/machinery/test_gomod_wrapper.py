@@ -169,6 +169,13 @@ def test_each_release_is_its_own_cached_component() -> None:
         kubernetes_component("v1.20.0")
 
 
+class Completed:
+    """What the faked ``subprocess.run`` returns."""
+
+    def __init__(self, returncode: int, stdout: str = "", stderr: str = "") -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
 def test_write_wrapper_substitutes_what_the_proxy_lacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,10 +184,6 @@ def test_write_wrapper_substitutes_what_the_proxy_lacks(
     go_mod_file = tmp_path / "release.mod"
     go_mod_file.write_text(RELEASE_GO_MOD)
     tidies: list[str] = []
-
-    class Completed:
-        def __init__(self, returncode: int, stdout: str = "", stderr: str = "") -> None:
-            self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
     def run(argv: list[str], **kwargs: object) -> Completed:
         if argv[1:3] == ["mod", "download"]:
@@ -210,10 +213,6 @@ def test_write_wrapper_gives_up_on_other_errors(
 ) -> None:
     go_mod_file = tmp_path / "release.mod"
     go_mod_file.write_text(RELEASE_GO_MOD)
-
-    class Completed:
-        def __init__(self, returncode: int, stdout: str = "", stderr: str = "") -> None:
-            self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
     def run(argv: list[str], **kwargs: object) -> Completed:
         if argv[1:3] == ["mod", "download"]:
