@@ -165,13 +165,19 @@ async def populate(kube: KubeClient, objects: int) -> float:
     return time.perf_counter() - started
 
 
+DEFAULT_WATCH = ("configmaps", "secrets", "deployments.apps")
+
+
 def _controller_argv(
     kubeconfig: Path,
     probe: int,
     metrics: int,
     python: str | None = None,
-    resources: tuple[str, ...] = ("configmaps", "secrets", "deployments.apps"),
+    resources: tuple[str, ...] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> list[str]:
+    """The command line of the controller under test: ``resources`` watched (ConfigMaps,
+    Secrets and Deployments when None), ``flags`` added to the usual ones."""
     interpreter = python or sys.executable
     script = Path(interpreter).with_name("lifecycle-controller")
     command = [str(script)] if script.exists() else [interpreter, "-m", "lifecycle_controller"]
@@ -179,12 +185,13 @@ def _controller_argv(
         *command,
         "run",
         f"--kubeconfig={kubeconfig}",
-        *(f"--watch-resource={resource}" for resource in resources),
+        *(f"--watch-resource={resource}" for resource in resources or DEFAULT_WATCH),
         f"--health-probe-bind-address=127.0.0.1:{probe}",
         f"--metrics-bind-address=127.0.0.1:{metrics}",
         "--metrics-secure=false",
         "--log-format=json",
         "--log-level=warning",
+        *flags,
     ]
 
 
@@ -402,8 +409,12 @@ class _Running:
 
 
 def _start(
-    plane: ControlPlane, args: argparse.Namespace, resources: tuple[str, ...] | None = None
+    plane: ControlPlane,
+    args: argparse.Namespace,
+    resources: tuple[str, ...] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> _Running:
+    """``lifecycle-controller run`` as a process of its own (``flags`` added to the usual)."""
     probe, metrics = _free_port(), _free_port()
     started = time.time()
     argv = _controller_argv(
@@ -411,7 +422,8 @@ def _start(
         probe,
         metrics,
         args.controller_python,
-        *(() if resources is None else (resources,)),
+        resources,
+        flags,
     )
     process = _spawn(argv, args.controller_source, plane.logs_dir / "controller.log")
     sampler = Sampler(process.pid, started, f"http://127.0.0.1:{probe}/readyz")

@@ -218,8 +218,10 @@ class PlainClient:
         accept: str = "application/json",
         content_type: str = "application/json",
         params: Sequence[tuple[str, str]] = (),
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """The response, unread (a watch reads it line by line)."""
+        """The response, unread (a watch reads it line by line); ``timeout`` replaces the
+        session's (a watch longer than its total of 5 minutes needs one without a total)."""
         assert self._session is not None
         headers = {"Accept": accept, "Content-Type": content_type}
         authorization = await self._config.authorization_header()
@@ -231,6 +233,7 @@ class PlainClient:
             params=list(params),
             data=None if body is None else json.dumps(body),
             headers=headers,
+            timeout=timeout or self._session.timeout,
         ) as response:
             yield response
 

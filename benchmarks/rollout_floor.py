@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
+
 from benchmarks.cluster_measure import PlainClient
 from benchmarks.floor_actions import event_body
 from lifecycle_controller.core.keys import RESTARTED_AT
@@ -49,12 +51,6 @@ class WatchingClient(PlainClient):
         return await super().call(method, path, body, **kwargs)
 
     async def watch(self, path: str, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        session = self._session
-        assert session is not None
-        headers = {"Accept": "application/json"}
-        authorization = await self._config.authorization_header()
-        if authorization:
-            headers["Authorization"] = authorization
         params = [
             ("watch", "1"),
             ("resourceVersion", resource_version),
@@ -62,9 +58,8 @@ class WatchingClient(PlainClient):
             ("timeoutSeconds", "3600"),
         ]
         self.requests["WATCH deployments"] += 1
-        async with session.get(
-            self._config.host + path, params=params, headers=headers, timeout=None
-        ) as response:
+        unbounded = aiohttp.ClientTimeout(total=None, sock_connect=30)
+        async with self.stream("GET", path, params=params, timeout=unbounded) as response:
             async for line in response.content:
                 if line.strip():
                     yield json.loads(line)

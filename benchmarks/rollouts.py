@@ -14,7 +14,7 @@ every Pod serving. Then, per round:
   with one watch (the least a client can do for the same job); its CPU, wall time and
   requests;
 * **controller**: ``lifecycle-controller run --watch-resource=deployments.apps`` with
-  ``--max-concurrent-rollouts`` (given as ``LIFECYCLE_MAX_CONCURRENT_ROLLOUTS``), every
+  ``--max-concurrent-rollouts``, every
   Deployment annotated with the same ``restart-cron`` for the next whole minute; from that
   minute until ``lifecycle_rollouts_total{result="completed"}`` counts them all (its
   ``/metrics`` read once a second, which the controller's figures include): its CPU
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -49,10 +48,9 @@ from lifecycle_controller.core.keys import RESTARTED_AT
 from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.nodes import FakeNodes
-from lifecycle_controller.kube import NAMESPACES, KubeClient, ResourceType
+from lifecycle_controller.kube import NAMESPACES, KubeClient
+from lifecycle_controller.kube.resources import DEPLOYMENTS, PODS
 
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
 NAMESPACE_COUNT = 10
 CONTROLLER_AGENT = "lifecycle-controller/"
 
@@ -171,8 +169,8 @@ async def controller_round(
     plane: ControlPlane, kube: KubeClient, args: argparse.Namespace
 ) -> dict[str, Any]:
     """One controller start: the cron fires for every Deployment, rollouts followed to the end."""
-    os.environ["LIFECYCLE_MAX_CONCURRENT_ROLLOUTS"] = str(args.max_concurrent_rollouts)
-    running: _Running = _start(plane, args, ("deployments.apps",))
+    flags = (f"--max-concurrent-rollouts={args.max_concurrent_rollouts}",)
+    running: _Running = _start(plane, args, ("deployments.apps",), flags)
     try:
         await running.until_ready()
         due = _next_minute(args.lead)
@@ -216,7 +214,7 @@ def _reads(requests: dict[str, int]) -> int:
     return sum(
         count
         for request, count in requests.items()
-        if request in ("get deployments", "list deployments", "GET deployments")
+        if request in ("get deployments", "list deployments")
     )
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "EVENTS",
     "LEASES",
     "NAMESPACES",
+    "PODS",
     "POLICIES",
     "POLICY_GROUP",
     "POLICY_VERSION",
@@ -35,6 +36,7 @@ CRDS = ResourceType(
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
 REPLICASETS = ResourceType("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
 
 #: The lifecycle policies' API (docs/policies.md): one cluster-scoped and one namespaced kind.
 POLICY_GROUP = "lifecycle.cezary.dev"

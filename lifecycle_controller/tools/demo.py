@@ -23,12 +23,11 @@ from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType
-from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
+from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, PODS
 from lifecycle_controller.machinery.logs import configure_logging
 from lifecycle_controller.tools.demo_pods import DemoPods
 
 NAMESPACE = "lifecycle-demo"
-PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
 DEFAULT_NODES = 3
 """Fake Nodes the demo starts by default (``--nodes``); 0 leaves Pods Pending."""
 REPLICAS = 2

@@ -19,11 +19,10 @@ from typing import Any
 from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
 from lifecycle_controller.kube import KubeClient, ResourceType
+from lifecycle_controller.kube.resources import PODS
 from tests.integration.keys import RESTARTED_AT
 from tests.integration.scenario_support import get, workload
 from tests.integration.support import eventually
-
-PODS = ResourceType("", "v1", "pods", "Pod", namespaced=True)
 
 
 def real_workload(

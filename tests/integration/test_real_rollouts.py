@@ -21,11 +21,11 @@ import pytest
 
 from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
 from lifecycle_controller.kube import KubeClient, ResourceType
+from lifecycle_controller.kube.resources import PODS
 from tests.integration.controller import StartController
 from tests.integration.events import events_of, list_events, wait_event
 from tests.integration.keys import RESTART_AT, RESTARTED_AT
 from tests.integration.rollout_support import (
-    PODS,
     PodTimeline,
     PodView,
     pod_timeline,

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -359,6 +360,21 @@ def _lag_count(metrics: Metrics) -> float | None:
     return sample(metrics, "lifecycle_event_loop_lag_seconds_count")
 
 
+def _start_probe(
+    metrics: Metrics, clock: _LateClock, *, busy: Callable[[], bool], activity: asyncio.Event
+) -> asyncio.Task[None]:
+    """The probe as a task: a sample every 1 s while there is work, every 10 s without."""
+    probe = run_loop_lag_monitor(
+        metrics.event_loop_lag,
+        clock,
+        interval=1.0,
+        idle_interval=10.0,
+        busy=busy,
+        activity=activity,
+    )
+    return asyncio.create_task(probe)
+
+
 async def test_loop_lag_monitor_samples_slowly_while_idle_and_fast_while_busy(
     metrics: Metrics,
 ) -> None:
@@ -366,16 +382,7 @@ async def test_loop_lag_monitor_samples_slowly_while_idle_and_fast_while_busy(
     it was; busy: one per interval; idle again: back to the idle interval."""
     clock = _LateClock()
     working = False
-    task = asyncio.create_task(
-        run_loop_lag_monitor(
-            metrics.event_loop_lag,
-            clock,
-            interval=1.0,
-            idle_interval=10.0,
-            busy=lambda: working,
-            activity=asyncio.Event(),
-        )
-    )
+    task = _start_probe(metrics, clock, busy=lambda: working, activity=asyncio.Event())
     await clock.advance(2 * 10.25)
     assert _lag_count(metrics) == 2
     assert sample(metrics, "lifecycle_event_loop_lag_seconds_sum") == pytest.approx(0.5)
@@ -401,16 +408,7 @@ async def test_loop_lag_monitor_is_woken_by_activity(metrics: Metrics) -> None:
     and buys fast samples until a wake-up finds no new activity."""
     clock = _LateClock()
     activity = asyncio.Event()
-    task = asyncio.create_task(
-        run_loop_lag_monitor(
-            metrics.event_loop_lag,
-            clock,
-            interval=1.0,
-            idle_interval=10.0,
-            busy=lambda: False,
-            activity=activity,
-        )
-    )
+    task = _start_probe(metrics, clock, busy=lambda: False, activity=activity)
     await clock.advance(3.0)
     assert _lag_count(metrics) is None or _lag_count(metrics) == 0
     activity.set()
