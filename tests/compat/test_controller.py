@@ -4,16 +4,17 @@ Events; then the ``status`` and ``explain`` commands read the same objects."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
+from lifecycle_controller.kube.resources import LEASES
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import CONTROLLER, DELETE_AFTER, DELETE_AT, RESTART_AT, RESTARTED_AT
 from tests.integration.policy_crds import install_policy_crds
 from tests.integration.policy_tools import tool_json
+from tests.integration.scenario_support import workload
 from tests.integration.support import (
     CONFIGMAPS,
     DAEMONSETS,
@@ -21,27 +22,9 @@ from tests.integration.support import (
     SECRETS,
     STATEFULSETS,
     configmap,
-    deployment,
     eventually,
 )
 from tests.integration.timestamps import PAST
-
-LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
-
-
-def workload(kind: str, name: str) -> dict[str, Any]:
-    """A Deployment, StatefulSet or DaemonSet with no Pod to run (no node is needed for its
-    rollout to be complete), asking for a restart."""
-    manifest = copy.deepcopy(deployment(name, {RESTART_AT: PAST}))
-    manifest["kind"] = kind
-    spec = manifest["spec"]
-    if kind == "DaemonSet":
-        del spec["replicas"]
-    else:
-        spec["replicas"] = 0
-    if kind == "StatefulSet":
-        spec["serviceName"] = name
-    return manifest
 
 
 def secret(name: str, **annotations: str) -> dict[str, Any]:
@@ -100,7 +83,9 @@ async def test_an_elected_controller_deletes_and_restarts_each_kind(
         DAEMONSETS: "agent",
     }
     for resource, name in restarted.items():
-        await kube.create(resource, namespace, workload(resource.kind, name))
+        await kube.create(
+            resource, namespace, workload(resource.kind, name, {RESTART_AT: PAST}, replicas=0)
+        )
 
     for resource, body in deleted.items():
         name = body["metadata"]["name"]
