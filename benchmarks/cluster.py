@@ -47,6 +47,7 @@ from benchmarks.cluster_measure import (
     read_audit,
     requests_between,
     scrape_lag_buckets,
+    scrape_rollouts_completed,
 )
 from benchmarks.cluster_report import write_reports
 from benchmarks.profile_stacks import Sampler as StackSampler
@@ -65,6 +66,7 @@ SECRET_COUNT = 200
 FAR = "2099-01-01T00:00:00Z"
 WORKERS = 4  # the controller's default --workers
 IDLE_AFTER_READY = 5.0  # seconds after ready before idle CPU is counted
+EVENTS_DRAIN_S = 1.0  # after the last verified rollout: its Event is written in the background
 
 
 def _free_port() -> int:
@@ -272,8 +274,15 @@ async def burst(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
     }
 
 
-async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
-    """Every Deployment gets the same ``restart-at``; time until each is acknowledged."""
+async def restart_storm(
+    kube: KubeClient, count: int, lead: float, metrics_url: str
+) -> dict[str, Any]:
+    """Every Deployment gets the same ``restart-at``; time until each is acknowledged, and
+    until the controller has verified every rollout (its completed-rollouts counter, then
+    :data:`EVENTS_DRAIN_S` for the ``RolloutCompleted`` Events it writes in the background):
+    the round, and so its CPU, ends there, as the whole-job floor ends with its own
+    verification."""
+    verified_before = await scrape_rollouts_completed(metrics_url)
     listing = await kube.list_metadata(DEPLOYMENTS, limit=1)
     since = listing["metadata"]["resourceVersion"]
     due, stamp = _due(lead)
@@ -288,12 +297,23 @@ async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, 
 
     done = await _watch_until(kube, DEPLOYMENTS, None, since, acknowledged, len(names), due + 60)
     lateness = sorted(t - due for t in done.values())
+    verified = 0.0
+    while time.time() < due + 120:
+        verified = await scrape_rollouts_completed(metrics_url) - verified_before
+        if verified >= len(names):
+            break
+        await asyncio.sleep(0.5)
+    verified_at = time.time()
+    await asyncio.sleep(EVENTS_DRAIN_S)
     return {
         "count": len(names),
         "due": due,
         "done": len(done),
         "last_done_s": round(lateness[-1], 3) if lateness else None,
+        "verified": int(verified),
+        "verified_s": round(verified_at - due, 3),
         "end": max(done.values()) if done else due,
+        "verified_end": time.time(),
     }
 
 
@@ -488,7 +508,9 @@ async def _actions(
     lag0 = await scrape_lag_buckets(running.metrics_url)
     bursts = await rounds("burst", lambda: burst(kube, args.burst, args.lead))
     lag1 = await scrape_lag_buckets(running.metrics_url)
-    storms = await rounds("storm", lambda: restart_storm(kube, args.storm, args.lead))
+    storms = await rounds(
+        "storm", lambda: restart_storm(kube, args.storm, args.lead, running.metrics_url)
+    )
     chosen_burst = _median_of_rounds(bursts, "last_gone_s")
     chosen_storm = _median_of_rounds(storms, "last_done_s")
     # CPU per action is its own median (the median-lateness round need not be the median CPU).
@@ -498,7 +520,7 @@ async def _actions(
         chosen_burst["profile"], chosen_storm["profile"] = profiles["burst"], profiles["storm"]
     phases = {
         "burst": (chosen_burst["due"] - 0.5, chosen_burst["end"] + 0.5),
-        "storm": (chosen_storm["due"] - 0.5, chosen_storm["end"] + 0.5),
+        "storm": (chosen_storm["due"] - 0.5, chosen_storm["verified_end"]),
     }
     return chosen_burst, chosen_storm, lag_summary(lag0, lag1), phases
 

@@ -88,10 +88,23 @@ class Sampler:
 # ---------------------------------------------------------------------- metrics
 
 
+async def _metrics_text(url: str) -> str:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return await response.text()
+
+
+async def scrape_rollouts_completed(url: str) -> float:
+    """``lifecycle_rollouts_total{result="completed"}`` summed over kinds, from /metrics."""
+    total = 0.0
+    for line in (await _metrics_text(url)).splitlines():
+        if line.startswith("lifecycle_rollouts_total{") and 'result="completed"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 async def scrape_lag_buckets(url: str) -> dict[float, float]:
     """Cumulative ``lifecycle_event_loop_lag_seconds`` buckets from the controller's /metrics."""
-    async with aiohttp.ClientSession() as session, session.get(url) as response:
-        text = await response.text()
+    text = await _metrics_text(url)
     buckets: dict[float, float] = {}
     for line in text.splitlines():
         if line.startswith("lifecycle_event_loop_lag_seconds_bucket{"):

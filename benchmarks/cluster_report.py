@@ -101,8 +101,9 @@ def markdown(runs: list[dict[str, Any]]) -> str:
             "",
             "| run | objects | burst: due → last gone (p99) | floor at 4 / 16 in flight | ratio "
             "| CPU per deletion (floors) | requests in the burst | lag p99 burst "
-            "| storm: due → last restart | floor at 4 | ratio | CPU per restart (floors) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| storm: due → last restart (every rollout verified) | floor at 4 | ratio "
+            "| CPU per restart (floors) | requests in the storm |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for run in action_runs:
             burst, storm, floors, d = run["burst"], run["storm"], run["action_floors"], derived(run)
@@ -115,8 +116,9 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 f"| {run['requests'].get('burst')} "
                 f"| {_lag(run['lag'].get('burst', {}))} "
                 f"| {storm['last_done_s']} s, {storm['done']}/{storm['count']} "
+                f"({storm.get('verified_s')} s, {storm.get('verified')}) "
                 f"| {floors['restart_at_4_s']} s | {d.get('storm_ratio')}x "
-                f"| {_cpu(d, 'restart')} |"
+                f"| {_cpu(d, 'restart')} | {run['requests'].get('storm')} |"
             )
     for run in action_runs:
         for phase in ("burst", "storm"):

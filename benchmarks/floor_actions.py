@@ -31,9 +31,13 @@ Two floors:
   patch), from a plain aiohttp client with ``--concurrency`` requests in flight. The targets
   are listed before the clock starts.
 * **whole job** (``--whole-job``): everything the controller does per object, done the
-  plainest way: a metadata-only watch (JSON, each event decoded) that sees the object
-  appear (a ConfigMap created, or ``restart-at`` set on a Deployment), the write and its
-  Event, and the watch event of the write (the deletion, or the patched Deployment). The
+  plainest way: a watch (JSON, each event decoded) that sees the object appear (a
+  ConfigMap created, or ``restart-at`` set on a Deployment), the write and its Event, and
+  the watch events of the write. For a deletion the watch is metadata-only and ends with
+  the DELETED event. A restart is verified, as the controller verifies every restart: the
+  watch carries whole Deployments, follows each rollout until its status is complete (the
+  controller's rule, ``core/rollout_progress.py``), and then writes the
+  ``RolloutCompleted`` Event. The
   script prints ``watching`` once its watch is open; the caller then creates (or
   annotates) ``--count`` objects whose names start with ``--prefix``. The clock covers
   everything after ``watching``.
@@ -58,6 +62,7 @@ from typing import Any
 
 from benchmarks.cluster_measure import PlainClient
 from lifecycle_controller.core import keys
+from lifecycle_controller.core.rollout_progress import rollout_progress
 from lifecycle_controller.kube import ACCEPT_METADATA, ACCEPT_METADATA_LIST, load_configuration
 
 __all__ = ["Target", "event_body", "main", "restart_body"]
@@ -140,6 +145,16 @@ async def act(plain: PlainClient, action: str, target: Target) -> None:
     )
 
 
+async def report_rollout(plain: PlainClient, target: Target) -> None:
+    """The ``RolloutCompleted`` Event of a restart whose rollout the watch saw complete."""
+    ns = target.namespace
+    await plain.call(
+        "POST",
+        f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+        event_body(ns, target.name, target.uid, "Deployment", "RolloutCompleted"),
+    )
+
+
 async def run_all(
     targets: list[Target], concurrency: int, one: Callable[[Target], Awaitable[None]]
 ) -> None:
@@ -173,11 +188,20 @@ async def list_targets(plain: PlainClient, args: argparse.Namespace) -> list[Tar
 
 @dataclass
 class _Watched:
-    """What the whole-job watch has seen, per object name."""
+    """What the whole-job watch has seen, per object name.
+
+    A deletion is done when its DELETED event arrives. A restart is done when its rollout is
+    (the controller verifies every restart it makes): a later state of the Deployment with
+    ``restart-at`` gone (the floor's patch applied) whose status has caught up with that
+    generation and is complete by the controller's own rule
+    (``core/rollout_progress.py``); then its ``RolloutCompleted`` Event is written
+    (``complete`` schedules it)."""
 
     action: str
     prefix: str
+    complete: Callable[[Target], None] = lambda target: None
     seen: dict[str, Target] = field(default_factory=dict)
+    patched: dict[str, int] = field(default_factory=dict)  # key -> generation of the restart
     done: set[str] = field(default_factory=set)
     events: int = 0
     appeared: asyncio.Event = field(default_factory=asyncio.Event)
@@ -186,31 +210,52 @@ class _Watched:
 
     def feed(self, event: dict[str, Any]) -> None:
         self.events += 1
-        metadata = (event.get("object") or {}).get("metadata") or {}
+        obj = event.get("object") or {}
+        metadata = obj.get("metadata") or {}
         name = metadata.get("name") or ""
         if not name.startswith(self.prefix):
             return
         key = f"{metadata.get('namespace')}/{name}"
-        annotations = metadata.get("annotations") or {}
-        due = keys.PREFIX + "restart-at" in annotations
-        if event.get("type") == "DELETED" or (
-            self.action == "restart" and key in self.seen and not due
-        ):
+        if event.get("type") == "DELETED":
             self.done.add(key)
-        elif self.action == "delete" or due:
+        elif self.action == "delete":
             self.seen[key] = Target(
                 metadata["namespace"], name, metadata["uid"], metadata["resourceVersion"]
             )
+        else:
+            self._restart_state(key, obj, metadata)
         if len(self.seen) >= self.expected:
             self.appeared.set()
         if len(self.done) >= self.expected:
             self.finished.set()
 
+    def _restart_state(self, key: str, obj: dict[str, Any], metadata: dict[str, Any]) -> None:
+        if key in self.done:
+            return
+        annotations = metadata.get("annotations") or {}
+        if keys.PREFIX + "restart-at" in annotations:
+            self.seen[key] = Target(
+                metadata["namespace"],
+                metadata["name"],
+                metadata["uid"],
+                metadata["resourceVersion"],
+            )
+            return
+        if key not in self.seen:
+            return
+        generation = self.patched.setdefault(key, int(metadata.get("generation") or 0))
+        observed = int((obj.get("status") or {}).get("observedGeneration") or 0)
+        obj.setdefault("kind", "Deployment")
+        if observed >= generation and rollout_progress(obj).complete:
+            self.done.add(key)
+            self.complete(self.seen[key])
 
-async def watch(plain: PlainClient, path: str, rv: str, watched: _Watched) -> None:
-    """A metadata-only JSON watch, every line decoded (the plainest informer)."""
+
+async def watch(plain: PlainClient, path: str, rv: str, watched: _Watched, accept: str) -> None:
+    """A watch, every line decoded (the plainest informer): metadata only for deletions,
+    whole Deployments for restarts (their status says when the rollout is complete)."""
     params = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true")]
-    async with plain.stream("GET", path, accept=ACCEPT_METADATA, params=params) as response:
+    async with plain.stream("GET", path, accept=accept, params=params) as response:
         async for line in response.content:
             if line.strip():
                 watched.feed(json.loads(line))
@@ -224,8 +269,16 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
     )
     _, raw = await plain.call("GET", path, accept=ACCEPT_METADATA_LIST, params=[("limit", "1")])
     rv = json.loads(raw)["metadata"]["resourceVersion"]
-    watched = _Watched(args.action, args.prefix, expected=args.count)
-    streaming = asyncio.create_task(watch(plain, path, rv, watched))
+    completions: set[asyncio.Task[Any]] = set()
+
+    def complete(target: Target) -> None:
+        task = asyncio.create_task(report_rollout(plain, target))
+        completions.add(task)
+        task.add_done_callback(completions.discard)
+
+    watched = _Watched(args.action, args.prefix, complete, expected=args.count)
+    accept = ACCEPT_METADATA if args.action == "delete" else "application/json"
+    streaming = asyncio.create_task(watch(plain, path, rv, watched, accept))
     await asyncio.sleep(0.5)  # the watch is open before the caller starts
     cpu = time.process_time()
     print("watching", flush=True)
@@ -237,6 +290,7 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
     )
     seconds = time.perf_counter() - started
     await watched.finished.wait()
+    await asyncio.gather(*completions)
     cpu_s = time.process_time() - cpu
     streaming.cancel()
     with contextlib.suppress(asyncio.CancelledError):

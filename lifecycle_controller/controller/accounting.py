@@ -22,6 +22,7 @@ Every Event text comes from :mod:`lifecycle_controller.core.events`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -251,6 +252,10 @@ class Accounting:
 
 
 def _log_decision(decision: Decision) -> None:
+    if not isinstance(decision, Invalid | Hold | DryRun) and not _log.is_enabled_for(
+        logging.DEBUG
+    ):
+        return  # a debug line nobody reads: its fields are not built either
     fields: dict[str, Any] = {"decision": type(decision).__name__}
     if decision.action is not None:
         fields["action"] = decision.action.value

@@ -39,6 +39,7 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
     assert run["hwm_mb"] >= run["rss_ready_mb"] > 0
     assert run["burst"]["done"] == 100
     assert run["storm"]["done"] == 20
+    assert run["storm"]["verified"] == 20  # the round ends once every rollout is verified
     assert run["requests"]["burst"] == {"create events": 100, "delete configmaps": 100}
     assert run["derived"]["requests_per_deletion"] == 2.0
     assert set(run["action_floors"]) == {

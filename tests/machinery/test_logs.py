@@ -11,7 +11,17 @@ from typing import Any
 import pytest
 import structlog
 
+from lifecycle_controller.controller.accounting import Accounting, NoActionMetrics
+from lifecycle_controller.controller.recorder import Recorded
+from lifecycle_controller.core import Action, DryRun, Ledger, ObjectKey, ObjectRef, Operation, Wait
+from lifecycle_controller.core.events import Event
 from lifecycle_controller.machinery.logs import configure_logging
+from tests.doubles.fakeapi import CONFIGMAPS
+
+
+class _NoEvents:
+    async def record(self, ref: ObjectRef, event: Event) -> Recorded | None:
+        return None
 
 
 class _Tty(io.StringIO):
@@ -155,3 +165,19 @@ def test_console_lines_lead_with_the_object_then_the_message_then_the_rest() -> 
         "now'",
     ]
     assert outside.split("[info     ] ", 1)[1].split() == ["outside", "answer=42"]
+
+
+@pytest.mark.parametrize("level", ["debug", "info"])
+async def test_a_waiting_decision_is_logged_at_debug_only_and_a_dry_run_at_info(level: str) -> None:
+    stream = setup(level=level)
+    accounting = Accounting(_NoEvents(), Ledger(), lambda: 0, NoActionMetrics())
+    ref = ObjectRef(ObjectKey(CONFIGMAPS, "team", "cm"), "uid-1", "1")
+    wait = Wait(action=Action.DELETE, due_ns=100 * 10**9, requeue_after_ns=10**9)
+    await accounting.decided(ref, wait, wait)
+    dry_run = DryRun(action=Action.DELETE, due_ns=100 * 10**9, operation=Operation.DELETE)
+    await accounting.decided(ref, dry_run, dry_run)
+    logged = [(line["level"], line["decision"]) for line in lines(stream)]
+    waits = [("debug", "Wait")] if level == "debug" else []
+    assert logged == [*waits, ("info", "DryRun")]
+    if level == "debug":
+        assert lines(stream)[0]["due"] == "1970-01-01T00:01:40Z"

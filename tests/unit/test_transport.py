@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import aiohttp
 import pytest
 
 from lifecycle_controller.kube import Conflict, KubeClient, TooManyRequests, TransportError
+from lifecycle_controller.kube.connector import new_connector
+from lifecycle_controller.kube.transport_aiohttp import API_KEEPALIVE_S, AiohttpTransport
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer, RecordedRequest
 
 #: Headers only an HTTP connection adds (aiohttp's own); everything else is the client's.
@@ -86,3 +89,20 @@ async def test_the_in_process_transport_refuses_a_closed_client_and_a_stopped_se
         await api.stop()
         with pytest.raises(TransportError, match=r"GET /api/v1/configmaps: .*stopped"):
             await other.list_metadata(CONFIGMAPS)
+
+
+async def test_idle_api_connections_outlive_a_minute_long_pause_but_not_the_servers_limit() -> None:
+    """Requests to the API server reuse idle connections for 60 s (the server closes them at
+    90 s); other pools built by new_connector keep aiohttp's default."""
+    transport = AiohttpTransport(ssl_context=False, pool_sizes={"requests": 4})
+    try:
+        connector = transport._session("requests").connector
+        assert isinstance(connector, aiohttp.TCPConnector)
+        assert connector._keepalive_timeout == API_KEEPALIVE_S == 60.0
+    finally:
+        await transport.close()
+    default = new_connector(limit=1, ssl_context=False)
+    try:
+        assert default._keepalive_timeout == 15.0
+    finally:
+        await default.close()
