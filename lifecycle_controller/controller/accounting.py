@@ -252,9 +252,7 @@ class Accounting:
 
 
 def _log_decision(decision: Decision) -> None:
-    if not isinstance(decision, Invalid | Hold | DryRun) and not _log.is_enabled_for(
-        logging.DEBUG
-    ):
+    if not isinstance(decision, Invalid | Hold | DryRun) and not _log.is_enabled_for(logging.DEBUG):
         return  # a debug line nobody reads: its fields are not built either
     fields: dict[str, Any] = {"decision": type(decision).__name__}
     if decision.action is not None:
