@@ -138,20 +138,16 @@ async def act(plain: PlainClient, action: str, target: Target) -> None:
         kind, reason = "Deployment", "RestartTriggered"
     if status >= 300:
         raise RuntimeError(f"floor {action} {ns}/{name}: HTTP {status}")
-    await plain.call(
-        "POST",
-        f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
-        event_body(ns, name, target.uid, kind, reason),
-    )
+    await write_event(plain, target, kind, reason)
 
 
-async def report_rollout(plain: PlainClient, target: Target) -> None:
-    """The ``RolloutCompleted`` Event of a restart whose rollout the watch saw complete."""
+async def write_event(plain: PlainClient, target: Target, kind: str, reason: str) -> None:
+    """One ``events.k8s.io/v1`` Event about ``target``."""
     ns = target.namespace
     await plain.call(
         "POST",
         f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
-        event_body(ns, target.name, target.uid, "Deployment", "RolloutCompleted"),
+        event_body(ns, target.name, target.uid, kind, reason),
     )
 
 
@@ -272,7 +268,7 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
     completions: set[asyncio.Task[Any]] = set()
 
     def complete(target: Target) -> None:
-        task = asyncio.create_task(report_rollout(plain, target))
+        task = asyncio.create_task(write_event(plain, target, "Deployment", "RolloutCompleted"))
         completions.add(task)
         task.add_done_callback(completions.discard)
 
