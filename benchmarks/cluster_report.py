@@ -84,6 +84,10 @@ def _s(value: float | None) -> str:
     return "skipped" if value is None else f"{value:.2f}"
 
 
+def _ratio(value: float | None) -> str:
+    return "skipped" if value is None else f"{value}x"
+
+
 def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| run | objects | ready (floor seq / par) | ratio | first request | CPU to ready "
@@ -97,7 +101,7 @@ def markdown(runs: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {_name(run)} | {run['objects']:,} "
             f"| {run['ready_s']:.2f} s ({_s(floor['sequential_s'])} / "
-            f"{_s(floor['parallel_s'])} s) | {derived(run)['ready_ratio']}x "
+            f"{_s(floor['parallel_s'])} s) | {_ratio(derived(run)['ready_ratio'])} "
             f"| {run['first_request_s']} s | {run['cpu_to_ready_s']:.2f} s "
             f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB "
             f"| {run['hwm_mb']:.0f} MB | {derived(run).get('idle_cpu_percent')} % of a core "
@@ -213,15 +217,22 @@ def plots(runs: list[dict[str, Any]], output: Path, name: str = "cluster") -> li
         paged = [(r["objects"], r["list_floor"][key]) for r in ordered if r["list_floor"][key]]
         if paged:
             right.plot(*zip(*paged, strict=True), style, label=f"floor (paginated, {what})")
-    streamed = [(r["objects"], r["stream_floor"]["s"]) for r in ordered if r.get("stream_floor")]
+    streamed = [r for r in ordered if r.get("stream_floor")]
     if streamed:
-        right.plot(*zip(*streamed, strict=True), "o-.", label="floor (streaming list)")
+        right.plot(
+            [r["objects"] for r in streamed],
+            [r["stream_floor"]["s"] for r in streamed],
+            "o-.",
+            label="floor (streaming list)",
+        )
     right.set(xscale="log", xlabel="ConfigMaps", ylabel="seconds", title="time to ready")
     right.legend()
     figure.tight_layout()
     figure.savefig(output / f"{name}-scaling.png", dpi=90)
     written.append(f"{name}-scaling.png")
     plt.close(figure)
+    if streamed:
+        written.append(_stream_plot(plt, streamed, output, name))
     bursts = [r for r in ordered if r.get("burst")]
     if bursts:
         run = bursts[-1]
@@ -242,6 +253,62 @@ def plots(runs: list[dict[str, Any]], output: Path, name: str = "cluster") -> li
         written.append("cluster-burst.png")
         plt.close(figure)
     return written
+
+
+#: The count the million-object targets are stated at, and drawn to by extrapolation.
+MILLION = 1_000_000
+
+
+def _fit(counts: list[int], values: list[float]) -> tuple[float, float]:
+    """Least-squares line through (count, value): slope and intercept."""
+    n = len(counts)
+    mean_x, mean_y = sum(counts) / n, sum(values) / n
+    spread = sum((x - mean_x) ** 2 for x in counts)
+    covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(counts, values, strict=True))
+    slope = covariance / spread if spread else 0.0
+    return slope, mean_y - slope * mean_x
+
+
+def _stream_plot(plt: Any, runs: list[dict[str, Any]], output: Path, name: str) -> str:
+    """Time to ready over the streaming-list floor, and memory, against the object count,
+    with the million-object targets; a straight line fitted to the points carries each
+    memory curve to a million when the run stopped short of it."""
+    counts = [r["objects"] for r in runs]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(counts, [derived(r).get("ready_stream_ratio") for r in runs], "o-", label="ready")
+    left.plot(
+        counts,
+        [derived(r).get("ready_stream_process_ratio") for r in runs],
+        "o:",
+        label="ready / the floor's whole process",
+    )
+    left.axhline(TARGETS["ready_stream_ratio_1m"], color="red", linestyle="--", label="target")
+    left.set(
+        xscale="log", xlabel="ConfigMaps", ylabel="ready / streaming-list floor", title="ready"
+    )
+    left.legend()
+    for key, label in (
+        ("rss_ready_mb", "RSS when ready"),
+        ("rss_idle_mb", "RSS after idle"),
+        ("hwm_mb", "peak (VmHWM)"),
+    ):
+        values = [float(r[key]) for r in runs]
+        (line,) = right.plot(counts, values, "o-", label=label)
+        if len(runs) >= 2 and counts[-1] < MILLION:
+            slope, intercept = _fit(counts, values)
+            right.plot(
+                [counts[-1], MILLION],
+                [slope * counts[-1] + intercept, slope * MILLION + intercept],
+                ":",
+                color=line.get_color(),
+            )
+    right.axhline(TARGETS["rss_mb_1m"], color="red", linestyle="--", label="target at 1M")
+    right.set(xscale="log", xlabel="ConfigMaps", ylabel="MB", title="controller memory")
+    right.legend()
+    figure.tight_layout()
+    figure.savefig(output / f"{name}-stream.png", dpi=90)
+    plt.close(figure)
+    return f"{name}-stream.png"
 
 
 def write_reports(
