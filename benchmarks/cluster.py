@@ -16,6 +16,11 @@ of the 500 Deployments, each beside its floor (the same preconditioned writes, e
 by its Event, from a plain aiohttp client with as many requests in flight as the controller
 has workers). Writes ``cluster.json``, ``cluster.md`` and, with matplotlib (the ``bench``
 extra), PNG plots. See benchmarks/README.md.
+
+At large counts (a million ConfigMaps) the ConfigMaps are written straight into etcd
+(``--seed``, :mod:`benchmarks.etcd_seed`), and every start is also judged against a plain
+client's protobuf streaming list of the same objects in a process of its own
+(:mod:`benchmarks.floor_list`), the real floor of a metadata-only informer.
 """
 
 from __future__ import annotations
