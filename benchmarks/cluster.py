@@ -16,6 +16,11 @@ of the 500 Deployments, each beside its floor (the same preconditioned writes, e
 by its Event, from a plain aiohttp client with as many requests in flight as the controller
 has workers). Writes ``cluster.json``, ``cluster.md`` and, with matplotlib (the ``bench``
 extra), PNG plots. See benchmarks/README.md.
+
+At large counts (a million ConfigMaps) the ConfigMaps are written straight into etcd
+(``--seed``, :mod:`benchmarks.etcd_seed`), and every start is also judged against a plain
+client's protobuf streaming list of the same objects in a process of its own
+(:mod:`benchmarks.floor_list`), the real floor of a metadata-only informer.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,12 +49,20 @@ from benchmarks.cluster_measure import (
     Sampler,
     lag_summary,
     list_floor,
+    proc_sample,
     read_audit,
     requests_between,
     scrape_lag_buckets,
     scrape_rollouts_completed,
 )
 from benchmarks.cluster_report import write_reports
+from benchmarks.etcd_seed import (
+    Seeded,
+    etcd_db_bytes,
+    seed_configmaps,
+    served_count,
+    verify_seeded,
+)
 from benchmarks.profile_stacks import Sampler as StackSampler
 from benchmarks.profile_stacks import top_items
 from lifecycle_controller.core import keys
@@ -67,6 +80,14 @@ FAR = "2099-01-01T00:00:00Z"
 WORKERS = 4  # the controller's default --workers
 IDLE_AFTER_READY = 5.0  # seconds after ready before idle CPU is counted
 EVENTS_DRAIN_S = 1.0  # after the last verified rollout: its Event is written in the background
+PAYLOAD = {"payload": "x" * 512}
+#: ``--seed auto`` writes the ConfigMaps into etcd above this count (through the API up to it).
+SEED_API_UP_TO = 20000
+#: etcd's limits for a seeded control plane: a million objects need more than the default
+#: 2 GiB quota once their revisions are counted, and a transaction holds up to 1,000 puts.
+ETCD_QUOTA_BYTES = 8 * 1024**3
+ETCD_MAX_TXN_OPS = 1000
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
 
 
 def _free_port() -> int:
@@ -85,7 +106,7 @@ def _configmap(namespace: str, name: str, annotations: dict[str, str]) -> dict[s
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "data": {"payload": "x" * 512},
+        "data": dict(PAYLOAD),
     }
 
 
@@ -136,7 +157,33 @@ async def _gather_limited(coroutines: list[Any], limit: int = 48) -> None:
     await asyncio.gather(*(one(c) for c in coroutines))
 
 
-async def populate(kube: KubeClient, objects: int) -> float:
+def _configmaps(objects: int) -> Iterator[Seeded]:
+    """The ConfigMaps of the object set: namespace, name and annotations."""
+    delete_at = keys.PREFIX + "delete-at"
+    for i in range(objects):
+        yield f"bench-{i % NAMESPACE_COUNT:02d}", f"cm-{i:06d}", _annotations(i, delete_at)
+
+
+async def seed_through_etcd(kube: KubeClient, etcd_url: str, objects: int) -> dict[str, float]:
+    """The ConfigMaps written straight into etcd (``benchmarks.etcd_seed``), then checked
+    served by the API server: the seconds each step took."""
+    before = await served_count(kube, CONFIGMAPS)
+    started = time.perf_counter()
+    await seed_configmaps(etcd_url, _configmaps(objects), payload=PAYLOAD)
+    seeded = time.perf_counter()
+    first = next(_configmaps(1))
+    await verify_seeded(kube, CONFIGMAPS, before + objects, first)
+    return {"seed_s": seeded - started, "seed_verify_s": time.perf_counter() - seeded}
+
+
+async def populate(
+    kube: KubeClient,
+    objects: int,
+    etcd_url: str | None = None,
+    timings: dict[str, float] | None = None,
+) -> float:
+    """The object set, through the API (or its ConfigMaps through etcd, with ``etcd_url``;
+    ``timings`` gets the seeding's)."""
     started = time.perf_counter()
     namespaces = [f"bench-{i:02d}" for i in range(NAMESPACE_COUNT)]
     for ns in [*namespaces, "burst", "floor"]:
@@ -144,11 +191,14 @@ async def populate(kube: KubeClient, objects: int) -> float:
         await kube.create(NAMESPACES, None, body)
     delete_at, restart_at = keys.PREFIX + "delete-at", keys.PREFIX + "restart-at"
     work: list[Any] = []
-    for i in range(objects):
-        ns = namespaces[i % NAMESPACE_COUNT]
-        work.append(
-            kube.create(CONFIGMAPS, ns, _configmap(ns, f"cm-{i:06d}", _annotations(i, delete_at)))
-        )
+    if etcd_url:
+        seeding = await seed_through_etcd(kube, etcd_url, objects)
+        if timings is not None:
+            timings.update(seeding)
+    else:
+        work += [
+            kube.create(CONFIGMAPS, ns, _configmap(ns, n, a)) for ns, n, a in _configmaps(objects)
+        ]
     for i in range(SECRET_COUNT):
         ns = namespaces[i % NAMESPACE_COUNT]
         secret = {
@@ -318,15 +368,19 @@ async def restart_storm(
 
 
 async def run_floor(
-    kubeconfig: Path, options: list[str], then: Callable[[], Awaitable[object]] | None = None
+    kubeconfig: Path,
+    options: list[str],
+    then: Callable[[], Awaitable[object]] | None = None,
+    *,
+    module: str = "benchmarks.floor_actions",
 ) -> dict[str, Any]:
     """One floor in a fresh process of its own (``benchmarks.floor_actions``, whose docstring
-    says what moved the old in-process figure). ``then`` runs once the floor's watch is open
-    (it creates the objects)."""
+    says what moved the old in-process figure, or another ``module``). ``then`` runs once the
+    floor's watch is open (it creates the objects)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "benchmarks.floor_actions",
+        module,
         f"--kubeconfig={kubeconfig}",
         *options,
         stdout=asyncio.subprocess.PIPE,
@@ -342,6 +396,17 @@ async def run_floor(
         raise RuntimeError(f"floor {options} exited with {process.returncode}")
     result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     return result
+
+
+async def stream_floor(kubeconfig: Path) -> dict[str, Any]:
+    """The streaming-list floor (``benchmarks.floor_list``, a process of its own) of the
+    watched types; ``process_s`` is from just before its start to its last bookmark, as the
+    controller's time to ready runs from just before its start."""
+    spawned = time.time()
+    paths = [f"--path={resource.collection_path(None)}" for resource in WATCHED]
+    floor = await run_floor(kubeconfig, paths, module="benchmarks.floor_list")
+    floor["process_s"] = round(floor.pop("done_at") - spawned, 3)
+    return floor
 
 
 async def floors_after(
@@ -455,17 +520,55 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
 
-def _startup(running: _Running, at_ready: ProcSample, floor: dict[str, Any]) -> dict[str, Any]:
+def _startup(
+    running: _Running,
+    at_ready: ProcSample,
+    floor: dict[str, Any],
+    stream: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One start's figures beside its floors (the paginated one is absent above
+    ``--paginated-floor-up-to``)."""
     assert running.sampler.ready_at is not None
-    return {
+    one = {
         "started": running.started,
         "ready_s": round(running.sampler.ready_at, 3),
-        "floor_sequential_s": floor["sequential_s"],
-        "floor_parallel_s": floor["parallel_s"],
+        "floor_sequential_s": floor.get("sequential_s"),
+        "floor_parallel_s": floor.get("parallel_s"),
         "cpu_to_ready_s": round(at_ready.cpu_s, 3),
         "rss_ready_mb": round(at_ready.rss_mb, 1),
         "hwm_ready_mb": round(at_ready.hwm_mb, 1),
     }
+    if stream is not None:
+        one["stream_floor_s"] = stream["seconds"]
+        one["stream_floor_process_s"] = stream["process_s"]
+        one["stream_floor_cpu_s"] = stream["cpu_s"]
+        one["stream_floor_cpu_total_s"] = stream["cpu_total_s"]
+        one["stream_floor_objects"] = sum(stream["objects"].values())
+    return one
+
+
+def _median_of(startups: list[dict[str, Any]], key: str) -> float | None:
+    values = [s[key] for s in startups if s.get(key) is not None]
+    return _median(values) if values else None
+
+
+def _ratios(startups: list[dict[str, Any]], floor_key: str) -> list[float]:
+    """Each start's time to ready over the floor measured just before it."""
+    return [round(s["ready_s"] / s[floor_key], 3) for s in startups if s.get(floor_key)]
+
+
+def control_plane_memory(plane: ControlPlane) -> dict[str, dict[str, float]]:
+    """RSS, peak RSS (VmHWM) and CPU of etcd, kube-apiserver and kube-controller-manager."""
+    out: dict[str, dict[str, float]] = {}
+    for name in CONTROL_PLANE:
+        sample = proc_sample(plane.pid(name), time.time())
+        if sample is not None:
+            out[name] = {
+                "rss_mb": round(sample.rss_mb, 1),
+                "hwm_mb": round(sample.hwm_mb, 1),
+                "cpu_s": round(sample.cpu_s, 1),
+            }
+    return out
 
 
 def _median_of_rounds(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -537,18 +640,27 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
     lag: dict[str, Any] = {}
     phases: dict[str, tuple[float, float]] = {}
     floor: dict[str, Any] = {}
+    seed = _seed_mode(args, objects)
+    result["seed"] = seed
     async with await KubeClient.connect(
         str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
     ) as kube:
-        result["create_s"] = round(await populate(kube, objects), 1)
+        timings: dict[str, float] = {}
+        etcd_url = plane.etcd_url if seed == "etcd" else None
+        result["create_s"] = round(await populate(kube, objects, etcd_url, timings), 1)
+        result.update({key: round(value, 1) for key, value in timings.items()})
         result["settle_s"] = round(await settle(kube, limit=args.settle_limit), 1)
-        # Each round: the list floor, then a fresh controller start (paired, one after another).
+        result["etcd_db_mb_seeded"] = round(await etcd_db_bytes(plane.etcd_url) / 2**20, 1)
+        # Each round: the floors, then a fresh controller start (paired, one after another).
         for round_number in range(args.rounds):
-            floor = await list_floor(config, WATCHED, runs=max(1, 3 // args.rounds))
+            stream = await stream_floor(plane.admin_kubeconfig) if args.stream_floor else None
+            floor = {}
+            if objects <= args.paginated_floor_up_to:
+                floor = await list_floor(config, WATCHED, runs=max(1, 3 // args.rounds))
             running = _start(plane, args)
             try:
                 at_ready = await running.until_ready()
-                startups.append(_startup(running, at_ready, floor))
+                startups.append(_startup(running, at_ready, floor, stream))
                 if round_number < args.rounds - 1:
                     continue
                 lag_ready = await scrape_lag_buckets(running.metrics_url)
@@ -574,6 +686,8 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
                 result["hwm_mb"] = round(running.sampler.last().hwm_mb, 1)
             finally:
                 await running.stop()
+        result["control_plane"] = control_plane_memory(plane)
+        result["etcd_db_mb"] = round(await etcd_db_bytes(plane.etcd_url) / 2**20, 1)
         result["lag"] = lag
         result["timeline"] = [
             [round(s.t, 2), round(s.rss_mb, 1), round(s.cpu_s, 2)] for s in running.sampler.samples
@@ -595,21 +709,35 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
     firsts = [s["first_request_s"] for s in startups if s["first_request_s"] is not None]
     result["first_request_s"] = _median(firsts) if firsts else None
     result["list_floor"] = {
-        "sequential_s": _median([s["floor_sequential_s"] for s in startups]),
-        "parallel_s": _median([s["floor_parallel_s"] for s in startups]),
+        "sequential_s": _median_of(startups, "floor_sequential_s"),
+        "parallel_s": _median_of(startups, "floor_parallel_s"),
         "metadata_bytes_per_type": floor.get("metadata_bytes_per_type"),
     }
+    if startups and "stream_floor_s" in startups[0]:
+        result["stream_floor"] = {
+            key: _median_of(startups, f"stream_floor_{key}")
+            for key in ("s", "process_s", "cpu_s", "cpu_total_s")
+        }
+        result["stream_floor"]["objects"] = startups[0]["stream_floor_objects"]
+        result["ready_stream_ratio_rounds"] = _ratios(startups, "stream_floor_s")
+        result["ready_stream_process_ratio_rounds"] = _ratios(startups, "stream_floor_process_s")
     # The peak is the worst of every start (and of the last one's whole run).
     result["hwm_mb"] = max([result.get("hwm_mb", 0.0)] + [s["hwm_ready_mb"] for s in startups])
-    result["ready_ratio_rounds"] = [
-        round(s["ready_s"] / s["floor_sequential_s"], 3) for s in startups
-    ]
+    result["ready_ratio_rounds"] = _ratios(startups, "floor_sequential_s")
     result["startup_rounds"] = startups
     result["requests"] = {
         name: requests_between(audit, "lifecycle-controller/", *window)
         for name, window in phases.items()
     }
     return result
+
+
+def _seed_mode(args: argparse.Namespace, objects: int) -> str:
+    """How the ConfigMaps are created: ``--seed``, or with ``auto`` through the API up to
+    SEED_API_UP_TO objects and straight into etcd above."""
+    if args.seed != "auto":
+        return str(args.seed)
+    return "api" if objects <= SEED_API_UP_TO else "etcd"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -658,24 +786,54 @@ def main(argv: list[str] | None = None) -> None:
         help="sample the controller's stacks during the bursts and the storms (the bench "
         "extra's sampler); top items in the report, raw stacks in --output",
     )
+    parser.add_argument(
+        "--seed",
+        choices=("auto", "api", "etcd"),
+        default="auto",
+        help="create the ConfigMaps through the API, or write them straight into etcd in the "
+        f"API server's storage encoding (benchmarks/etcd_seed.py); auto: etcd above "
+        f"{SEED_API_UP_TO:,}",
+    )
+    parser.add_argument(
+        "--paginated-floor-up-to",
+        type=int,
+        default=10**9,
+        help="measure the paginated JSON list floor only up to this size (it takes minutes "
+        "at a million objects)",
+    )
+    parser.add_argument(
+        "--no-stream-floor",
+        dest="stream_floor",
+        action="store_false",
+        help="skip the streaming-list floor (benchmarks/floor_list.py) before each start",
+    )
+    parser.add_argument(
+        "--report-name",
+        default="cluster",
+        help="the outputs' file name: NAME.json, NAME.md, NAME-scaling.png",
+    )
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
     args.output.mkdir(parents=True, exist_ok=True)
     runs = []
     for objects in (int(v) for v in args.objects.split(",")):
-        with ControlPlane(audit_log=True, log=lambda line: None) as plane:
+        limits: dict[str, Any] = {}
+        if _seed_mode(args, objects) == "etcd":
+            limits = {"etcd_quota_bytes": ETCD_QUOTA_BYTES, "etcd_max_txn_ops": ETCD_MAX_TXN_OPS}
+        with ControlPlane(audit_log=True, log=lambda line: None, **limits) as plane:
             run = asyncio.run(measure(plane, objects, args))
         run["label"] = args.label
         runs.append(run)
         print(
             f"{objects} objects: ready {run['ready_s']} s "
-            f"(floor {run['list_floor']['sequential_s']} s), "
+            f"(floor {run['list_floor']['sequential_s']} s, "
+            f"streaming {run.get('stream_floor', {}).get('s')} s), "
             f"RSS {run['rss_ready_mb']}/{run['rss_idle_mb']} MB, peak {run['hwm_mb']} MB",
             flush=True,
         )
-    write_reports(runs, args.output, plots_wanted=not args.no_plots)
-    print(f"wrote {args.output}/cluster.json and cluster.md")
+    write_reports(runs, args.output, plots_wanted=not args.no_plots, name=args.report_name)
+    print(f"wrote {args.output}/{args.report_name}.json and {args.report_name}.md")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ TARGETS = {
     "burst_ratio": 1.1,
     "storm_ratio": 1.1,
     "lag_p99_s": 0.05,
+    "ready_stream_ratio_1m": 1.2,
+    "rss_mb_1m": 100.0,
 }
 
 
@@ -29,6 +31,9 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
         out["ready_ratio"] = round(statistics.median(ratios), 2)
     else:
         out["ready_ratio"] = round(run["ready_s"] / floor, 2) if floor else None
+    for key in ("ready_stream_ratio", "ready_stream_process_ratio"):
+        if run.get(f"{key}_rounds"):
+            out[key] = round(statistics.median(run[f"{key}_rounds"]), 2)
     burst, storm, floors = run.get("burst"), run.get("storm"), run.get("action_floors", {})
     if burst and burst.get("done"):
         out["cpu_per_deletion_ms"] = round(1000 * burst["controller_cpu_s"] / burst["done"], 2)
@@ -75,6 +80,14 @@ def _name(run: dict[str, Any]) -> str:
     return f"{run.get('label', '')}" + (f" (median of {rounds})" if rounds > 1 else "")
 
 
+def _s(value: float | None) -> str:
+    return "skipped" if value is None else f"{value:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "skipped" if value is None else f"{value}x"
+
+
 def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| run | objects | ready (floor seq / par) | ratio | first request | CPU to ready "
@@ -87,14 +100,15 @@ def markdown(runs: list[dict[str, Any]]) -> str:
         lag = run["lag"].get("initial_sync", {})
         lines.append(
             f"| {_name(run)} | {run['objects']:,} "
-            f"| {run['ready_s']:.2f} s ({floor['sequential_s']:.2f} / "
-            f"{floor['parallel_s']:.2f} s) | {derived(run)['ready_ratio']}x "
+            f"| {run['ready_s']:.2f} s ({_s(floor['sequential_s'])} / "
+            f"{_s(floor['parallel_s'])} s) | {_ratio(derived(run)['ready_ratio'])} "
             f"| {run['first_request_s']} s | {run['cpu_to_ready_s']:.2f} s "
             f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB "
             f"| {run['hwm_mb']:.0f} MB | {derived(run).get('idle_cpu_percent')} % of a core "
             f"| {sum(idle.values())} in {run['idle_s']:.0f} s "
             f"{idle} | {_lag(lag)} |"
         )
+    lines += _stream_table(runs)
     action_runs = [r for r in runs if r.get("burst")]
     if action_runs:
         lines += [
@@ -128,6 +142,39 @@ def markdown(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _stream_table(runs: list[dict[str, Any]]) -> list[str]:
+    """Time to ready beside the streaming-list floor, memory, and what the control plane
+    held (runs that measured the streaming floor)."""
+    streamed = [r for r in runs if r.get("stream_floor")]
+    if not streamed:
+        return []
+    lines = [
+        "",
+        "| objects | seeded | ready | streaming floor (process) | ratio (to process) "
+        "| CPU to ready (floor) | RSS ready / idle | VmHWM | etcd db "
+        "| RSS etcd / apiserver / kcm |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in streamed:
+        floor, d, plane = run["stream_floor"], derived(run), run.get("control_plane", {})
+        rss = " / ".join(f"{plane.get(n, {}).get('rss_mb', 0):,.0f}" for n in _PLANE)
+        seeded = run.get("seed", "api")
+        if "seed_s" in run:
+            seeded += f" in {run['seed_s']:.0f} s (+{run['seed_verify_s']:.0f} s served)"
+        lines.append(
+            f"| {run['objects']:,} | {seeded} | {run['ready_s']:.2f} s "
+            f"| {floor['s']:.2f} s ({floor['process_s']:.2f} s) "
+            f"| **{d.get('ready_stream_ratio')}x** ({d.get('ready_stream_process_ratio')}x) "
+            f"| {run['cpu_to_ready_s']:.2f} s ({floor['cpu_s']:.2f} s) "
+            f"| {run['rss_ready_mb']:.0f} / {run['rss_idle_mb']:.0f} MB | {run['hwm_mb']:.0f} MB "
+            f"| {run.get('etcd_db_mb', 0):,.0f} MB | {rss} MB |"
+        )
+    return lines
+
+
+_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
+
+
 def _profile_table(title: str, profile: dict[str, Any]) -> list[str]:
     """The sampled controller's top functions, self and inclusive, side by side."""
     lines = [
@@ -143,7 +190,7 @@ def _profile_table(title: str, profile: dict[str, Any]) -> list[str]:
     return lines
 
 
-def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:
+def plots(runs: list[dict[str, Any]], output: Path, name: str = "cluster") -> list[str]:
     try:
         import matplotlib
 
@@ -165,24 +212,29 @@ def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:
     left.set(xscale="log", xlabel="ConfigMaps", ylabel="MB", title="memory")
     left.legend()
     right.plot(counts, [r["ready_s"] for r in ordered], "o-", label="controller ready")
-    right.plot(
-        counts,
-        [r["list_floor"]["sequential_s"] for r in ordered],
-        "o--",
-        label="floor (sequential lists)",
-    )
-    right.plot(
-        counts,
-        [r["list_floor"]["parallel_s"] for r in ordered],
-        "o:",
-        label="floor (parallel lists)",
-    )
+    for key, style, what in (
+        ("sequential_s", "o--", "sequential"),
+        ("parallel_s", "o:", "parallel"),
+    ):
+        paged = [(r["objects"], r["list_floor"][key]) for r in ordered if r["list_floor"][key]]
+        if paged:
+            right.plot(*zip(*paged, strict=True), style, label=f"floor (paginated, {what})")
+    streamed = [r for r in ordered if r.get("stream_floor")]
+    if streamed:
+        right.plot(
+            [r["objects"] for r in streamed],
+            [r["stream_floor"]["s"] for r in streamed],
+            "o-.",
+            label="floor (streaming list)",
+        )
     right.set(xscale="log", xlabel="ConfigMaps", ylabel="seconds", title="time to ready")
     right.legend()
     figure.tight_layout()
-    figure.savefig(output / "cluster-scaling.png", dpi=90)
-    written.append("cluster-scaling.png")
+    figure.savefig(output / f"{name}-scaling.png", dpi=90)
+    written.append(f"{name}-scaling.png")
     plt.close(figure)
+    if streamed:
+        written.append(_stream_plot(plt, streamed, output, name))
     bursts = [r for r in ordered if r.get("burst")]
     if bursts:
         run = bursts[-1]
@@ -205,14 +257,72 @@ def plots(runs: list[dict[str, Any]], output: Path) -> list[str]:
     return written
 
 
-def write_reports(runs: list[dict[str, Any]], output: Path, *, plots_wanted: bool = True) -> None:
+#: The count the million-object targets are stated at, and drawn to by extrapolation.
+MILLION = 1_000_000
+
+
+def _fit(counts: list[int], values: list[float]) -> tuple[float, float]:
+    """Least-squares line through (count, value): slope and intercept."""
+    n = len(counts)
+    mean_x, mean_y = sum(counts) / n, sum(values) / n
+    spread = sum((x - mean_x) ** 2 for x in counts)
+    covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(counts, values, strict=True))
+    slope = covariance / spread if spread else 0.0
+    return slope, mean_y - slope * mean_x
+
+
+def _stream_plot(plt: Any, runs: list[dict[str, Any]], output: Path, name: str) -> str:
+    """Time to ready over the streaming-list floor, and memory, against the object count,
+    with the million-object targets; a straight line fitted to the points carries each
+    memory curve to a million when the run stopped short of it."""
+    counts = [r["objects"] for r in runs]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(counts, [derived(r).get("ready_stream_ratio") for r in runs], "o-", label="ready")
+    left.plot(
+        counts,
+        [derived(r).get("ready_stream_process_ratio") for r in runs],
+        "o:",
+        label="ready / the floor's whole process",
+    )
+    left.axhline(TARGETS["ready_stream_ratio_1m"], color="red", linestyle="--", label="target")
+    left.set(
+        xscale="log", xlabel="ConfigMaps", ylabel="ready / streaming-list floor", title="ready"
+    )
+    left.legend()
+    for key, label in (
+        ("rss_ready_mb", "RSS when ready"),
+        ("rss_idle_mb", "RSS after idle"),
+        ("hwm_mb", "peak (VmHWM)"),
+    ):
+        values = [float(r[key]) for r in runs]
+        (line,) = right.plot(counts, values, "o-", label=label)
+        if len(runs) >= 2 and counts[-1] < MILLION:
+            slope, intercept = _fit(counts, values)
+            right.plot(
+                [counts[-1], MILLION],
+                [slope * counts[-1] + intercept, slope * MILLION + intercept],
+                ":",
+                color=line.get_color(),
+            )
+    right.axhline(TARGETS["rss_mb_1m"], color="red", linestyle="--", label="target at 1M")
+    right.set(xscale="log", xlabel="ConfigMaps", ylabel="MB", title="controller memory")
+    right.legend()
+    figure.tight_layout()
+    figure.savefig(output / f"{name}-stream.png", dpi=90)
+    plt.close(figure)
+    return f"{name}-stream.png"
+
+
+def write_reports(
+    runs: list[dict[str, Any]], output: Path, *, plots_wanted: bool = True, name: str = "cluster"
+) -> None:
     output.mkdir(parents=True, exist_ok=True)
     for run in runs:
         run["derived"] = derived(run)
         run.pop("end", None)
-    (output / "cluster.json").write_text(
+    (output / f"{name}.json").write_text(
         json.dumps({"targets": TARGETS, "runs": runs}, indent=1) + "\n"
     )
-    (output / "cluster.md").write_text(markdown(runs))
+    (output / f"{name}.md").write_text(markdown(runs))
     if plots_wanted:
-        plots(runs, output)
+        plots(runs, output, name)

@@ -15,6 +15,12 @@ tests also kill and restart components: :meth:`ControlPlane.kill` and
 With ``nodes=N`` (opt-in; the default has no scheduler and no node, so Pods stay Pending) it
 also runs kube-scheduler and kwok and creates N fake Nodes, on which Pods become Running and
 Ready: :mod:`lifecycle_controller.devcluster.nodes`.
+
+For large object sets (the benchmark's million ConfigMaps, written straight into etcd) two
+etcd limits can be raised: ``etcd_quota_bytes`` (``--quota-backend-bytes``, 2 GiB by default,
+past which etcd refuses every write) and ``etcd_max_txn_ops`` (``--max-txn-ops``, 128 puts per
+transaction by default). :meth:`ControlPlane.pid` names a component's process, whose memory a
+benchmark reads.
 """
 
 from __future__ import annotations
@@ -114,8 +120,14 @@ class ControlPlane(AdminAccess):
         nodes: int | FakeNodes = 0,
         node_binaries: NodeBinaries | None = None,
         kubernetes: str = KUBERNETES_VERSION,
+        etcd_quota_bytes: int | None = None,
+        etcd_max_txn_ops: int | None = None,
     ) -> None:
         self.kubernetes = kubernetes
+        self._etcd_limits = [
+            *([f"--quota-backend-bytes={etcd_quota_bytes}"] if etcd_quota_bytes else []),
+            *([f"--max-txn-ops={etcd_max_txn_ops}"] if etcd_max_txn_ops else []),
+        ]
         """The pinned Kubernetes release whose binaries run (when ``binaries`` is not given)."""
         self._binaries = binaries
         self.nodes = nodes if isinstance(nodes, FakeNodes) else FakeNodes(nodes)
@@ -208,6 +220,13 @@ class ControlPlane(AdminAccess):
                 log_file.close()
                 del self._processes[index]
                 return
+        raise ControlPlaneError(f"no running component named {name}")
+
+    def pid(self, name: str) -> int:
+        """The process id of the running component ``name`` (``"etcd"``, ...)."""
+        for known, process, _log in self._processes:
+            if known == name and process.poll() is None:
+                return process.pid
         raise ControlPlaneError(f"no running component named {name}")
 
     def restart(self, name: str, *, wait: bool = True, timeout: float = 60.0) -> None:
@@ -330,6 +349,7 @@ class ControlPlane(AdminAccess):
                 f"--initial-cluster=devcluster={peer_url}",
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
+                *self._etcd_limits,
             ],
         )
 

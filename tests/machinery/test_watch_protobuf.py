@@ -1,9 +1,10 @@
 """Reading protobuf watch frames (kube.watch_protobuf): messages, framing, broken input.
 
-The frames are built by a small encoder below that follows the field numbers of Kubernetes'
-generated.proto files; one frame is a bookmark captured from a real API server. The
-integration test (tests/integration/test_protobuf_watch.py) compares the decoder with the
-JSON encoding of the same objects on a real API server.
+The frames are built with the benchmarks' small encoder (``benchmarks/protobuf_encode.py``),
+following the field numbers of Kubernetes' generated.proto files; one frame is a bookmark
+captured from a real API server. The integration test
+(tests/integration/test_protobuf_watch.py) compares the decoder with the JSON encoding of the
+same objects on a real API server.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from aiohttp.base_protocol import BaseProtocol
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.protobuf_encode import field_bytes, field_varint
 from lifecycle_controller.kube import TransportError, is_added_event
 from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP
 from lifecycle_controller.kube.watch_protobuf import (
@@ -28,27 +30,13 @@ from lifecycle_controller.kube.watch_protobuf import (
 from tests.machinery.loop_ticks import LoopTicks
 from tests.machinery.test_watch_lines import reader
 
-# ---------------------------------------------------------------------- a tiny encoder
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+# ---------------------------------------------------------------------- frames
 
 
 def field(number: int, payload: bytes | str | int | bool) -> bytes:
     if isinstance(payload, bool | int):
-        return varint(number << 3) + varint(int(payload))
-    raw = payload.encode() if isinstance(payload, str) else payload
-    return varint(number << 3 | 2) + varint(len(raw)) + raw
+        return field_varint(number, int(payload))
+    return field_bytes(number, payload.encode() if isinstance(payload, str) else payload)
 
 
 def timestamp(seconds: int) -> bytes:
