@@ -78,14 +78,16 @@ class Executor:
         was read (after the failure Warning, unless ``quiet_conflict``), any other
         :class:`~lifecycle_controller.kube.KubeError` after the failure Warning, and
         :class:`~lifecycle_controller.controller.result.NotLeading` when this replica may not
-        write. The reservation is settled in every case.
+        write. The reservation is settled in every case (after a quiet conflict it keeps
+        its rollout slot for the decision that follows).
         """
         ref = ObjectRef(key, obj.uid, obj.resource_version)
-        carried_out = False
+        carried_out = retried = False
         try:
             executed, response = await self._write(key, obj, decision)
             carried_out = executed.outcome is WriteOutcome.DONE
         except Conflict as error:
+            retried = quiet_conflict  # decided again at once: the rollout slot stays
             if not quiet_conflict:
                 await self.accounting.failed(ref, decision, error)
             raise
@@ -93,7 +95,7 @@ class Executor:
             await self.accounting.failed(ref, decision, error)
             raise
         finally:
-            reservation.settle(carried_out=carried_out)
+            reservation.settle(carried_out=carried_out, keep_slot=retried)
         if not carried_out:
             return executed
         return await self._succeeded(ref, decision, executed, response)

@@ -13,7 +13,10 @@ goes now; it is pure, so the state it decides on lives here, with the leader:
   object until a reset; a restart waiting for a rollout slot joins the due-ordered queue;
 * :meth:`Guardrails.reserve` takes the budget's token, the rollout slot and the breaker
   window's place for an action :func:`check` let go, and returns the :class:`Reservation`
-  that gives back what the write did not use.
+  that gives back what the write did not use. A restart whose write met a 409 Conflict
+  keeps its rollout slot while the same reconcile re-reads and decides again, so a
+  later-due restart cannot take its turn in between; :meth:`Guardrails.release` gives back
+  a kept slot that the new decision did not use.
 
 Facts are read, checked and reserved with no ``await`` in between, so nothing can change
 under a decision on the one event loop.
@@ -64,14 +67,17 @@ class Reservation:
     rollouts: RolloutTracker | None = None
     settled: bool = False
 
-    def settle(self, *, carried_out: bool) -> None:
-        """The write ended; call once (later calls do nothing)."""
+    def settle(self, *, carried_out: bool, keep_slot: bool = False) -> None:
+        """The write ended; call once (later calls do nothing). ``keep_slot``: the write met
+        a conflict and the same reconcile decides again at once, so the rollout slot stays
+        with the key (:meth:`Guardrails.release` gives it back if that decision does not
+        use it)."""
         if self.settled:
             return
         self.settled = True
         if self.breaker is not None:
             self.breaker.settle(self.key, counted=self.breaker_counted, carried_out=carried_out)
-        if self.rollouts is not None and not carried_out:
+        if self.rollouts is not None and not carried_out and not keep_slot:
             self.rollouts.abandon(self.key)
 
 
@@ -152,6 +158,12 @@ class Guardrails:
             reservation.breaker = self.breaker
             reservation.breaker_counted = self.breaker.reserve(key)
         return reservation
+
+    def release(self, key: ObjectKey) -> None:
+        """The reconcile of ``key`` ended: a rollout slot it kept across a conflict and did
+        not use goes back (a restart it wrote keeps its slot until the rollout ends)."""
+        if self.rollouts is not None:
+            self.rollouts.abandon(key)
 
     def gone(self, key: ObjectKey) -> None:
         """The object is gone: it waits for no slot and no reset any more."""

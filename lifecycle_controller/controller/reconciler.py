@@ -98,6 +98,12 @@ class Reconciler:
     policies: PolicyDecisions | None = None
 
     async def __call__(self, key: ObjectKey) -> Result | None:
+        try:
+            return await self._reconcile(key)
+        finally:
+            self.guardrails.release(key)  # a slot kept across a conflict and not used
+
+    async def _reconcile(self, key: ObjectKey) -> Result | None:
         obj = self.cache.get(key)
         conflicts = passes = 0
         while obj is not None:

@@ -104,13 +104,16 @@ class RolloutTracker:
     def has_turn(self, key: ObjectKey, due_ns: int | None) -> bool:
         """May ``key``'s restart due at ``due_ns`` take a slot now? (Nothing is reserved.)
 
-        True without a limit; otherwise when a slot is free and ``key`` is among the earliest
+        True without a limit, or when ``key`` already holds a slot it has not used (kept
+        across a conflict); otherwise when a slot is free and ``key`` is among the earliest
         due waiters that fit into the free slots, and its own previous rollout has ended.
         """
         if self.limit <= 0:
             return True
-        if key in self._slots:
+        if key in self._tasks:
             return False  # its own previous rollout is still in progress
+        if key in self._slots:
+            return True  # its slot, kept across a conflict while it decides again
         free = self.limit - len(self._slots)
         if free <= 0:
             return False
@@ -145,7 +148,8 @@ class RolloutTracker:
         return {k: entry for k, entry in self._waiting.items() if now - entry[2] <= self.waiter_ttl}
 
     def abandon(self, key: ObjectKey) -> None:
-        """A reserved slot was not used (the restart was not written)."""
+        """A reserved slot was not used (the restart was not written); nothing when ``key``
+        holds no slot or its rollout is followed."""
         if key in self._slots and key not in self._tasks:
             self._slots.discard(key)
             self._wake_waiters()

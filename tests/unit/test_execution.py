@@ -223,6 +223,24 @@ async def test_a_conflict_is_raised_with_the_warning_only_when_not_retried_quiet
     assert rig.in_window(key) == 0
 
 
+@pytest.mark.parametrize("quiet", [True, False])
+async def test_a_restart_keeps_its_rollout_slot_only_while_it_decides_again(
+    rig: Rig, quiet: bool
+) -> None:
+    key, obj = rig.cached(DEPLOYMENTS, annotated("web", {keys.RESTART_AT: "x"}))
+    later = ObjectKey(DEPLOYMENTS, "team", "later")
+    rig.api.fail(409, method="PATCH")
+    with pytest.raises(Conflict):
+        await rig.executor.carry_out(
+            key, obj, restart(), rig.reservation(key, restart=True), quiet_conflict=quiet
+        )
+    # Retried quietly, the same reconcile decides again at once: its slot is still its own.
+    assert rig.rollouts.has_turn(later, None) is not quiet
+    assert rig.rollouts.has_turn(key, None)
+    rig.rollouts.abandon(key)  # what the reconcile's end does with a slot it did not use
+    assert rig.rollouts.has_turn(later, None)
+
+
 async def test_a_failed_write_warns_counts_the_error_and_refunds_the_window(rig: Rig) -> None:
     key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
     rig.api.fail(500, method="DELETE")

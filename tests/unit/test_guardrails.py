@@ -241,6 +241,23 @@ async def test_the_jitter_delays_a_restart_deterministically(
     assert reasons(api, "web") == ["RestartTriggered"]
 
 
+async def test_a_slot_kept_across_a_conflict_goes_back_when_the_new_decision_does_not_restart(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), limit=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+    # Someone takes the annotation off after the cache saw it: the guarded patch meets 409,
+    # the re-read finds nothing to do, and the slot the restart reserved is free again.
+    api.store.patch(DEPLOYMENTS, "team", "web", {"metadata": {"annotations": None}})
+    assert await reconcile(key) is None
+    assert [r.method for r in api.requests if r.method in ("PATCH", "GET")] == ["PATCH", "GET"]
+    assert tracker.in_progress == 0
+    assert tracker.has_turn(ObjectKey(DEPLOYMENTS, "team", "other"), None)
+    assert reasons(api, "web") == []
+
+
 async def test_rollouts_are_limited_followed_and_reported(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
