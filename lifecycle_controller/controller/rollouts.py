@@ -2,19 +2,22 @@
 
 docs/behaviour.md#rollout-verification. After every restart patch the executor hands the
 workload to :meth:`RolloutTracker.follow`: a task reads that one workload (a plain GET; the
-metadata-only informers stay as they are) on every tick of ``poll_interval`` (ticks shared
-by all followers, so the reads of one tick are batched: controller/rollout_reads.py) until its
-status says the
+metadata-only informers stay as they are) when it is given a turn, until its status says the
 rollout is complete (:func:`~lifecycle_controller.core.rollout_progress.rollout_progress`),
 then records Normal ``RolloutCompleted`` with the duration, or, after ``--rollout-timeout``,
-Warning ``RolloutStalled`` with the status fields. A tick skips the read while the
-workload's resourceVersion in the informer cache (:attr:`RolloutTracker.version_of`) is still
-the one of the state last evaluated: every status update changes it and the metadata-only
-watch delivers that change, so an unchanged version means an unchanged status; at least
-every :data:`FORCED_READ_TICKS` ticks it is read anyway (an informer that lost its watch
-must not stall a rollout). While keys wait for a worker (:attr:`RolloutTracker.busy`: a
-storm of due actions), reads wait too, for at most :data:`MAX_DEFERRED_TICKS` ticks in a
-row: verification must not take the API server's capacity from actions that are due (their
+Warning ``RolloutStalled`` with the status fields. Turns come from one ticker for all
+followers (multiples of ``poll_interval``, so the reads of one tick are batched:
+controller/rollout_reads.py); a follower with nothing to do is not woken. A tick gives no
+turn while the workload's resourceVersion in the informer cache
+(:attr:`RolloutTracker.version_of`) is still the one of the state last evaluated: every
+status update changes it and the metadata-only watch delivers that change, so an unchanged
+version means an unchanged status. After :data:`FORCED_READ_TICKS` unchanged ticks it is
+read anyway (an informer that lost its watch must not stall a rollout); a forced read that
+finds the cache was right doubles that wait, up to :data:`MAX_FORCED_READ_TICKS`, so
+workloads that wait long for the workload controller (hundreds restarted at once) are not
+read over and over. While keys wait for a worker (:attr:`RolloutTracker.busy`: a storm of
+due actions), reads wait too, for at most :data:`MAX_DEFERRED_TICKS` ticks in a row:
+verification must not take the API server's capacity from actions that are due (their
 ``RolloutCompleted`` Events follow the reads). ``lifecycle_rollouts_total{kind,result}``
 and ``lifecycle_rollout_duration_seconds`` count them.
 
@@ -48,9 +51,11 @@ from lifecycle_controller.machinery.clock import Clock
 __all__ = ["RolloutMetrics", "RolloutTracker"]
 
 _log = structlog.get_logger(__name__)
-#: A followed workload whose cached resourceVersion has not moved is read on every this-many
-#: ticks anyway.
+#: A followed workload whose cached resourceVersion has not moved is read after this many
+#: ticks anyway; each forced read that finds the cache was right doubles the wait, up to
+#: :data:`MAX_FORCED_READ_TICKS`.
 FORCED_READ_TICKS = 10
+MAX_FORCED_READ_TICKS = 60
 #: A tick's read waits for the work queue to empty at most this many ticks in a row.
 MAX_DEFERRED_TICKS = 30
 
@@ -94,10 +99,17 @@ class RolloutTracker:
         self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
         self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
         self._reads = RolloutReads(kube)
+        self._turns: dict[ObjectKey, _Turns] = {}  # the followers' read turns, by key
+        self._ticker: asyncio.Task[None] | None = None
 
     @property
     def in_progress(self) -> int:
         return len(self._tasks)
+
+    @property
+    def awaiting_turn(self) -> int:
+        """Followers waiting for their next turn (not reading or recording right now)."""
+        return sum(1 for turn in self._turns.values() if turn.waiting)
 
     # ------------------------------------------------------------------ slots
 
@@ -204,50 +216,63 @@ class RolloutTracker:
         """``evaluated``: the resourceVersion of the state the patch answered with."""
         key = ref.key
         kind = key.resource.kind
-        started = self.clock.monotonic()
+        turn = _Turns(self.clock.monotonic(), evaluated)
+        self._turns[key] = turn
+        self._start_ticker()
         detail = "no status read yet"
-        unchanged_ticks = deferred_ticks = 0
-        while True:
-            elapsed = self.clock.monotonic() - started
-            if elapsed >= self.timeout:
-                break
-            await self.clock.sleep(min(self._until_tick(), max(self.timeout - elapsed, 0.0)))
-            if self.busy() and deferred_ticks < MAX_DEFERRED_TICKS:
-                deferred_ticks += 1
-                continue  # due actions first
-            deferred_ticks = 0
-            if evaluated and self.version_of(key) == evaluated:
-                unchanged_ticks += 1
-                if unchanged_ticks < FORCED_READ_TICKS:
-                    continue  # nothing changed since the state last evaluated
-            unchanged_ticks = 0
-            try:
-                obj = await self._reads.read(key)
-            except NotFound:
-                _log.info("restarted workload is gone; rollout no longer followed")
-                return
-            except KubeError as error:
-                _log.warning("rollout status unreadable", error=str(error))
-                continue
-            metadata = obj.setdefault("metadata", {})
-            evaluated = str(metadata.get("resourceVersion") or "")
-            if isinstance(metadata.get("generation"), int) and metadata["generation"] < generation:
-                metadata["generation"] = generation
-            progress = rollout_progress(obj)
-            detail = progress.detail
-            if progress.complete:
-                seconds = self.clock.monotonic() - started
-                self.metrics.observe_rollout(kind, "completed", seconds)
-                _log.info("rollout completed", seconds=round(seconds, 3))
-                await self.recorder.record(
-                    ref, catalogue.rollout_completed(int(seconds * NS_PER_SECOND))
-                )
-                return
-        self.metrics.observe_rollout(kind, "stalled", self.clock.monotonic() - started)
+        try:
+            while await turn.next():  # False: the timeout has passed
+                try:
+                    obj = await self._reads.read(key)
+                except NotFound:
+                    _log.info("restarted workload is gone; rollout no longer followed")
+                    return
+                except KubeError as error:
+                    _log.warning("rollout status unreadable", error=str(error))
+                    continue
+                metadata = obj.setdefault("metadata", {})
+                turn.read(str(metadata.get("resourceVersion") or ""))
+                version = metadata.get("generation")
+                if isinstance(version, int) and version < generation:
+                    metadata["generation"] = generation
+                progress = rollout_progress(obj)
+                detail = progress.detail
+                if progress.complete:
+                    seconds = self.clock.monotonic() - turn.started
+                    self.metrics.observe_rollout(kind, "completed", seconds)
+                    _log.info("rollout completed", seconds=round(seconds, 3))
+                    await self.recorder.record(
+                        ref, catalogue.rollout_completed(int(seconds * NS_PER_SECOND))
+                    )
+                    return
+        finally:
+            if self._turns.get(key) is turn:
+                del self._turns[key]
+        self.metrics.observe_rollout(kind, "stalled", self.clock.monotonic() - turn.started)
         _log.warning("rollout stalled", detail=detail)
         await self.recorder.record(
             ref, catalogue.rollout_stalled(int(self.timeout * NS_PER_SECOND), detail)
         )
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.create_task(self._tick_loop(), name="rollout ticks")
+
+    async def _tick_loop(self) -> None:
+        """The one timer of every follower: on each tick, the followers whose workload moved
+        in the cache (or is due a forced read, or has timed out) are given their turn; the
+        rest are not woken at all."""
+        while self._turns:
+            await self.clock.sleep(self._until_tick())
+            now = self.clock.monotonic()
+            busy = self.busy()
+            for key, turn in list(self._turns.items()):
+                try:
+                    unchanged = turn.evaluated != "" and self.version_of(key) == turn.evaluated
+                except Exception:  # a broken cache lookup must not stop every follower
+                    _log.exception("cached version unreadable; reading the workload")
+                    unchanged = False
+                turn.tick(now - turn.started >= self.timeout, busy, unchanged)
 
     def _until_tick(self) -> float:
         """Seconds to the next shared tick (a multiple of the poll interval)."""
@@ -259,10 +284,69 @@ class RolloutTracker:
     async def aclose(self) -> None:
         """Stop following (the leader's work ends)."""
         tasks = list(self._tasks.values())
+        if self._ticker is not None:
+            tasks.append(self._ticker)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._ticker = None
+        self._turns.clear()
         await self._reads.aclose()
         self._tasks.clear()
         self._slots.clear()
         self._waiting.clear()
+
+
+class _Turns:
+    """When one follower reads: the ticker's verdict on each tick, handed to the follower's
+    task through one future, so a follower with nothing to read is never woken."""
+
+    def __init__(self, started: float, evaluated: str) -> None:
+        self.started = started
+        #: The resourceVersion of the state last evaluated ("" before the first read).
+        self.evaluated = evaluated
+        self.unchanged_ticks = 0
+        self.deferred_ticks = 0
+        self.forced_every = FORCED_READ_TICKS
+        self.forced = False
+        self._waiter: asyncio.Future[bool] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self._waiter is not None and not self._waiter.done()
+
+    async def next(self) -> bool:
+        """Wait for the next turn: True to read, False once the timeout has passed."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+
+    def read(self, version: str) -> None:
+        """A read returned ``version``; a forced read that found the cache right backs off."""
+        if self.forced and version == self.evaluated:
+            self.forced_every = min(self.forced_every * 2, MAX_FORCED_READ_TICKS)
+        else:
+            self.forced_every = FORCED_READ_TICKS
+        self.evaluated = version
+
+    def tick(self, timed_out: bool, busy: bool, unchanged: bool) -> None:
+        """One shared tick: wake the follower when it has something to do."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # reading (or already woken on this iteration)
+        if timed_out:
+            waiter.set_result(False)
+            return
+        if busy and self.deferred_ticks < MAX_DEFERRED_TICKS:
+            self.deferred_ticks += 1
+            return  # due actions first
+        self.deferred_ticks = 0
+        if unchanged:
+            self.unchanged_ticks += 1
+            if self.unchanged_ticks < self.forced_every:
+                return  # nothing changed since the state last evaluated
+        self.forced = unchanged
+        self.unchanged_ticks = 0
+        waiter.set_result(True)

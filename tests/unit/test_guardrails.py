@@ -21,6 +21,7 @@ from lifecycle_controller.controller.result import Result
 from lifecycle_controller.controller.rollouts import (
     FORCED_READ_TICKS,
     MAX_DEFERRED_TICKS,
+    MAX_FORCED_READ_TICKS,
     RolloutTracker,
 )
 from lifecycle_controller.core import Action, DecisionSettings, Delete, Failure, Ledger, keys
@@ -351,6 +352,58 @@ async def test_a_rollout_is_read_now_and_then_when_the_cache_does_not_move(
     assert "RolloutCompleted" not in reasons(api, "web")
     await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
+    await tracker.aclose()
+
+
+async def test_forced_reads_that_find_nothing_new_back_off(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=600, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
+    assert await reconcile(key) is None  # followed; its status never completes
+    api.store.patch(DEPLOYMENTS, "team", "web", {"spec": {"replicas": 1}})
+    cache.put(
+        key, CachedObject.from_metadata(api.store.get(DEPLOYMENTS, "team", "web")["metadata"])
+    )
+
+    def status_reads() -> int:
+        return len(
+            [r for r in api.requests_to("GET") if "/deployments" in r.path and not r.is_watch]
+        )
+
+    reads_at: list[int] = []
+    for number in range(1, 1 + 1 + 10 + 20 + 40 + 60 + 60):
+        await tick(clock)
+        await eventually(lambda: tracker.awaiting_turn == 1)  # this tick's read is done
+        if status_reads() > len(reads_at):
+            reads_at.append(number)
+    # The moved version is read at once; then the cache stays right and the waits double.
+    assert reads_at == [1, 11, 31, 71, 131, 191]
+    assert MAX_FORCED_READ_TICKS == 60
+    await tracker.aclose()
+
+
+async def test_one_timer_serves_every_followed_rollout(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=600, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    for i in range(20):
+        assert (
+            await reconcile(
+                put(api, cache, DEPLOYMENTS, deployment(f"web-{i}", {keys.RESTART_AT: DUE}))
+            )
+            is None
+        )
+    assert tracker.in_progress == 20
+    await tick(clock)
+    await tick(clock)
+    assert len(clock.sleeper_deadlines()) == 1  # the ticker's, not one per rollout
     await tracker.aclose()
 
 
