@@ -296,6 +296,24 @@ async def test_rollouts_are_limited_followed_and_reported(
     await tracker.aclose()
 
 
+def following(
+    kube: KubeClient, clock: FakeClock, *, timeout: float, cached: bool = True
+) -> tuple[RolloutTracker, Reconciler, MetadataCache]:
+    """A tracker ticking every second, its reconciler and cache (versions read from the cache
+    when ``cached``)."""
+    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
+    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=timeout, poll_interval=1)
+    reconcile, cache = build(kube, clock, rollouts=tracker)
+    if cached:
+        tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    return tracker, reconcile, cache
+
+
+def status_reads(api: FakeApiServer) -> int:
+    """The Deployment reads sent so far (watches aside)."""
+    return len([r for r in api.requests_to("GET") if "/deployments" in r.path and not r.is_watch])
+
+
 async def restarted_and_rolled_out(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock, *, timeout: float, cached: bool
 ) -> tuple[RolloutTracker, MetadataCache, ObjectKey]:
@@ -303,11 +321,7 @@ async def restarted_and_rolled_out(
     then write the status the Deployment controller would: the rollout is complete in the
     store. The fake has no Deployment controller and no informer: the cache still holds the
     patched state."""
-    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
-    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=timeout, poll_interval=1)
-    reconcile, cache = build(kube, clock, rollouts=tracker)
-    if cached:
-        tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    tracker, reconcile, cache = following(kube, clock, timeout=timeout, cached=cached)
     key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
     assert await reconcile(key) is None  # the patch's answer is in the cache (refresh)
     generation = api.store.get(DEPLOYMENTS, "team", "web")["metadata"].get("generation", 0)
@@ -326,20 +340,15 @@ async def test_a_rollout_is_read_only_after_its_cached_version_moves(
 ) -> None:
     tracker, cache, key = await restarted_and_rolled_out(api, kube, clock, timeout=60, cached=True)
 
-    def status_reads() -> int:
-        return len(
-            [r for r in api.requests_to("GET") if "/deployments" in r.path and not r.is_watch]
-        )
-
     for _ in range(3):
         await tick(clock)
         await asyncio.sleep(0)
-    assert status_reads() == 0  # unchanged cached version: nothing to read
+    assert status_reads(api) == 0  # unchanged cached version: nothing to read
     moved = api.store.get(DEPLOYMENTS, "team", "web")
     cache.put(key, CachedObject.from_metadata(moved["metadata"]))  # the watch event arrives
     await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
-    assert status_reads() == 1
+    assert status_reads(api) == 1
     await tracker.aclose()
 
 
@@ -358,10 +367,7 @@ async def test_a_rollout_is_read_now_and_then_when_the_cache_does_not_move(
 async def test_forced_reads_that_find_nothing_new_back_off(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
-    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
-    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=600, poll_interval=1)
-    reconcile, cache = build(kube, clock, rollouts=tracker)
-    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    tracker, reconcile, cache = following(kube, clock, timeout=600)
     key = put(api, cache, DEPLOYMENTS, deployment("web", {keys.RESTART_AT: DUE}))
     assert await reconcile(key) is None  # followed; its status never completes
     api.store.patch(DEPLOYMENTS, "team", "web", {"spec": {"replicas": 1}})
@@ -369,16 +375,11 @@ async def test_forced_reads_that_find_nothing_new_back_off(
         key, CachedObject.from_metadata(api.store.get(DEPLOYMENTS, "team", "web")["metadata"])
     )
 
-    def status_reads() -> int:
-        return len(
-            [r for r in api.requests_to("GET") if "/deployments" in r.path and not r.is_watch]
-        )
-
     reads_at: list[int] = []
     for number in range(1, 1 + 1 + 10 + 20 + 40 + 60 + 60):
         await tick(clock)
         await eventually(lambda: tracker.awaiting_turn == 1)  # this tick's read is done
-        if status_reads() > len(reads_at):
+        if status_reads(api) > len(reads_at):
             reads_at.append(number)
     # The moved version is read at once; then the cache stays right and the waits double.
     assert reads_at == [1, 11, 31, 71, 131, 191]
@@ -389,10 +390,7 @@ async def test_forced_reads_that_find_nothing_new_back_off(
 async def test_one_timer_serves_every_followed_rollout(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
-    recorder = KubeEventRecorder(kube, clock=clock, reporting_instance="test")
-    tracker = RolloutTracker(kube, recorder, clock, Metrics(), timeout=600, poll_interval=1)
-    reconcile, cache = build(kube, clock, rollouts=tracker)
-    tracker.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    tracker, reconcile, cache = following(kube, clock, timeout=600)
     for i in range(20):
         assert (
             await reconcile(
