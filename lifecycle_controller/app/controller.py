@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from lifecycle_controller.app.guardrails import build_guardrails
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.app.loop_activity import LoopActivity
 from lifecycle_controller.app.policies import PolicyPipeline
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.background_events import BackgroundRecorder
-from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.discovery import Discovery
 from lifecycle_controller.controller.guardrail_state import RestartPacing
@@ -39,14 +39,12 @@ from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNot
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRecorder
 from lifecycle_controller.controller.result import ReconcileFunc, Result
-from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
 from lifecycle_controller.core.copies import is_annotation_copy
 from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient, ResourceType
-from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock, RealClock
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
@@ -276,7 +274,9 @@ class Controller:
                 held_actions=settings.notifications.held_actions,
             )
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
-        breaker, rollouts = self._guardrails(recorder, queue, cache)
+        breaker, rollouts = build_guardrails(
+            self.settings, self.kube, self.clock, self.metrics, recorder, queue, cache
+        )
         policies = PolicyPipeline(  # docs/policies.md
             self.kube,
             self.clock,
@@ -380,42 +380,6 @@ class Controller:
             return None
         urls = WebhookUrls(notifications.webhooks, file=notifications.webhook_file)
         return WebhookNotifier(urls, clock=self.clock, on_result=self.metrics.count_notification)
-
-    def _guardrails(
-        self, recorder: EventRecorder, queue: WorkQueue[ObjectKey], cache: MetadataCache
-    ) -> tuple[CircuitBreaker, RolloutTracker]:
-        """The circuit breaker (latched beside the Lease) and the rollout tracker."""
-        guardrails = self.settings.guardrails
-        election = self.settings.leader_election
-        namespace = election.namespace or self.kube.default_namespace
-        breaker = CircuitBreaker(
-            self.kube,
-            namespace=namespace,
-            name=breaker_name(election.name),
-            limit=guardrails.breaker_max_actions,
-            window=guardrails.breaker_window,
-            clock=self.clock,
-            metrics=self.metrics,
-            recorder=recorder,
-            reset_command=(
-                "lifecycle-controller breaker reset "
-                f"--leader-election-id {election.name} --leader-election-namespace {namespace}"
-            ),
-        )
-        breaker.on_release = queue.add
-        self.metrics.set_breaker_open(False)
-        rollouts = RolloutTracker(
-            self.kube,
-            recorder,
-            self.clock,
-            self.metrics,
-            limit=guardrails.max_concurrent_rollouts,
-            timeout=guardrails.rollout_timeout,
-        )
-        rollouts.wake = queue.add
-        rollouts.busy = lambda: len(queue) > 0
-        rollouts.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
-        return breaker, rollouts
 
     def _unless_stopping(self, reconciler: Reconciler) -> ReconcileFunc[ObjectKey]:
         """``reconciler``, except that once :meth:`drain` began a key is dropped unreconciled."""

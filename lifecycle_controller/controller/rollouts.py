@@ -40,6 +40,7 @@ import structlog
 
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollout_reads import RolloutReads
+from lifecycle_controller.controller.rollout_watch import RolloutWatch
 from lifecycle_controller.core import ObjectKey, ObjectRef
 from lifecycle_controller.core import events as catalogue
 from lifecycle_controller.core.durations import NS_PER_SECOND
@@ -63,6 +64,7 @@ MAX_DEFERRED_TICKS = 30
 class RolloutMetrics(Protocol):
     def observe_rollout(self, kind: str, result: str, seconds: float) -> None: ...
     def set_rollouts_in_progress(self, count: int) -> None: ...
+    def count_rollout_state(self, source: str) -> None: ...
 
 
 class RolloutTracker:
@@ -79,6 +81,7 @@ class RolloutTracker:
         timeout: float = 900.0,
         poll_interval: float = 1.0,
         waiter_ttl: float = 120.0,
+        watch: RolloutWatch | None = None,
     ) -> None:
         self.kube = kube
         self.recorder = recorder
@@ -99,6 +102,8 @@ class RolloutTracker:
         self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
         self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
         self._reads = RolloutReads(kube)
+        #: The followed workloads' states from a watch (None: every state is read).
+        self._watch = watch
         self._turns: dict[ObjectKey, _Turns] = {}  # the followers' read turns, by key
         self._ticker: asyncio.Task[None] | None = None
 
@@ -190,6 +195,8 @@ class RolloutTracker:
             self._slots.add(key)
         metadata = response.get("metadata") or {}
         generation = metadata.get("generation")
+        if self._watch is not None:
+            self._watch.follow(key, ref.uid, str(metadata.get("resourceVersion") or ""))
         task = asyncio.create_task(
             self._follow(
                 ref,
@@ -204,6 +211,8 @@ class RolloutTracker:
         def done(finished: asyncio.Task[None]) -> None:
             if self._tasks.get(key) is finished:
                 del self._tasks[key]
+                if self._watch is not None:
+                    self._watch.unfollow(key)
                 self._slots.discard(key)
                 if not self._tasks:
                     self._reads.forget_namespace_sizes()
@@ -223,7 +232,7 @@ class RolloutTracker:
         try:
             while await turn.next():  # False: the timeout has passed
                 try:
-                    obj = await self._reads.read(key)
+                    obj = await self._state(key, forced=turn.forced)
                 except NotFound:
                     _log.info("restarted workload is gone; rollout no longer followed")
                     return
@@ -253,6 +262,22 @@ class RolloutTracker:
         await self.recorder.record(
             ref, catalogue.rollout_stalled(int(self.timeout * NS_PER_SECOND), detail)
         )
+
+    async def _state(self, key: ObjectKey, *, forced: bool) -> dict[str, Any]:
+        """The workload's state the cache points at: the one the rollout watch kept, when
+        it is that one and the turn is not a forced read, else read from the API."""
+        if self._watch is not None and not forced:
+            try:
+                kept = self._watch.state(key, self.version_of(key))
+            except Exception:  # a broken cache lookup: read, as the ticker does
+                _log.exception("cached version unreadable; reading the workload")
+                kept = None
+            if kept is not None:
+                self.metrics.count_rollout_state("watch")
+                return kept
+        obj = await self._reads.read(key)
+        self.metrics.count_rollout_state("read")
+        return obj
 
     def _start_ticker(self) -> None:
         if self._ticker is None or self._ticker.done():
@@ -292,6 +317,8 @@ class RolloutTracker:
         self._ticker = None
         self._turns.clear()
         await self._reads.aclose()
+        if self._watch is not None:
+            await self._watch.aclose()
         self._tasks.clear()
         self._slots.clear()
         self._waiting.clear()

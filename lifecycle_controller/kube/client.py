@@ -25,7 +25,7 @@ from lifecycle_controller.kube.connection import (
     ConnectionConfigError,
     load_configuration,
 )
-from lifecycle_controller.kube.errors import KubeError, TransportError, error_for_status
+from lifecycle_controller.kube.errors import TransportError, error_of_answer
 from lifecycle_controller.kube.resources import ResourceType
 from lifecycle_controller.kube.transport import (
     ConnectionFailed,
@@ -82,23 +82,6 @@ class Timeouts:
 
 def _dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
-
-
-async def _error_of(response: HttpResponse, method: str, path: str) -> KubeError:
-    """The error a non-2xx answer stands for, from its ``Status`` body and ``Retry-After``."""
-    raw = await response.read()
-    try:
-        decoded = json.loads(raw) if raw else {}
-    except json.JSONDecodeError:
-        decoded = {"message": raw.decode(errors="replace")[:500]}
-    retry_after = response.header("Retry-After")
-    return error_for_status(
-        response.status,
-        decoded if isinstance(decoded, dict) else {},
-        method=method,
-        path=path,
-        retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
-    )
 
 
 class KubeClient:
@@ -209,7 +192,7 @@ class KubeClient:
             self._record(method, str(response.status))
             try:
                 if response.status >= 300:
-                    raise await _error_of(response, method, path)
+                    raise await error_of_answer(response, method, path)
                 yield response
             except ConnectionFailed as error:
                 raise TransportError(f"{method} {path}: {error}") from error
@@ -472,12 +455,19 @@ class KubeClient:
         )
 
     def watch_objects(
-        self, resource: ResourceType, *, resource_version: str, timeout_seconds: int
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        resource_version: str,
+        timeout_seconds: int,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """A watch of whole objects in every namespace (JSON), for lifecycle policies."""
+        """A watch of whole objects (JSON) in ``namespace`` (None: all), for lifecycle
+        policies and followed rollouts; lines ``decode_if`` refuses are dropped undecoded."""
         query = [("watch", "true"), ("allowWatchBookmarks", "true")]
         query += [("resourceVersion", resource_version), ("timeoutSeconds", str(timeout_seconds))]
-        return self.stream(resource.collection_path(None), query=query)
+        return self.stream(resource.collection_path(namespace), query=query, decode_if=decode_if)
 
     async def replace(
         self,

@@ -8,7 +8,11 @@ The original exception is chained.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lifecycle_controller.kube.transport import HttpResponse
 
 
 class KubeError(Exception):
@@ -109,3 +113,20 @@ def error_for_status(
     }
     cls = mapped.get(status, ServerError if status >= 500 else ApiError)
     return cls(status, body, method=method, path=path)
+
+
+async def error_of_answer(response: HttpResponse, method: str, path: str) -> ApiError:
+    """The error a non-2xx answer stands for, from its ``Status`` body and ``Retry-After``."""
+    raw = await response.read()
+    try:
+        decoded = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        decoded = {"message": raw.decode(errors="replace")[:500]}
+    retry_after = response.header("Retry-After")
+    return error_for_status(
+        response.status,
+        decoded if isinstance(decoded, dict) else {},
+        method=method,
+        path=path,
+        retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+    )

@@ -73,6 +73,7 @@ from prometheus_client import (
 from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
 from lifecycle_controller.serving.policy_metrics import PolicyMetrics
+from lifecycle_controller.serving.rollout_metrics import ROLLOUT_BUCKETS, RolloutFamilies
 from lifecycle_controller.serving.runtime_metrics import (
     QueueMetricsAdapter,
     ReconcileMetrics,
@@ -114,8 +115,6 @@ DISCOVERY_REASONS = (
 #: well past the five minutes of the ``LifecycleActionsLate`` alert: a quantile that falls in
 #: ``+Inf`` reads as the highest finite bound, so a threshold must sit below it to ever fire.
 LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-#: How long a restart's rollout took, patch to complete.
-ROLLOUT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 900, 1800)
 #: How late the event loop runs a timer.
 LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5)
 
@@ -334,23 +333,7 @@ class Metrics:
             "Times this controller tripped the circuit breaker.",
             registry=r,
         )
-        self.rollout_duration = Histogram(
-            "lifecycle_rollout_duration_seconds",
-            "Seconds from a restart's template patch to its completed rollout.",
-            buckets=ROLLOUT_BUCKETS,
-            registry=r,
-        )
-        self.rollouts = Counter(
-            "lifecycle_rollouts",
-            "Rollouts started by restarts, by outcome (completed, stalled).",
-            ["kind", "result"],
-            registry=r,
-        )
-        self.rollouts_in_progress = Gauge(
-            "lifecycle_rollouts_in_progress",
-            "Restarted workloads whose rollout is being followed now.",
-            registry=r,
-        )
+        self.rollout = RolloutFamilies(r)
 
     def set_breaker_open(self, open_: bool) -> None:
         """The circuit breaker is open (1) or closed (0)."""
@@ -359,15 +342,6 @@ class Metrics:
     def count_breaker_trip(self) -> None:
         """This controller tripped the circuit breaker."""
         self.breaker_trips.inc()
-
-    def observe_rollout(self, kind: str, result: str, seconds: float) -> None:
-        """A followed rollout ended ``completed`` (its duration observed) or ``stalled``."""
-        self.rollouts.labels(kind, result).inc()
-        if result == "completed":
-            self.rollout_duration.observe(max(0.0, seconds))
-
-    def set_rollouts_in_progress(self, count: int) -> None:
-        self.rollouts_in_progress.set(count)
 
     def count_notification(self, result: str) -> None:
         """One notification document ``delivered``, ``failed`` or ``dropped``."""

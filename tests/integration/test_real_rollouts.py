@@ -87,6 +87,9 @@ class Followed:
     took: float
     #: The namespace's Pods from the restart patch to the Event.
     timeline: PodTimeline
+    #: The states of the workload the controller evaluated while following, by source
+    #: (``watch``: kept by its rollout watch, ``read``: a GET or list).
+    states: dict[str, float]
 
 
 async def _restart_and_follow(
@@ -107,7 +110,7 @@ async def _restart_and_follow(
     await kube.create(resource, namespace, body)
     before = await wait_serving(kube, resource, namespace, name, count=count)
     assert all(pod.restarted_at is None for pod in before)
-    await start_for(start_kwok_controller, namespace, resource.key)
+    running = await start_for(start_kwok_controller, namespace, resource.key)
     async with pod_timeline(kube, namespace) as timeline:
         await kube.merge_patch(
             resource,
@@ -125,7 +128,11 @@ async def _restart_and_follow(
     new = [pod for pod in after if pod.restarted_at == marker]
     assert len(new) == (count if replaced is None else replaced), after
     note = next(note for _, reason, note in events if reason == "RolloutCompleted")
-    return Followed(before, after, rollout_seconds(note), timeline)
+    states = {
+        source: sample(running, "lifecycle_rollout_states_total", source=source) or 0.0
+        for source in ("watch", "read")
+    }
+    return Followed(before, after, rollout_seconds(note), timeline, states)
 
 
 async def test_a_restarted_deployment_replaces_its_pods_then_completes(
@@ -146,6 +153,9 @@ async def test_a_restarted_deployment_replaces_its_pods_then_completes(
     assert mixed == 2, "never saw old and new Pods serving side by side"
     # Each new Pod is Ready a second after it was bound, and at most two start at once.
     assert followed.took >= 1.0, followed.took
+    # The status changes of the rollout came from the rollout watch, not from reads.
+    assert followed.states["watch"] >= 1, followed.states
+    assert followed.states["read"] <= followed.states["watch"], followed.states
 
     async def old_pods_gone() -> bool:
         names = {pod.name for pod in await pods_of(kwok_kube, kwok_namespace, "web")}

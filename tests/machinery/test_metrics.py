@@ -288,7 +288,7 @@ def test_counters_and_gauges_of_the_engines(metrics: Metrics) -> None:
 
 def test_no_per_object_labels() -> None:
     allowed = {"action", "kind", "namespace", "result", "reason", "controller", "name",
-               "code", "method", "resource", "le"}  # fmt: skip
+               "code", "method", "resource", "le", "source"}  # fmt: skip
     metrics = Metrics()
     metrics.set_next_action("x", "delete", "ConfigMap", "ns", 1.0)
     metrics.declare_kind("ConfigMap")

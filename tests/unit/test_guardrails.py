@@ -45,6 +45,7 @@ class Metrics:
         self.trips = 0
         self.rollouts: list[tuple[str, str]] = []
         self.in_progress = 0
+        self.states: list[str] = []
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         pass
@@ -67,6 +68,9 @@ class Metrics:
 
     def set_rollouts_in_progress(self, count: int) -> None:
         self.in_progress = count
+
+    def count_rollout_state(self, source: str) -> None:
+        self.states.append(source)
 
 
 def build(

@@ -1,0 +1,72 @@
+"""The blast-radius parts of a leader's pipeline, wired: the circuit breaker and the rollout
+tracker (with its rollout watch).
+
+Both live only while this replica leads; the breaker latches in a ConfigMap beside the Lease
+(docs/behaviour.md#blast-radius-controls), the tracker follows every restart's rollout and
+limits how many run at once (docs/behaviour.md#rollout-verification).
+"""
+
+from __future__ import annotations
+
+from lifecycle_controller.config import Settings
+from lifecycle_controller.controller.breaker import CircuitBreaker
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.controller.rollout_watch import RolloutWatch
+from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.breaker_store import breaker_name
+from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.workqueue import WorkQueue
+from lifecycle_controller.serving.metrics import Metrics
+
+__all__ = ["build_guardrails"]
+
+
+def build_guardrails(
+    settings: Settings,
+    kube: KubeClient,
+    clock: Clock,
+    metrics: Metrics,
+    recorder: EventRecorder,
+    queue: WorkQueue[ObjectKey],
+    cache: MetadataCache,
+) -> tuple[CircuitBreaker, RolloutTracker]:
+    """The circuit breaker (latched beside the Lease) and the rollout tracker, whose waiters
+    and reads are wired to ``queue`` and ``cache``."""
+    guardrails = settings.guardrails
+    election = settings.leader_election
+    namespace = election.namespace or kube.default_namespace
+    breaker = CircuitBreaker(
+        kube,
+        namespace=namespace,
+        name=breaker_name(election.name),
+        limit=guardrails.breaker_max_actions,
+        window=guardrails.breaker_window,
+        clock=clock,
+        metrics=metrics,
+        recorder=recorder,
+        reset_command=(
+            "lifecycle-controller breaker reset "
+            f"--leader-election-id {election.name} --leader-election-namespace {namespace}"
+        ),
+    )
+    breaker.on_release = queue.add
+    metrics.set_breaker_open(False)
+    # With exact --watch-namespace names the informers read per namespace (namespaced Roles
+    # suffice), and so does the rollout watch.
+    per_namespace = settings.scope.informer_namespaces() is not None
+    rollouts = RolloutTracker(
+        kube,
+        recorder,
+        clock,
+        metrics.rollout,
+        limit=guardrails.max_concurrent_rollouts,
+        timeout=guardrails.rollout_timeout,
+        watch=RolloutWatch(kube, clock, per_namespace=per_namespace),
+    )
+    rollouts.wake = queue.add
+    rollouts.busy = lambda: len(queue) > 0
+    rollouts.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
+    return breaker, rollouts
