@@ -11,12 +11,12 @@ followed workload. When the informers read only the namespaces named in
 such watch per type and namespace instead. Lines about other workloads are dropped
 undecoded: a line is decoded only when a followed UID is found in its raw bytes.
 
-The follower (:class:`~lifecycle_controller.controller.rollouts.RolloutTracker`) takes a
-kept state only when it is exactly the state the informer cache holds (the same
-resourceVersion); otherwise, and for the forced reads that guard against a lost informer
-watch, it reads the workload as before. So the watch only ever saves reads: when it lags,
-fails or is refused, following is what it was without it. The watch of a type ends when its
-last followed workload is no longer followed (docs/behaviour.md#rollout-verification).
+The follower (:class:`~lifecycle_controller.controller.rollouts.RolloutTracker`) is given
+its turn when the cache or this watch moved, evaluates the kept state when it is new, and
+while the watch delivers waits a few turns for it rather than read; when the watch lags too
+long, fails, is refused, or has not delivered yet, it reads the workload as before. So the
+watch only ever saves reads. The watch of a type ends when its last followed workload is no
+longer followed (docs/behaviour.md#rollout-verification).
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ class RolloutWatch:
         self._states: dict[ObjectKey, Mapping[str, Any]] = {}
         self._watches: dict[_Scope, asyncio.Task[None]] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
+        self._streaming: set[_Scope] = set()  # watches that delivered since they opened
 
     @property
     def watching(self) -> frozenset[_Scope]:
@@ -138,22 +139,31 @@ class RolloutWatch:
         followed.pop(uid, None)
         if not followed:
             self._followed.pop(scope, None)
+            self._streaming.discard(scope)
             watch = self._watches.pop(scope, None)
             if watch is not None:
                 watch.cancel()
                 self._ending.add(watch)
                 watch.add_done_callback(self._ending.discard)
 
-    def state(self, key: ObjectKey, resource_version: str | None) -> dict[str, Any] | None:
-        """The kept state of ``key`` if it is the one at ``resource_version`` (a copy the
-        caller may change at the top and in its metadata), else None."""
+    def streaming(self, key: ObjectKey) -> bool:
+        """Is the watch that keeps ``key``'s states open and delivering (an event or a
+        bookmark since it opened)?"""
+        return key in self._uid_of and self._scope(key) in self._streaming
+
+    def version(self, key: ObjectKey) -> str | None:
+        """The resourceVersion of the state kept for ``key`` (None: none kept yet)."""
         kept = self._states.get(key)
-        if kept is None or resource_version is None:
+        metadata = None if kept is None else kept.get("metadata")
+        return str(metadata.get("resourceVersion")) if isinstance(metadata, Mapping) else None
+
+    def state(self, key: ObjectKey) -> dict[str, Any] | None:
+        """The latest state kept for ``key``: a copy the caller may change at the top and in
+        its metadata (None: none kept yet)."""
+        kept = self._states.get(key)
+        if kept is None:
             return None
-        metadata = kept.get("metadata")
-        if not isinstance(metadata, Mapping) or metadata.get("resourceVersion") != resource_version:
-            return None
-        return {**kept, "metadata": dict(metadata)}
+        return {**kept, "metadata": dict(kept.get("metadata") or {})}
 
     def decodes(self, scope: _Scope) -> EventFilter:
         """The filter of one watch (type, namespace or None): a line is decoded when a
@@ -183,11 +193,14 @@ class RolloutWatch:
             try:
                 version = await self._watch(scope, version)
             except Gone:
+                self._streaming.discard(scope)
                 version = await self._current_version(scope, backoff)
             except KubeError as error:
+                self._streaming.discard(scope)
                 _log.debug("rollout watch failed", resource=str(resource), error=str(error))
                 await backoff.wait()
             except Exception:  # never let a surprise end following: the reads still work
+                self._streaming.discard(scope)
                 _log.exception("rollout watch broke; retrying", resource=str(resource))
                 await backoff.wait()
 
@@ -202,6 +215,7 @@ class RolloutWatch:
             decode_if=self.decodes(scope),
         )
         async for event in stream:
+            self._streaming.add(scope)
             obj = event.get("object")
             if not isinstance(obj, dict):
                 continue
@@ -249,6 +263,7 @@ class RolloutWatch:
         self._followed.clear()
         self._uid_of.clear()
         self._states.clear()
+        self._streaming.clear()
         for watch in watches:
             watch.cancel()
         await asyncio.gather(*watches, return_exceptions=True)

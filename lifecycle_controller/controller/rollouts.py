@@ -15,7 +15,11 @@ version means an unchanged status. After :data:`FORCED_READ_TICKS` unchanged tic
 read anyway (an informer that lost its watch must not stall a rollout); a forced read that
 finds the cache was right doubles that wait, up to :data:`MAX_FORCED_READ_TICKS`, so
 workloads that wait long for the workload controller (hundreds restarted at once) are not
-read over and over. While keys wait for a worker (:attr:`RolloutTracker.busy`: a storm of
+read over and over. Most turns read nothing: the
+:class:`~lifecycle_controller.controller.rollout_watch.RolloutWatch` keeps the followed
+workloads' states from one watch per kind, a turn evaluates the kept state when it is new
+and, while that watch delivers, waits up to :data:`MAX_WATCH_WAITS` turns for it before it
+reads. While keys wait for a worker (:attr:`RolloutTracker.busy`: a storm of
 due actions), reads wait too, for at most :data:`MAX_DEFERRED_TICKS` ticks in a row:
 verification must not take the API server's capacity from actions that are due (their
 ``RolloutCompleted`` Events follow the reads). ``lifecycle_rollouts_total{kind,result}``
@@ -59,6 +63,8 @@ FORCED_READ_TICKS = 10
 MAX_FORCED_READ_TICKS = 60
 #: A tick's read waits for the work queue to empty at most this many ticks in a row.
 MAX_DEFERRED_TICKS = 30
+#: Turns in a row a follower waits for a delivering rollout watch before it reads anyway.
+MAX_WATCH_WAITS = 3
 
 
 class RolloutMetrics(Protocol):
@@ -232,13 +238,15 @@ class RolloutTracker:
         try:
             while await turn.next():  # False: the timeout has passed
                 try:
-                    obj = await self._state(key, forced=turn.forced)
+                    obj = await self._state(key, turn)
                 except NotFound:
                     _log.info("restarted workload is gone; rollout no longer followed")
                     return
                 except KubeError as error:
                     _log.warning("rollout status unreadable", error=str(error))
                     continue
+                if obj is None:
+                    continue  # the rollout watch has not caught up yet: look again next turn
                 metadata = obj.setdefault("metadata", {})
                 turn.read(str(metadata.get("resourceVersion") or ""))
                 version = metadata.get("generation")
@@ -263,18 +271,22 @@ class RolloutTracker:
             ref, catalogue.rollout_stalled(int(self.timeout * NS_PER_SECOND), detail)
         )
 
-    async def _state(self, key: ObjectKey, *, forced: bool) -> dict[str, Any]:
-        """The workload's state the cache points at: the one the rollout watch kept, when
-        it is that one and the turn is not a forced read, else read from the API."""
-        if self._watch is not None and not forced:
-            try:
-                kept = self._watch.state(key, self.version_of(key))
-            except Exception:  # a broken cache lookup: read, as the ticker does
-                _log.exception("cached version unreadable; reading the workload")
-                kept = None
-            if kept is not None:
+    async def _state(self, key: ObjectKey, turn: _Turns) -> dict[str, Any] | None:
+        """The state to evaluate on this turn: the latest the rollout watch kept, when it is
+        one not evaluated yet; else, while that watch is delivering, None (look again on the
+        next turn: the watch has not caught up with the cache yet, or nothing moved) at most
+        :data:`MAX_WATCH_WAITS` turns in a row; else the workload read from the API."""
+        watch = self._watch
+        if watch is not None and watch.streaming(key):
+            kept = watch.state(key)
+            if kept is not None and kept["metadata"].get("resourceVersion") != turn.evaluated:
+                turn.watch_waits = 0
                 self.metrics.count_rollout_state("watch")
                 return kept
+            if turn.watch_waits < MAX_WATCH_WAITS:
+                turn.watch_waits += 1
+                return None
+        turn.watch_waits = 0
         obj = await self._reads.read(key)
         self.metrics.count_rollout_state("read")
         return obj
@@ -293,11 +305,17 @@ class RolloutTracker:
             busy = self.busy()
             for key, turn in list(self._turns.items()):
                 try:
-                    unchanged = turn.evaluated != "" and self.version_of(key) == turn.evaluated
+                    unchanged = turn.evaluated != "" and self._unchanged(key, turn.evaluated)
                 except Exception:  # a broken cache lookup must not stop every follower
                     _log.exception("cached version unreadable; reading the workload")
                     unchanged = False
                 turn.tick(now - turn.started >= self.timeout, busy, unchanged)
+
+    def _unchanged(self, key: ObjectKey, evaluated: str) -> bool:
+        """Neither the informer cache nor the rollout watch has a state of ``key`` other
+        than the one last evaluated."""
+        kept = None if self._watch is None else self._watch.version(key)
+        return self.version_of(key) == evaluated and kept in (None, evaluated)
 
     def _until_tick(self) -> float:
         """Seconds to the next shared tick (a multiple of the poll interval)."""
@@ -336,6 +354,8 @@ class _Turns:
         self.deferred_ticks = 0
         self.forced_every = FORCED_READ_TICKS
         self.forced = False
+        #: Turns in a row the rollout watch had nothing new while it was delivering.
+        self.watch_waits = 0
         self._waiter: asyncio.Future[bool] | None = None
 
     @property

@@ -14,7 +14,7 @@ import json
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.rollout_watch import RolloutWatch
-from lifecycle_controller.controller.rollouts import FORCED_READ_TICKS, RolloutTracker
+from lifecycle_controller.controller.rollouts import MAX_WATCH_WAITS, RolloutTracker
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
@@ -58,6 +58,13 @@ async def restarted(
     return tracker, watch, key, cache
 
 
+def moved(api: FakeApiServer, version: str) -> CachedObject:
+    """The cached state of "web" at ``version``, a resourceVersion the watch never saw."""
+    metadata = dict(api.store.get(DEPLOYMENTS, "team", "web")["metadata"])
+    metadata["resourceVersion"] = version
+    return CachedObject.from_metadata(metadata)
+
+
 def rolled_out(api: FakeApiServer, name: str) -> str:
     """Write the status the Deployment controller would; return the new resourceVersion."""
     generation = api.store.get(DEPLOYMENTS, "team", name)["metadata"].get("generation", 0)
@@ -71,7 +78,7 @@ async def test_a_follower_takes_the_state_the_watch_kept_instead_of_reading(
     metrics = Metrics()
     tracker, watch, key, cache = await restarted(api, kube, clock, metrics)
     version = rolled_out(api, "web")
-    await eventually(lambda: watch.state(key, version) is not None)
+    await eventually(lambda: watch.version(key) == version)
     cache.put(
         key, CachedObject.from_metadata(api.store.get(DEPLOYMENTS, "team", "web")["metadata"])
     )
@@ -84,14 +91,13 @@ async def test_a_follower_takes_the_state_the_watch_kept_instead_of_reading(
     await tracker.aclose()
 
 
-async def test_a_state_the_watch_has_not_kept_is_read(
+async def test_until_the_watch_delivers_the_states_are_read(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
     metrics = Metrics()
-    tracker, _, key, cache = await restarted(api, kube, clock, metrics)
-    moved = dict(api.store.get(DEPLOYMENTS, "team", "web")["metadata"])
-    moved["resourceVersion"] = "999999"  # a version the watch never delivered
-    cache.put(key, CachedObject.from_metadata(moved))
+    tracker, watch, key, cache = await restarted(api, kube, clock, metrics)
+    assert not watch.streaming(key)  # open, but nothing delivered yet
+    cache.put(key, moved(api, "999999"))  # a version the watch never delivered
 
     await tick(clock)
     await eventually(lambda: metrics.states == ["read"])
@@ -99,18 +105,38 @@ async def test_a_state_the_watch_has_not_kept_is_read(
     await tracker.aclose()
 
 
-async def test_a_forced_read_goes_to_the_api_although_the_watch_kept_the_state(
+async def test_a_delivering_watch_is_waited_for_a_few_turns_then_the_state_is_read(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    metrics = Metrics()
+    tracker, watch, key, cache = await restarted(api, kube, clock, metrics)
+    api.bookmark(DEPLOYMENTS)
+    await eventually(lambda: watch.streaming(key))
+    cache.put(key, moved(api, "999999"))  # the cache moved; the watch has not caught up
+
+    for _ in range(MAX_WATCH_WAITS):
+        await tick(clock)
+        await eventually(lambda: tracker.awaiting_turn == 1)
+    assert status_reads(api) == 0
+    assert metrics.states == []
+    await tick(clock)
+    await eventually(lambda: metrics.states == ["read"])
+    assert status_reads(api) == 1
+    await tracker.aclose()
+
+
+async def test_a_state_only_the_watch_saw_is_evaluated_at_the_next_tick_without_a_read(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock
 ) -> None:
     metrics = Metrics()
     tracker, watch, key, _ = await restarted(api, kube, clock, metrics)
     version = rolled_out(api, "web")  # the cache never moves: an informer that lost its watch
-    await eventually(lambda: watch.state(key, version) is not None)
+    await eventually(lambda: watch.version(key) == version)
 
-    for _ in range(FORCED_READ_TICKS):
-        await tick(clock)
+    await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
-    assert metrics.states == ["read"]
+    assert metrics.states == ["watch"]
+    assert status_reads(api) == 0
     await tracker.aclose()
 
 
@@ -175,7 +201,7 @@ async def test_a_watch_fallen_too_far_behind_goes_on_from_now(
     )
 
     version = rolled_out(api, "web")
-    await eventually(lambda: watch.state(key, version) is not None)
+    await eventually(lambda: watch.version(key) == version)
     await tracker.aclose()
 
 
