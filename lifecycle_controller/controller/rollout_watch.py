@@ -103,6 +103,7 @@ class RolloutWatch:
         self._followed: dict[_Scope, dict[bytes, ObjectKey]] = {}  # by metadata UID
         self._uid_of: dict[ObjectKey, bytes] = {}
         self._states: dict[ObjectKey, Mapping[str, Any]] = {}
+        self._versions: dict[ObjectKey, str] = {}  # of the kept states (the ticker asks often)
         self._watches: dict[_Scope, asyncio.Task[None]] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
         self._streaming: set[_Scope] = set()  # watches that delivered since they opened
@@ -132,6 +133,7 @@ class RolloutWatch:
         """``key`` is no longer followed; the last one of its type ends the type's watch."""
         uid = self._uid_of.pop(key, None)
         self._states.pop(key, None)
+        self._versions.pop(key, None)
         if uid is None:
             return
         scope = self._scope(key)
@@ -153,9 +155,7 @@ class RolloutWatch:
 
     def version(self, key: ObjectKey) -> str | None:
         """The resourceVersion of the state kept for ``key`` (None: none kept yet)."""
-        kept = self._states.get(key)
-        metadata = None if kept is None else kept.get("metadata")
-        return str(metadata.get("resourceVersion")) if isinstance(metadata, Mapping) else None
+        return self._versions.get(key)
 
     def state(self, key: ObjectKey) -> dict[str, Any] | None:
         """The latest state kept for ``key``: a copy the caller may change at the top and in
@@ -239,9 +239,11 @@ class RolloutWatch:
             return
         if kind == "DELETED":
             self._states.pop(key, None)
+            self._versions.pop(key, None)
             return
         obj.setdefault("kind", key.resource.kind)
         self._states[key] = obj
+        self._versions[key] = str(metadata.get("resourceVersion") or "")
 
     async def _current_version(self, scope: _Scope, backoff: Backoff) -> str:
         """The watch fell too far behind (410 Gone): go on from now; the states missed in
@@ -263,6 +265,7 @@ class RolloutWatch:
         self._followed.clear()
         self._uid_of.clear()
         self._states.clear()
+        self._versions.clear()
         self._streaming.clear()
         for watch in watches:
             watch.cancel()

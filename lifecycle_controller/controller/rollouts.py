@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import structlog
@@ -304,18 +305,25 @@ class RolloutTracker:
             now = self.clock.monotonic()
             busy = self.busy()
             for key, turn in list(self._turns.items()):
-                try:
-                    unchanged = turn.evaluated != "" and self._unchanged(key, turn.evaluated)
-                except Exception:  # a broken cache lookup must not stop every follower
-                    _log.exception("cached version unreadable; reading the workload")
-                    unchanged = False
-                turn.tick(now - turn.started >= self.timeout, busy, unchanged)
+                if turn.waiting:  # not one that is reading (its versions are not even looked at)
+                    turn.tick(
+                        now - turn.started >= self.timeout,
+                        busy,
+                        partial(self._unchanged, key, turn),
+                    )
 
-    def _unchanged(self, key: ObjectKey, evaluated: str) -> bool:
+    def _unchanged(self, key: ObjectKey, turn: _Turns) -> bool:
         """Neither the informer cache nor the rollout watch has a state of ``key`` other
         than the one last evaluated."""
-        kept = None if self._watch is None else self._watch.version(key)
-        return self.version_of(key) == evaluated and kept in (None, evaluated)
+        evaluated = turn.evaluated
+        try:
+            kept = None if self._watch is None else self._watch.version(key)
+            return (
+                evaluated != "" and self.version_of(key) == evaluated and kept in (None, evaluated)
+            )
+        except Exception:  # a broken cache lookup must not stop every follower
+            _log.exception("cached version unreadable; reading the workload")
+            return False
 
     def _until_tick(self) -> float:
         """Seconds to the next shared tick (a multiple of the poll interval)."""
@@ -378,8 +386,9 @@ class _Turns:
             self.forced_every = FORCED_READ_TICKS
         self.evaluated = version
 
-    def tick(self, timed_out: bool, busy: bool, unchanged: bool) -> None:
-        """One shared tick: wake the follower when it has something to do."""
+    def tick(self, timed_out: bool, busy: bool, unchanged: Callable[[], bool]) -> None:
+        """One shared tick: wake the follower when it has something to do (``unchanged`` is
+        asked only when the answer matters)."""
         waiter = self._waiter
         if waiter is None or waiter.done():
             return  # reading (or already woken on this iteration)
@@ -390,10 +399,11 @@ class _Turns:
             self.deferred_ticks += 1
             return  # due actions first
         self.deferred_ticks = 0
-        if unchanged:
+        still = unchanged()
+        if still:
             self.unchanged_ticks += 1
             if self.unchanged_ticks < self.forced_every:
                 return  # nothing changed since the state last evaluated
-        self.forced = unchanged
+        self.forced = still
         self.unchanged_ticks = 0
         waiter.set_result(True)

@@ -15,7 +15,7 @@ Every layer speaks these three, so they are defined once, here in the pure core:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lifecycle_controller.core.keys import RESTARTABLE_GROUP, RESTARTABLE_KINDS
 
@@ -90,6 +90,15 @@ class ObjectKey:
     resource: ResourceType
     namespace: str | None
     name: str
+    #: What equality and hash compare, and its hash: computed once, since a key is looked up
+    #: in several maps for every event and every reconcile.
+    _identity: tuple[str, str, str | None, str] = field(init=False, repr=False)
+    _hash: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        identity = (self.resource.group, self.resource.kind, self.namespace, self.name)
+        object.__setattr__(self, "_identity", identity)
+        object.__setattr__(self, "_hash", hash(identity))
 
     @classmethod
     def for_kind(
@@ -102,16 +111,15 @@ class ObjectKey:
         resource = ResourceType(group, version, kind.lower() + "s", kind, namespace is not None)
         return cls(resource, namespace, name)
 
-    def _identity(self) -> tuple[str, str, str | None, str]:
-        return (self.resource.group, self.resource.kind, self.namespace, self.name)
-
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, ObjectKey):
             return NotImplemented
-        return self._identity() == other._identity()
+        return self._hash == other._hash and self._identity == other._identity
 
     def __hash__(self) -> int:
-        return hash(self._identity())
+        return self._hash
 
     @property
     def id(self) -> str:
