@@ -65,6 +65,13 @@ def moved(api: FakeApiServer, version: str) -> CachedObject:
     return CachedObject.from_metadata(metadata)
 
 
+async def read_on_the_next_tick(api: FakeApiServer, clock: FakeClock, metrics: Metrics) -> None:
+    """The next tick reads the workload from the API: one GET, counted as a ``read``."""
+    await tick(clock)
+    await eventually(lambda: metrics.states == ["read"])
+    assert status_reads(api) == 1
+
+
 def rolled_out(api: FakeApiServer, name: str) -> str:
     """Write the status the Deployment controller would; return the new resourceVersion."""
     generation = api.store.get(DEPLOYMENTS, "team", name)["metadata"].get("generation", 0)
@@ -99,9 +106,7 @@ async def test_until_the_watch_delivers_the_states_are_read(
     assert not watch.streaming(key)  # open, but nothing delivered yet
     cache.put(key, moved(api, "999999"))  # a version the watch never delivered
 
-    await tick(clock)
-    await eventually(lambda: metrics.states == ["read"])
-    assert status_reads(api) == 1
+    await read_on_the_next_tick(api, clock, metrics)
     await tracker.aclose()
 
 
@@ -119,9 +124,7 @@ async def test_a_delivering_watch_is_waited_for_a_few_turns_then_the_state_is_re
         await eventually(lambda: tracker.awaiting_turn == 1)
     assert status_reads(api) == 0
     assert metrics.states == []
-    await tick(clock)
-    await eventually(lambda: metrics.states == ["read"])
-    assert status_reads(api) == 1
+    await read_on_the_next_tick(api, clock, metrics)
     await tracker.aclose()
 
 
