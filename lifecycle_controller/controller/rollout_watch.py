@@ -102,8 +102,9 @@ class RolloutWatch:
         self.timeout_seconds = timeout_seconds
         self._followed: dict[_Scope, dict[bytes, ObjectKey]] = {}  # by metadata UID
         self._uid_of: dict[ObjectKey, bytes] = {}
-        self._states: dict[ObjectKey, Mapping[str, Any]] = {}
-        self._versions: dict[ObjectKey, str] = {}  # of the kept states (the ticker asks often)
+        #: The latest state kept per followed key, with its resourceVersion (the ticker asks
+        #: for the version of every follower on every tick).
+        self._states: dict[ObjectKey, tuple[str, Mapping[str, Any]]] = {}
         self._watches: dict[_Scope, asyncio.Task[None]] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
         self._streaming: set[_Scope] = set()  # watches that delivered since they opened
@@ -133,7 +134,6 @@ class RolloutWatch:
         """``key`` is no longer followed; the last one of its type ends the type's watch."""
         uid = self._uid_of.pop(key, None)
         self._states.pop(key, None)
-        self._versions.pop(key, None)
         if uid is None:
             return
         scope = self._scope(key)
@@ -155,7 +155,8 @@ class RolloutWatch:
 
     def version(self, key: ObjectKey) -> str | None:
         """The resourceVersion of the state kept for ``key`` (None: none kept yet)."""
-        return self._versions.get(key)
+        kept = self._states.get(key)
+        return None if kept is None else kept[0]
 
     def state(self, key: ObjectKey) -> dict[str, Any] | None:
         """The latest state kept for ``key``: a copy the caller may change at the top and in
@@ -163,7 +164,8 @@ class RolloutWatch:
         kept = self._states.get(key)
         if kept is None:
             return None
-        return {**kept, "metadata": dict(kept.get("metadata") or {})}
+        obj = kept[1]
+        return {**obj, "metadata": dict(obj.get("metadata") or {})}
 
     def decodes(self, scope: _Scope) -> EventFilter:
         """The filter of one watch (type, namespace or None): a line is decoded when a
@@ -239,11 +241,9 @@ class RolloutWatch:
             return
         if kind == "DELETED":
             self._states.pop(key, None)
-            self._versions.pop(key, None)
             return
         obj.setdefault("kind", key.resource.kind)
-        self._states[key] = obj
-        self._versions[key] = str(metadata.get("resourceVersion") or "")
+        self._states[key] = (str(metadata.get("resourceVersion") or ""), obj)
 
     async def _current_version(self, scope: _Scope, backoff: Backoff) -> str:
         """The watch fell too far behind (410 Gone): go on from now; the states missed in
@@ -265,7 +265,6 @@ class RolloutWatch:
         self._followed.clear()
         self._uid_of.clear()
         self._states.clear()
-        self._versions.clear()
         self._streaming.clear()
         for watch in watches:
             watch.cancel()
