@@ -278,14 +278,14 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
     await asyncio.sleep(0.5)  # the watch is open before the caller starts
     cpu = time.process_time()
     print("watching", flush=True)
-    await watched.appeared.wait()
+    await _within(watched.appeared.wait(), args.timeout, watched, "appear")
     cpu_appeared = time.process_time() - cpu
     started = time.perf_counter()
     await run_all(
         list(watched.seen.values()), args.concurrency, lambda t: act(plain, args.action, t)
     )
     seconds = time.perf_counter() - started
-    await watched.finished.wait()
+    await _within(watched.finished.wait(), args.timeout, watched, "finish")
     await asyncio.gather(*completions)
     cpu_s = time.process_time() - cpu
     streaming.cancel()
@@ -298,6 +298,20 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
         "count": len(watched.seen),
         "watch_events": watched.events,
     }
+
+
+async def _within(waiting: Awaitable[Any], timeout: float, watched: _Watched, what: str) -> None:
+    """``waiting``, or a RuntimeError after ``timeout`` seconds that names the objects still
+    waited for (a rollout kube-controller-manager never completed, a watch that broke)."""
+    try:
+        await asyncio.wait_for(waiting, timeout)
+    except TimeoutError:
+        pending = sorted(set(watched.seen) - watched.done)
+        raise RuntimeError(
+            f"floor: {len(watched.seen)} of {watched.expected} objects seen, "
+            f"{len(watched.done)} done, after {timeout:.0f} s waiting for them to {what}; "
+            f"still waiting for {pending[:10]}{' ...' if len(pending) > 10 else ''}"
+        ) from None
 
 
 async def request_floor(plain: PlainClient, args: argparse.Namespace) -> dict[str, Any]:
@@ -339,6 +353,12 @@ def main(argv: list[str] | None = None) -> None:
         "--whole-job",
         action="store_true",
         help="watch the objects appear and go too (the caller creates them after 'watching')",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="whole job: seconds to wait for the objects to appear, then to be done",
     )
     args = parser.parse_args(argv)
     if args.whole_job and not args.count:

@@ -57,6 +57,8 @@ from lifecycle_controller.core.unknown_keys import describe_unknown, unknown_key
 __all__ = ["Accounting", "ActionMetrics", "NoActionMetrics"]
 
 _log = structlog.get_logger("lifecycle_controller.controller.reconciler")
+#: Every action with its label value (iterating the enum and reading ``.value`` is not free).
+_ACTIONS = tuple((action, action.value) for action in Action)
 _KNOWN = frozenset(KNOWN_KEYS)
 
 
@@ -191,18 +193,18 @@ class Accounting:
 
     def _publish_next_action(self, key: ObjectKey, final: Decision) -> None:
         """The due time of a waiting (or held) action, per action; None for the others."""
-        due_ns = final.due_ns if isinstance(final, Wait | Hold) else None
+        due_ns = final.due_ns if isinstance(final, (Wait, Hold)) else None
         if isinstance(final, Hold) and final.until_ns is not None:
             due_ns = final.until_ns  # when the held action will go
         published = (None if due_ns is None else final.action, due_ns)
         if self._published.get(key.id) == published:
             return
         self._published[key.id] = published
-        for action in Action:
+        for action, value in _ACTIONS:
             due = due_ns if final.action is action else None
             self.metrics.set_next_action(
                 key.id,
-                action.value,
+                value,
                 key.resource.kind,
                 key.namespace or "",
                 None if due is None else due / NS_PER_SECOND,
@@ -252,16 +254,16 @@ class Accounting:
 
 
 def _log_decision(decision: Decision) -> None:
-    if not isinstance(decision, Invalid | Hold | DryRun) and not _log.is_enabled_for(logging.DEBUG):
+    if not isinstance(decision, (Invalid, Hold, DryRun)) and not _log.is_enabled_for(logging.DEBUG):
         return  # a debug line nobody reads: its fields are not built either
     fields: dict[str, Any] = {"decision": type(decision).__name__}
     if decision.action is not None:
         fields["action"] = decision.action.value
     if decision.due_ns is not None:
         fields["due"] = format_rfc3339_nano(decision.due_ns)
-    if isinstance(decision, Patch | DryRun):
+    if isinstance(decision, (Patch, DryRun)):
         fields["operation"] = decision.operation.value
-    if isinstance(decision, Wait | Hold):
+    if isinstance(decision, (Wait, Hold)):
         fields["requeue_after_s"] = decision.requeue_after_ns / NS_PER_SECOND
     if isinstance(decision, Hold):
         fields["held_by"] = decision.reason.value
@@ -275,7 +277,7 @@ def _log_decision(decision: Decision) -> None:
         return
     if decision.log:
         fields["detail"] = decision.log
-    if isinstance(decision, Hold | DryRun):
+    if isinstance(decision, (Hold, DryRun)):
         _log.info("decided", **fields)
     else:
         _log.debug("decided", **fields)

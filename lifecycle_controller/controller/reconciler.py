@@ -131,7 +131,7 @@ class Reconciler:
         await self.accounting.decided(ref, decision, final)
         if isinstance(final, Hold):
             return _Step(self._requeue(final.requeue_after_ns, since_ns=now_ns))
-        if isinstance(final, Patch | Delete):
+        if isinstance(final, (Patch, Delete)):
             assert reservation is not None
             return await self._write(key, obj, final, reservation, quiet_conflict=quiet_conflict)
         if isinstance(final, Wait):
@@ -181,7 +181,7 @@ class Reconciler:
                 ledger=self.ledger,
                 defaults=defaults,
             )
-        if not isinstance(decision, Patch | Delete):
+        if not isinstance(decision, (Patch, Delete)):
             return decision, decision, None
         if self.guardrails.needs_restart_marker(obj, decision):
             try:

@@ -20,9 +20,10 @@ that many seconds, as client-go's REST client waits before it retries a 429.
 
 ``done(key)`` is always called, even on cancellation. The queue guarantees a key is never
 reconciled by two workers at once. A failing reconcile never kills its worker; workers exit
-when the queue is shut down and empty. Each item is logged with its key bound into structlog's
-context variables (``key.log_context()`` if the key offers it, else ``key=str(key)``), plus a
-``reconcile_id`` shared by every line of that one reconcile.
+when the queue is shut down and empty. Every log line of an item carries its key (as the
+item's fields of :mod:`~lifecycle_controller.machinery.log_context`: ``key.log_context()`` if
+the key offers it, else ``key=str(key)``), plus a ``reconcile_id`` shared by every line of
+that one reconcile.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from lifecycle_controller.controller.result import (
     Result,
     TerminalError,
 )
+from lifecycle_controller.machinery.log_context import item_fields
 from lifecycle_controller.machinery.tasks import being_cancelled
 from lifecycle_controller.machinery.workqueue import QueueShutDown, WorkQueue
 
@@ -119,7 +121,7 @@ async def process_next_item(
     try:
         context = {"controller": name, **_log_context(key)} if name else dict(_log_context(key))
         context["reconcile_id"] = f"{next(_reconcile_ids):x}"
-        with structlog.contextvars.bound_contextvars(**context):
+        with item_fields(context):
             await _reconcile_one(queue, reconcile, key, obs)
     finally:
         queue.done(key)

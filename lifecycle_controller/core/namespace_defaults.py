@@ -271,7 +271,7 @@ def decide_in_namespace(
         settings=resolved.settings,
         ledger=ledger,
     )
-    if isinstance(decision, Idle | Invalid) or decision.action is None:
+    if isinstance(decision, (Idle, Invalid)) or decision.action is None:
         return decision
     problem = resolved.blocked.get(decision.action)
     if problem is None:

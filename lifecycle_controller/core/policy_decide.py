@@ -82,7 +82,7 @@ def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | Non
     suffix = attribution(policy)
     changes: dict[str, Any] = {"events": _named(decision.events, suffix), "policy": str(policy.ref)}
     acknowledged: str | None = None
-    if isinstance(decision, Patch | Delete):
+    if isinstance(decision, (Patch, Delete)):
         changes["on_success"] = dataclasses.replace(
             decision.on_success, events=_named(decision.on_success.events, suffix)
         )

@@ -36,6 +36,8 @@ from typing import Literal, TextIO
 import structlog
 from structlog.types import EventDict, Processor
 
+from lifecycle_controller.machinery.log_context import merge_item_fields
+
 __all__ = ["LEVELS", "LogFormat", "configure_logging", "resolve_format"]
 
 LogFormat = Literal["json", "console", "auto"]
@@ -92,6 +94,7 @@ def _level_number(level: str) -> int:
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
+        merge_item_fields,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),

@@ -72,6 +72,7 @@ from prometheus_client import (
 
 from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
+from lifecycle_controller.serving.children import Children
 from lifecycle_controller.serving.policy_metrics import PolicyMetrics
 from lifecycle_controller.serving.rollout_metrics import ROLLOUT_BUCKETS, RolloutFamilies
 from lifecycle_controller.serving.runtime_metrics import (
@@ -238,6 +239,9 @@ class Metrics:
         for result in NOTIFICATION_RESULTS:
             self.notifications.labels(result)
         self._next_actions = _NextActions(self.next_action_timestamp)
+        self._action_children = Children(self.actions)
+        self._cache_object_children = Children(self.cache_objects)
+        self._ledger_arms_shown: int | None = None
         self.discovery_ready.set(0)
 
     # --- definitions --------------------------------------------------------------------
@@ -377,7 +381,7 @@ class Metrics:
 
     def count_action(self, action: str, kind: str, result: str) -> None:
         """One due ``action`` on an object of ``kind`` ended with ``result`` (module doc)."""
-        self.actions.labels(action, kind, result).inc()
+        self._action_children(action, kind, result).inc()
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         self.policy.count_action_source(action, source, result)
@@ -459,15 +463,17 @@ class Metrics:
 
     def set_cache_objects(self, resource: str, count: int) -> None:
         """The metadata cache holds ``count`` objects of ``resource``."""
-        self.cache_objects.labels(resource).set(count)
+        self._cache_object_children(resource).set(count)
 
     def drop_resource_series(self, resource: str) -> None:
         """Drop the per-resource gauge of a resource no longer watched (counters stay)."""
-        self.cache_objects.remove(resource)
+        self._cache_object_children.remove(resource)
 
     def set_ledger_arms(self, count: int) -> None:
         """The catch-up ledger holds ``count`` entries."""
-        self.ledger_arms.set(count)
+        if count != self._ledger_arms_shown:  # most actions leave the ledger as it was
+            self._ledger_arms_shown = count
+            self.ledger_arms.set(count)
 
     def count_observation_persisted(self, result: str) -> None:
         """One write of the persisted ``never`` observation ended with ``result``."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from lifecycle_controller.serving.children import Children
+
 __all__ = ["PolicyMetrics"]
 
 
@@ -28,10 +30,11 @@ class PolicyMetrics:
             registry=registry,
         )
         self._series: set[str] = set()
+        self._by_source = Children(self.actions_by_source)
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         """One due action's outcome by source: ``annotation`` or ``policy``."""
-        self.actions_by_source.labels(action, source, result).inc()
+        self._by_source(action, source, result).inc()
 
     def set_matched(self, counts: dict[str, int]) -> None:
         """Every policy's matched objects; a policy not in ``counts`` loses its series."""

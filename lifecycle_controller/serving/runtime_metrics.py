@@ -16,6 +16,8 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from lifecycle_controller.serving.children import Children
+
 __all__ = [
     "RECONCILE_BUCKETS",
     "RECONCILE_RESULTS",
@@ -112,6 +114,7 @@ class RuntimeMetrics:
             ["code", "method"],
             registry=r,
         )
+        self._requests = Children(self.rest_client_requests)
         self.queue_depth = Gauge(
             "workqueue_depth", "Current depth of workqueue.", ["name"], registry=r
         )
@@ -182,7 +185,7 @@ class RuntimeMetrics:
 
     def observe_request(self, method: str, code: str) -> None:
         """A ``kube.client.RequestObserver``: one API request ended with ``code``."""
-        self.rest_client_requests.labels(code, method.upper()).inc()
+        self._requests(code, method.upper()).inc()
 
 
 class QueueMetricsAdapter:
@@ -203,7 +206,12 @@ class QueueMetricsAdapter:
         self._unfinished = metrics.queue_unfinished_work.labels(name)
         self._longest = metrics.queue_longest_running.labels(name)
         self._active = metrics.active_workers.labels(metrics.controller)
+        # The two gauges moved by every key are read when scraped, not set per key: a burst
+        # moves them thousands of times between two scrapes.
+        self._pending = 0
         self._busy = 0
+        self._depth.set_function(lambda: self._pending)
+        self._active.set_function(lambda: self._busy)
 
     def attach(self, queue: QueueTiming) -> None:
         """Read unfinished and longest-running work from ``queue`` at every scrape."""
@@ -216,19 +224,17 @@ class QueueMetricsAdapter:
 
     def depth(self, n: int) -> None:
         """The number of pending keys is now ``n``."""
-        self._depth.set(n)
+        self._pending = n
 
     def get(self, key: Hashable, queued_for_s: float) -> None:
         """``key`` was handed to a worker after waiting ``queued_for_s`` seconds."""
         self._latency.observe(max(0.0, queued_for_s))
         self._busy += 1
-        self._active.set(self._busy)
 
     def done(self, key: Hashable, worked_for_s: float) -> None:
         """A worker finished ``key`` after ``worked_for_s`` seconds."""
         self._work.observe(max(0.0, worked_for_s))
         self._busy = max(0, self._busy - 1)
-        self._active.set(self._busy)
 
     def retry(self) -> None:
         """A key was re-added after a delay."""
@@ -245,7 +251,7 @@ class ReconcileMetrics:
 
     def __init__(self, metrics: RuntimeMetrics) -> None:
         controller = metrics.controller
-        self._family = metrics.reconcile_total
+        self._outcomes = Children(metrics.reconcile_total)
         self._controller = controller
         self._errors = metrics.reconcile_errors.labels(controller)
         self._time = metrics.reconcile_time.labels(controller)
@@ -253,7 +259,7 @@ class ReconcileMetrics:
     def observe(self, outcome: str, seconds: float) -> None:
         """One reconcile ended with ``outcome`` after ``seconds``."""
         result = str(outcome)
-        self._family.labels(self._controller, result).inc()
+        self._outcomes(self._controller, result).inc()
         if result in ("error", "terminal"):
             self._errors.inc()
         self._time.observe(max(0.0, seconds))

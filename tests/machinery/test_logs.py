@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -15,6 +16,7 @@ from lifecycle_controller.controller.accounting import Accounting, NoActionMetri
 from lifecycle_controller.controller.recorder import Recorded
 from lifecycle_controller.core import Action, DryRun, Ledger, ObjectKey, ObjectRef, Operation, Wait
 from lifecycle_controller.core.events import Event
+from lifecycle_controller.machinery.log_context import item_fields
 from lifecycle_controller.machinery.logs import configure_logging
 from tests.doubles.fakeapi import CONFIGMAPS
 
@@ -70,6 +72,26 @@ def test_json_lines_carry_the_bound_object() -> None:
     assert inside["action"] == "delete"
     assert inside["due"] == "2026-01-01T00:00:00Z"
     assert not {"kind", "namespace", "name"} & outside.keys()
+
+
+async def test_a_work_item_s_fields_are_on_its_lines_and_its_tasks_lines_only() -> None:
+    stream = setup()
+    log = structlog.get_logger("lifecycle_controller.controller.workers")
+
+    async def background() -> None:
+        log.info("event written")
+
+    with item_fields({"kind": "ConfigMap", "namespace": "ns", "name": "a", "reconcile_id": "1f"}):
+        log.info("deleting", name="explicit")
+        task = asyncio.create_task(background())
+    await task
+    log.info("outside")
+    inside, in_task, outside = lines(stream)
+    assert (inside["kind"], inside["namespace"]) == ("ConfigMap", "ns")
+    assert inside["reconcile_id"] == "1f"
+    assert inside["name"] == "explicit", "a field bound on the line wins over the item's"
+    assert (in_task["kind"], in_task["name"]) == ("ConfigMap", "a")
+    assert not {"kind", "namespace", "name", "reconcile_id"} & outside.keys()
 
 
 def test_json_is_compact_and_starts_with_level_and_time() -> None:

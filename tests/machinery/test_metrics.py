@@ -283,7 +283,12 @@ def test_counters_and_gauges_of_the_engines(metrics: Metrics) -> None:
     assert sample(metrics, "lifecycle_cache_objects", resource="deployments.apps") == 7
     metrics.drop_resource_series("deployments.apps")
     assert sample(metrics, "lifecycle_cache_objects", resource="deployments.apps") is None
+    metrics.set_cache_objects("deployments.apps", 2)  # watched again: the series is back
+    assert sample(metrics, "lifecycle_cache_objects", resource="deployments.apps") == 2
     assert sample(metrics, "lifecycle_ledger_arms") == 3
+    metrics.set_ledger_arms(3)
+    metrics.set_ledger_arms(0)
+    assert sample(metrics, "lifecycle_ledger_arms") == 0
 
 
 def test_no_per_object_labels() -> None:

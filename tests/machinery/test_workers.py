@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
-import structlog
 from structlog.testing import capture_logs
 
 from lifecycle_controller.controller.result import ReconcileOutcome, Result, TerminalError
@@ -18,6 +17,7 @@ from lifecycle_controller.controller.workers import (
     process_next_item,
     run_workers,
 )
+from lifecycle_controller.machinery.log_context import current_item_fields
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from tests.doubles.fakeclock import DEFAULT_START_MONOTONIC, FakeClock
@@ -39,7 +39,7 @@ class Script:
 
     async def __call__(self, key: str) -> Result | None:
         self.calls.append((key, self.clock.monotonic() - T0))
-        self.contexts.append(structlog.contextvars.get_contextvars())
+        self.contexts.append(current_item_fields())
         queue = self.steps.get(key, [])
         step = queue.pop(0) if queue else None
         if isinstance(step, BaseException):
@@ -377,7 +377,7 @@ async def test_key_context_is_bound_per_item_and_cleared_after(clock: FakeClock)
     contexts: list[dict[str, Any]] = []
 
     async def record(key: object) -> None:
-        contexts.append(structlog.contextvars.get_contextvars())
+        contexts.append(current_item_fields())
 
     q = WorkQueue[object](clock=clock, rate_limiter=default_controller_rate_limiter(clock))
     q.add(ObjKey("ns", "a"))
@@ -392,7 +392,7 @@ async def test_key_context_is_bound_per_item_and_cleared_after(clock: FakeClock)
     assert contexts[1] == {"controller": "ctl", "key": "plain"}
     assert contexts[2] == {"controller": "ctl", "key": "BrokenKey(name='b')"}
     assert [e["event"] for e in logs if e["log_level"] != "debug"] == ["key.log_context() failed"]
-    assert structlog.contextvars.get_contextvars() == {}
+    assert current_item_fields() == {}
 
 
 async def test_errors_are_logged_with_the_key_context(
