@@ -53,7 +53,6 @@ from benchmarks.cluster_measure import (
     read_audit,
     requests_between,
     scrape_lag_buckets,
-    scrape_rollouts_completed,
 )
 from benchmarks.cluster_report import write_reports
 from benchmarks.etcd_seed import (
@@ -67,7 +66,13 @@ from benchmarks.profile_stacks import Sampler as StackSampler
 from benchmarks.profile_stacks import top_items
 from lifecycle_controller.core import keys
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import NAMESPACES, KubeClient, ResourceType, load_configuration
+from lifecycle_controller.kube import (
+    EVENTS,
+    NAMESPACES,
+    KubeClient,
+    ResourceType,
+    load_configuration,
+)
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 SECRETS = ResourceType("", "v1", "secrets", "Secret", namespaced=True)
@@ -79,11 +84,8 @@ SECRET_COUNT = 200
 FAR = "2099-01-01T00:00:00Z"
 WORKERS = 4  # the controller's default --workers
 IDLE_AFTER_READY = 5.0  # seconds after ready before idle CPU is counted
-EVENTS_DRAIN_S = 1.0  # after the last verified rollout: its Event is written in the background
-#: How often the storm asks the controller's /metrics whether every rollout is verified: a
-#: scrape costs the controller about 2 ms of CPU, so every 0.5 s over a 100 s storm was
-#: 0.4 s of the round's CPU; the idle seconds a slower poll adds cost next to nothing.
-VERIFIED_POLL_S = 5.0
+#: Seconds after the storm's due time by which every rollout must be verified.
+VERIFY_LIMIT_S = 180.0
 PAYLOAD = {"payload": "x" * 512}
 #: ``--seed auto`` writes the ConfigMaps into etcd above this count (through the API up to it).
 SEED_API_UP_TO = 20000
@@ -267,22 +269,32 @@ async def _watch_until(
     done: Any,
     expected: int,
     deadline: float,
+    *,
+    whole: bool = False,
+    name_of: Callable[[dict[str, Any]], str] | None = None,
 ) -> dict[str, float]:
-    """Wall time per object name at which ``done(event)`` first held, from a watch."""
+    """Wall time per object name (``name_of(object)``: namespace/name) at which
+    ``done(event)`` first held, from a watch of metadata (of whole objects when ``whole``)."""
     seen: dict[str, float] = {}
     while len(seen) < expected and time.time() < deadline:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(max(0.1, deadline - time.time())):
-                stream = kube.watch_metadata(
+                watch = kube.watch_objects if whole else kube.watch_metadata
+                stream = watch(
                     resource,
                     namespace=namespace,
                     resource_version=resource_version,
                     timeout_seconds=300,
                 )
                 async for event in stream:
-                    metadata = (event.get("object") or {}).get("metadata") or {}
+                    obj = event.get("object") or {}
+                    metadata = obj.get("metadata") or {}
                     resource_version = metadata.get("resourceVersion", resource_version)
-                    name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+                    name = (
+                        name_of(obj)
+                        if name_of
+                        else f"{metadata.get('namespace')}/{metadata.get('name')}"
+                    )
                     if name not in seen and done(event):
                         seen[name] = time.time()
                         if len(seen) >= expected:
@@ -328,17 +340,15 @@ async def burst(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
     }
 
 
-async def restart_storm(
-    kube: KubeClient, count: int, lead: float, metrics_url: str
-) -> dict[str, Any]:
+async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
     """Every Deployment gets the same ``restart-at``; time until each is acknowledged, and
-    until the controller has verified every rollout (its completed-rollouts counter, then
-    :data:`EVENTS_DRAIN_S` for the ``RolloutCompleted`` Events it writes in the background):
-    the round, and so its CPU, ends there, as the whole-job floor ends with its own
-    verification."""
-    verified_before = await scrape_rollouts_completed(metrics_url)
+    until the controller has verified every rollout: its ``RolloutCompleted`` Event about
+    each Deployment is written (seen from a watch of Events: asking the controller's
+    ``/metrics`` instead cost it CPU the floor does not spend). The round, and so its CPU,
+    ends there, as the whole-job floor ends with its own ``RolloutCompleted`` Events."""
     listing = await kube.list_metadata(DEPLOYMENTS, limit=1)
     since = listing["metadata"]["resourceVersion"]
+    events_since = (await kube.list_metadata(EVENTS, limit=1))["metadata"]["resourceVersion"]
     due, stamp = _due(lead)
     patch = {"metadata": {"annotations": {keys.PREFIX + "restart-at": stamp}}}
     names = [(f"bench-{i % NAMESPACE_COUNT:02d}", f"d-{i:04d}") for i in range(count)]
@@ -349,25 +359,42 @@ async def restart_storm(
         annotations = event.get("object", {}).get("metadata", {}).get("annotations") or {}
         return keys.MANAGED_BY in annotations and keys.PREFIX + "restart-at" not in annotations
 
+    followed = {f"{ns}/{n}" for ns, n in names}
+
+    def regarding(event: dict[str, Any]) -> str:
+        about = event.get("regarding") or {}
+        return f"{about.get('namespace')}/{about.get('name')}"
+
+    def completed(event: dict[str, Any]) -> bool:
+        obj = event.get("object") or {}
+        return obj.get("reason") == "RolloutCompleted" and regarding(obj) in followed
+
+    verifying = asyncio.create_task(
+        _watch_until(
+            kube,
+            EVENTS,
+            None,
+            events_since,
+            completed,
+            len(names),
+            due + VERIFY_LIMIT_S,
+            whole=True,
+            name_of=regarding,
+        )
+    )
     done = await _watch_until(kube, DEPLOYMENTS, None, since, acknowledged, len(names), due + 60)
+    verified = await verifying
     lateness = sorted(t - due for t in done.values())
-    verified = 0.0
-    while time.time() < due + 120:
-        verified = await scrape_rollouts_completed(metrics_url) - verified_before
-        if verified >= len(names):
-            break
-        await asyncio.sleep(VERIFIED_POLL_S)
-    verified_at = time.time()
-    await asyncio.sleep(EVENTS_DRAIN_S)
+    verified_at = max(verified.values()) if verified else time.time()
     return {
         "count": len(names),
         "due": due,
         "done": len(done),
         "last_done_s": round(lateness[-1], 3) if lateness else None,
-        "verified": int(verified),
+        "verified": len(verified),
         "verified_s": round(verified_at - due, 3),
         "end": max(done.values()) if done else due,
-        "verified_end": time.time(),
+        "verified_end": verified_at,
     }
 
 
@@ -615,9 +642,7 @@ async def _actions(
     lag0 = await scrape_lag_buckets(running.metrics_url)
     bursts = await rounds("burst", lambda: burst(kube, args.burst, args.lead))
     lag1 = await scrape_lag_buckets(running.metrics_url)
-    storms = await rounds(
-        "storm", lambda: restart_storm(kube, args.storm, args.lead, running.metrics_url)
-    )
+    storms = await rounds("storm", lambda: restart_storm(kube, args.storm, args.lead))
     chosen_burst = _median_of_rounds(bursts, "last_gone_s")
     chosen_storm = _median_of_rounds(storms, "last_done_s")
     # CPU per action is its own median (the median-lateness round need not be the median CPU).

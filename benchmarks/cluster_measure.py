@@ -93,15 +93,6 @@ async def _metrics_text(url: str) -> str:
         return await response.text()
 
 
-async def scrape_rollouts_completed(url: str) -> float:
-    """``lifecycle_rollouts_total{result="completed"}`` summed over kinds, from /metrics."""
-    total = 0.0
-    for line in (await _metrics_text(url)).splitlines():
-        if line.startswith("lifecycle_rollouts_total{") and 'result="completed"' in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 async def scrape_lag_buckets(url: str) -> dict[float, float]:
     """Cumulative ``lifecycle_event_loop_lag_seconds`` buckets from the controller's /metrics."""
     text = await _metrics_text(url)

@@ -316,7 +316,7 @@ class Controller:
         informers = InformerSet(
             source=self.kube,
             cache=cache,
-            on_object_change=self._make_handler(queue, reconciler),
+            on_object_change=self._make_handler(queue, reconciler, rollouts.moved),
             clock=self.clock,
             namespaces=settings.scope.informer_namespaces(),
             metrics=InformerMetricsAdapter(self.metrics, self.activity.arrived),
@@ -432,13 +432,20 @@ class Controller:
 
         return enqueue
 
-    def _make_handler(self, queue: WorkQueue[ObjectKey], reconciler: Reconciler) -> ChangeHandler:
+    def _make_handler(
+        self,
+        queue: WorkQueue[ObjectKey],
+        reconciler: Reconciler,
+        moved: Callable[[ObjectKey], None],
+    ) -> ChangeHandler:
+        """Every cache change: ``moved`` (the rollout tracker's hint) first, then the queue."""
         scope = self.settings.scope
         ignore_copies = not self.settings.actions.act_on_annotation_copies
 
         def on_object_change(
             kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
         ) -> None:
+            moved(key)
             if kind == "delete":
                 reconciler.object_gone(key)
                 return

@@ -22,7 +22,7 @@ longer followed (docs/behaviour.md#rollout-verification).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -108,6 +108,8 @@ class RolloutWatch:
         self._watches: dict[_Scope, asyncio.Task[None]] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
         self._streaming: set[_Scope] = set()  # watches that delivered since they opened
+        #: Told the key of every state kept (the tracker's hint that a follower moved).
+        self.on_state: Callable[[ObjectKey], None] = lambda key: None
 
     @property
     def watching(self) -> frozenset[_Scope]:
@@ -244,6 +246,7 @@ class RolloutWatch:
             return
         obj.setdefault("kind", key.resource.kind)
         self._states[key] = (str(metadata.get("resourceVersion") or ""), obj)
+        self.on_state(key)
 
     async def _current_version(self, scope: _Scope, backoff: Backoff) -> str:
         """The watch fell too far behind (410 Gone): go on from now; the states missed in

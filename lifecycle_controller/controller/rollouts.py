@@ -19,11 +19,16 @@ read over and over. Most turns read nothing: the
 :class:`~lifecycle_controller.controller.rollout_watch.RolloutWatch` keeps the followed
 workloads' states from one watch per kind, a turn evaluates the kept state when it is new
 and, while that watch delivers, waits up to :data:`MAX_WATCH_WAITS` turns for it before it
-reads. While keys wait for a worker (:attr:`RolloutTracker.busy`: a storm of
-due actions), reads wait too, for at most :data:`MAX_DEFERRED_TICKS` ticks in a row:
-verification must not take the API server's capacity from actions that are due (their
-``RolloutCompleted`` Events follow the reads). ``lifecycle_rollouts_total{kind,result}``
-and ``lifecycle_rollout_duration_seconds`` count them.
+reads; a forced turn reads only while the watch does not deliver (a delivering watch sends
+every change, so the forced read is the safety net of a lost watch, not of a live one). A
+follower's versions are compared only after :meth:`RolloutTracker.moved` said its workload
+changed in the cache (the informers' change handler) or in the watch, so a tick looks at the
+few that moved, not at every follower. While keys wait for a worker
+(:attr:`RolloutTracker.busy`: a storm of due actions), reads wait too, for at most
+:data:`MAX_DEFERRED_TICKS` ticks in a row: verification must not take the API server's
+capacity from actions that are due (their ``RolloutCompleted`` Events follow the reads).
+``lifecycle_rollouts_total{kind,result}`` and ``lifecycle_rollout_duration_seconds`` count
+them.
 
 With ``--max-concurrent-rollouts N`` the guardrails (:mod:`lifecycle_controller.core.guardrails`)
 ask :meth:`has_turn` before a restart, and the controller takes the slot with :meth:`reserve`
@@ -113,6 +118,8 @@ class RolloutTracker:
         self._watch = watch
         self._turns: dict[ObjectKey, _Turns] = {}  # the followers' read turns, by key
         self._ticker: asyncio.Task[None] | None = None
+        if watch is not None:
+            watch.on_state = self.moved
 
     @property
     def in_progress(self) -> int:
@@ -274,9 +281,10 @@ class RolloutTracker:
 
     async def _state(self, key: ObjectKey, turn: _Turns) -> dict[str, Any] | None:
         """The state to evaluate on this turn: the latest the rollout watch kept, when it is
-        one not evaluated yet; else, while that watch is delivering, None (look again on the
-        next turn: the watch has not caught up with the cache yet, or nothing moved) at most
-        :data:`MAX_WATCH_WAITS` turns in a row; else the workload read from the API."""
+        one not evaluated yet; else, while that watch is delivering, None on a forced turn
+        (nothing moved, and the watch would have said so) and at most
+        :data:`MAX_WATCH_WAITS` turns in a row on the others (the watch has not caught up
+        with the cache yet); else the workload read from the API."""
         watch = self._watch
         if watch is not None and watch.streaming(key):
             kept = watch.state(key)
@@ -284,6 +292,11 @@ class RolloutTracker:
                 turn.watch_waits = 0
                 self.metrics.count_rollout_state("watch")
                 return kept
+            if turn.forced:
+                # Nothing moved, and the watch delivers every change of the workload: a read
+                # would find the state already evaluated (a storm's forced reads all did).
+                turn.watch_waits = 0
+                return None
             if turn.watch_waits < MAX_WATCH_WAITS:
                 turn.watch_waits += 1
                 return None
@@ -291,6 +304,13 @@ class RolloutTracker:
         obj = await self._reads.read(key)
         self.metrics.count_rollout_state("read")
         return obj
+
+    def moved(self, key: ObjectKey) -> None:
+        """``key``'s state changed in the informer cache or the rollout watch: its follower's
+        versions are compared on the next tick (the others' are not looked at)."""
+        turn = self._turns.get(key)
+        if turn is not None:
+            turn.moved = True
 
     def _start_ticker(self) -> None:
         if self._ticker is None or self._ticker.done():
@@ -309,7 +329,7 @@ class RolloutTracker:
                     turn.tick(
                         now - turn.started >= self.timeout,
                         busy,
-                        partial(self._unchanged, key, turn),
+                        partial(self._unchanged, key, turn) if turn.moved else _unmoved,
                     )
 
     def _unchanged(self, key: ObjectKey, turn: _Turns) -> bool:
@@ -318,12 +338,14 @@ class RolloutTracker:
         evaluated = turn.evaluated
         try:
             kept = None if self._watch is None else self._watch.version(key)
-            return (
+            unchanged = (
                 evaluated != "" and self.version_of(key) == evaluated and kept in (None, evaluated)
             )
         except Exception:  # a broken cache lookup must not stop every follower
             _log.exception("cached version unreadable; reading the workload")
             return False
+        turn.moved = not unchanged  # compared again on each tick until nothing is new
+        return unchanged
 
     def _until_tick(self) -> float:
         """Seconds to the next shared tick (a multiple of the poll interval)."""
@@ -350,6 +372,11 @@ class RolloutTracker:
         self._waiting.clear()
 
 
+def _unmoved() -> bool:
+    """The answer for a follower whose workload did not move since its versions matched."""
+    return True
+
+
 class _Turns:
     """When one follower reads: the ticker's verdict on each tick, handed to the follower's
     task through one future, so a follower with nothing to read is never woken."""
@@ -364,6 +391,9 @@ class _Turns:
         self.forced = False
         #: Turns in a row the rollout watch had nothing new while it was delivering.
         self.watch_waits = 0
+        #: The cache or the watch may hold a state not evaluated yet: compare the versions
+        #: on the next tick (set by :meth:`RolloutTracker.moved`, cleared when they match).
+        self.moved = True
         self._waiter: asyncio.Future[bool] | None = None
 
     @property

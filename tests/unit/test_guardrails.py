@@ -350,9 +350,39 @@ async def test_a_rollout_is_read_only_after_its_cached_version_moves(
     assert status_reads(api) == 0  # unchanged cached version: nothing to read
     moved = api.store.get(DEPLOYMENTS, "team", "web")
     cache.put(key, CachedObject.from_metadata(moved["metadata"]))  # the watch event arrives
+    tracker.moved(key)  # and the informer's change handler tells the tracker
     await tick(clock)
     await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
     assert status_reads(api) == 1
+    await tracker.aclose()
+
+
+async def test_a_follower_s_versions_are_compared_only_after_its_workload_moved(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    tracker, _, key = await restarted_and_rolled_out(api, kube, clock, timeout=60, cached=True)
+    looked: list[ObjectKey] = []
+    cached_version = tracker.version_of
+
+    def version_of(looked_at: ObjectKey) -> str | None:
+        looked.append(looked_at)
+        return cached_version(looked_at)
+
+    tracker.version_of = version_of
+
+    await tick(clock)  # the first tick compares them (nothing is known yet) and they match
+    await eventually(lambda: tracker.awaiting_turn == 1)
+    assert looked == [key]
+    for _ in range(3):
+        await tick(clock)
+        await eventually(lambda: tracker.awaiting_turn == 1)
+    assert looked == [key], "a workload that did not move is not looked at"
+
+    tracker.moved(key)  # a change the cache delivered, with the version it had: no turn
+    await tick(clock)
+    await eventually(lambda: tracker.awaiting_turn == 1)
+    assert looked == [key, key]
+    assert status_reads(api) == 0
     await tracker.aclose()
 
 

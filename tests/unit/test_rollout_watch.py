@@ -2,8 +2,9 @@
 
 docs/behaviour.md#rollout-verification: while a workload's rollout is followed, one watch of
 whole objects of its type keeps its latest state; a follower takes that state instead of
-reading the workload when it is the one the informer cache holds, reads it otherwise (and
-on the forced reads), and the watch ends with the type's last follower.
+reading the workload when it is the one the informer cache holds, reads it otherwise (a
+forced turn reads only while the watch does not deliver), and the watch ends with the
+type's last follower.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import json
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.rollout_watch import RolloutWatch
-from lifecycle_controller.controller.rollouts import MAX_WATCH_WAITS, RolloutTracker
+from lifecycle_controller.controller.rollouts import (
+    FORCED_READ_TICKS,
+    MAX_WATCH_WAITS,
+    RolloutTracker,
+)
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
@@ -125,6 +130,31 @@ async def test_a_delivering_watch_is_waited_for_a_few_turns_then_the_state_is_re
     assert status_reads(api) == 0
     assert metrics.states == []
     await read_on_the_next_tick(api, clock, metrics)
+    await tracker.aclose()
+
+
+async def test_while_the_watch_delivers_a_forced_turn_reads_nothing(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    metrics = Metrics()
+    tracker, watch, key, _ = await restarted(api, kube, clock, metrics)
+    api.bookmark(DEPLOYMENTS)
+    await eventually(lambda: watch.streaming(key))
+
+    # Nothing moves for five forced turns: with the watch delivering, none of them reads (a
+    # forced turn used to wait for the watch three turns, then read).
+    for _ in range(5 * FORCED_READ_TICKS):
+        await tick(clock)
+        await eventually(lambda: tracker.awaiting_turn == 1)
+    assert status_reads(api) == 0
+    assert metrics.states == []
+
+    version = rolled_out(api, "web")  # and the state the watch delivers is still taken
+    await eventually(lambda: watch.version(key) == version)
+    await tick(clock)
+    await eventually(lambda: "RolloutCompleted" in reasons(api, "web"))
+    assert metrics.states == ["watch"]
+    assert status_reads(api) == 0
     await tracker.aclose()
 
 
