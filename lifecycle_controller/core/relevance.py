@@ -41,6 +41,8 @@ def _either(old: Annotations, new: Annotations, candidates: tuple[str, ...]) -> 
 
 def should_enqueue_on_update(old: Annotations, new: Annotations) -> bool:
     """Update events: only changes that can alter the decision."""
+    if old == new:
+        return False  # spec or status churn: every answer below needs an annotation to change
     if not has_action(old) and not has_action(new):
         return False
     if any(_changed(old, new, key) for key in keys.ACTION_KEYS):
