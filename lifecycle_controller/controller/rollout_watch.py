@@ -102,8 +102,8 @@ class RolloutWatch:
         self.timeout_seconds = timeout_seconds
         self._followed: dict[_Scope, dict[bytes, ObjectKey]] = {}  # by metadata UID
         self._uid_of: dict[ObjectKey, bytes] = {}
-        #: The latest state kept per followed key, with its resourceVersion (the ticker asks
-        #: for the version of every follower on every tick).
+        #: The latest state kept per followed key, with its resourceVersion (what the
+        #: ticker compares for a follower that moved).
         self._states: dict[ObjectKey, tuple[str, Mapping[str, Any]]] = {}
         self._watches: dict[_Scope, asyncio.Task[None]] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet

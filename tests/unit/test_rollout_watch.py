@@ -63,6 +63,23 @@ async def restarted(
     return tracker, watch, key, cache
 
 
+async def delivering(api: FakeApiServer, watch: RolloutWatch, key: ObjectKey) -> None:
+    """The watch delivers (a bookmark): from now on it streams ``key``'s states."""
+    api.bookmark(DEPLOYMENTS)
+    await eventually(lambda: watch.streaming(key))
+
+
+async def ticks_without_a_read(
+    api: FakeApiServer, clock: FakeClock, tracker: RolloutTracker, metrics: Metrics, n: int
+) -> None:
+    """``n`` ticks after which the follower waits again, none of them reading."""
+    for _ in range(n):
+        await tick(clock)
+        await eventually(lambda: tracker.awaiting_turn == 1)
+    assert status_reads(api) == 0
+    assert metrics.states == []
+
+
 def moved(api: FakeApiServer, version: str) -> CachedObject:
     """The cached state of "web" at ``version``, a resourceVersion the watch never saw."""
     metadata = dict(api.store.get(DEPLOYMENTS, "team", "web")["metadata"])
@@ -120,15 +137,10 @@ async def test_a_delivering_watch_is_waited_for_a_few_turns_then_the_state_is_re
 ) -> None:
     metrics = Metrics()
     tracker, watch, key, cache = await restarted(api, kube, clock, metrics)
-    api.bookmark(DEPLOYMENTS)
-    await eventually(lambda: watch.streaming(key))
+    await delivering(api, watch, key)
     cache.put(key, moved(api, "999999"))  # the cache moved; the watch has not caught up
 
-    for _ in range(MAX_WATCH_WAITS):
-        await tick(clock)
-        await eventually(lambda: tracker.awaiting_turn == 1)
-    assert status_reads(api) == 0
-    assert metrics.states == []
+    await ticks_without_a_read(api, clock, tracker, metrics, MAX_WATCH_WAITS)
     await read_on_the_next_tick(api, clock, metrics)
     await tracker.aclose()
 
@@ -138,16 +150,11 @@ async def test_while_the_watch_delivers_a_forced_turn_reads_nothing(
 ) -> None:
     metrics = Metrics()
     tracker, watch, key, _ = await restarted(api, kube, clock, metrics)
-    api.bookmark(DEPLOYMENTS)
-    await eventually(lambda: watch.streaming(key))
+    await delivering(api, watch, key)
 
     # Nothing moves for five forced turns: with the watch delivering, none of them reads (a
     # forced turn used to wait for the watch three turns, then read).
-    for _ in range(5 * FORCED_READ_TICKS):
-        await tick(clock)
-        await eventually(lambda: tracker.awaiting_turn == 1)
-    assert status_reads(api) == 0
-    assert metrics.states == []
+    await ticks_without_a_read(api, clock, tracker, metrics, 5 * FORCED_READ_TICKS)
 
     version = rolled_out(api, "web")  # and the state the watch delivers is still taken
     await eventually(lambda: watch.version(key) == version)
