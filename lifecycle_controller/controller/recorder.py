@@ -186,7 +186,7 @@ class KubeEventRecorder:
         body = self._body(ref, event, note, now_ns, name)
         verdict = Recorded.CREATED
         try:
-            await self._retrying(lambda: self._kube.create(EVENTS, namespace, body))
+            await self._retrying(lambda: self._kube.create(EVENTS, namespace, body, answer=False))
         except (AlreadyExists, Conflict):
             verdict = Recorded.SUPPRESSED  # posted before (an earlier pass, process or leader)
         except KubeError as error:
@@ -240,7 +240,7 @@ class KubeEventRecorder:
             "regarding": regarding(ref),
         }
         with contextlib.suppress(AlreadyExists):  # a retried create whose answer was lost
-            await self._retrying(lambda: self._kube.create(EVENTS, namespace, body))
+            await self._retrying(lambda: self._kube.create(EVENTS, namespace, body, answer=False))
         self._series[isomorphic] = _Series(name=name, namespace=namespace, first_ns=now_ns)
 
     async def _bump_series(self, series: _Series, now_ns: int) -> bool:

@@ -45,6 +45,7 @@ class ObjectApi(Protocol):
         *,
         uid: str | None = None,
         resource_version: str | None = None,
+        answer: bool = True,
     ) -> object: ...
 
     async def get_metadata(
@@ -124,7 +125,12 @@ class ObjectWriter:
         self._fence()
         with contextlib.suppress(NotFound):
             await self.api.delete(
-                key.resource, key.namespace, key.name, uid=uid, resource_version=resource_version
+                key.resource,
+                key.namespace,
+                key.name,
+                uid=uid,
+                resource_version=resource_version,
+                answer=False,  # the deleted object: nobody reads it
             )
         self.cache.write_back(key, None)
 

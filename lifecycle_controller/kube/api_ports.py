@@ -31,7 +31,12 @@ class ObjectWrites(Protocol):
     """Creating and patching objects (Events, the breaker's ConfigMap)."""
 
     async def create(
-        self, resource: ResourceType, namespace: str | None, body: Mapping[str, Any]
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        *,
+        answer: bool = True,
     ) -> dict[str, Any]: ...
 
     async def merge_patch(

@@ -2,8 +2,9 @@
 
 Raw requests, not kubernetes-asyncio's typed API (its typed models are slow, its
 ``ApiClient`` imports every one of them, and typed methods rewrite ``Accept`` headers; see
-docs/architecture.md#raw-requests). Every call has a timeout, every non-2xx answer raises
-from :mod:`.errors`. The requests are carried by a :mod:`.transport`: in production the
+docs/architecture.md#raw-requests). The requests themselves are :mod:`.exchanges`': every
+call has a timeout, every non-2xx answer raises from :mod:`.errors`. They are carried by a
+:mod:`.transport`: in production the
 aiohttp one of :mod:`.transport_aiohttp`, whose three separate connection pools keep
 long-running watches from starving ordinary requests or the leader-election renewals
 (docs/architecture.md#connection-pools). Credentials come from :mod:`.connection`.
@@ -11,32 +12,26 @@ long-running watches from starving ordinary requests or the leader-election rene
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AsyncExitStack, aclosing, asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from typing import Any
-from urllib.parse import urlencode
 
-from lifecycle_controller import __version__
 from lifecycle_controller.kube.connection import (
     SERVICE_ACCOUNT_NAMESPACE_FILE,
     ClusterConfig,
     ConnectionConfigError,
     load_configuration,
 )
-from lifecycle_controller.kube.errors import TransportError, error_of_answer
-from lifecycle_controller.kube.resources import ResourceType
-from lifecycle_controller.kube.transport import (
-    ConnectionFailed,
-    Deadlines,
-    HttpRequest,
-    HttpResponse,
-    Pool,
-    Transport,
+from lifecycle_controller.kube.exchanges import (
+    JSON,
+    USER_AGENT,
+    ApiExchanges,
+    RequestObserver,
+    Timeouts,
 )
-from lifecycle_controller.kube.transport_aiohttp import AiohttpTransport
-from lifecycle_controller.kube.watch_events import EventFilter, watch_events
+from lifecycle_controller.kube.resources import ResourceType
+from lifecycle_controller.kube.transport import Pool, Transport
+from lifecycle_controller.kube.watch_events import EventFilter
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 
 __all__ = [
@@ -55,7 +50,6 @@ __all__ = [
     "load_configuration",
 ]
 
-JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 ACCEPT_METADATA_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -65,26 +59,9 @@ ACCEPT_METADATA_WATCH = f"{PROTOBUF};as=PartialObjectMetadata;g=meta.k8s.io;v=v1
 ACCEPT_AGGREGATED_DISCOVERY = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 )
-USER_AGENT = f"lifecycle-controller/{__version__}"
-
-RequestObserver = Callable[[str, str], None]
-"""Called with (HTTP method, status code or "<error>") after every request, for metrics."""
 
 
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds. ``watch_idle`` is the longest silence tolerated on an open watch stream."""
-
-    connect: float = 5.0
-    request: float = 30.0
-    watch_idle: float = 90.0
-
-
-def _dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-class KubeClient:
+class KubeClient(ApiExchanges):
     """Generic, dict-based access to the API server for any resource type.
 
     ``configuration`` is a :class:`ClusterConfig` (what :func:`load_configuration` returns)
@@ -104,23 +81,15 @@ class KubeClient:
         user_agent: str = USER_AGENT,
         transport: Transport | None = None,
     ) -> None:
-        self.user_agent = user_agent
+        super().__init__(
+            configuration,
+            timeouts=timeouts,
+            observe=observe,
+            watch_pool_size=watch_pool_size,
+            user_agent=user_agent,
+            transport=transport,
+        )
         self.default_namespace = default_namespace
-        self.timeouts = timeouts or Timeouts()
-        self._observe = observe
-        self._config = (
-            configuration
-            if isinstance(configuration, ClusterConfig)
-            else ClusterConfig.from_kubernetes_asyncio(configuration)
-        )
-        self._base = self._config.host.rstrip("/")
-        self._transport = transport or AiohttpTransport(
-            ssl_context=self._config.ssl_context(),
-            pool_sizes={"requests": 64, "watches": watch_pool_size, "leases": 4},
-            proxy=self._config.request_proxy(),  # credentials in it go as Proxy-Authorization
-            server_hostname=self._config.tls_server_name,
-        )
-        self._closed = False
         self._json_watches: set[ResourceType] = set()  # protobuf failed for these types
 
     @classmethod
@@ -143,127 +112,11 @@ class KubeClient:
             user_agent=user_agent,
         )
 
-    async def close(self) -> None:
-        self._closed = True
-        await self._transport.close()
-
     async def __aenter__(self) -> KubeClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # ------------------------------------------------------------------ raw requests
-
-    @asynccontextmanager
-    async def _open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        deadlines: Deadlines,
-        pool: Pool,
-    ) -> AsyncIterator[HttpResponse]:
-        if self._closed:
-            # A request after close() (a straggling background task) must not open a new
-            # connection pool that nobody would close.
-            raise TransportError("the API client is closed")
-        url = self._base + path
-        params = list(query)
-        if params:
-            url += "?" + urlencode(params)
-        headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": self.user_agent}
-        async with AsyncExitStack() as exchange:
-            try:
-                authorization = await self._config.authorization_header()
-                if authorization:
-                    headers["Authorization"] = authorization
-                request = HttpRequest(
-                    method, url, headers, None if body is None else _dumps(body), deadlines, pool
-                )
-                response = await exchange.enter_async_context(self._transport.send(request))
-            except (ConnectionFailed, TimeoutError, OSError) as error:
-                self._record(method, "<error>")
-                raise TransportError(f"{method} {path}: {error or type(error).__name__}") from error
-            self._record(method, str(response.status))
-            try:
-                if response.status >= 300:
-                    raise await error_of_answer(response, method, path)
-                yield response
-            except ConnectionFailed as error:
-                raise TransportError(f"{method} {path}: {error}") from error
-
-    def _record(self, method: str, code: str) -> None:
-        if self._observe is not None:
-            self._observe(method, code)
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        timeout: float | None = None,
-        pool: Pool = "requests",
-    ) -> dict[str, Any]:
-        """One request; returns the decoded JSON body ({} when empty). Raises KubeError."""
-        deadlines = Deadlines(timeout or self.timeouts.request, self.timeouts.connect)
-        async with self._open(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            accept=accept,
-            deadlines=deadlines,
-            pool=pool,
-        ) as response:
-            try:
-                raw = await response.read()
-            except ConnectionFailed as error:
-                raise TransportError(f"{method} {path}: reading the body failed") from error
-        if not raw:
-            return {}
-        try:
-            decoded = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise TransportError(f"{method} {path}: answer is not JSON") from error
-        return decoded if isinstance(decoded, dict) else {"items": decoded}
-
-    async def stream(
-        self,
-        path: str,
-        *,
-        query: Iterable[tuple[str, str]] = (),
-        accept: str = JSON,
-        idle_timeout: float | None = None,
-        decode_if: EventFilter | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Open a watch and yield each event; a silence over ``idle_timeout`` ends it.
-
-        The events are read as the server sent them, JSON lines or protobuf frames; those
-        refused by ``decode_if`` are dropped undecoded (:mod:`.watch_events`). Ends
-        normally when the server closes the stream; raises TransportError when the
-        connection breaks or stays silent too long, and KubeError for a non-2xx answer.
-        """
-        idle = idle_timeout or self.timeouts.watch_idle
-        async with self._open(
-            "GET",
-            path,
-            query=query,
-            accept=accept,
-            deadlines=Deadlines(None, self.timeouts.connect, idle),
-            pool="watches",
-        ) as response:
-            async for event in watch_events(response, what=f"watch {path}", decode_if=decode_if):
-                yield event
 
     # ------------------------------------------------------------------ typed helpers
 
@@ -404,8 +257,12 @@ class KubeClient:
         *,
         uid: str | None = None,
         resource_version: str | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
-        """DELETE with UID and resourceVersion preconditions (server-default propagation)."""
+        """DELETE with UID and resourceVersion preconditions (server-default propagation).
+
+        ``answer=False``: nobody reads the answer (the deleted object), so it is not decoded
+        and ``{}`` is returned."""
         preconditions: dict[str, str] = {}
         if uid:
             preconditions["uid"] = uid
@@ -414,7 +271,11 @@ class KubeClient:
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if preconditions:
             body["preconditions"] = preconditions  # type: ignore[assignment]
-        return await self.request("DELETE", resource.object_path(namespace, name), body=body)
+        path = resource.object_path(namespace, name)
+        if not answer:
+            await self.send("DELETE", path, body=body)
+            return {}
+        return await self.request("DELETE", path, body=body)
 
     async def create(
         self,
@@ -424,14 +285,15 @@ class KubeClient:
         *,
         pool: Pool = "requests",
         timeout: float | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
-        return await self.request(
-            "POST",
-            resource.collection_path(namespace),
-            body=dict(body),
-            pool=pool,
-            timeout=timeout,
-        )
+        """POST; ``answer=False`` when nobody reads the created object (an Event): it is
+        not decoded and ``{}`` is returned."""
+        path = resource.collection_path(namespace)
+        if not answer:
+            await self.send("POST", path, body=dict(body), pool=pool, timeout=timeout)
+            return {}
+        return await self.request("POST", path, body=dict(body), pool=pool, timeout=timeout)
 
     async def get(
         self,

@@ -57,6 +57,7 @@ class DeleteInterference:
         *,
         uid: str | None = None,
         resource_version: str | None = None,
+        answer: bool = True,
     ) -> dict[str, Any]:
         self.calls += 1
         if self.remaining > 0:
@@ -64,7 +65,7 @@ class DeleteInterference:
             await self._before(namespace, name)
         try:
             return await self._delete(
-                resource, namespace, name, uid=uid, resource_version=resource_version
+                resource, namespace, name, uid=uid, resource_version=resource_version, answer=answer
             )
         except Conflict:
             self.conflicts += 1
