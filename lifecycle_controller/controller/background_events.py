@@ -15,7 +15,6 @@ every pending Event (a graceful shutdown: actions done get their Events);
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 import structlog
 
@@ -52,7 +51,7 @@ class BackgroundRecorder:
     async def record(self, ref: ObjectRef, event: Event) -> Recorded | None:
         """Queue the Event; returns None (what became of it is not known yet)."""
         if event.at_ns is None:
-            event = dataclasses.replace(event, at_ns=self._clock.now_ns())
+            event = _stamped(event, self._clock.now_ns())
         await self._slots.acquire()
         key = ref.key
         task = asyncio.create_task(self._write(self._last.get(key), ref, event))
@@ -88,3 +87,19 @@ class BackgroundRecorder:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _stamped(event: Event, at_ns: int) -> Event:
+    """``event`` stamped with the time it happened (see :attr:`Event.at_ns`); built field by
+    field, as :func:`~lifecycle_controller.core.events.about` is, for every Event queued."""
+    return Event(
+        event.type,
+        event.reason,
+        event.message,
+        event.dedupe_key,
+        event.name,
+        event.action,
+        event.due_ns,
+        event.dry_run,
+        at_ns,
+    )

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Hashable, Mapping
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -41,7 +42,7 @@ from lifecycle_controller.controller.result import (
     Result,
     TerminalError,
 )
-from lifecycle_controller.machinery.log_context import item_fields
+from lifecycle_controller.machinery.log_context import LazyFields, item_fields
 from lifecycle_controller.machinery.tasks import being_cancelled
 from lifecycle_controller.machinery.workqueue import QueueShutDown, WorkQueue
 
@@ -119,9 +120,8 @@ async def process_next_item(
         return False
     obs = observer if observer is not None else NoopReconcileObserver()
     try:
-        context = {"controller": name, **_log_context(key)} if name else dict(_log_context(key))
-        context["reconcile_id"] = f"{next(_reconcile_ids):x}"
-        with item_fields(context):
+        fields = LazyFields(partial(_item_log_fields, name, key, next(_reconcile_ids)))
+        with item_fields(fields):
             await _reconcile_one(queue, reconcile, key, obs)
     finally:
         queue.done(key)
@@ -192,6 +192,13 @@ def _retry_after_error(queue: WorkQueue[K], key: K, err: BaseException) -> Recon
         exc_info=err,
     )
     return ReconcileOutcome.ERROR
+
+
+def _item_log_fields(name: str, key: Hashable, reconcile_id: int) -> dict[str, Any]:
+    """The fields of a work item's log lines (built only when one of them is written)."""
+    context = {"controller": name, **_log_context(key)} if name else dict(_log_context(key))
+    context["reconcile_id"] = f"{reconcile_id:x}"
+    return context
 
 
 def _log_context(key: Hashable) -> Mapping[str, Any]:

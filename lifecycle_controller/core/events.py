@@ -8,7 +8,6 @@ the catalogue is docs/annotations.md#events), so they are built here and nowhere
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Final
@@ -99,12 +98,20 @@ class Event:
 
 
 def about(event: Event, *, action: str | None, due_ns: int | None, dry_run: bool) -> Event:
-    """``event`` with the action, due time and dry-run it does not carry yet filled in."""
-    return dataclasses.replace(
-        event,
-        action=event.action if event.action is not None else action,
-        due_ns=event.due_ns if event.due_ns is not None else due_ns,
-        dry_run=event.dry_run or dry_run,
+    """``event`` with the action, due time and dry-run it does not carry yet filled in.
+
+    Built field by field rather than by ``dataclasses.replace`` (which inspects the fields
+    on every call): every Event of an action passes here."""
+    return Event(
+        event.type,
+        event.reason,
+        event.message,
+        event.dedupe_key,
+        event.name,
+        event.action if event.action is not None else action,
+        event.due_ns if event.due_ns is not None else due_ns,
+        event.dry_run or dry_run,
+        event.at_ns,
     )
 
 

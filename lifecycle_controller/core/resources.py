@@ -16,6 +16,7 @@ Every layer speaks these three, so they are defined once, here in the pure core:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from lifecycle_controller.core.keys import RESTARTABLE_GROUP, RESTARTABLE_KINDS
 
@@ -42,21 +43,21 @@ class ResourceType:
     kind: str
     namespaced: bool
 
-    @property
+    @cached_property
     def key(self) -> str:
         """The scope-pattern key: ``plural`` for the core group, ``plural.group`` otherwise."""
         return resource_key(self.resource, self.group)
 
-    @property
+    @cached_property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @cached_property
     def restartable(self) -> bool:
         """True for the workload kinds whose Pod template a restart patches."""
         return is_restartable(self.group, self.kind)
 
-    @property
+    @cached_property
     def group_version_path(self) -> str:
         return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
 
@@ -94,6 +95,7 @@ class ObjectKey:
     #: in several maps for every event and every reconcile.
     _identity: tuple[str, str, str | None, str] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
+    _id: str | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         identity = (self.resource.group, self.resource.kind, self.namespace, self.name)
@@ -124,7 +126,11 @@ class ObjectKey:
     @property
     def id(self) -> str:
         """A stable string for this object (the metrics' per-object label)."""
-        return f"{self.resource.key}/{self.namespace or ''}/{self.name}"
+        known = self._id
+        if known is None:  # built on first use: the metrics, ledger and Events ask often
+            known = f"{self.resource.key}/{self.namespace or ''}/{self.name}"
+            object.__setattr__(self, "_id", known)
+        return known
 
     def log_context(self) -> dict[str, str]:
         """Fields to bind into structlog for anything about this object."""

@@ -73,6 +73,7 @@ from prometheus_client import (
 from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
 from lifecycle_controller.serving.children import Children
+from lifecycle_controller.serving.loop_metrics import LoopCounter, LoopHistogram
 from lifecycle_controller.serving.policy_metrics import PolicyMetrics
 from lifecycle_controller.serving.rollout_metrics import ROLLOUT_BUCKETS, RolloutFamilies
 from lifecycle_controller.serving.runtime_metrics import (
@@ -239,7 +240,6 @@ class Metrics:
         for result in NOTIFICATION_RESULTS:
             self.notifications.labels(result)
         self._next_actions = _NextActions(self.next_action_timestamp)
-        self._action_children = Children(self.actions)
         self._cache_object_children = Children(self.cache_objects)
         self._ledger_arms_shown: int | None = None
         self.discovery_ready.set(0)
@@ -262,7 +262,7 @@ class Metrics:
 
     def _define_action_metrics(self) -> None:
         r = self.registry
-        self.actions = Counter(
+        self.actions = LoopCounter(
             "lifecycle_actions",
             "Due lifecycle actions by outcome (success, error, dry_run, skipped, throttled).",
             ["action", "kind", "result"],
@@ -281,12 +281,13 @@ class Metrics:
             ["kind", "reason"],
             registry=r,
         )
-        self.action_lateness = Histogram(
+        self.action_lateness = LoopHistogram(
             "lifecycle_action_lateness_seconds",
             "Seconds from an action's due time to its completion.",
+            [],
             buckets=LATENESS_BUCKETS,
             registry=r,
-        )
+        ).labels()
 
     def _define_lifecycle_metrics(self) -> None:
         """Informers, the catch-up ledger, the event loop."""
@@ -381,7 +382,7 @@ class Metrics:
 
     def count_action(self, action: str, kind: str, result: str) -> None:
         """One due ``action`` on an object of ``kind`` ended with ``result`` (module doc)."""
-        self._action_children(action, kind, result).inc()
+        self.actions.labels(action, kind, result).inc()
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         self.policy.count_action_source(action, source, result)

@@ -6,9 +6,9 @@ policy series read in one place (docs/policies.md#metrics).
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Gauge
 
-from lifecycle_controller.serving.children import Children
+from lifecycle_controller.serving.loop_metrics import LoopCounter
 
 __all__ = ["PolicyMetrics"]
 
@@ -17,7 +17,7 @@ class PolicyMetrics:
     """``lifecycle_actions_by_source_total`` and ``lifecycle_policy_matched_objects``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.actions_by_source = Counter(
+        self.actions_by_source = LoopCounter(
             "lifecycle_actions_by_source",
             "Due lifecycle actions by what decided them (annotation or policy) and outcome.",
             ["action", "source", "result"],
@@ -30,11 +30,10 @@ class PolicyMetrics:
             registry=registry,
         )
         self._series: set[str] = set()
-        self._by_source = Children(self.actions_by_source)
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         """One due action's outcome by source: ``annotation`` or ``policy``."""
-        self._by_source(action, source, result).inc()
+        self.actions_by_source.labels(action, source, result).inc()
 
     def set_matched(self, counts: dict[str, int]) -> None:
         """Every policy's matched objects; a policy not in ``counts`` loses its series."""

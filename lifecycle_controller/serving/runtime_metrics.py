@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 
-from lifecycle_controller.serving.children import Children
+from lifecycle_controller.serving.loop_metrics import LoopCounter, LoopHistogram
 
 __all__ = [
     "RECONCILE_BUCKETS",
@@ -71,19 +71,19 @@ class RuntimeMetrics:
         self.queue_name = queue_name
         self.leader_election_id = leader_election_id
         r = registry
-        self.reconcile_total = Counter(
+        self.reconcile_total = LoopCounter(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller.",
             ["controller", "result"],
             registry=r,
         )
-        self.reconcile_errors = Counter(
+        self.reconcile_errors = LoopCounter(
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller.",
             ["controller"],
             registry=r,
         )
-        self.reconcile_time = Histogram(
+        self.reconcile_time = LoopHistogram(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller.",
             ["controller"],
@@ -108,34 +108,33 @@ class RuntimeMetrics:
             ["name"],
             registry=r,
         )
-        self.rest_client_requests = Counter(
+        self.rest_client_requests = LoopCounter(
             "rest_client_requests",
             "Number of HTTP requests to the Kubernetes API, by status code and method.",
             ["code", "method"],
             registry=r,
         )
-        self._requests = Children(self.rest_client_requests)
         self.queue_depth = Gauge(
             "workqueue_depth", "Current depth of workqueue.", ["name"], registry=r
         )
-        self.queue_adds = Counter(
+        self.queue_adds = LoopCounter(
             "workqueue_adds", "Total number of adds handled by workqueue.", ["name"], registry=r
         )
-        self.queue_latency = Histogram(
+        self.queue_latency = LoopHistogram(
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested.",
             ["name"],
             buckets=WORKQUEUE_BUCKETS,
             registry=r,
         )
-        self.queue_work_duration = Histogram(
+        self.queue_work_duration = LoopHistogram(
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes.",
             ["name"],
             buckets=WORKQUEUE_BUCKETS,
             registry=r,
         )
-        self.queue_retries = Counter(
+        self.queue_retries = LoopCounter(
             "workqueue_retries",
             "Total number of retries handled by workqueue.",
             ["name"],
@@ -185,7 +184,7 @@ class RuntimeMetrics:
 
     def observe_request(self, method: str, code: str) -> None:
         """A ``kube.client.RequestObserver``: one API request ended with ``code``."""
-        self._requests(code, method.upper()).inc()
+        self.rest_client_requests.labels(code, method.upper()).inc()
 
 
 class QueueMetricsAdapter:
@@ -251,7 +250,7 @@ class ReconcileMetrics:
 
     def __init__(self, metrics: RuntimeMetrics) -> None:
         controller = metrics.controller
-        self._outcomes = Children(metrics.reconcile_total)
+        self._outcomes = metrics.reconcile_total
         self._controller = controller
         self._errors = metrics.reconcile_errors.labels(controller)
         self._time = metrics.reconcile_time.labels(controller)
@@ -259,7 +258,7 @@ class ReconcileMetrics:
     def observe(self, outcome: str, seconds: float) -> None:
         """One reconcile ended with ``outcome`` after ``seconds``."""
         result = str(outcome)
-        self._outcomes(self._controller, result).inc()
+        self._outcomes.labels(self._controller, result).inc()
         if result in ("error", "terminal"):
             self._errors.inc()
         self._time.observe(max(0.0, seconds))

@@ -20,9 +20,9 @@ from lifecycle_controller.kube.client import (
     ACCEPT_AGGREGATED_DISCOVERY,
     ACCEPT_METADATA,
     ACCEPT_METADATA_WATCH,
-    USER_AGENT,
 )
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.kube.exchanges import USER_AGENT
 from lifecycle_controller.kube.watch_events import watch_events
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF
 from tests.compat.matrix import CompatResult

@@ -6,6 +6,8 @@ decision the Event belongs to; equality ignores it (docs/notifications.md#docume
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -84,3 +86,22 @@ def test_about_keeps_what_is_known_and_never_changes_identity(
     assert filled.action == (first if first is not None else action)
     assert filled.due_ns == (first_due if first_due is not None else due)
     assert filled.dry_run is (first_dry or dry_run)
+
+
+@given(
+    dedupe=st.none() | st.text(max_size=5),
+    name=st.none() | st.text(max_size=5),
+    at_ns=st.none() | st.integers(min_value=0, max_value=2**62),
+    action=st.none() | st.sampled_from(["delete", "restart"]),
+)
+def test_about_carries_every_other_field(
+    dedupe: str | None, name: str | None, at_ns: int | None, action: str | None
+) -> None:
+    """``about`` builds the Event field by field: none of the fields it does not fill is lost
+    (a field added to Event and forgotten there fails here)."""
+    event = Event(catalogue.EventType.WARNING, "R", "m", dedupe, name, action, None, False, at_ns)
+    filled = about(event, action="delete", due_ns=3, dry_run=True)
+    expected = dataclasses.replace(event, action=action or "delete", due_ns=3, dry_run=True)
+    assert [getattr(filled, f.name) for f in dataclasses.fields(Event)] == [
+        getattr(expected, f.name) for f in dataclasses.fields(Event)
+    ]

@@ -8,6 +8,7 @@ limit holds a worker back, flush() waits for all, a failing write is logged and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -36,6 +37,7 @@ class Gated:
     started: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     times: list[int | None] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     failing: set[str] = field(default_factory=set)
 
     def gate(self, reason: str) -> asyncio.Event:
@@ -48,6 +50,7 @@ class Gated:
             raise RuntimeError("the API is down")
         self.written.append(event.reason)
         self.times.append(event.at_ns)
+        self.events.append(event)
         return Recorded.CREATED
 
 
@@ -105,6 +108,21 @@ async def test_each_event_carries_the_time_it_was_recorded_not_written() -> None
     inner.gate("Restarted").set()
     await events.flush()
     assert inner.times == [recorded_at, recorded_at - 7]
+
+
+async def test_the_time_stamp_is_all_that_changes_on_a_queued_event() -> None:
+    inner = Gated()
+    clock = FakeClock()
+    events = BackgroundRecorder(inner, clock=clock)
+    full = Event(EventType.WARNING, "Upcoming", "soon", "once", "n.1", "delete", 42, True)
+    await events.record(ref("a"), full)
+    inner.gate("Upcoming").set()
+    await events.flush()
+    (written,) = inner.events
+    expected = dataclasses.replace(full, at_ns=clock.now_ns())
+    assert [getattr(written, f.name) for f in dataclasses.fields(Event)] == [
+        getattr(expected, f.name) for f in dataclasses.fields(Event)
+    ]
 
 
 async def test_a_worker_waits_while_the_limit_is_in_flight() -> None:

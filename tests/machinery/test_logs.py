@@ -16,7 +16,7 @@ from lifecycle_controller.controller.accounting import Accounting, NoActionMetri
 from lifecycle_controller.controller.recorder import Recorded
 from lifecycle_controller.core import Action, DryRun, Ledger, ObjectKey, ObjectRef, Operation, Wait
 from lifecycle_controller.core.events import Event
-from lifecycle_controller.machinery.log_context import item_fields
+from lifecycle_controller.machinery.log_context import LazyFields, item_fields
 from lifecycle_controller.machinery.logs import configure_logging
 from tests.doubles.fakeapi import CONFIGMAPS
 
@@ -92,6 +92,25 @@ async def test_a_work_item_s_fields_are_on_its_lines_and_its_tasks_lines_only() 
     assert inside["name"] == "explicit", "a field bound on the line wins over the item's"
     assert (in_task["kind"], in_task["name"]) == ("ConfigMap", "a")
     assert not {"kind", "namespace", "name", "reconcile_id"} & outside.keys()
+
+
+def test_lazy_item_fields_are_built_only_for_a_line_written() -> None:
+    stream = setup(level="info")
+    log = structlog.get_logger("lifecycle_controller.controller.workers")
+    built: list[str] = []
+
+    def build() -> dict[str, str]:
+        built.append("built")
+        return {"kind": "ConfigMap", "name": "a"}
+
+    with item_fields(LazyFields(build)):
+        log.debug("filtered out")
+        assert built == [], "no line written: nothing built"
+        log.info("written")
+        log.info("written again")
+    (first, second) = lines(stream)
+    assert (first["kind"], second["name"]) == ("ConfigMap", "a")
+    assert built == ["built"], "built once, for the first line"
 
 
 def test_json_is_compact_and_starts_with_level_and_time() -> None:
