@@ -197,18 +197,22 @@ class Accounting:
         if isinstance(final, Hold) and final.until_ns is not None:
             due_ns = final.until_ns  # when the held action will go
         published = (None if due_ns is None else final.action, due_ns)
-        if self._published.get(key.id) == published:
+        before = self._published.get(key.id)
+        if before == published:
             return
         self._published[key.id] = published
         for action, value in _ACTIONS:
-            due = due_ns if final.action is action else None
-            self.metrics.set_next_action(
-                key.id,
-                value,
-                key.resource.kind,
-                key.namespace or "",
-                None if due is None else due / NS_PER_SECOND,
-            )
+            due = due_ns if published[0] is action else None
+            # The first publication sets every action (a series another leadership term left
+            # is cleared); later ones only the actions whose due time changed.
+            if before is None or due != (before[1] if before[0] is action else None):
+                self.metrics.set_next_action(
+                    key.id,
+                    value,
+                    key.resource.kind,
+                    key.namespace or "",
+                    None if due is None else due / NS_PER_SECOND,
+                )
 
     # ------------------------------------------------------------------ the write
 

@@ -251,11 +251,21 @@ def _time(buf: Buffer, a: int, b: int) -> str | None:
             nanos = c
     if seconds == 0 and nanos == 0:
         return None
+    known = _last_time.get(seconds)  # the objects of a burst share their creation seconds
+    if known is not None:
+        return known
     try:
         year, month, day, hour, minute, second = time.gmtime(seconds)[:6]
     except (OverflowError, OSError) as error:
         raise ValueError(f"a timestamp out of range: {seconds}") from error
-    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+    text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+    _last_time.clear()
+    _last_time[seconds] = text
+    return text
+
+
+#: The last second :func:`_time` formatted, and its text (one entry).
+_last_time: dict[int, str] = {}
 
 
 def _map_entry(buf: Buffer, a: int, b: int) -> tuple[str, str]:

@@ -18,10 +18,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import cast
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["LoopCounter", "LoopHistogram"]
+__all__ = ["LoopCounter", "LoopGauge", "LoopHistogram"]
 
 #: How prometheus_client writes a bucket's bound (Go's float formatting).
 _go_float = cast(Callable[[float], str], floatToGoString)
@@ -37,6 +42,16 @@ class _Count:
         if amount < 0:
             raise ValueError("counters can only be incremented by non-negative amounts")
         self.value += amount
+
+
+class _Value:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
 
 
 class _Observations:
@@ -106,6 +121,40 @@ class LoopCounter(_Family):
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        for values, child in list(self._children.items()):
+            family.add_metric(values, child.value)
+        yield family
+
+
+class LoopGauge(_Family):
+    """A gauge family whose children are plain floats (set on every change, read on scrape)."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        *,
+        registry: CollectorRegistry,
+    ) -> None:
+        super().__init__(name, documentation, labelnames, registry)
+        self._children: dict[tuple[str, ...], _Value] = {}
+
+    def labels(self, *values: str) -> _Value:
+        child = self._children.get(values)
+        if child is None:
+            self._check(values)
+            child = self._children[values] = _Value()
+        return child
+
+    def remove(self, *values: str) -> None:
+        self._children.pop(values, None)
+
+    def _empty(self) -> Metric:
+        return GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
         for values, child in list(self._children.items()):
             family.add_metric(values, child.value)
         yield family

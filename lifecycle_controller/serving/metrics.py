@@ -72,8 +72,7 @@ from prometheus_client import (
 
 from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
 from lifecycle_controller.core.observed import PERSIST_RESULTS
-from lifecycle_controller.serving.children import Children
-from lifecycle_controller.serving.loop_metrics import LoopCounter, LoopHistogram
+from lifecycle_controller.serving.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
 from lifecycle_controller.serving.policy_metrics import PolicyMetrics
 from lifecycle_controller.serving.rollout_metrics import ROLLOUT_BUCKETS, RolloutFamilies
 from lifecycle_controller.serving.runtime_metrics import (
@@ -240,7 +239,6 @@ class Metrics:
         for result in NOTIFICATION_RESULTS:
             self.notifications.labels(result)
         self._next_actions = _NextActions(self.next_action_timestamp)
-        self._cache_object_children = Children(self.cache_objects)
         self._ledger_arms_shown: int | None = None
         self.discovery_ready.set(0)
 
@@ -301,7 +299,7 @@ class Metrics:
         self.relists = Counter(
             "lifecycle_relists", "Full re-lists of a resource.", ["resource"], registry=r
         )
-        self.cache_objects = Gauge(
+        self.cache_objects = LoopGauge(
             "lifecycle_cache_objects",
             "Objects held in the metadata cache.",
             ["resource"],
@@ -464,11 +462,11 @@ class Metrics:
 
     def set_cache_objects(self, resource: str, count: int) -> None:
         """The metadata cache holds ``count`` objects of ``resource``."""
-        self._cache_object_children(resource).set(count)
+        self.cache_objects.labels(resource).set(count)
 
     def drop_resource_series(self, resource: str) -> None:
         """Drop the per-resource gauge of a resource no longer watched (counters stay)."""
-        self._cache_object_children.remove(resource)
+        self.cache_objects.remove(resource)
 
     def set_ledger_arms(self, count: int) -> None:
         """The catch-up ledger holds ``count`` entries."""

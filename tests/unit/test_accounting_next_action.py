@@ -1,5 +1,6 @@
-"""The next-action gauge from accounting: published when what is due changes, not again for a
-pass that decides the same, and afresh after the object is gone (its series dropped)."""
+"""The next-action gauge from accounting: published when what is due changes (every action the
+first time, then only the actions whose due time changed), not again for a pass that decides
+the same, and afresh after the object is gone (its series dropped)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,23 @@ async def test_the_next_action_is_published_only_when_it_changes() -> None:
     await accounting.decided(ref, _wait(100), _wait(100))  # a requeue deciding the same
     assert metrics.calls == first
     await accounting.decided(ref, _wait(200), _wait(200))  # postponed
-    assert metrics.calls[2:] == [(key.id, "delete", 200.0), (key.id, "restart", None)]
+    assert metrics.calls[2:] == [(key.id, "delete", 200.0)]  # restart stays unset
     await accounting.decided(ref, Idle(), Idle())  # nothing due any more
-    assert metrics.calls[4:] == [(key.id, "delete", None), (key.id, "restart", None)]
+    assert metrics.calls[3:] == [(key.id, "delete", None)]
     await accounting.decided(ref, _wait(100), _wait(100))
-    assert metrics.calls[6:] == first
+    assert metrics.calls[4:] == [(key.id, "delete", 100.0)]
     accounting.gone(key)
     assert metrics.dropped == [key.id]
     await accounting.decided(ref, _wait(100), _wait(100))  # the same name again, a new object
-    assert metrics.calls[8:] == first
+    assert metrics.calls[5:] == first
+
+
+async def test_a_change_of_action_moves_the_due_time_from_one_series_to_the_other() -> None:
+    metrics = _NextActions()
+    accounting = Accounting(_NoEvents(), Ledger(), lambda: 0, metrics)
+    key = ObjectKey(CONFIGMAPS, "team", "cm")
+    ref = ObjectRef(key, "uid-1", "1")
+    await accounting.decided(ref, _wait(100), _wait(100))
+    restart = Wait(action=Action.RESTART, due_ns=50 * S, requeue_after_ns=S)
+    await accounting.decided(ref, restart, restart)
+    assert metrics.calls[2:] == [(key.id, "delete", None), (key.id, "restart", 50.0)]
