@@ -60,6 +60,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import aiohttp
+
 from benchmarks.cluster_measure import PlainClient
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.rollout_progress import rollout_progress
@@ -247,14 +249,35 @@ class _Watched:
             self.complete(self.seen[key])
 
 
+#: A watch has no total deadline (aiohttp's session default is 5 minutes); silence ends it.
+WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=120)
+
+
 async def watch(plain: PlainClient, path: str, rv: str, watched: _Watched, accept: str) -> None:
     """A watch, every line decoded (the plainest informer): metadata only for deletions,
-    whole Deployments for restarts (their status says when the rollout is complete)."""
-    params = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true")]
-    async with plain.stream("GET", path, accept=accept, params=params) as response:
-        async for line in response.content:
-            if line.strip():
-                watched.feed(json.loads(line))
+    whole Deployments for restarts (their status says when the rollout is complete).
+
+    Like an informer's, it is opened again from the last resourceVersion it saw when the API
+    server ends it (an ERROR event, a closed stream) or the connection breaks: a floor whose
+    watch ended silently waited for objects it could no longer see."""
+    while True:
+        params = [("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true")]
+        try:
+            async with plain.stream(
+                "GET", path, accept=accept, params=params, timeout=WATCH_TIMEOUT
+            ) as response:
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        break
+                    metadata = (event.get("object") or {}).get("metadata") or {}
+                    rv = metadata.get("resourceVersion") or rv
+                    watched.feed(event)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            print(f"floor: watch ended ({error!r}); opening it again", file=sys.stderr)
+        await asyncio.sleep(0.2)
 
 
 async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, Any]:
