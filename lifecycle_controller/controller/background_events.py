@@ -19,7 +19,7 @@ import asyncio
 import structlog
 
 from lifecycle_controller.controller.recorder import EventRecorder, Recorded
-from lifecycle_controller.core.events import Event
+from lifecycle_controller.core.events import Event, about
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef
 from lifecycle_controller.machinery.clock import Clock
 
@@ -51,7 +51,8 @@ class BackgroundRecorder:
     async def record(self, ref: ObjectRef, event: Event) -> Recorded | None:
         """Queue the Event; returns None (what became of it is not known yet)."""
         if event.at_ns is None:
-            event = _stamped(event, self._clock.now_ns())
+            now_ns = self._clock.now_ns()
+            event = about(event, action=None, due_ns=None, dry_run=False, at_ns=now_ns)
         await self._slots.acquire()
         key = ref.key
         task = asyncio.create_task(self._write(self._last.get(key), ref, event))
@@ -87,19 +88,3 @@ class BackgroundRecorder:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _stamped(event: Event, at_ns: int) -> Event:
-    """``event`` stamped with the time it happened (see :attr:`Event.at_ns`); built field by
-    field, as :func:`~lifecycle_controller.core.events.about` is, for every Event queued."""
-    return Event(
-        event.type,
-        event.reason,
-        event.message,
-        event.dedupe_key,
-        event.name,
-        event.action,
-        event.due_ns,
-        event.dry_run,
-        at_ns,
-    )

@@ -97,8 +97,15 @@ class Event:
     at_ns: int | None = field(default=None, compare=False)
 
 
-def about(event: Event, *, action: str | None, due_ns: int | None, dry_run: bool) -> Event:
-    """``event`` with the action, due time and dry-run it does not carry yet filled in.
+def about(
+    event: Event,
+    *,
+    action: str | None,
+    due_ns: int | None,
+    dry_run: bool,
+    at_ns: int | None = None,
+) -> Event:
+    """``event`` with the action, due time, dry-run and time it does not carry yet filled in.
 
     Built field by field rather than by ``dataclasses.replace`` (which inspects the fields
     on every call): every Event of an action passes here."""
@@ -111,7 +118,7 @@ def about(event: Event, *, action: str | None, due_ns: int | None, dry_run: bool
         event.action if event.action is not None else action,
         event.due_ns if event.due_ns is not None else due_ns,
         event.dry_run or dry_run,
-        event.at_ns,
+        event.at_ns if event.at_ns is not None else at_ns,
     )
 
 

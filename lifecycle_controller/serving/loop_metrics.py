@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
+from typing import Any, Generic, TypeVar, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import (
@@ -67,32 +67,68 @@ class _Observations:
         self.total += amount
 
 
-class _Family:
-    """Children by label values, created on first use and kept until removed."""
+C = TypeVar("C", _Count, _Value, _Observations)
+
+
+class _Family(Generic[C]):
+    """Children by label values, created on first use and kept until removed; exported by
+    :meth:`collect` into the family :meth:`_family` makes, one :meth:`_add` per child."""
 
     def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        registry: CollectorRegistry,
+        child: Callable[[], C],
+        family: type[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily],
     ) -> None:
+        self._family_type = family
         self._name = name
         self._documentation = documentation
         self._labelnames = tuple(labelnames)
+        self._child: Callable[[], C] = child
+        self._children: dict[tuple[str, ...], C] = {}
         registry.register(self)
 
-    def _check(self, values: tuple[str, ...]) -> None:
-        if len(values) != len(self._labelnames):
-            raise ValueError(f"{self._name}: expected labels {self._labelnames}, got {values}")
+    def labels(self, *values: str) -> C:
+        child = self._children.get(values)
+        if child is None:
+            if len(values) != len(self._labelnames):
+                raise ValueError(f"{self._name}: expected labels {self._labelnames}, got {values}")
+            child = self._children[values] = self._child()
+        return child
+
+    def remove(self, *values: str) -> None:
+        self._children.pop(values, None)
 
     def describe(self) -> list[Metric]:
-        return [self._empty()]
-
-    def _empty(self) -> Metric:
-        raise NotImplementedError
+        return [self._family()]
 
     def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for values, child in list(self._children.items()):
+            self._add(family, values, child)
+        yield family
+
+    def _family(self) -> Metric:
+        return self._family_type(self._name, self._documentation, labels=self._labelnames)
+
+    def _add(self, family: Any, values: tuple[str, ...], child: C) -> None:
         raise NotImplementedError
 
 
-class LoopCounter(_Family):
+S = TypeVar("S", _Count, _Value)
+
+
+class _Scalars(_Family[S]):
+    """A family whose children hold one value each (counters, gauges)."""
+
+    def _add(self, family: Any, values: tuple[str, ...], child: S) -> None:
+        family.add_metric(values, child.value)
+
+
+class LoopCounter(_Scalars[_Count]):
     """A counter family (``NAME_total``) whose children are plain floats."""
 
     def __init__(
@@ -103,30 +139,10 @@ class LoopCounter(_Family):
         *,
         registry: CollectorRegistry,
     ) -> None:
-        super().__init__(name, documentation, labelnames, registry)
-        self._children: dict[tuple[str, ...], _Count] = {}
-
-    def labels(self, *values: str) -> _Count:
-        child = self._children.get(values)
-        if child is None:
-            self._check(values)
-            child = self._children[values] = _Count()
-        return child
-
-    def remove(self, *values: str) -> None:
-        self._children.pop(values, None)
-
-    def _empty(self) -> Metric:
-        return CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
-
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
-        for values, child in list(self._children.items()):
-            family.add_metric(values, child.value)
-        yield family
+        super().__init__(name, documentation, labelnames, registry, _Count, CounterMetricFamily)
 
 
-class LoopGauge(_Family):
+class LoopGauge(_Scalars[_Value]):
     """A gauge family whose children are plain floats (set on every change, read on scrape)."""
 
     def __init__(
@@ -137,30 +153,10 @@ class LoopGauge(_Family):
         *,
         registry: CollectorRegistry,
     ) -> None:
-        super().__init__(name, documentation, labelnames, registry)
-        self._children: dict[tuple[str, ...], _Value] = {}
-
-    def labels(self, *values: str) -> _Value:
-        child = self._children.get(values)
-        if child is None:
-            self._check(values)
-            child = self._children[values] = _Value()
-        return child
-
-    def remove(self, *values: str) -> None:
-        self._children.pop(values, None)
-
-    def _empty(self) -> Metric:
-        return GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
-
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
-        for values, child in list(self._children.items()):
-            family.add_metric(values, child.value)
-        yield family
+        super().__init__(name, documentation, labelnames, registry, _Value, GaugeMetricFamily)
 
 
-class LoopHistogram(_Family):
+class LoopHistogram(_Family[_Observations]):
     """A histogram family with fixed ``buckets`` (upper bounds; +Inf is added)."""
 
     def __init__(
@@ -175,30 +171,19 @@ class LoopHistogram(_Family):
         bounds = tuple(float(b) for b in buckets if b != float("inf"))
         if list(bounds) != sorted(set(bounds)):
             raise ValueError(f"{name}: buckets must be increasing, got {buckets}")
-        super().__init__(name, documentation, labelnames, registry)
-        self._bounds = bounds
         self._les = (*(_go_float(b) for b in bounds), "+Inf")
-        self._children: dict[tuple[str, ...], _Observations] = {}
+        super().__init__(
+            name,
+            documentation,
+            labelnames,
+            registry,
+            lambda: _Observations(bounds),
+            HistogramMetricFamily,
+        )
 
-    def labels(self, *values: str) -> _Observations:
-        child = self._children.get(values)
-        if child is None:
-            self._check(values)
-            child = self._children[values] = _Observations(self._bounds)
-        return child
-
-    def remove(self, *values: str) -> None:
-        self._children.pop(values, None)
-
-    def _empty(self) -> Metric:
-        return HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
-        for values, child in list(self._children.items()):
-            cumulative, buckets = 0, []
-            for le, count in zip(self._les, list(child.counts), strict=True):
-                cumulative += count
-                buckets.append((le, float(cumulative)))
-            family.add_metric(list(values), buckets, child.total)
-        yield family
+    def _add(self, family: Any, values: tuple[str, ...], child: _Observations) -> None:
+        cumulative, buckets = 0, []
+        for le, count in zip(self._les, list(child.counts), strict=True):
+            cumulative += count
+            buckets.append((le, float(cumulative)))
+        family.add_metric(list(values), buckets, child.total)

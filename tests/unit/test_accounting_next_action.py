@@ -36,11 +36,19 @@ def _wait(due_s: int) -> Wait:
     return Wait(action=Action.DELETE, due_ns=due_s * S, requeue_after_ns=S)
 
 
-async def test_the_next_action_is_published_only_when_it_changes() -> None:
+def _accounting() -> tuple[_NextActions, Accounting, ObjectKey, ObjectRef]:
     metrics = _NextActions()
-    accounting = Accounting(_NoEvents(), Ledger(), lambda: 0, metrics)
     key = ObjectKey(CONFIGMAPS, "team", "cm")
-    ref = ObjectRef(key, "uid-1", "1")
+    return (
+        metrics,
+        Accounting(_NoEvents(), Ledger(), lambda: 0, metrics),
+        key,
+        ObjectRef(key, "uid-1", "1"),
+    )
+
+
+async def test_the_next_action_is_published_only_when_it_changes() -> None:
+    metrics, accounting, key, ref = _accounting()
     await accounting.decided(ref, _wait(100), _wait(100))
     first = [(key.id, "delete", 100.0), (key.id, "restart", None)]
     assert metrics.calls == first
@@ -59,10 +67,7 @@ async def test_the_next_action_is_published_only_when_it_changes() -> None:
 
 
 async def test_a_change_of_action_moves_the_due_time_from_one_series_to_the_other() -> None:
-    metrics = _NextActions()
-    accounting = Accounting(_NoEvents(), Ledger(), lambda: 0, metrics)
-    key = ObjectKey(CONFIGMAPS, "team", "cm")
-    ref = ObjectRef(key, "uid-1", "1")
+    metrics, accounting, key, ref = _accounting()
     await accounting.decided(ref, _wait(100), _wait(100))
     restart = Wait(action=Action.RESTART, due_ns=50 * S, requeue_after_ns=S)
     await accounting.decided(ref, restart, restart)
