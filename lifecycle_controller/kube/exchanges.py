@@ -144,8 +144,7 @@ class ApiExchanges:
                 )
                 response = await exchange.enter_async_context(self._transport.send(request))
             except (ConnectionFailed, TimeoutError, OSError) as error:
-                self._record(method, "<error>")
-                raise TransportError(f"{method} {path}: {error or type(error).__name__}") from error
+                raise self._unsent(method, path, error) from error
             self._record(method, str(response.status))
             try:
                 if response.status >= 300:
@@ -157,6 +156,11 @@ class ApiExchanges:
     def _record(self, method: str, code: str) -> None:
         if self._observe is not None:
             self._observe(method, code)
+
+    def _unsent(self, method: str, path: str, error: BaseException) -> TransportError:
+        """A request that got no answer: counted as ``<error>``, told as a TransportError."""
+        self._record(method, "<error>")
+        return TransportError(f"{method} {path}: {error or type(error).__name__}")
 
     async def _exchange(
         self,
@@ -194,8 +198,7 @@ class ApiExchanges:
         except (ConnectionFailed, TimeoutError, OSError) as error:
             if sent:
                 raise TransportError(f"{method} {path}: {error}") from error
-            self._record(method, "<error>")
-            raise TransportError(f"{method} {path}: {error or type(error).__name__}") from error
+            raise self._unsent(method, path, error) from error
 
     async def request(
         self,

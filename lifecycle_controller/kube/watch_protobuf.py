@@ -21,6 +21,7 @@ import asyncio
 import struct
 import time
 from collections.abc import AsyncIterator, Iterator
+from functools import lru_cache
 from typing import Any
 
 from lifecycle_controller.kube.errors import TransportError
@@ -251,21 +252,17 @@ def _time(buf: Buffer, a: int, b: int) -> str | None:
             nanos = c
     if seconds == 0 and nanos == 0:
         return None
-    known = _last_time.get(seconds)  # the objects of a burst share their creation seconds
-    if known is not None:
-        return known
+    return _utc_text(seconds)
+
+
+@lru_cache(maxsize=64)  # the objects of a burst share their creation seconds
+def _utc_text(seconds: int) -> str:
+    """Unix ``seconds`` as RFC 3339 in UTC, whole seconds (ValueError when out of range)."""
     try:
         year, month, day, hour, minute, second = time.gmtime(seconds)[:6]
     except (OverflowError, OSError) as error:
         raise ValueError(f"a timestamp out of range: {seconds}") from error
-    text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
-    _last_time.clear()
-    _last_time[seconds] = text
-    return text
-
-
-#: The last second :func:`_time` formatted, and its text (one entry).
-_last_time: dict[int, str] = {}
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
 
 
 def _map_entry(buf: Buffer, a: int, b: int) -> tuple[str, str]:
