@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import os
 import signal
@@ -39,10 +38,15 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster_floors import (
+    deletion_job_floor,
+    request_floors,
+    restart_job_floor,
+    stream_floor,
+)
 from benchmarks.cluster_measure import (
     BENCH_AGENT,
     ProcSample,
@@ -53,6 +57,21 @@ from benchmarks.cluster_measure import (
     read_audit,
     requests_between,
     scrape_lag_buckets,
+)
+from benchmarks.cluster_objects import (
+    CONFIGMAPS,
+    DEPLOYMENT_COUNT,
+    DEPLOYMENTS,
+    FAR,
+    NAMESPACE_COUNT,
+    PAYLOAD,
+    SECRET_COUNT,
+    SECRETS,
+    WATCHED,
+    configmap,
+    deployment,
+    due_time,
+    gather_limited,
 )
 from benchmarks.cluster_report import write_reports
 from benchmarks.etcd_seed import (
@@ -74,19 +93,9 @@ from lifecycle_controller.kube import (
     load_configuration,
 )
 
-CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
-SECRETS = ResourceType("", "v1", "secrets", "Secret", namespaced=True)
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
-WATCHED = (CONFIGMAPS, SECRETS, DEPLOYMENTS)
-NAMESPACE_COUNT = 50
-DEPLOYMENT_COUNT = 500
-SECRET_COUNT = 200
-FAR = "2099-01-01T00:00:00Z"
-WORKERS = 4  # the controller's default --workers
 IDLE_AFTER_READY = 5.0  # seconds after ready before idle CPU is counted
 #: Seconds after the storm's due time by which every rollout must be verified.
 VERIFY_LIMIT_S = 180.0
-PAYLOAD = {"payload": "x" * 512}
 #: ``--seed auto`` writes the ConfigMaps into etcd above this count (through the API up to it).
 SEED_API_UP_TO = 20000
 #: etcd's limits for a seeded control plane: a million objects need more than the default
@@ -107,32 +116,6 @@ def _annotations(i: int, key: str) -> dict[str, str]:
     return {key: FAR} if i % 50 == 0 else {}
 
 
-def _configmap(namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "data": dict(PAYLOAD),
-    }
-
-
-def _deployment(namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
-            },
-        },
-    }
-
-
 async def settle(kube: KubeClient, quiet: float = 5.0, limit: float = 300.0) -> float:
     """Wait until the Deployments stop changing (no item's resourceVersion moved for
     ``quiet`` seconds): after the object set is created, kube-controller-manager creates a
@@ -151,16 +134,6 @@ async def settle(kube: KubeClient, quiet: float = 5.0, limit: float = 300.0) -> 
         last = str(newest)
         await asyncio.sleep(quiet)
     return time.perf_counter() - started
-
-
-async def _gather_limited(coroutines: list[Any], limit: int = 48) -> None:
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(coroutine: Any) -> None:
-        async with semaphore:
-            await coroutine
-
-    await asyncio.gather(*(one(c) for c in coroutines))
 
 
 def _configmaps(objects: int) -> Iterator[Seeded]:
@@ -203,7 +176,7 @@ async def populate(
             timings.update(seeding)
     else:
         work += [
-            kube.create(CONFIGMAPS, ns, _configmap(ns, n, a)) for ns, n, a in _configmaps(objects)
+            kube.create(CONFIGMAPS, ns, configmap(ns, n, a)) for ns, n, a in _configmaps(objects)
         ]
     for i in range(SECRET_COUNT):
         ns = namespaces[i % NAMESPACE_COUNT]
@@ -217,9 +190,9 @@ async def populate(
     for i in range(DEPLOYMENT_COUNT):
         ns = namespaces[i % NAMESPACE_COUNT]
         work.append(
-            kube.create(DEPLOYMENTS, ns, _deployment(ns, f"d-{i:04d}", _annotations(i, restart_at)))
+            kube.create(DEPLOYMENTS, ns, deployment(ns, f"d-{i:04d}", _annotations(i, restart_at)))
         )
-    await _gather_limited(work)
+    await gather_limited(work)
     return time.perf_counter() - started
 
 
@@ -302,21 +275,16 @@ async def _watch_until(
     return seen
 
 
-def _due(seconds_ahead: float) -> tuple[float, str]:
-    due = math.ceil(time.time() + seconds_ahead)
-    return due, datetime.fromtimestamp(due, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 async def burst(kube: KubeClient, count: int, lead: float) -> dict[str, Any]:
     """``count`` ConfigMaps due at the same second; lateness of each deletion from a watch."""
     listing = await kube.list_metadata(CONFIGMAPS, namespace="burst", limit=1)
     since = listing["metadata"]["resourceVersion"]
-    due, stamp = _due(lead)
+    due, stamp = due_time(lead)
     annotations = {keys.PREFIX + "delete-at": stamp}
     created = time.time()
-    await _gather_limited(
+    await gather_limited(
         [
-            kube.create(CONFIGMAPS, "burst", _configmap("burst", f"b-{i:05d}", annotations))
+            kube.create(CONFIGMAPS, "burst", configmap("burst", f"b-{i:05d}", annotations))
             for i in range(count)
         ]
     )
@@ -349,10 +317,10 @@ async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, 
     listing = await kube.list_metadata(DEPLOYMENTS, limit=1)
     since = listing["metadata"]["resourceVersion"]
     events_since = (await kube.list_metadata(EVENTS, limit=1))["metadata"]["resourceVersion"]
-    due, stamp = _due(lead)
+    due, stamp = due_time(lead)
     patch = {"metadata": {"annotations": {keys.PREFIX + "restart-at": stamp}}}
     names = [(f"bench-{i % NAMESPACE_COUNT:02d}", f"d-{i:04d}") for i in range(count)]
-    await _gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in names])
+    await gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in names])
 
     def acknowledged(event: dict[str, Any]) -> bool:
         # The controller's one patch removes restart-at and sets managed-by (ours sets neither).
@@ -396,104 +364,6 @@ async def restart_storm(kube: KubeClient, count: int, lead: float) -> dict[str, 
         "end": max(done.values()) if done else due,
         "verified_end": verified_at,
     }
-
-
-async def run_floor(
-    kubeconfig: Path,
-    options: list[str],
-    then: Callable[[], Awaitable[object]] | None = None,
-    *,
-    module: str = "benchmarks.floor_actions",
-) -> dict[str, Any]:
-    """One floor in a fresh process of its own (``benchmarks.floor_actions``, whose docstring
-    says what moved the old in-process figure, or another ``module``). ``then`` runs once the
-    floor's watch is open (it creates the objects)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        module,
-        f"--kubeconfig={kubeconfig}",
-        *options,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    if then is not None:
-        line = await process.stdout.readline()
-        if line.strip() != b"watching":
-            raise RuntimeError(f"floor {options}: {line!r}")
-        await then()
-    out = await process.stdout.read()
-    if await process.wait() != 0:
-        raise RuntimeError(f"floor {options} exited with {process.returncode}")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
-
-
-async def stream_floor(kubeconfig: Path) -> dict[str, Any]:
-    """The streaming-list floor (``benchmarks.floor_list``, a process of its own) of the
-    watched types; ``process_s`` is from just before its start to its last bookmark, as the
-    controller's time to ready runs from just before its start."""
-    spawned = time.time()
-    paths = [f"--path={resource.collection_path(None)}" for resource in WATCHED]
-    floor = await run_floor(kubeconfig, paths, module="benchmarks.floor_list")
-    floor["process_s"] = round(floor.pop("done_at") - spawned, 3)
-    return floor
-
-
-async def floors_after(
-    kube: KubeClient, kubeconfig: Path, count: int, storm: int, lead: float
-) -> dict[str, Any]:
-    """The burst and storm floors, with the controller stopped, each in a fresh process:
-    the requests alone (fresh ConfigMaps, at the controller's workers and at 16 in flight),
-    and the whole job (watch the objects appear, the write and its Event, the watch event of
-    the write) at the controller's workers."""
-    out: dict[str, Any] = {}
-    stamp = _due(lead)[1]
-    for concurrency in (WORKERS, 16):
-        names = [f"f{concurrency}-{i:05d}" for i in range(count)]
-        await _gather_limited(
-            [kube.create(CONFIGMAPS, "floor", _configmap("floor", n, {})) for n in names]
-        )
-        floor = await run_floor(
-            kubeconfig, [f"--prefix=f{concurrency}-", f"--concurrency={concurrency}"]
-        )
-        out[f"delete_at_{concurrency}_s"] = round(floor["seconds"], 3)
-        out[f"delete_cpu_ms_at_{concurrency}"] = floor["cpu_ms_per_object"]
-    annotations = {keys.PREFIX + "delete-at": stamp}
-
-    async def create() -> None:
-        await _gather_limited(
-            [
-                kube.create(CONFIGMAPS, "floor", _configmap("floor", f"j-{i:05d}", annotations))
-                for i in range(count)
-            ]
-        )
-
-    floor = await run_floor(
-        kubeconfig, ["--whole-job", "--prefix=j-", f"--count={count}", "--concurrency=4"], create
-    )
-    out["delete_job_cpu_ms"] = floor["cpu_ms_per_object"]
-    out["delete_job_watch_events"] = floor["watch_events"]
-    floor = await run_floor(
-        kubeconfig,
-        ["--action=restart", "--prefix=d-", f"--count={storm}", f"--concurrency={WORKERS}"],
-    )
-    out[f"restart_at_{WORKERS}_s"] = round(floor["seconds"], 3)
-    out[f"restart_cpu_ms_at_{WORKERS}"] = floor["cpu_ms_per_object"]
-    patch = {"metadata": {"annotations": {keys.PREFIX + "restart-at": stamp}}}
-    workloads = [(f"bench-{i % NAMESPACE_COUNT:02d}", f"d-{i:04d}") for i in range(storm)]
-
-    async def annotate() -> None:
-        await _gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in workloads])
-
-    floor = await run_floor(
-        kubeconfig,
-        ["--action=restart", "--whole-job", "--prefix=d-", f"--count={storm}", "--concurrency=4"],
-        annotate,
-    )
-    out["restart_job_cpu_ms"] = floor["cpu_ms_per_object"]
-    out["restart_job_watch_events"] = floor["watch_events"]
-    return out
 
 
 @dataclass
@@ -616,38 +486,64 @@ def _median_of_rounds(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 async def _actions(
-    kube: KubeClient, running: _Running, args: argparse.Namespace
+    kube: KubeClient, plane: ControlPlane, running: _Running, args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
-    """``--rounds`` bursts, then ``--rounds`` storms, on the running controller."""
+    """``--rounds`` bursts, then ``--rounds`` storms, on the running controller, each
+    followed at once by its whole-job floor (``benchmarks/cluster_floors.py`` says why)."""
 
     profiles: dict[str, Any] = {}
 
     async def rounds(
-        name: str, action: Callable[[], Awaitable[dict[str, Any]]]
+        name: str,
+        action: Callable[[], Awaitable[dict[str, Any]]],
+        floor: Callable[[int], Awaitable[dict[str, Any]]],
     ) -> list[dict[str, Any]]:
         stacks = args.output / f"profile-{name}-{args.burst}.txt"
-        profiler = StackSampler(running.process.pid, stacks)
-        profiling = args.profile and profiler.start()
+        stacks.unlink(missing_ok=True)
         done = []
-        for _ in range(args.rounds):
+        for number in range(args.rounds):
+            profiler = StackSampler(running.process.pid, stacks.with_suffix(f".{number}.txt"))
+            profiling = args.profile and profiler.start()
             cpu = running.sampler.last().cpu_s
             one = await action()
             one["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu, 3)
+            if profiling:  # the controller's own rounds only, never its floor's
+                profiler.stop()
+                with stacks.open("a") as merged:
+                    merged.write(profiler.output.read_text())
+                profiler.output.unlink()
+            cpu = running.sampler.last().cpu_s
+            one["floor"] = await floor(number)
+            one["floor"]["controller_cpu_s"] = round(running.sampler.last().cpu_s - cpu, 3)
+            one["cpu_ratio"] = round(
+                1000 * one["controller_cpu_s"] / max(1, one["done"]) / one["floor"]["cpu_ms"], 3
+            )
             done.append(one)
-        if profiling:
-            profiler.stop()
+        if args.profile and stacks.exists():
             profiles[name] = top_items(stacks)
         return done
 
+    kubeconfig = plane.admin_kubeconfig
     lag0 = await scrape_lag_buckets(running.metrics_url)
-    bursts = await rounds("burst", lambda: burst(kube, args.burst, args.lead))
+    bursts = await rounds(
+        "burst",
+        lambda: burst(kube, args.burst, args.lead),
+        lambda n: deletion_job_floor(kube, kubeconfig, args.burst, args.lead, str(n)),
+    )
     lag1 = await scrape_lag_buckets(running.metrics_url)
-    storms = await rounds("storm", lambda: restart_storm(kube, args.storm, args.lead))
+    storms = await rounds(
+        "storm",
+        lambda: restart_storm(kube, args.storm, args.lead),
+        lambda n: restart_job_floor(kube, kubeconfig, args.storm, args.lead),
+    )
     chosen_burst = _median_of_rounds(bursts, "last_gone_s")
     chosen_storm = _median_of_rounds(storms, "last_done_s")
-    # CPU per action is its own median (the median-lateness round need not be the median CPU).
-    chosen_burst["controller_cpu_s"] = _median([b["controller_cpu_s"] for b in bursts])
-    chosen_storm["controller_cpu_s"] = _median([s["controller_cpu_s"] for s in storms])
+    # CPU per action, its floor and their ratio are each their own median over the pairs.
+    for chosen, done in ((chosen_burst, bursts), (chosen_storm, storms)):
+        chosen["controller_cpu_s"] = _median([r["controller_cpu_s"] for r in done])
+        chosen["job_floor_cpu_ms"] = _median([r["floor"]["cpu_ms"] for r in done])
+        chosen["job_floor_watch_events"] = _median([r["floor"]["watch_events"] for r in done])
+        chosen["cpu_ratio"] = _median([r["cpu_ratio"] for r in done])
     if profiles:
         chosen_burst["profile"], chosen_storm["profile"] = profiles["burst"], profiles["storm"]
     phases = {
@@ -708,7 +604,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
                 result["cpu_idle_s"] = round(idle.cpu_s - quiet.cpu_s, 3)
                 if objects <= args.actions_up_to:
                     burst_run, storm_run, lag["burst"], windows = await _actions(
-                        kube, running, args
+                        kube, plane, running, args
                     )
                     result["burst"], result["storm"] = burst_run, storm_run
                     phases.update(windows)
@@ -723,7 +619,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
         ]
         if objects <= args.actions_up_to:
             floors = [
-                await floors_after(kube, plane.admin_kubeconfig, args.burst, args.storm, args.lead)
+                await request_floors(kube, plane.admin_kubeconfig, args.burst, args.storm)
                 for _ in range(args.rounds)
             ]
             result["action_floors"] = {k: _median([f[k] for f in floors]) for k in floors[0]}

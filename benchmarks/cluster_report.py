@@ -38,8 +38,7 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
     if burst and burst.get("done"):
         out["cpu_per_deletion_ms"] = round(1000 * burst["controller_cpu_s"] / burst["done"], 2)
         out["floor_cpu_per_deletion_ms"] = floors.get("delete_cpu_ms_at_4")
-        out["job_floor_cpu_per_deletion_ms"] = job = floors.get("delete_job_cpu_ms")
-        out["cpu_per_deletion_ratio"] = round(out["cpu_per_deletion_ms"] / job, 2) if job else None
+        _job_floor(out, "deletion", burst, floors.get("delete_job_cpu_ms"))
         floor4 = floors.get("delete_at_4_s")
         out["burst_ratio"] = round(burst["last_gone_s"] / floor4, 2) if floor4 else None
         requests = run["requests"].get("burst", {})
@@ -47,13 +46,28 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
     if storm and storm.get("done"):
         out["cpu_per_restart_ms"] = round(1000 * storm["controller_cpu_s"] / storm["done"], 2)
         out["floor_cpu_per_restart_ms"] = floors.get("restart_cpu_ms_at_4")
-        out["job_floor_cpu_per_restart_ms"] = job = floors.get("restart_job_cpu_ms")
-        out["cpu_per_restart_ratio"] = round(out["cpu_per_restart_ms"] / job, 2) if job else None
+        _job_floor(out, "restart", storm, floors.get("restart_job_cpu_ms"))
         floor4 = floors.get("restart_at_4_s")
         out["storm_ratio"] = round(storm["last_done_s"] / floor4, 2) if floor4 else None
     if run.get("idle_s"):
         out["idle_cpu_percent"] = round(100 * run["cpu_idle_s"] / run["idle_s"], 3)
     return out
+
+
+def _job_floor(
+    out: dict[str, Any], action: str, rounds: dict[str, Any], after: float | None
+) -> None:
+    """The whole-job floor of ``action`` and the ratio to it: the median over the rounds,
+    each paired with the floor measured right after it (``benchmarks/cluster_floors.py``); runs
+    older than the pairing measured the floors after every round (``after``)."""
+    job = rounds.get("job_floor_cpu_ms", after)
+    out[f"job_floor_cpu_per_{action}_ms"] = job
+    if "cpu_ratio" in rounds:
+        out[f"cpu_per_{action}_ratio"] = round(rounds["cpu_ratio"], 2)
+    else:
+        out[f"cpu_per_{action}_ratio"] = (
+            round(out[f"cpu_per_{action}_ms"] / job, 2) if job else None
+        )
 
 
 def _lag(summary: dict[str, Any]) -> str:

@@ -37,7 +37,9 @@ Two floors:
   the DELETED event. A restart is verified, as the controller verifies every restart: the
   watch carries whole Deployments, follows each rollout until its status is complete (the
   controller's rule, ``core/rollout_progress.py``), and then writes the
-  ``RolloutCompleted`` Event. The
+  ``RolloutCompleted`` Event (``--annotation-prefix`` names another prefix for
+  ``restart-at`` and the annotations the patch writes, so the floor can run beside a
+  controller that ignores them). The
   script prints ``watching`` once its watch is open; the caller then creates (or
   annotates) ``--count`` objects whose names start with ``--prefix``. The clock covers
   everything after ``watching``.
@@ -102,20 +104,21 @@ def event_body(namespace: str, name: str, uid: str, kind: str, reason: str) -> d
     }
 
 
-def restart_body(rv: str) -> dict[str, Any]:
+def restart_body(rv: str, prefix: str = keys.PREFIX) -> dict[str, Any]:
     """A guarded restart like the controller's: acknowledge ``restart-at`` and set the Pod
-    template's marker in one merge patch."""
+    template's marker in one merge patch (the annotations under ``prefix``: the
+    controller's own, or a prefix it ignores when it runs beside the floor)."""
     stamp = datetime.now().astimezone().isoformat(timespec="microseconds")
     return {
         "metadata": {
             "resourceVersion": rv,
-            "annotations": {keys.PREFIX + "restart-at": None, keys.MANAGED_BY: "floor"},
+            "annotations": {prefix + "restart-at": None, prefix + "managed-by": "floor"},
         },
-        "spec": {"template": {"metadata": {"annotations": {keys.RESTARTED_AT: stamp}}}},
+        "spec": {"template": {"metadata": {"annotations": {prefix + "restartedAt": stamp}}}},
     }
 
 
-async def act(plain: PlainClient, action: str, target: Target) -> None:
+async def act(plain: PlainClient, action: str, target: Target, prefix: str = keys.PREFIX) -> None:
     """The write and its Event (a restart that lost a race with the deployment controller's
     status write is read again and retried, as the controller's quiet conflict retry does)."""
     ns, name = target.namespace, target.name
@@ -131,12 +134,13 @@ async def act(plain: PlainClient, action: str, target: Target) -> None:
     else:
         path = DEPLOYMENTS_PATH.format(ns=ns) + "/" + name
         status, _ = await plain.call(
-            "PATCH", path, restart_body(target.rv), content_type=MERGE_PATCH
+            "PATCH", path, restart_body(target.rv, prefix), content_type=MERGE_PATCH
         )
         if status == 409:
             _, raw = await plain.call("GET", path, accept=ACCEPT_METADATA)
             rv = json.loads(raw)["metadata"]["resourceVersion"]
-            status, _ = await plain.call("PATCH", path, restart_body(rv), content_type=MERGE_PATCH)
+            body = restart_body(rv, prefix)
+            status, _ = await plain.call("PATCH", path, body, content_type=MERGE_PATCH)
         kind, reason = "Deployment", "RestartTriggered"
     if status >= 300:
         raise RuntimeError(f"floor {action} {ns}/{name}: HTTP {status}")
@@ -197,6 +201,7 @@ class _Watched:
 
     action: str
     prefix: str
+    annotation_prefix: str = keys.PREFIX
     complete: Callable[[Target], None] = lambda target: None
     seen: dict[str, Target] = field(default_factory=dict)
     patched: dict[str, int] = field(default_factory=dict)  # key -> generation of the restart
@@ -231,7 +236,7 @@ class _Watched:
         if key in self.done:
             return
         annotations = metadata.get("annotations") or {}
-        if keys.PREFIX + "restart-at" in annotations:
+        if self.annotation_prefix + "restart-at" in annotations:
             self.seen[key] = Target(
                 metadata["namespace"],
                 metadata["name"],
@@ -295,7 +300,9 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
         completions.add(task)
         task.add_done_callback(completions.discard)
 
-    watched = _Watched(args.action, args.prefix, complete, expected=args.count)
+    watched = _Watched(
+        args.action, args.prefix, args.annotation_prefix, complete, expected=args.count
+    )
     accept = ACCEPT_METADATA if args.action == "delete" else "application/json"
     streaming = asyncio.create_task(watch(plain, path, rv, watched, accept))
     await asyncio.sleep(0.5)  # the watch is open before the caller starts
@@ -305,7 +312,9 @@ async def whole_job(plain: PlainClient, args: argparse.Namespace) -> dict[str, A
     cpu_appeared = time.process_time() - cpu
     started = time.perf_counter()
     await run_all(
-        list(watched.seen.values()), args.concurrency, lambda t: act(plain, args.action, t)
+        list(watched.seen.values()),
+        args.concurrency,
+        lambda t: act(plain, args.action, t, args.annotation_prefix),
     )
     seconds = time.perf_counter() - started
     await _within(watched.finished.wait(), args.timeout, watched, "finish")
@@ -340,7 +349,9 @@ async def _within(waiting: Awaitable[Any], timeout: float, watched: _Watched, wh
 async def request_floor(plain: PlainClient, args: argparse.Namespace) -> dict[str, Any]:
     targets = await list_targets(plain, args)
     cpu, started = time.process_time(), time.perf_counter()
-    await run_all(targets, args.concurrency, lambda t: act(plain, args.action, t))
+    await run_all(
+        targets, args.concurrency, lambda t: act(plain, args.action, t, args.annotation_prefix)
+    )
     return {
         "cpu_s": time.process_time() - cpu,
         "seconds": time.perf_counter() - started,
@@ -372,6 +383,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prefix", default="", help="act on objects whose name starts so")
     parser.add_argument("--count", type=int, default=0, help="objects (0: every match)")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
+    parser.add_argument(
+        "--annotation-prefix",
+        default=keys.PREFIX,
+        help="restarts: the prefix of restart-at and of the annotations the patch writes (one "
+        "the controller ignores lets the floor run beside it)",
+    )
     parser.add_argument(
         "--whole-job",
         action="store_true",

@@ -37,15 +37,9 @@ from typing import Any
 import aiohttp
 import yaml
 
-from benchmarks.cluster import (
-    CONFIGMAPS,
-    FAR,
-    NAMESPACE_COUNT,
-    _gather_limited,
-    _Running,
-    _start,
-)
+from benchmarks.cluster import _Running, _start
 from benchmarks.cluster_measure import BENCH_AGENT, list_floor
+from benchmarks.cluster_objects import CONFIGMAPS, FAR, NAMESPACE_COUNT, gather_limited
 from lifecycle_controller.core import keys
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import NAMESPACES, KubeClient, NotFound, load_configuration
@@ -107,7 +101,7 @@ async def populate(kube: KubeClient, objects: int) -> float:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
         body["data"] = {"payload": "x" * 512}
         work.append(kube.create(CONFIGMAPS, ns, body))
-    await _gather_limited(work)
+    await gather_limited(work)
     return time.perf_counter() - started
 
 

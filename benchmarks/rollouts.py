@@ -41,8 +41,9 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.cluster import _gather_limited, _Running, _start
+from benchmarks.cluster import _Running, _start
 from benchmarks.cluster_measure import BENCH_AGENT, FLOOR_AGENT, read_audit, requests_between
+from benchmarks.cluster_objects import gather_limited
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.keys import RESTARTED_AT
 from lifecycle_controller.core.rollout_progress import rollout_progress
@@ -85,7 +86,7 @@ async def populate(kube: KubeClient, count: int, replicas: int) -> float:
     for index in range(NAMESPACE_COUNT):
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"roll-{index:02d}"}}
         await kube.create(NAMESPACES, None, body)
-    await _gather_limited(
+    await gather_limited(
         [kube.create(DEPLOYMENTS, ns, _deployment(name, replicas)) for ns, name in _names(count)]
     )
     await settled(kube, count, timeout=900)
@@ -178,7 +179,7 @@ async def controller_round(
         cron = f"{moment.minute} {moment.hour} * * *"
         patch = {"metadata": {"annotations": {keys.RESTART_CRON: cron}}}
         names = _names(args.deployments)
-        await _gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in names])
+        await gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, patch) for ns, n in names])
         await asyncio.sleep(max(0.0, due - time.time() - 1))
         before = running.sampler.last()
         widest = 0.0
@@ -199,7 +200,7 @@ async def controller_round(
     finally:
         await running.stop()
     clear = {"metadata": {"annotations": {keys.RESTART_CRON: None}}}
-    await _gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, clear) for ns, n in names])
+    await gather_limited([kube.merge_patch(DEPLOYMENTS, ns, n, clear) for ns, n in names])
     return {
         "restarts": len(names),
         "wall_s": round(end - due, 3),

@@ -49,15 +49,16 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
         "delete_cpu_ms_at_4",
         "delete_cpu_ms_at_16",
         "restart_cpu_ms_at_4",
-        "delete_job_cpu_ms",
-        "delete_job_watch_events",
-        "restart_job_cpu_ms",
-        "restart_job_watch_events",
     }
     assert run["derived"]["floor_cpu_per_deletion_ms"] > 0
-    # The whole-job floors saw every object appear and go (or be restarted).
-    assert run["action_floors"]["delete_job_watch_events"] >= 200
-    assert run["action_floors"]["restart_job_watch_events"] >= 40
+    # Each round was paired with its whole-job floor, which saw every object appear and go
+    # (or be restarted) while the controller, still running, left the floor's objects alone.
+    for phase, events in (("burst", 200), ("storm", 40)):
+        for one in run[phase]["rounds"]:
+            assert one["floor"]["watch_events"] >= events
+            assert one["floor"]["cpu_ms"] > 0
+            assert one["cpu_ratio"] > 0
+    assert run["burst"]["job_floor_cpu_ms"] == run["derived"]["job_floor_cpu_per_deletion_ms"]
     assert run["derived"]["cpu_per_deletion_ratio"] > 0
     assert run["derived"]["cpu_per_restart_ratio"] > 0
     assert run["derived"]["idle_cpu_percent"] >= 0

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.cluster import CONFIGMAPS, ETCD_MAX_TXN_OPS, populate, stream_floor
+from benchmarks.cluster import ETCD_MAX_TXN_OPS, populate
+from benchmarks.cluster_floors import stream_floor
+from benchmarks.cluster_objects import CONFIGMAPS
 from benchmarks.etcd_seed import etcd_db_bytes, served_count
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
