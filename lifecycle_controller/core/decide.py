@@ -83,8 +83,15 @@ def decide(
     if zone_value and not annotations.get(keys.RESTART_CRON):
         early.append(events.ignored_cron_timezone(uid=facts.uid, value=zone_value))
 
-    has_delete = any(annotations.get(key) for key in keys.DELETE_FAMILY)
-    has_restart = any(annotations.get(key) for key in keys.RESTART_FAMILY)
+    # Spelled out (an empty value counts as absent): this runs on every reconcile.
+    get = annotations.get
+    has_delete = bool(get(keys.DELETE_AT) or get(keys.DELETE_AFTER))
+    has_restart = bool(
+        get(keys.RESTART_AT)
+        or get(keys.RESTART_AFTER)
+        or get(keys.RESTART_CRON)
+        or get(keys.RESTART_EVERY)
+    )
     if has_delete and has_restart:
         event = events.conflicting_annotations()
         return Invalid(
