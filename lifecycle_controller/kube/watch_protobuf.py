@@ -106,9 +106,8 @@ def decode_watch_event(
 # ---------------------------------------------------------------------- wire format
 #
 # Each message is read by a loop of its own that compares whole keys (``number << 3 | wire
-# type``: 0x0A is field 1 as bytes, 0x38 field 7 as a varint). The loop reads a bytes field
-# with a one-byte key and length itself (almost every field) and calls _field for the others:
-# one generator for every message, yielding a tuple per field, cost a fifth of the decode.
+# type``: 0x0A is field 1 as bytes, 0x38 field 7 as a varint) and calls _field per field: one
+# generator for every message, yielding a tuple per field, cost a fifth of the decode.
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -168,20 +167,14 @@ def _int64(value: int) -> int:
 #
 # Every loop starts the same way: ``key`` and ``a`` as _field gives them, ``pos`` the field's
 # end (the next field's start). A field past ``end`` is an error, so a loop ends at ``end``.
-# ``key & 0x87 == 2``: a one-byte key (the top bit clear) of a length-delimited field. The byte
-# after a key is read before it is known to exist: a message that ends in a key is broken.
+# ObjectMeta, where most of an event's fields are, reads the common field itself (see there).
 
 
 def _watch_event(buf: bytes, pos: int, end: int) -> dict[str, Any]:
     kind = ""
     obj: dict[str, Any] = {}
     while pos < end:
-        key, a = buf[pos], buf[pos + 1]
-        if key & 0x87 == 2 and a < 0x80:
-            pos += 2
-            a, pos = pos, pos + a
-        else:
-            key, a, pos = _field(buf, pos)
+        key, a, pos = _field(buf, pos)
         if pos > end:
             raise _past(pos, end)
         if key == 0x0A:
@@ -206,12 +199,7 @@ def _unknown(buf: bytes, pos: int, end: int) -> dict[str, Any]:
     raw: tuple[int, int] | None = None
     pos += 4
     while pos < end:
-        key, a = buf[pos], buf[pos + 1]
-        if key & 0x87 == 2 and a < 0x80:
-            pos += 2
-            a, pos = pos, pos + a
-        else:
-            key, a, pos = _field(buf, pos)
+        key, a, pos = _field(buf, pos)
         if pos > end:
             raise _past(pos, end)
         if key == 0x0A:
@@ -228,12 +216,7 @@ def _unknown(buf: bytes, pos: int, end: int) -> dict[str, Any]:
         return obj
     pos, end = raw
     while pos < end:  # every Kubernetes object has its metadata at 1
-        key, a = buf[pos], buf[pos + 1]
-        if key & 0x87 == 2 and a < 0x80:
-            pos += 2
-            a, pos = pos, pos + a
-        else:
-            key, a, pos = _field(buf, pos)
+        key, a, pos = _field(buf, pos)
         if pos > end:
             raise _past(pos, end)
         if key == 0x0A:
@@ -258,12 +241,7 @@ def _map_entry(buf: bytes, pos: int, end: int) -> tuple[str, str]:
 def _two_strings(buf: bytes, pos: int, end: int, one: str, two: str) -> tuple[str, str]:
     """Fields 1 and 2 as text: a TypeMeta's apiVersion and kind, a map entry's key and value."""
     while pos < end:
-        key, a = buf[pos], buf[pos + 1]
-        if key & 0x87 == 2 and a < 0x80:
-            pos += 2
-            a, pos = pos, pos + a
-        else:
-            key, a, pos = _field(buf, pos)
+        key, a, pos = _field(buf, pos)
         if pos > end:
             raise _past(pos, end)
         if key == 0x0A:
@@ -287,6 +265,9 @@ _META_TIME = {0x42: "creationTimestamp", 0x4A: "deletionTimestamp"}
 def _object_meta(buf: bytes, pos: int, end: int) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     while pos < end:
+        # ``key & 0x87 == 2``: a one-byte key (the top bit clear) of a length-delimited field,
+        # read here without a call when its length is one byte too. The byte after a key is
+        # read before it is known to exist: a message that ends in a key is broken anyway.
         key, a = buf[pos], buf[pos + 1]
         if key & 0x87 == 2 and a < 0x80:
             pos += 2
@@ -349,12 +330,7 @@ _OWNER_BOOL = {0x30: "controller", 0x38: "blockOwnerDeletion"}
 def _owner_reference(buf: bytes, pos: int, end: int) -> dict[str, Any]:
     owner: dict[str, Any] = {}
     while pos < end:
-        key, a = buf[pos], buf[pos + 1]
-        if key & 0x87 == 2 and a < 0x80:
-            pos += 2
-            a, pos = pos, pos + a
-        else:
-            key, a, pos = _field(buf, pos)
+        key, a, pos = _field(buf, pos)
         if pos > end:
             raise _past(pos, end)
         if key in _OWNER_TEXT:
