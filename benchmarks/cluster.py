@@ -486,7 +486,7 @@ def _median_of_rounds(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 async def _actions(
-    kube: KubeClient, plane: ControlPlane, running: _Running, args: argparse.Namespace
+    kube: KubeClient, kubeconfig: Path, running: _Running, args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
     """``--rounds`` bursts, then ``--rounds`` storms, on the running controller, each
     followed at once by its whole-job floor (``benchmarks/cluster_floors.py`` says why)."""
@@ -523,7 +523,6 @@ async def _actions(
             profiles[name] = top_items(stacks)
         return done
 
-    kubeconfig = plane.admin_kubeconfig
     lag0 = await scrape_lag_buckets(running.metrics_url)
     bursts = await rounds(
         "burst",
@@ -604,7 +603,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
                 result["cpu_idle_s"] = round(idle.cpu_s - quiet.cpu_s, 3)
                 if objects <= args.actions_up_to:
                     burst_run, storm_run, lag["burst"], windows = await _actions(
-                        kube, plane, running, args
+                        kube, plane.admin_kubeconfig, running, args
                     )
                     result["burst"], result["storm"] = burst_run, storm_run
                     phases.update(windows)
