@@ -89,6 +89,7 @@ class PolicyPipeline:
             self.clock,
             watched_keys=lambda: [r.key for r in informers.running()],
             on_matched=self.metrics.policy.set_matched,
+            on_held=self.metrics.policy.set_held,
         )
         self.store.on_change = self._changed
 
@@ -104,7 +105,7 @@ class PolicyPipeline:
     async def _changed(self, old: PolicySet, new: PolicySet) -> None:
         removed = {p.ref for p in old.valid} - {p.ref for p in new.valid}
         for ref in sorted(removed, key=str):
-            pending = sum(1 for t in self._decisions.tallies.values() if t.decided_by == ref)
+            pending = sum(1 for t in self._decisions.tallies.values() if ref in t.decided_by)
             _log.info(
                 "lifecycle policy removed or invalid; its pending actions are cancelled",
                 policy=str(ref),

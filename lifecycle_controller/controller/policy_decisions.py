@@ -11,8 +11,12 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
   (:meth:`~lifecycle_controller.core.policy_set.PolicySet.resolve`) and decides with
   :func:`~lifecycle_controller.core.policy_decide.decide_with_policies`; an occurrence a
   policy skipped (catch-up) is acknowledged here, in memory, instead of on the object;
-* the tallies (which policy decides each object, which it overlapped, the next action) are
-  what the policies' ``status`` reports (:mod:`~lifecycle_controller.controller.policy_status`).
+* the tallies (which policies decide each object, which they overlapped, which hold it or
+  are kept from it by its protection, the next action) are what the policies' ``status``
+  reports (:mod:`~lifecycle_controller.controller.policy_status`).
+
+A decision per action family comes back, the one to carry out first in front
+(:func:`~lifecycle_controller.core.policy_decide.first_to_act`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from lifecycle_controller.core.decision import Action, Delete, DryRun, Patch, Wa
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.policy_decide import decide_with_policies
 from lifecycle_controller.core.policy_model import PolicyRef
-from lifecycle_controller.core.policy_precedence import PolicyInputs
+from lifecycle_controller.core.policy_precedence import HoldReason, Resolution
 from lifecycle_controller.core.timestamps import (
     TimestampError,
     format_rfc3339_nano,
@@ -47,10 +51,14 @@ _log = structlog.get_logger(__name__)
 class Tally:
     """What the last pass over one object said about policies."""
 
-    decided_by: PolicyRef | None
+    decided_by: tuple[PolicyRef, ...]
     overlapped: tuple[PolicyRef, ...]
     action: Action | None = None
     due_ns: int | None = None
+    #: The policies holding the object, and why.
+    held_by: tuple[tuple[PolicyRef, HoldReason], ...] = ()
+    #: The policies that would match it but for its protection.
+    protected_from: tuple[PolicyRef, ...] = ()
 
 
 def _instant(value: str | None) -> int | None:
@@ -76,7 +84,7 @@ class PolicyDecisions:
         """The object is one a policy could match (else: annotations alone decide)."""
         return obj.view is not None and bool(self.store.current)
 
-    def _inputs(self, obj: CachedObject, now_ns: int) -> PolicyInputs:
+    def _inputs(self, obj: CachedObject, now_ns: int) -> Resolution:
         assert obj.view is not None
         return self.store.current.resolve(
             obj.annotations,
@@ -103,7 +111,10 @@ class PolicyDecisions:
         if not key.resource.restartable or self._cache.restart_fact(obj.uid) is not None:
             return
         inputs = self._inputs(obj, now_ns)
-        if inputs.decided_by is None or inputs.decided_by.action is not Action.RESTART:
+        if not any(
+            family.decided_by is not None and family.decided_by.action is Action.RESTART
+            for family in inputs.families
+        ):
             return
         try:
             await self._writer.read_restart_marker(key, obj)
@@ -120,8 +131,8 @@ class PolicyDecisions:
         settings: DecisionSettings,
         ledger: LedgerView,
         defaults: NamespaceDefaults | None,
-    ) -> Decision:
-        """The decision for an object :meth:`applies` holds for; see the module docstring."""
+    ) -> tuple[Decision, ...]:
+        """The decisions for an object :meth:`applies` holds for; see the module docstring."""
         inputs = self._inputs(obj, now_ns)
         result = decide_with_policies(
             inputs=inputs,
@@ -137,12 +148,14 @@ class PolicyDecisions:
         decision = result.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
         self.tallies[key] = Tally(
-            decided_by=None if inputs.decided_by is None else inputs.decided_by.ref,
+            decided_by=inputs.deciders,
             overlapped=inputs.overlapped,
             action=decision.action if pending else None,
             due_ns=decision.due_ns if pending else None,
+            held_by=tuple((hold.ref, hold.reason) for hold in inputs.holds),
+            protected_from=inputs.protected,
         )
-        return decision
+        return result.decisions
 
     def gone(self, key: ObjectKey, uid: str | None = None) -> None:
         """The object is gone or no policy can match it any more: forget its tally."""

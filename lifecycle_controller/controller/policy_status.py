@@ -6,12 +6,18 @@ report changed (docs/policies.md#status):
 
 * ``observedGeneration`` and ``scheduleSince`` (when that generation was first accepted:
   recurring restarts count from it);
-* ``matched``: the objects it decides for; ``overlapped``: those it matches while another
-  policy, or the object's own action annotations, decide; ``nextAction``: its earliest
-  pending action (``at``, ``kind``, ``namespace``, ``name``, ``action``);
+* ``matched``: the objects it decides for (in one action family at least); ``overlapped``:
+  those it matches while another policy, or the object's own action annotations, decide;
+  ``held``: those it holds (it is invalid, or its condition failed on them: nothing acts on
+  them in its family until it is fixed); ``protected``: those it would match but for their
+  protection; ``nextAction``: its earliest pending action (``at``, ``kind``, ``namespace``,
+  ``name``, ``action``);
 * ``conditions``: ``Ready``; ``Invalid`` with every problem (and one Warning Event on the
   policy per invalid generation); ``Unwatched`` naming the ``resources`` entries that select
   no watched type. ``lastTransitionTime`` moves only when a condition's status does.
+
+A condition that fails on some object gets one Warning (``PolicyConditionFailed``) per
+policy generation, naming the first such object, however many it fails on.
 """
 
 from __future__ import annotations
@@ -24,9 +30,15 @@ import structlog
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core.events import INVALID_POLICY, Event, EventType
+from lifecycle_controller.core.events import (
+    CONDITION_FAILED,
+    INVALID_POLICY,
+    Event,
+    EventType,
+)
 from lifecycle_controller.core.policy_match import unwatched_resources
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy_precedence import HoldReason
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, format_rfc3339_seconds
 from lifecycle_controller.kube import KubeError, NotFound
@@ -81,8 +93,10 @@ class PolicyStatusWriter:
         watched_keys: Callable[[], Iterable[str]],
         interval: float = 5.0,
         on_matched: Callable[[dict[str, int]], None] | None = None,
+        on_held: Callable[[dict[tuple[str, str], int]], None] | None = None,
     ) -> None:
         self._on_matched = on_matched
+        self._on_held = on_held
         self._api = api
         self._store = store
         self._decisions = decisions
@@ -92,6 +106,7 @@ class PolicyStatusWriter:
         self._interval = interval
         self._written: dict[str, dict[str, Any]] = {}
         self._warned: set[tuple[str, int]] = set()
+        self._condition_warned: set[tuple[str, int]] = set()
 
     async def run(self) -> None:
         """Flush every ``interval`` seconds until cancelled."""
@@ -104,22 +119,28 @@ class PolicyStatusWriter:
         parsed = doc.parsed
         ref = parsed.ref
         since = self._store.schedule_since().get(ref)
-        matched = overlapped = 0
+        matched = overlapped = held = protected = 0
         next_action: dict[str, Any] | None = None
         best: int | None = None
         for key, tally in self._decisions.tallies.items():
-            if tally.decided_by == ref:
+            if ref in tally.decided_by:
                 matched += 1
                 due, action = tally.due_ns, tally.action
                 if due is not None and action is not None and (best is None or due < best):
                     best = due
                     next_action = _next_action(key, action.value, due)
+            elif any(holder == ref for holder, _ in tally.held_by):
+                held += 1
             elif ref in tally.overlapped:
                 overlapped += 1
+            if ref in tally.protected_from:
+                protected += 1
         status: dict[str, Any] = {
             "observedGeneration": parsed.generation,
             "matched": matched,
             "overlapped": overlapped,
+            "held": held,
+            "protected": protected,
             "nextAction": next_action,
             "conditions": self._conditions(parsed),
         }
@@ -159,10 +180,22 @@ class PolicyStatusWriter:
     async def flush(self) -> None:
         """Patch the status of every policy whose report changed; warn once per invalid one."""
         matched: dict[str, int] = {}
+        held: dict[tuple[str, str], int] = {}
+        failing = self._condition_failures()
         for doc in self._store.docs():
             await self._warn_if_invalid(doc)
+            await self._warn_if_condition_fails(doc, failing.get(doc.ref))
             report = self.report(doc)
             matched[str(doc.ref)] = report["matched"]
+            reason = (
+                HoldReason.INVALID
+                if isinstance(doc.parsed, PolicyInvalid)
+                else HoldReason.CONDITION_ERROR
+            )
+            if report["held"]:
+                held[(str(doc.ref), reason.value)] = report["held"]
+            if report["protected"]:
+                held[(str(doc.ref), "protected")] = report["protected"]
             if self._written.get(doc.uid) == report:
                 continue
             body = {"status": _with_transitions(report, doc.status, self._clock.now_ns())}
@@ -179,6 +212,37 @@ class PolicyStatusWriter:
             self._written[doc.uid] = report
         if self._on_matched is not None:
             self._on_matched(matched)
+        if self._on_held is not None:
+            self._on_held(held)
+
+    def _condition_failures(self) -> dict[PolicyRef, ObjectKey]:
+        """For each policy whose condition failed on an object, the first such object."""
+        found: dict[PolicyRef, ObjectKey] = {}
+        for key, tally in self._decisions.tallies.items():
+            for ref, reason in tally.held_by:
+                if reason is HoldReason.CONDITION_ERROR:
+                    found.setdefault(ref, key)
+        return found
+
+    async def _warn_if_condition_fails(self, doc: PolicyDoc, first: ObjectKey | None) -> None:
+        """One Warning per generation when the condition cannot be evaluated on an object."""
+        parsed = doc.parsed
+        if first is None or isinstance(parsed, PolicyInvalid):
+            return
+        mark = (doc.uid, parsed.generation)
+        if mark in self._condition_warned:
+            return
+        self._condition_warned.add(mark)
+        where = f"{first.resource.kind} {first.namespace + '/' if first.namespace else ''}"
+        message = (
+            f"{parsed.ref}'s condition could not be evaluated on {where}{first.name} (and "
+            "maybe others); those objects are held: no policy acts on them until it is fixed"
+        )
+        _log.warning("lifecycle policy condition failed; objects held", policy=str(parsed.ref))
+        ref = parsed.ref
+        key = ObjectKey(_resource(ref), ref.namespace, ref.name)
+        event = Event(EventType.WARNING, CONDITION_FAILED, message)
+        await self._recorder.record(ObjectRef(key, doc.uid, doc.resource_version), event)
 
     async def _warn_if_invalid(self, doc: PolicyDoc) -> None:
         parsed = doc.parsed

@@ -126,8 +126,26 @@ class Reconciler:
 
     async def _pass(self, key: ObjectKey, obj: CachedObject, *, quiet_conflict: bool) -> _Step:
         now_ns = self.clock.now_ns()
-        decision, final, reservation = await self._decide(key, obj, now_ns)
+        decision, final, reservation, others = await self._decide(key, obj, now_ns)
         ref = ObjectRef(key, obj.uid, obj.resource_version)
+        for other in others:  # the other action family's, accounted before the one that acts
+            await self.accounting.decided(ref, other, other)
+        step = await self._carry_out(
+            key, obj, ref, decision, final, reservation, now_ns, quiet_conflict
+        )
+        return _with_others(step, others)
+
+    async def _carry_out(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        ref: ObjectRef,
+        decision: Decision,
+        final: Decision,
+        reservation: Reservation | None,
+        now_ns: int,
+        quiet_conflict: bool,
+    ) -> _Step:
         await self.accounting.decided(ref, decision, final)
         if isinstance(final, Hold):
             return _Step(self._requeue(final.requeue_after_ns, since_ns=now_ns))
@@ -151,9 +169,10 @@ class Reconciler:
 
     async def _decide(
         self, key: ObjectKey, obj: CachedObject, now_ns: int
-    ) -> tuple[Decision, Decision, Reservation | None]:
-        """Core's decision, the one that stands after the guardrails, and for a write that
-        goes, what it reserved (facts read, checked and reserved with no await between)."""
+    ) -> tuple[Decision, Decision, Reservation | None, tuple[Decision, ...]]:
+        """Core's decision, the one that stands after the guardrails, for a write that goes
+        what it reserved (facts read, checked and reserved with no await between), and the
+        other action family's decision when policies decide the families apart."""
         if self.observations is not None:
             self.observations.check(obj)
         lookup = self.namespace_defaults
@@ -161,7 +180,7 @@ class Reconciler:
         policies = self.policies
         if policies is not None and policies.applies(obj):
             await policies.prepare(key, obj, now_ns)
-            decision = policies.decide(
+            decision, *rest = policies.decide(
                 key,
                 obj,
                 facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
@@ -170,9 +189,11 @@ class Reconciler:
                 ledger=self.ledger,
                 defaults=defaults,
             )
+            others = tuple(rest)
         else:
             if policies is not None:
                 policies.gone(key)
+            others = ()
             decision = decide_in_namespace(
                 annotations=obj.annotations,
                 facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
@@ -181,8 +202,10 @@ class Reconciler:
                 ledger=self.ledger,
                 defaults=defaults,
             )
+        if isinstance(decision, Delete):
+            others = ()  # the object goes: the other family has nothing left to do
         if not isinstance(decision, (Patch, Delete)):
-            return decision, decision, None
+            return decision, decision, None, others
         if self.guardrails.needs_restart_marker(obj, decision):
             try:
                 await self.writer.read_restart_marker(key, obj)
@@ -190,9 +213,9 @@ class Reconciler:
                 _log.warning("workload unreadable for the restart guard", error=str(error))
         hold = check(decision, self.guardrails.facts(key, obj, decision))
         if hold is None:
-            return decision, decision, self.guardrails.reserve(key, decision)
+            return decision, decision, self.guardrails.reserve(key, decision), others
         await self.guardrails.apply(key, hold)  # its state changes before its first await
-        return decision, hold, None
+        return decision, hold, None, others
 
     def _marker(self, obj: CachedObject) -> str | None:
         fact = self.cache.restart_fact(obj.uid)
@@ -237,6 +260,25 @@ class Reconciler:
         self.guardrails.gone(key)
         if self.policies is not None:
             self.policies.gone(key)
+
+
+def _with_others(step: _Step, others: tuple[Decision, ...]) -> _Step:
+    """The pass's step, requeued no later than the other family needs: at its wait's end,
+    or at once for an action this pass did not carry out (one write per pass)."""
+    if step.gone or step.again is not None or not others:
+        return step
+    needs = [
+        1 if isinstance(other, (Patch, Delete)) else other.requeue_after_ns
+        for other in others
+        if isinstance(other, (Patch, Delete, Wait))
+    ]
+    if not needs:
+        return step
+    after = min(needs) / NS_PER_SECOND
+    result = step.result
+    if result is not None and result.requeue_after and result.requeue_after <= after:
+        return step
+    return _Step(Result(requeue_after=max(after, 1e-9)), conflict=step.conflict)
 
 
 def _requeue(after_ns: int, *, order: int = 0) -> Result:

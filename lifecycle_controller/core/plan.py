@@ -47,7 +47,7 @@ from lifecycle_controller.core.namespace_defaults import (
 )
 from lifecycle_controller.core.pacing import last_restart_ns
 from lifecycle_controller.core.policy_decide import decide_with_policies
-from lifecycle_controller.core.policy_precedence import PolicyInputs
+from lifecycle_controller.core.policy_precedence import Resolution
 from lifecycle_controller.core.schedules import (
     CronSchedule,
     IntervalSchedule,
@@ -213,7 +213,7 @@ def explain(
     occurrences: int = 3,
     namespace_defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
-    policy_inputs: PolicyInputs | None = None,
+    policy_inputs: Resolution | None = None,
 ) -> Explanation:
     """Explain what the controller would do with the object from ``now_ns`` on.
 
@@ -228,9 +228,9 @@ def explain(
     """
     if policy_inputs is not None:
         annotations = policy_inputs.annotations
-        if policy_inputs.decided_by is None:
-            # No policy decides: decide_with_policies is decide_in_namespace on the object's
-            # own annotations, and their bookkeeping (a conversion) is written as ever.
+        if not policy_inputs.deciders and not policy_inputs.holds:
+            # No policy decides or holds: decide_with_policies is decide_in_namespace on the
+            # object's own annotations, and their bookkeeping (a conversion) is written as ever.
             policy_inputs = None
     current = dict(annotations)
     ledger = Ledger()

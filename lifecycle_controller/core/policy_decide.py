@@ -15,6 +15,13 @@ annotations. For a policy-driven decision (docs/policies.md#what-a-policy-writes
 * **Events name the policy.** Each Event's message ends with
   ``(based on ClusterLifecyclePolicy/preview-namespaces: delete-after 48h)``; the texts of
   annotation-driven Events are unchanged.
+
+**One decision per action family** (:class:`~.policy_precedence.Resolution`): a family won
+by the object's own annotations is decided on them, one won by a policy on the merged
+inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold). Under an
+enforced deletion the sooner of the enforced deadline and the next contender's deletion
+goes. :attr:`PolicyDecision.decisions` has every family's decision, the one to carry out
+this pass first (:func:`first_to_act`).
 """
 
 from __future__ import annotations
@@ -27,9 +34,13 @@ from typing import Any
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.catchup import LedgerView
 from lifecycle_controller.core.decision import (
+    Action,
     Decision,
     DecisionSettings,
     Delete,
+    DryRun,
+    Idle,
+    Invalid,
     ObjectFacts,
     Patch,
     Wait,
@@ -37,19 +48,62 @@ from lifecycle_controller.core.decision import (
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults, decide_in_namespace
 from lifecycle_controller.core.policy_model import Policy
-from lifecycle_controller.core.policy_precedence import PolicyInputs
+from lifecycle_controller.core.policy_precedence import Family, PolicyInputs, Resolution
 
-__all__ = ["PolicyDecision", "attribution", "decide_with_policies"]
+__all__ = ["PolicyDecision", "attribution", "decide_with_policies", "first_to_act"]
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyDecision:
-    """The decision, the inputs it was made on, and for a policy's skipped occurrence the
-    ``last-restart-timestamp`` it acknowledged (kept in memory, never written)."""
+    """The decisions (the one to carry out first), the inputs they were made on, and for a
+    policy's skipped occurrence the ``last-restart-timestamp`` it acknowledged (kept in
+    memory, never written)."""
 
-    decision: Decision
-    inputs: PolicyInputs
+    decisions: tuple[Decision, ...]
+    inputs: Resolution
     acknowledged: str | None = None
+
+    @property
+    def decision(self) -> Decision:
+        """The decision this pass carries out (the tools show it)."""
+        return self.decisions[0]
+
+
+def _urgency(decision: Decision) -> tuple[int, int]:
+    if isinstance(decision, Delete):
+        return (0, 0)
+    if isinstance(decision, Patch):
+        return (1, 0)
+    if isinstance(decision, DryRun):
+        return (2, 0)
+    if isinstance(decision, Wait):
+        return (3, decision.due_ns or 0)
+    return (4 if isinstance(decision, Invalid) else 5, 0)
+
+
+def first_to_act(decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
+    """The decisions, the one to carry out first in front: a deletion, a patch, a dry run,
+    the earliest wait, a misconfiguration, then nothing to do."""
+    return tuple(sorted(decisions, key=_urgency))
+
+
+def _sooner(enforced: Decision, other: Decision) -> Decision:
+    """Under an enforced deletion (a deadline): the other contender's deletion if it goes
+    first, else the enforced one."""
+    if isinstance(other, Delete):
+        return other
+    if isinstance(enforced, (Delete, DryRun)):
+        return enforced
+    if (
+        isinstance(other, Wait)
+        and isinstance(enforced, Wait)
+        and other.action is Action.DELETE
+        and other.due_ns is not None
+        and enforced.due_ns is not None
+        and other.due_ns < enforced.due_ns
+    ):
+        return other
+    return enforced
 
 
 def attribution(policy: Policy) -> str:
@@ -101,16 +155,18 @@ def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | Non
     return dataclasses.replace(decision, **changes), acknowledged
 
 
-def decide_with_policies(
-    *,
+def _decide_family(
     inputs: PolicyInputs,
+    *,
     facts: ObjectFacts,
     now_ns: int,
     settings: DecisionSettings,
     ledger: LedgerView,
     defaults: NamespaceDefaults | None,
-) -> PolicyDecision:
-    """Decide on ``inputs`` (from :meth:`~.policy_set.PolicySet.resolve`); see the module."""
+) -> tuple[Decision, str | None]:
+    """One family's decision and, for a policy's skipped restart, what it acknowledged."""
+    if inputs.held is not None:
+        return Idle(log=inputs.held.describe(), policy=str(inputs.held.ref)), None
     decision = decide_in_namespace(
         annotations=inputs.annotations,
         facts=facts,
@@ -121,6 +177,45 @@ def decide_with_policies(
     )
     policy = inputs.decided_by
     if policy is None:
-        return PolicyDecision(decision, inputs)
+        return decision, None
+    if inputs.left_alone is not None and isinstance(decision, Idle):
+        decision = dataclasses.replace(decision, log=f"left alone: {inputs.left_alone}")
     attributed, acknowledged = _attributed(decision, policy)
-    return PolicyDecision(attributed, inputs, acknowledged)
+    if inputs.sooner is not None:
+        other, _ = _decide_family(
+            inputs.sooner,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            ledger=ledger,
+            defaults=defaults,
+        )
+        attributed = _sooner(attributed, other)
+    return attributed, acknowledged
+
+
+def decide_with_policies(
+    *,
+    inputs: Resolution,
+    facts: ObjectFacts,
+    now_ns: int,
+    settings: DecisionSettings,
+    ledger: LedgerView,
+    defaults: NamespaceDefaults | None,
+) -> PolicyDecision:
+    """Decide on ``inputs`` (from :meth:`~.policy_set.PolicySet.resolve`); see the module."""
+    decisions: list[Decision] = []
+    acknowledged: str | None = None
+    for family_inputs in inputs.families:
+        decision, acked = _decide_family(
+            family_inputs,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            ledger=ledger,
+            defaults=defaults,
+        )
+        decisions.append(decision)
+        if family_inputs.family is Family.RESTART and acked is not None:
+            acknowledged = acked
+    return PolicyDecision(first_to_act(tuple(decisions)), inputs, acknowledged)

@@ -16,7 +16,12 @@ Rules of the model (docs/architecture.md#policy-anchors has how its actions are 
 * exactly one action: ``delete-after``, ``delete-at``, ``restart-at``, ``restart-every`` or
   ``restart-cron``; ``restart-after`` and ``reference-point`` count from when an annotation
   was applied, which a rule does not have, so they are refused;
-* the condition is compiled here, once per generation (:mod:`.policy_condition`).
+* the condition is compiled here, once per generation (:mod:`.policy_condition`);
+* ``enforce`` is a ``ClusterLifecyclePolicy`` field only (an administrator's rule that wins
+  over namespaced policies, the objects' own annotations and ``exempt``);
+* an invalid policy still says what it can of its selection (:class:`HeldScope`): it acts on
+  nothing but holds the objects it would match, so that no lower policy acts on them while
+  it is broken (docs/policies.md#safety-rules).
 
 How a policy's actions are anchored without writing onto the objects is
 :mod:`.policy_precedence`'s business.
@@ -56,6 +61,7 @@ from lifecycle_controller.core.windows import parse_windows
 __all__ = [
     "LIFECYCLE_KEYS",
     "RESTARTABLE_RESOURCES",
+    "HeldScope",
     "Policy",
     "PolicyInvalid",
     "PolicyKind",
@@ -101,7 +107,7 @@ _REFUSED: Final = {
 }
 _SPEC_FIELDS: Final = frozenset(
     {"resources", "namespaces", "selector", "names", "condition", "includeOwned", "priority"}
-    | {"lifecycle"}
+    | {"lifecycle", "enforce"}
 )
 #: The resource keys a restart can act on (keys.RESTARTABLE_KINDS in group apps).
 RESTARTABLE_RESOURCES: Final = ("daemonsets.apps", "deployments.apps", "statefulsets.apps")
@@ -150,6 +156,9 @@ class Policy:
     condition: Condition | None = None
     include_owned: bool = False
     priority: int = 0
+    #: A ``ClusterLifecyclePolicy`` that wins over namespaced policies, own annotations and
+    #: ``exempt`` (always False for a ``LifecyclePolicy``).
+    enforce: bool = False
 
     @property
     def kind(self) -> PolicyKind:
@@ -166,12 +175,32 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldScope:
+    """What an invalid policy's spec still says about its selection; None: unreadable.
+
+    An unreadable field selects everything (its resources, namespaces, names or labels), so
+    the objects it holds are at least those it would have matched. An unreadable priority
+    ranks first among its kind; an unreadable action holds both families.
+    """
+
+    resources: tuple[str, ...] | None = None
+    namespaces: tuple[str, ...] | None = None
+    names: tuple[str, ...] | None = None
+    selector: LabelSelector | None = None
+    priority: int | None = None
+    action: Action | None = None
+    enforce: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyInvalid:
-    """A policy that acts on nothing: every problem, each with its field path."""
+    """A policy that acts on nothing: every problem, each with its field path, and what it
+    holds (:class:`HeldScope`)."""
 
     ref: PolicyRef
     generation: int
     problems: tuple[str, ...]
+    scope: HeldScope = HeldScope()
 
     @property
     def message(self) -> str:
@@ -294,8 +323,12 @@ def parse_policy(
         problems.insert(0, "metadata.namespace: a LifecyclePolicy lives in a namespace")
     lifecycle_problems: list[str] = []
     lifecycle, action = _lifecycle(spec.get("lifecycle"), lifecycle_problems)
+    readable: dict[str, bool] = {}
+    before = len(problems)
     resources = _resources(kind, spec, action, problems)
+    readable["resources"] = len(problems) == before and bool(resources)
 
+    before = len(problems)
     namespaces = _string_list(spec, "namespaces", problems)
     if kind is PolicyKind.NAMESPACED and "namespaces" in spec:
         problems.append(
@@ -303,16 +336,21 @@ def parse_policy(
             "a LifecyclePolicy matches objects in its own namespace"
         )
     _globs("namespaces", namespaces, problems)
+    readable["namespaces"] = len(problems) == before
 
     selector: LabelSelector | None = None
+    readable["selector"] = True
     if spec.get("selector") is not None:
         try:
             selector = parse_label_selector(spec["selector"])
         except SelectorError as error:
             problems.extend(map(_selector_problem, error.problems))
+            readable["selector"] = False
 
+    before = len(problems)
     names = _string_list(spec, "names", problems)
     _globs("names", names, problems)
+    readable["names"] = len(problems) == before
 
     condition: Condition | None = None
     source = spec.get("condition")
@@ -329,12 +367,32 @@ def parse_policy(
     if not isinstance(include_owned, bool):
         problems.append("spec.includeOwned: must be a boolean")
     priority = spec.get("priority", 0)
-    if not isinstance(priority, int) or isinstance(priority, bool):
+    priority_ok = isinstance(priority, int) and not isinstance(priority, bool)
+    if not priority_ok:
         problems.append("spec.priority: must be an integer")
+    enforce = spec.get("enforce", False)
+    if kind is PolicyKind.NAMESPACED and "enforce" in spec:
+        problems.append(
+            "spec.enforce: only a ClusterLifecyclePolicy may enforce; a LifecyclePolicy "
+            "never wins over the objects' own annotations"
+        )
+        enforce = False
+    elif not isinstance(enforce, bool):
+        problems.append("spec.enforce: must be a boolean")
+        enforce = True  # unreadable: it may have meant to enforce, so it holds as if it did
 
     problems.extend(lifecycle_problems)
     if problems or action is None:
-        return PolicyInvalid(ref, generation, tuple(problems))
+        scope = HeldScope(
+            resources=resources if readable["resources"] else None,
+            namespaces=tuple(namespaces) if readable["namespaces"] else None,
+            names=tuple(names) if readable["names"] else None,
+            selector=selector if readable["selector"] else None,
+            priority=int(priority) if priority_ok else None,
+            action=action,
+            enforce=bool(enforce),
+        )
+        return PolicyInvalid(ref, generation, tuple(problems), scope)
     return Policy(
         ref=ref,
         generation=generation,
@@ -347,4 +405,5 @@ def parse_policy(
         condition=condition,
         include_owned=bool(include_owned),
         priority=int(priority),
+        enforce=bool(enforce),
     )

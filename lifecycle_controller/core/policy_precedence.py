@@ -1,26 +1,33 @@
-"""Which policy decides for an object, and the inputs :func:`decide_in_namespace` then takes.
+"""Which policy decides for an object, per action family, and the inputs
+:func:`decide_in_namespace` then takes (docs/policies.md#safety-rules).
 
-Precedence, per object: its own annotations > the best matching ``LifecyclePolicy`` in its
-namespace > the best matching ``ClusterLifecyclePolicy`` > namespace defaults > flags.
+**Per action family.** Deletion (``delete-*``) and restart (``restart-*``) are separate
+families; each has its own winner, the first of its contenders in this order:
 
-* **One decider.** "Best" is the highest ``priority``, ties broken by name. A namespaced
-  policy beats every cluster policy whatever their priorities. The winner's ``lifecycle``
-  applies as a whole; the other matching policies are *overlapped* (``status.overlapped``
-  and ``explain`` name them), and none of their keys leaks into the result.
-* **Actions replace, modifiers override.** If the object carries an action annotation of
-  its own (``delete-*``, ``restart-*``, non-empty) it is driven by its annotations alone:
-  no policy decides and every matching one is overlapped. Otherwise the winner's action
-  applies, and the object's own ``dry-run``, ``catch-up``, ``warn-before`` and
-  ``maintenance-window`` override the policy's, key by key. The rest of the object's
-  lifecycle keys (``cron-timezone``, ``reference-point``, ``last-restart-timestamp``, a stray
-  ``managed-by``) belong to annotation-driven actions and are left out.
-* **Namespace defaults and flags** come after: the merged map is given to
-  :func:`~lifecycle_controller.core.namespace_defaults.decide_in_namespace` as the object's
-  annotations, so a key the policy sets counts as the object's there and wins over the
-  namespace's default, which wins over the flag. The namespace and flag caps on deletions
-  (``max-delete-ttl``) apply unchanged.
-* An object no policy matches gets its own annotations back, the very same mapping, so
-  nothing changes for it.
+1. enforced ``ClusterLifecyclePolicy`` objects (``enforce: true``), by priority then name;
+2. the object's own action annotations of that family;
+3. ``LifecyclePolicy`` objects of its namespace, by priority then name;
+4. the other ``ClusterLifecyclePolicy`` objects, by priority then name.
+
+``exempt`` on the object removes layers 3 and 4. The contenders after the winner are
+*overlapped*. A **hold** contends at its policy's place: an invalid policy that would match
+the object (:func:`~.policy_match.holds`), or a policy whose condition could not be
+evaluated for it. A hold that wins means nothing acts in that family (fail closed): no lower
+policy takes over.
+
+When every family is won by the object's own annotations (or has no contender) the object is
+decided on its own annotations exactly as without policies, so an object annotated with both
+families is still the reference's conflict.
+
+**Merging a policy's inputs.** The winner's ``lifecycle`` applies; the object's own
+``catch-up``, ``warn-before`` and ``maintenance-window`` override it key by key (not for an
+enforced policy), and **caution composes**: ``dry-run`` is true when the policy or the object
+says true (then the namespace default and ``--dry-run`` can still say true). A policy's
+``delete-at`` and ``restart-at`` cover only objects that existed before that time.
+
+**An enforced deletion is a deadline**: when the next contender of the deletion family is a
+real one (the object's own annotations or a policy), :attr:`PolicyInputs.sooner` carries its
+inputs, and the decision takes whichever deletes first.
 
 **Anchors: a policy writes nothing onto an object to schedule it.**
 
@@ -29,27 +36,25 @@ namespace > the best matching ``ClusterLifecyclePolicy`` > namespace defaults > 
   amounts to, which the cap measures from the creation as well, so the deletion is never
   converted (no write) and a refused one stays refused.
 * ``restart-every`` and ``restart-cron`` count from :func:`recurring_anchor`: the latest of
-  the Pod template's ``lifecycle.cezary.dev/restartedAt`` marker (which every restart
-  writes, and which GitOps tools do not manage because it lives in the template the
-  controller owns), the object's creation, and the time the policy's current generation was
-  first accepted (kept in the policy's status by the controller, so a new or edited policy
-  does not "catch up" occurrences from before it existed). It goes in as
+  the Pod template's ``lifecycle.cezary.dev/restartedAt`` marker, the object's creation, and
+  the time the policy's current generation was first accepted. It goes in as
   ``last-restart-timestamp``, so the recurring schedule never initializes (no write).
-* ``restart-at`` is done for an object whose marker, or creation, is not before it.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
 from lifecycle_controller.core import keys
+from lifecycle_controller.core.decision import Action
 from lifecycle_controller.core.durations import parse_duration
+from lifecycle_controller.core.gotext import go_parse_bool
 from lifecycle_controller.core.policy_match import is_exempt
-from lifecycle_controller.core.policy_model import Policy, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.timestamps import (
     TimestampError,
     format_rfc3339_nano,
@@ -57,9 +62,15 @@ from lifecycle_controller.core.timestamps import (
 )
 
 __all__ = [
+    "Family",
+    "HoldReason",
     "InputSource",
+    "PolicyHold",
     "PolicyInputs",
+    "Resolution",
     "best_policy",
+    "contender_order",
+    "family_of",
     "precedence_order",
     "recurring_anchor",
     "resolve_policies",
@@ -75,6 +86,22 @@ _REPLACED: Final = frozenset(
         keys.MANAGED_BY,
     }
 )
+#: The object's modifiers a (not enforced) policy lets it override, key by key.
+_OVERRIDDEN: Final = frozenset(keys.MODIFIER_KEYS) - {keys.DRY_RUN}
+
+
+class Family(enum.StrEnum):
+    """An action family: each has its own winner."""
+
+    DELETE = "delete"
+    RESTART = "restart"
+
+
+_FAMILY_KEYS: Final = {Family.DELETE: keys.DELETE_FAMILY, Family.RESTART: keys.RESTART_FAMILY}
+
+
+def family_of(action: Action) -> Family:
+    return Family.DELETE if action is Action.DELETE else Family.RESTART
 
 
 class InputSource(enum.StrEnum):
@@ -84,9 +111,101 @@ class InputSource(enum.StrEnum):
     POLICY = "policy"
 
 
+class HoldReason(enum.StrEnum):
+    """Why a policy holds an object instead of acting (``lifecycle_policy_held_objects``)."""
+
+    INVALID = "invalid"
+    CONDITION_ERROR = "condition-error"
+
+
+#: Precedence layers, best first.
+_ENFORCED, _OWN, _NAMESPACED, _CLUSTER = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyHold:
+    """A policy that holds an object: invalid, or its condition failed on the object."""
+
+    ref: PolicyRef
+    reason: HoldReason
+    problem: str
+    #: The families it holds (an invalid policy whose action is unreadable holds both).
+    families: frozenset[Family]
+    layer: int
+    #: Its rank within the layer (None: unreadable, first).
+    priority: int | None
+
+    @classmethod
+    def invalid(cls, policy: PolicyInvalid) -> PolicyHold:
+        scope = policy.scope
+        namespaced = policy.ref.kind is PolicyKind.NAMESPACED
+        layer = _NAMESPACED if namespaced else (_ENFORCED if scope.enforce else _CLUSTER)
+        families = frozenset(Family) if scope.action is None else {family_of(scope.action)}
+        return cls(
+            policy.ref,
+            HoldReason.INVALID,
+            policy.message,
+            frozenset(families),
+            layer,
+            scope.priority,
+        )
+
+    @classmethod
+    def condition_error(cls, policy: Policy, problem: str) -> PolicyHold:
+        return cls(
+            policy.ref,
+            HoldReason.CONDITION_ERROR,
+            problem,
+            frozenset({family_of(policy.action)}),
+            _layer(policy),
+            policy.priority,
+        )
+
+    def describe(self) -> str:
+        """``held: LifecyclePolicy/team-a/keep is invalid`` and the like."""
+        if self.reason is HoldReason.INVALID:
+            return f"held: {self.ref} is invalid"
+        return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
+
+
+def _layer(policy: Policy) -> int:
+    if policy.kind is PolicyKind.NAMESPACED:
+        return _NAMESPACED
+    return _ENFORCED if policy.enforce else _CLUSTER
+
+
+def _name_key(ref: PolicyRef) -> str:
+    return f"{ref.name}\x00{ref.namespace or ''}"
+
+
+def contender_order(contender: Policy | PolicyHold) -> tuple[int, int, int, str]:
+    if isinstance(contender, PolicyHold):
+        unreadable = contender.priority is None
+        priority = 0 if contender.priority is None else -contender.priority
+        return (contender.layer, 0 if unreadable else 1, priority, _name_key(contender.ref))
+    return (_layer(contender), 1, -contender.priority, _name_key(contender.ref))
+
+
+def precedence_order(policy: Policy) -> tuple[int, int, int, str]:
+    """Sort key, best first: enforced, namespaced, then cluster policies; priority; name."""
+    return contender_order(policy)
+
+
+def best_policy(policies: Iterable[Policy]) -> Policy | None:
+    """The deciding one of several matching policies of one family."""
+    return min(policies, key=precedence_order, default=None)
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyInputs:
-    """The merged inputs, who decided, and who was overlapped (best first)."""
+    """One family's merged inputs, who decided, who was overlapped (best first).
+
+    ``family`` None: no policy decides any family and ``annotations`` are the object's own,
+    unchanged. ``held``: a hold won the family (nothing acts). ``left_alone``: the winning
+    policy does not cover the object (it was created after the policy's ``delete-at``, or
+    restarted after its ``restart-at``). ``sooner``: under an enforced deletion, the next
+    contender's inputs (the decision takes whichever deletes first).
+    """
 
     annotations: Mapping[str, str]
     decided_by: Policy | None = None
@@ -94,23 +213,89 @@ class PolicyInputs:
     #: For each lifecycle key in ``annotations`` set by the object or the policy.
     sources: Mapping[str, InputSource] = field(default_factory=lambda: MappingProxyType({}))
     exempt: bool = False
+    family: Family | None = None
+    held: PolicyHold | None = None
+    left_alone: str | None = None
+    sooner: PolicyInputs | None = None
+    #: Policies that would match but for protection (docs/policies.md).
+    protected: tuple[PolicyRef, ...] = ()
 
     @property
     def annotation_driven(self) -> bool:
         """Policies matched, but the object's own action annotations replaced them all."""
-        return self.decided_by is None and bool(self.overlapped)
+        return self.decided_by is None and self.held is None and bool(self.overlapped)
+
+    @property
+    def own(self) -> bool:
+        """The object's own annotations decide this family."""
+        return self.decided_by is None and self.held is None
 
 
-def precedence_order(policy: Policy) -> tuple[int, int, str]:
-    """Sort key, best first: namespaced before cluster policies, then priority and name."""
-    layer = 0 if policy.kind is PolicyKind.NAMESPACED else 1
-    priority, name = policy.rank()
-    return (layer, priority, name)
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Every family's inputs for one object (one entry, ``family`` None, when no policy
+    decides or holds any family)."""
 
+    families: tuple[PolicyInputs, ...]
 
-def best_policy(policies: Iterable[Policy]) -> Policy | None:
-    """The deciding one of several matching policies (namespaced first, then rank)."""
-    return min(policies, key=precedence_order, default=None)
+    @property
+    def primary(self) -> PolicyInputs:
+        """The inputs the tools describe first: a policy's, else a hold's, else the own."""
+        for inputs in self.families:
+            if inputs.decided_by is not None:
+                return inputs
+        for inputs in self.families:
+            if inputs.held is not None:
+                return inputs
+        return self.families[0]
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.primary.annotations
+
+    @property
+    def decided_by(self) -> Policy | None:
+        return self.primary.decided_by
+
+    @property
+    def sources(self) -> Mapping[str, InputSource]:
+        return self.primary.sources
+
+    @property
+    def exempt(self) -> bool:
+        return self.primary.exempt
+
+    @property
+    def held(self) -> PolicyHold | None:
+        return self.primary.held
+
+    @property
+    def protected(self) -> tuple[PolicyRef, ...]:
+        return self.primary.protected
+
+    @property
+    def deciders(self) -> tuple[PolicyRef, ...]:
+        """Every policy that decides a family for the object."""
+        return tuple(i.decided_by.ref for i in self.families if i.decided_by is not None)
+
+    @property
+    def holds(self) -> tuple[PolicyHold, ...]:
+        return tuple(i.held for i in self.families if i.held is not None)
+
+    @property
+    def overlapped(self) -> tuple[PolicyRef, ...]:
+        """Policies matched that decide no family (best first, once each)."""
+        deciders = set(self.deciders) | {h.ref for h in self.holds}
+        seen: dict[PolicyRef, None] = {}
+        for inputs in self.families:
+            for ref in inputs.overlapped:
+                if ref not in deciders:
+                    seen.setdefault(ref, None)
+        return tuple(seen)
+
+    @property
+    def annotation_driven(self) -> bool:
+        return not self.deciders and not self.holds and bool(self.overlapped)
 
 
 def _instant(value: str | None) -> int | None:
@@ -143,8 +328,32 @@ def recurring_anchor(
     return max(known, default=now_ns)
 
 
-def _own_action(annotations: Mapping[str, str]) -> bool:
-    return any(annotations.get(key) for key in keys.ACTION_KEYS)
+def _own_family(annotations: Mapping[str, str], family: Family) -> bool:
+    return any(annotations.get(key) for key in _FAMILY_KEYS[family])
+
+
+def _existed_before(at: str, *instants: int | None) -> bool:
+    """A policy's ``*-at`` covers an object none of whose ``instants`` (its creation, its
+    last restart) is at or after that time; unknown instants do not count."""
+    when = parse_rfc3339(at)  # validated by parse_policy
+    return not any(i is not None and i >= when for i in instants)
+
+
+def _compose_dry_run(
+    merged: dict[str, str], sources: dict[str, InputSource], policy: Policy, own: str | None
+) -> None:
+    """Caution composes: true when the policy or the object says true; an object's value Go
+    cannot read stays, so the decision reports it; otherwise the key is left out, so the
+    namespace default and ``--dry-run`` still apply."""
+    merged.pop(keys.DRY_RUN, None)
+    sources.pop(keys.DRY_RUN, None)
+    said = policy.lifecycle.get("dry-run")
+    if said is not None and go_parse_bool(said) is True:
+        merged[keys.DRY_RUN], sources[keys.DRY_RUN] = "true", InputSource.POLICY
+    elif own is not None and go_parse_bool(own) is None:
+        merged[keys.DRY_RUN], sources[keys.DRY_RUN] = own, InputSource.OBJECT
+    elif own is not None and go_parse_bool(own) is True:
+        merged[keys.DRY_RUN], sources[keys.DRY_RUN] = "true", InputSource.OBJECT
 
 
 def _merge(
@@ -155,28 +364,38 @@ def _merge(
     restart_marker: str | None,
     schedule_since_ns: int | None,
     now_ns: int,
-) -> tuple[dict[str, str], dict[str, InputSource]]:
-    merged = {key: value for key, value in annotations.items() if key not in _REPLACED}
+) -> tuple[dict[str, str], dict[str, InputSource], str | None]:
+    """The merged map, its sources, and why the policy leaves the object alone (or None)."""
+    if policy.enforce:
+        merged: dict[str, str] = {}  # the administrator's rule: the object's keys do not count
+    else:
+        merged = {key: value for key, value in annotations.items() if key not in _REPLACED}
     sources: dict[str, InputSource] = {
-        key: InputSource.OBJECT for key in keys.MODIFIER_KEYS if key in merged
+        key: InputSource.OBJECT for key in _OVERRIDDEN if key in merged
     }
     for key, value in policy.annotations.items():
-        if key in keys.MODIFIER_KEYS and key in merged:
+        if key in _OVERRIDDEN and key in merged:
             continue  # the object's own modifier wins, key by key
         merged[key] = value
         sources[key] = InputSource.POLICY
+    _compose_dry_run(
+        merged, sources, policy, None if policy.enforce else annotations.get(keys.DRY_RUN)
+    )
+    left_alone = None
+    if keys.DELETE_AT in merged and not _existed_before(merged[keys.DELETE_AT], creation_ns):
+        del merged[keys.DELETE_AT], sources[keys.DELETE_AT]
+        left_alone = "created at or after the policy's delete-at"
     if keys.DELETE_AFTER in merged:
         start = now_ns if creation_ns is None else creation_ns
         due = start + parse_duration(merged[keys.DELETE_AFTER])  # validated by parse_policy
         merged[keys.DELETE_AT] = format_rfc3339_nano(due)
         sources[keys.DELETE_AT] = InputSource.POLICY
         del merged[keys.DELETE_AFTER], sources[keys.DELETE_AFTER]
-    if keys.RESTART_AT in merged:
-        done = max(
-            (i for i in (_instant(restart_marker), creation_ns) if i is not None), default=None
-        )
-        if done is not None and done >= parse_rfc3339(merged[keys.RESTART_AT]):
-            del merged[keys.RESTART_AT], sources[keys.RESTART_AT]
+    if keys.RESTART_AT in merged and not _existed_before(
+        merged[keys.RESTART_AT], _instant(restart_marker), creation_ns
+    ):
+        del merged[keys.RESTART_AT], sources[keys.RESTART_AT]
+        left_alone = "created or restarted at or after the policy's restart-at"
     if keys.RESTART_EVERY in merged or keys.RESTART_CRON in merged:
         anchor = recurring_anchor(
             restart_marker=restart_marker,
@@ -186,41 +405,148 @@ def _merge(
         )
         merged[keys.LAST_RESTART_TIMESTAMP] = format_rfc3339_nano(anchor)
         sources[keys.LAST_RESTART_TIMESTAMP] = InputSource.POLICY
-    return merged, sources
+    return merged, sources, left_alone
+
+
+@dataclass(frozen=True, slots=True)
+class _Own:
+    """The object's own annotations as a contender."""
+
+
+_OWN_CONTENDER: Final = _Own()
+
+
+def _family_inputs(
+    family: Family,
+    annotations: Mapping[str, str],
+    contenders: Sequence[Policy | PolicyHold | _Own],
+    *,
+    exempt: bool,
+    protected: tuple[PolicyRef, ...],
+    creation_ns: int | None,
+    restart_marker: str | None,
+    schedule_since_ns: Mapping[PolicyRef, int],
+    now_ns: int,
+) -> PolicyInputs | None:
+    if not contenders:
+        return None
+    winner, rest = contenders[0], contenders[1:]
+    overlapped = tuple(c.ref for c in rest if not isinstance(c, _Own))
+    if isinstance(winner, _Own):
+        return PolicyInputs(
+            annotations, overlapped=overlapped, exempt=exempt, family=family, protected=protected
+        )
+    if isinstance(winner, PolicyHold):
+        return PolicyInputs(
+            MappingProxyType({}),
+            overlapped=overlapped,
+            exempt=exempt,
+            family=family,
+            held=winner,
+            protected=protected,
+        )
+    merged, sources, left_alone = _merge(
+        annotations,
+        winner,
+        creation_ns=creation_ns,
+        restart_marker=restart_marker,
+        schedule_since_ns=schedule_since_ns.get(winner.ref),
+        now_ns=now_ns,
+    )
+    sooner = None
+    if winner.enforce and family is Family.DELETE and left_alone is None:
+        below = [c for c in rest if not isinstance(c, PolicyHold)]
+        if below:
+            sooner = _family_inputs(
+                family,
+                annotations,
+                below,
+                exempt=exempt,
+                protected=protected,
+                creation_ns=creation_ns,
+                restart_marker=restart_marker,
+                schedule_since_ns=schedule_since_ns,
+                now_ns=now_ns,
+            )
+    return PolicyInputs(
+        MappingProxyType(merged),
+        decided_by=winner,
+        overlapped=overlapped,
+        sources=MappingProxyType(sources),
+        exempt=exempt,
+        family=family,
+        left_alone=left_alone,
+        sooner=sooner,
+        protected=protected,
+    )
+
+
+def _in_family(contender: Policy | PolicyHold, family: Family) -> bool:
+    if isinstance(contender, PolicyHold):
+        return family in contender.families
+    return family_of(contender.action) is family
 
 
 def resolve_policies(
     annotations: Mapping[str, str],
-    matched: Iterable[Policy],
+    matched: Iterable[Policy | PolicyHold],
     *,
     creation_ns: int | None,
     restart_marker: str | None,
     now_ns: int,
     schedule_since_ns: Mapping[PolicyRef, int] | None = None,
-) -> PolicyInputs:
-    """The inputs for one object from its annotations and the policies that match it.
+    protected: Iterable[PolicyRef] = (),
+) -> Resolution:
+    """Every family's inputs from the object's annotations and its contenders.
 
-    ``matched`` are the valid policies :func:`~.policy_match.matches` accepted (so none if the
-    object is exempt). ``schedule_since_ns`` maps a policy to when its current generation was
-    first accepted (see the module docstring); a missing entry is unknown.
+    ``matched``: the valid policies :func:`~.policy_match.match` accepted (exempt and
+    protection already applied) and the holds (invalid policies that would match, policies
+    whose condition failed on the object). ``schedule_since_ns`` maps a policy to when its
+    current generation was first accepted (see the module docstring); a missing entry is
+    unknown. ``protected``: the policies that would match but for protection (reported).
     """
-    candidates = sorted(matched, key=precedence_order)
     exempt = is_exempt(annotations)
-    winner = candidates[0] if candidates and not _own_action(annotations) else None
-    if winner is None:
-        return PolicyInputs(annotations, overlapped=tuple(p.ref for p in candidates), exempt=exempt)
-    merged, sources = _merge(
-        annotations,
-        winner,
-        creation_ns=creation_ns,
-        restart_marker=restart_marker,
-        schedule_since_ns=(schedule_since_ns or {}).get(winner.ref),
-        now_ns=now_ns,
-    )
-    return PolicyInputs(
-        MappingProxyType(merged),
-        decided_by=winner,
-        overlapped=tuple(p.ref for p in candidates[1:]),
-        sources=MappingProxyType(sources),
-        exempt=exempt,
-    )
+    shielded = tuple(protected)
+    families: list[PolicyInputs] = []
+    all_contenders = list(matched)
+    for family in Family:
+        ranked = sorted(
+            (
+                c
+                for c in all_contenders
+                if _in_family(c, family) and not (exempt and contender_order(c)[0] >= _NAMESPACED)
+            ),
+            key=contender_order,
+        )
+        contenders: list[Policy | PolicyHold | _Own] = list(ranked)
+        if _own_family(annotations, family):
+            place = sum(1 for c in ranked if contender_order(c)[0] == _ENFORCED)
+            contenders.insert(place, _OWN_CONTENDER)
+        inputs = _family_inputs(
+            family,
+            annotations,
+            contenders,
+            exempt=exempt,
+            protected=shielded,
+            creation_ns=creation_ns,
+            restart_marker=restart_marker,
+            schedule_since_ns=schedule_since_ns or {},
+            now_ns=now_ns,
+        )
+        if inputs is not None:
+            families.append(inputs)
+    if all(inputs.own for inputs in families):
+        overlapped: dict[PolicyRef, None] = {}
+        for inputs in families:
+            overlapped.update(dict.fromkeys(inputs.overlapped))
+        return Resolution(
+            (
+                PolicyInputs(
+                    annotations,
+                    overlapped=tuple(overlapped),
+                    exempt=exempt,
+                    protected=shielded,
+                ),
+            )
+        )
+    return Resolution(tuple(families))

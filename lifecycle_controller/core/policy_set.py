@@ -8,10 +8,14 @@ that what a tool predicts is what the controller does:
   to see (resource, scope, names, label selector)? The informers keep the metadata of such
   objects; an object that is no candidate and has no lifecycle annotation is dropped while
   listing, as before policies existed.
-* :meth:`PolicySet.matching`: the valid policies that match (every filter, the CEL condition
-  included), best first.
-* :meth:`PolicySet.resolve`: the merged inputs the decision takes
+* :meth:`PolicySet.matching`: the contenders for the object, best first: the valid policies
+  that match (every filter, the CEL condition included) and the holds (an invalid policy that
+  would match it, a policy whose condition failed on it).
+* :meth:`PolicySet.resolve`: every action family's inputs for the decision
   (:func:`~lifecycle_controller.core.policy_precedence.resolve_policies`).
+
+The set carries the :class:`~.policy_match.Protection` in force (the controller's own
+namespace and objects, the system namespaces), so every question is asked with it.
 
 :func:`policy_from_manifest` reads one ``ClusterLifecyclePolicy``/``LifecyclePolicy`` object
 (an API object or a YAML document) into a :class:`~.policy_model.Policy` or a
@@ -25,9 +29,17 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from lifecycle_controller.core.decision import Action
-from lifecycle_controller.core.globs import matches_any
 from lifecycle_controller.core.policy_condition import OwnerReference
-from lifecycle_controller.core.policy_match import ObjectView, match, matches_statically
+from lifecycle_controller.core.policy_match import (
+    DEFAULT_PROTECTION,
+    MatchReason,
+    ObjectView,
+    Protection,
+    holds,
+    match,
+    matches_statically,
+    selects_resource,
+)
 from lifecycle_controller.core.policy_model import (
     Policy,
     PolicyInvalid,
@@ -36,8 +48,9 @@ from lifecycle_controller.core.policy_model import (
     parse_policy,
 )
 from lifecycle_controller.core.policy_precedence import (
-    PolicyInputs,
-    precedence_order,
+    PolicyHold,
+    Resolution,
+    contender_order,
     resolve_policies,
 )
 from lifecycle_controller.core.resources import ResourceType
@@ -127,21 +140,27 @@ class PolicySet:
 
     valid: tuple[Policy, ...] = ()
     invalid: tuple[PolicyInvalid, ...] = ()
+    protection: Protection = DEFAULT_PROTECTION
     _by_resource: dict[str, tuple[Policy, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
     @classmethod
-    def of(cls, policies: Iterable[Policy | PolicyInvalid]) -> PolicySet:
+    def of(
+        cls,
+        policies: Iterable[Policy | PolicyInvalid],
+        protection: Protection = DEFAULT_PROTECTION,
+    ) -> PolicySet:
         """Split parsed policies into the valid and the invalid ones (name order)."""
         parsed = sorted(policies, key=lambda p: (p.ref.kind, p.ref.namespace or "", p.ref.name))
         return cls(
             valid=tuple(p for p in parsed if isinstance(p, Policy)),
             invalid=tuple(p for p in parsed if isinstance(p, PolicyInvalid)),
+            protection=protection,
         )
 
     def __bool__(self) -> bool:
-        return bool(self.valid)
+        return bool(self.valid or self.invalid)
 
     def for_resource(self, resource: ResourceType) -> tuple[Policy, ...]:
         """The valid policies that may act on this type (memoised per type)."""
@@ -152,7 +171,7 @@ class PolicySet:
             found = tuple(
                 p
                 for p in self.valid
-                if matches_any(p.resources, resource.key)
+                if selects_resource(p.resources, resource)
                 and (p.action is not Action.RESTART or resource.restartable)
             )
             self._by_resource[resource.key] = found
@@ -163,13 +182,33 @@ class PolicySet:
         return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))
 
     def candidate(self, view: ObjectView) -> bool:
-        """Whether a policy could match, on resource, scope, names and selector alone."""
-        return any(matches_statically(p, view) for p in self.for_resource(view.resource))
+        """Whether a policy could match, on resource, scope, names and selector alone (a
+        protected object too: it is kept, so that what protection refuses is counted), or an
+        invalid policy holds it."""
+        return any(matches_statically(p, view) for p in self.for_resource(view.resource)) or any(
+            holds(p, view, self.protection) for p in self.invalid
+        )
 
-    def matching(self, view: ObjectView) -> list[Policy]:
-        """The valid policies that match the object (every filter), best first."""
-        found = [p for p in self.for_resource(view.resource) if match(p, view).matched]
-        return sorted(found, key=precedence_order)
+    def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
+        """The contenders for the object (see the module docstring), best first."""
+        found: list[Policy | PolicyHold] = []
+        for policy in self.for_resource(view.resource):
+            result = match(policy, view, self.protection)
+            if result.matched:
+                found.append(policy)
+            elif result.reason is MatchReason.CONDITION_ERROR:
+                found.append(PolicyHold.condition_error(policy, result.problem or ""))
+        found.extend(PolicyHold.invalid(p) for p in self.invalid if holds(p, view, self.protection))
+        return sorted(found, key=contender_order)
+
+    def protected_from(self, view: ObjectView) -> tuple[PolicyRef, ...]:
+        """The policies that would match the object but for its protection."""
+        return tuple(
+            p.ref
+            for p in self.for_resource(view.resource)
+            if match(p, view, self.protection).reason is MatchReason.PROTECTED
+            and match(p, view, _UNPROTECTED).matched
+        )
 
     def resolve(
         self,
@@ -179,7 +218,7 @@ class PolicySet:
         restart_marker: str | None,
         now_ns: int,
         schedule_since_ns: Mapping[PolicyRef, int] | None = None,
-    ) -> PolicyInputs:
+    ) -> Resolution:
         """The decision's inputs for an object whose lifecycle annotations are ``annotations``."""
         return resolve_policies(
             annotations,
@@ -188,7 +227,12 @@ class PolicySet:
             restart_marker=restart_marker,
             now_ns=now_ns,
             schedule_since_ns=schedule_since_ns,
+            protected=self.protected_from(view),
         )
+
+
+#: Matching without protection (to tell what protection refused).
+_UNPROTECTED: Final = Protection(namespaces=frozenset())
 
 
 def reported_schedule_since(status: Mapping[str, Any], generation: int) -> int | None:

@@ -23,7 +23,7 @@ from lifecycle_controller.core.plan import Explanation, GuardrailView, explain
 from lifecycle_controller.core.policy_decide import attribution
 from lifecycle_controller.core.policy_match import MatchReason, match
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
-from lifecycle_controller.core.policy_precedence import InputSource, PolicyInputs
+from lifecycle_controller.core.policy_precedence import InputSource, Resolution
 from lifecycle_controller.core.policy_set import (
     PolicySet,
     object_view,
@@ -98,16 +98,27 @@ class PolicyVerdict:
     exempt: bool = False
     #: The lifecycle keys a policy supplied (``lifecycle.cezary.dev/catch-up``, ...).
     from_policy: frozenset[str] = frozenset()
-    inputs: PolicyInputs | None = None
+    inputs: Resolution | None = None
+    #: ``held: LifecyclePolicy/team-a/keep is invalid`` when a hold stops every policy.
+    held: str = ""
+    #: The policies that would match but for the object's protection.
+    protected: tuple[str, ...] = ()
+    #: The other family's deciding policies (the first is ``decided_by``).
+    also_decided_by: tuple[str, ...] = ()
 
     @property
     def concerned(self) -> bool:
-        """A policy decides it, is overlapped on it, or is kept away by its exemption."""
-        return bool(self.decided_by or self.overlapped or self.exempt)
+        """A policy decides it, is overlapped on it, holds it, or is kept away by its
+        exemption or protection."""
+        return bool(
+            self.decided_by or self.overlapped or self.exempt or self.held or self.protected
+        )
 
 
-def _verdict(inputs: PolicyInputs, candidate: bool) -> PolicyVerdict:
+def _verdict(inputs: Resolution, candidate: bool) -> PolicyVerdict:
     policy = inputs.decided_by
+    held = inputs.held
+    deciders = tuple(str(ref) for ref in inputs.deciders)
     return PolicyVerdict(
         decided_by="" if policy is None else str(policy.ref),
         based_on="" if policy is None else attribution(policy),
@@ -116,6 +127,9 @@ def _verdict(inputs: PolicyInputs, candidate: bool) -> PolicyVerdict:
         exempt=inputs.exempt and candidate,
         from_policy=frozenset(k for k, s in inputs.sources.items() if s is InputSource.POLICY),
         inputs=inputs,
+        held="" if held is None else held.describe(),
+        protected=tuple(str(ref) for ref in inputs.protected),
+        also_decided_by=deciders[1:],
     )
 
 

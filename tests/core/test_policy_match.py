@@ -84,7 +84,8 @@ def test_resource_globs(resources: list[str], resource: ResourceType, expected: 
     ],
 )
 def test_cluster_policy_namespaces(namespaces: list[str], obj: ObjectView, expected: bool) -> None:
-    p = policy(resources=["*"], namespaces=namespaces)
+    # A glob selects namespaced types only: cluster-scoped ones are named exactly.
+    p = policy(resources=["*", obj.resource.key], namespaces=namespaces)
     result = match(p, obj)
     assert result.matched is expected
     if not expected:

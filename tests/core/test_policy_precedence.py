@@ -153,7 +153,7 @@ def test_namespaced_ties_fall_back_to_the_name() -> None:
     assert best_policy([b, a]) is a
 
 
-def test_own_action_annotations_replace_every_policy() -> None:
+def test_own_action_annotations_replace_the_policies_of_their_family() -> None:
     annotations = {keys.DELETE_AFTER: "10m", keys.DRY_RUN: "false"}
     p, q = policy("p", NAMESPACED), policy("q")
     inputs = resolve(annotations, q, p)
@@ -163,9 +163,9 @@ def test_own_action_annotations_replace_every_policy() -> None:
     assert inputs.annotation_driven
     assert not resolve(annotations).annotation_driven  # nothing matched: nothing replaced
     assert not resolve({}, p).annotation_driven
-    # A policy's restart does not mix with the object's own deletion either.
+    # A restart policy is another family: the object's own deletion does not replace it.
     r = policy("r", resources=("deployments.apps",), restart_every="1h")
-    assert resolve(annotations, r).annotations is annotations
+    assert resolve(annotations, r).decided_by is r
 
 
 def test_an_empty_action_annotation_is_not_an_action() -> None:
@@ -228,11 +228,12 @@ def test_exempt_is_reported() -> None:
     ("own", "lifecycle_policy", "cluster_policy", "namespace", "flag", "expected"),
     [
         ("true", "false", "false", "false", False, DryRun),
-        ("false", "true", "true", "true", False, Delete),
+        ("false", "true", "true", "true", False, DryRun),  # caution composes: any "true"
         (None, "true", "false", "false", False, DryRun),
-        (None, "false", "true", "true", False, Delete),
+        (None, "false", "true", "true", False, DryRun),
         (None, None, "true", "false", False, DryRun),
-        (None, None, "false", "true", False, Delete),
+        (None, None, "false", "true", False, DryRun),
+        ("false", "false", "false", "false", False, Delete),
         (None, None, None, "true", False, DryRun),
         (None, None, None, None, True, DryRun),
         (None, None, None, None, False, Delete),
