@@ -24,7 +24,7 @@ import structlog
 from lifecycle_controller.app.guardrails import build_guardrails
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.app.loop_activity import LoopActivity
-from lifecycle_controller.app.policies import PolicyPipeline
+from lifecycle_controller.app.policies import PolicyPipeline, policy_protection
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.background_events import BackgroundRecorder
@@ -283,6 +283,7 @@ class Controller:
             self.metrics,
             namespaces=settings.scope.is_namespace_allowed,
             served=discovery.serves,
+            protection=policy_protection(settings, self.kube.default_namespace),
         )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,

@@ -17,17 +17,24 @@ from collections.abc import Callable
 
 import structlog
 
+from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.informers import InformerSet
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_status import PolicyStatusWriter
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core.policy_match import static_filters
+from lifecycle_controller.core.policy_match import (
+    DEFAULT_PROTECTION,
+    SYSTEM_NAMESPACES,
+    Protection,
+    static_filters,
+)
 from lifecycle_controller.core.policy_model import PolicyRef
 from lifecycle_controller.core.policy_set import PolicySet
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.serving.metrics import Metrics
@@ -47,6 +54,18 @@ def _kept(policies: PolicySet, resource: ResourceType) -> tuple[tuple[object, ..
     return tuple(static_filters(p) for p in policies.for_resource(resource))
 
 
+def policy_protection(settings: Settings, default_namespace: str) -> Protection:
+    """What no policy reaches: the system namespaces, ``--policy-protected-namespace``, the
+    controller's own namespace (its Lease's) and there its Lease and breaker ConfigMap."""
+    election = settings.leader_election
+    return Protection(
+        namespaces=SYSTEM_NAMESPACES | frozenset(settings.actions.policy_protected_namespaces),
+        own_namespace=election.namespace or default_namespace,
+        lease=election.name,
+        breaker=breaker_name(election.name),
+    )
+
+
 class PolicyPipeline:
     """See the module docstring."""
 
@@ -58,12 +77,15 @@ class PolicyPipeline:
         *,
         namespaces: Callable[[str], bool] | None = None,
         served: Callable[[str], bool | None] | None = None,
+        protection: Protection = DEFAULT_PROTECTION,
     ) -> None:
         self.kube = kube
         self.clock = clock
         self.metrics = metrics
         found = None if served is None else (lambda: served(CLUSTER_POLICIES.key))
-        self.store = PolicyStore(kube, clock=clock, namespaces=namespaces, served=found)
+        self.store = PolicyStore(
+            kube, clock=clock, namespaces=namespaces, served=found, protection=protection
+        )
 
     def attach(
         self,

@@ -128,6 +128,16 @@ RUN_FLAGS: tuple[Flag, ...] = (
         affects_decision=True,
     ),
     Flag(
+        "policy-protected-namespace",
+        "",
+        "Namespace no lifecycle policy reaches unless it names it literally (besides kube-system, "
+        "kube-public, kube-node-lease and the controller's own); repeatable.",
+        p.globs,
+        "actions.policy_protected_namespaces",
+        "list",
+        affects_decision=True,
+    ),
+    Flag(
         "dry-run",
         "false",
         "Decide and emit Events, but never write.",

@@ -96,6 +96,11 @@ class ActionSettings:
     )
     warn_before_ns: int = field(default_factory=_flag("actions.warn_before_ns"))
     persist_observations: bool = field(default_factory=_flag("actions.persist_observations"))
+    #: Namespaces protected from lifecycle policies besides the system ones
+    #: (docs/policies.md#safety-rules).
+    policy_protected_namespaces: tuple[str, ...] = field(
+        default_factory=_flag("actions.policy_protected_namespaces")
+    )
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:
         """What the decision core reads of these settings.

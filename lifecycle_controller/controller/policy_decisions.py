@@ -32,9 +32,10 @@ from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, O
 from lifecycle_controller.core.catchup import LedgerView
 from lifecycle_controller.core.decision import Action, Delete, DryRun, Patch, Wait
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_decide import decide_with_policies
 from lifecycle_controller.core.policy_model import PolicyRef
-from lifecycle_controller.core.policy_precedence import HoldReason, Resolution
+from lifecycle_controller.core.policy_precedence import Resolution
 from lifecycle_controller.core.timestamps import (
     TimestampError,
     format_rfc3339_nano,
@@ -56,7 +57,7 @@ class Tally:
     action: Action | None = None
     due_ns: int | None = None
     #: The policies holding the object, and why.
-    held_by: tuple[tuple[PolicyRef, HoldReason], ...] = ()
+    held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
 

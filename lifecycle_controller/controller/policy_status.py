@@ -23,22 +23,17 @@ policy generation, naming the first such object, however many it fails on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core.events import (
-    CONDITION_FAILED,
-    INVALID_POLICY,
-    Event,
-    EventType,
-)
+from lifecycle_controller.core.events import INVALID_POLICY, Event, EventType
+from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_match import unwatched_resources
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
-from lifecycle_controller.core.policy_precedence import HoldReason
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, format_rfc3339_seconds
 from lifecycle_controller.kube import KubeError, NotFound
@@ -48,6 +43,8 @@ from lifecycle_controller.machinery.clock import Clock
 __all__ = ["INVALID_POLICY", "PolicyStatusWriter", "StatusApi"]
 
 _log = structlog.get_logger(__name__)
+#: The Warning's reason on a policy whose condition failed on objects (once per generation).
+CONDITION_FAILED: Final = "PolicyConditionFailed"
 
 
 class StatusApi(Protocol):
@@ -188,9 +185,9 @@ class PolicyStatusWriter:
             report = self.report(doc)
             matched[str(doc.ref)] = report["matched"]
             reason = (
-                HoldReason.INVALID
+                PolicyHoldReason.INVALID
                 if isinstance(doc.parsed, PolicyInvalid)
-                else HoldReason.CONDITION_ERROR
+                else PolicyHoldReason.CONDITION_ERROR
             )
             if report["held"]:
                 held[(str(doc.ref), reason.value)] = report["held"]
@@ -220,7 +217,7 @@ class PolicyStatusWriter:
         found: dict[PolicyRef, ObjectKey] = {}
         for key, tally in self._decisions.tallies.items():
             for ref, reason in tally.held_by:
-                if reason is HoldReason.CONDITION_ERROR:
+                if reason is PolicyHoldReason.CONDITION_ERROR:
                     found.setdefault(ref, key)
         return found
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from lifecycle_controller.core.policy_match import ObjectView
+from lifecycle_controller.core.policy_match import DEFAULT_PROTECTION, ObjectView, Protection
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
 from lifecycle_controller.core.policy_set import (
     PolicySet,
@@ -93,8 +93,11 @@ class PolicyStore:
         watch_timeout: int = 300,
         namespaces: Callable[[str], bool] | None = None,
         served: Callable[[], bool | None] | None = None,
+        protection: Protection = DEFAULT_PROTECTION,
     ) -> None:
         self._source = source
+        #: What no policy reaches (docs/policies.md#safety-rules), carried by every snapshot.
+        self._protection = protection
         #: Whether API discovery (refreshed anyway, about once a minute) finds the policy
         #: kinds: None when it does not know yet. While it says no, the store sends nothing,
         #: so a cluster without the CRDs sees the same requests as before policies existed.
@@ -191,7 +194,7 @@ class PolicyStore:
             del self._docs[key]
 
     async def _publish(self) -> None:
-        new = PolicySet.of(doc.parsed for doc in self._docs.values())
+        new = PolicySet.of((doc.parsed for doc in self._docs.values()), self._protection)
         old, self.current = self.current, new
         if _identity(old) == _identity(new):
             return
@@ -226,7 +229,9 @@ class PolicyStore:
         except KubeError as error:
             _log.warning("lifecycle policies not loaded yet", error=str(error))
         else:
-            self.current = PolicySet.of(doc.parsed for doc in self._docs.values())
+            self.current = PolicySet.of(
+                (doc.parsed for doc in self._docs.values()), self._protection
+            )
             _log.info("lifecycle policies are on", policies=len(self._docs))
             self.available = True
         return self.available

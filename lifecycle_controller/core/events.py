@@ -23,7 +23,6 @@ __all__ = [
     "ACTION_SKIP_FAILED",
     "ACTION_THROTTLED",
     "BREAKER_TRIPPED",
-    "CONDITION_FAILED",
     "CONFLICTING_ANNOTATIONS",
     "DELETED",
     "DELETE_TTL_EXCEEDED",
@@ -143,8 +142,6 @@ ACTION_SKIP_FAILED: Final = "ActionSkipFailed"
 DELETE_TTL_EXCEEDED: Final = "DeleteTTLExceeded"
 #: The Warning's reason on an invalid lifecycle policy (docs/policies.md#status).
 INVALID_POLICY: Final = "InvalidLifecyclePolicy"
-#: A policy's condition failed on an object (one Warning per policy generation).
-CONDITION_FAILED: Final = "PolicyConditionFailed"
 _SET_BY_NAMESPACE: Final = " set by the max-delete-ttl annotation of Namespace "
 
 

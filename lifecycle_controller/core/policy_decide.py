@@ -47,8 +47,9 @@ from lifecycle_controller.core.decision import (
 )
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults, decide_in_namespace
+from lifecycle_controller.core.policy_contenders import Family
 from lifecycle_controller.core.policy_model import Policy
-from lifecycle_controller.core.policy_precedence import Family, PolicyInputs, Resolution
+from lifecycle_controller.core.policy_precedence import PolicyInputs, Resolution
 
 __all__ = ["PolicyDecision", "attribution", "decide_with_policies", "first_to_act"]
 

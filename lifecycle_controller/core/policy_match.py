@@ -49,6 +49,7 @@ from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, Policy
 from lifecycle_controller.core.resources import ResourceType
 
 __all__ = [
+    "DEFAULT_PROTECTION",
     "SYSTEM_NAMESPACES",
     "MatchReason",
     "ObjectView",

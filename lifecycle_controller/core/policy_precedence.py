@@ -50,11 +50,19 @@ from types import MappingProxyType
 from typing import Final
 
 from lifecycle_controller.core import keys
-from lifecycle_controller.core.decision import Action
 from lifecycle_controller.core.durations import parse_duration
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.policy_contenders import (
+    ENFORCED_LAYER,
+    FAMILY_KEYS,
+    NAMESPACED_LAYER,
+    Family,
+    PolicyHold,
+    contender_order,
+    family_of,
+)
 from lifecycle_controller.core.policy_match import is_exempt
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy_model import Policy, PolicyRef
 from lifecycle_controller.core.timestamps import (
     TimestampError,
     format_rfc3339_nano,
@@ -62,16 +70,9 @@ from lifecycle_controller.core.timestamps import (
 )
 
 __all__ = [
-    "Family",
-    "HoldReason",
     "InputSource",
-    "PolicyHold",
     "PolicyInputs",
     "Resolution",
-    "best_policy",
-    "contender_order",
-    "family_of",
-    "precedence_order",
     "recurring_anchor",
     "resolve_policies",
 ]
@@ -90,110 +91,11 @@ _REPLACED: Final = frozenset(
 _OVERRIDDEN: Final = frozenset(keys.MODIFIER_KEYS) - {keys.DRY_RUN}
 
 
-class Family(enum.StrEnum):
-    """An action family: each has its own winner."""
-
-    DELETE = "delete"
-    RESTART = "restart"
-
-
-_FAMILY_KEYS: Final = {Family.DELETE: keys.DELETE_FAMILY, Family.RESTART: keys.RESTART_FAMILY}
-
-
-def family_of(action: Action) -> Family:
-    return Family.DELETE if action is Action.DELETE else Family.RESTART
-
-
 class InputSource(enum.StrEnum):
     """Where a lifecycle key of the merged inputs came from."""
 
     OBJECT = "object"
     POLICY = "policy"
-
-
-class HoldReason(enum.StrEnum):
-    """Why a policy holds an object instead of acting (``lifecycle_policy_held_objects``)."""
-
-    INVALID = "invalid"
-    CONDITION_ERROR = "condition-error"
-
-
-#: Precedence layers, best first.
-_ENFORCED, _OWN, _NAMESPACED, _CLUSTER = range(4)
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyHold:
-    """A policy that holds an object: invalid, or its condition failed on the object."""
-
-    ref: PolicyRef
-    reason: HoldReason
-    problem: str
-    #: The families it holds (an invalid policy whose action is unreadable holds both).
-    families: frozenset[Family]
-    layer: int
-    #: Its rank within the layer (None: unreadable, first).
-    priority: int | None
-
-    @classmethod
-    def invalid(cls, policy: PolicyInvalid) -> PolicyHold:
-        scope = policy.scope
-        namespaced = policy.ref.kind is PolicyKind.NAMESPACED
-        layer = _NAMESPACED if namespaced else (_ENFORCED if scope.enforce else _CLUSTER)
-        families = frozenset(Family) if scope.action is None else {family_of(scope.action)}
-        return cls(
-            policy.ref,
-            HoldReason.INVALID,
-            policy.message,
-            frozenset(families),
-            layer,
-            scope.priority,
-        )
-
-    @classmethod
-    def condition_error(cls, policy: Policy, problem: str) -> PolicyHold:
-        return cls(
-            policy.ref,
-            HoldReason.CONDITION_ERROR,
-            problem,
-            frozenset({family_of(policy.action)}),
-            _layer(policy),
-            policy.priority,
-        )
-
-    def describe(self) -> str:
-        """``held: LifecyclePolicy/team-a/keep is invalid`` and the like."""
-        if self.reason is HoldReason.INVALID:
-            return f"held: {self.ref} is invalid"
-        return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
-
-
-def _layer(policy: Policy) -> int:
-    if policy.kind is PolicyKind.NAMESPACED:
-        return _NAMESPACED
-    return _ENFORCED if policy.enforce else _CLUSTER
-
-
-def _name_key(ref: PolicyRef) -> str:
-    return f"{ref.name}\x00{ref.namespace or ''}"
-
-
-def contender_order(contender: Policy | PolicyHold) -> tuple[int, int, int, str]:
-    if isinstance(contender, PolicyHold):
-        unreadable = contender.priority is None
-        priority = 0 if contender.priority is None else -contender.priority
-        return (contender.layer, 0 if unreadable else 1, priority, _name_key(contender.ref))
-    return (_layer(contender), 1, -contender.priority, _name_key(contender.ref))
-
-
-def precedence_order(policy: Policy) -> tuple[int, int, int, str]:
-    """Sort key, best first: enforced, namespaced, then cluster policies; priority; name."""
-    return contender_order(policy)
-
-
-def best_policy(policies: Iterable[Policy]) -> Policy | None:
-    """The deciding one of several matching policies of one family."""
-    return min(policies, key=precedence_order, default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +231,7 @@ def recurring_anchor(
 
 
 def _own_family(annotations: Mapping[str, str], family: Family) -> bool:
-    return any(annotations.get(key) for key in _FAMILY_KEYS[family])
+    return any(annotations.get(key) for key in FAMILY_KEYS[family])
 
 
 def _existed_before(at: str, *instants: int | None) -> bool:
@@ -514,13 +416,14 @@ def resolve_policies(
             (
                 c
                 for c in all_contenders
-                if _in_family(c, family) and not (exempt and contender_order(c)[0] >= _NAMESPACED)
+                if _in_family(c, family)
+                and not (exempt and contender_order(c)[0] >= NAMESPACED_LAYER)
             ),
             key=contender_order,
         )
         contenders: list[Policy | PolicyHold | _Own] = list(ranked)
         if _own_family(annotations, family):
-            place = sum(1 for c in ranked if contender_order(c)[0] == _ENFORCED)
+            place = sum(1 for c in ranked if contender_order(c)[0] == ENFORCED_LAYER)
             contenders.insert(place, _OWN_CONTENDER)
         inputs = _family_inputs(
             family,

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from lifecycle_controller.core.decision import Action
 from lifecycle_controller.core.policy_condition import OwnerReference
+from lifecycle_controller.core.policy_contenders import PolicyHold, contender_order
 from lifecycle_controller.core.policy_match import (
     DEFAULT_PROTECTION,
     MatchReason,
@@ -47,12 +48,7 @@ from lifecycle_controller.core.policy_model import (
     PolicyRef,
     parse_policy,
 )
-from lifecycle_controller.core.policy_precedence import (
-    PolicyHold,
-    Resolution,
-    contender_order,
-    resolve_policies,
-)
+from lifecycle_controller.core.policy_precedence import Resolution, resolve_policies
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 

@@ -31,6 +31,12 @@ class PolicyReport:
     not_matched: list[dict[str, str]] = field(default_factory=list)
     #: Why the policies could not be read (the object is then judged without them).
     unreadable: str | None = None
+    #: ``held: LifecyclePolicy/team-a/keep is invalid`` when a hold stops the policies.
+    held: str | None = None
+    #: Policies that would match it but for its protection.
+    protected: list[str] = field(default_factory=list)
+    #: The other action family's deciding policy, when two decide it.
+    also_decided_by: list[str] = field(default_factory=list)
 
 
 def policy_report(
@@ -54,6 +60,9 @@ def policy_report(
             {"policy": policy, "why": why} for policy, why in refusals(docs, resource, metadata)
         ],
         unreadable=unreadable,
+        held=verdict.held or None,
+        protected=list(verdict.protected),
+        also_decided_by=list(verdict.also_decided_by),
     )
 
 
@@ -69,6 +78,12 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         return [_field("Policies", f"not read ({report.unreadable}); judged without them")]
     if report.decided_by:
         lines = [_field("Policy", f"{report.decided_by} decides ({report.based_on})")]
+        lines += [
+            _field("Policy", f"{ref} decides its other action family")
+            for ref in report.also_decided_by
+        ]
+    elif report.held:
+        lines = [_field("Policy", f"none acts: {report.held}")]
     elif report.exempt:
         lines = [_field("Policy", "none: it is exempt (lifecycle.cezary.dev/exempt)")]
     elif report.own_action:
@@ -79,6 +94,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         lines.append(_field("Overlapped", f"{ref} (matches too, but does not decide)"))
     for refused in report.not_matched:
         lines.append(_field("Not matched", f"{refused['policy']}: {refused['why']}"))
+    for ref in report.protected:
+        lines.append(_field("Protected", f"{ref} would match, but the object is protected"))
     return lines
 
 
@@ -86,6 +103,8 @@ def why_no_policy(report: PolicyReport | None) -> str:
     """Words for "why nothing" about the policies ("" when none concern the object)."""
     if report is None or report.decided_by:
         return ""
+    if report.held:
+        return f"; {report.held}"
     if report.exempt:
         return "; it is exempt from every lifecycle policy"
     if report.not_matched:

@@ -21,7 +21,13 @@ from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.core.decision import DecisionSettings
 from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.plan import GuardrailView
+from lifecycle_controller.core.policy_match import (
+    DEFAULT_PROTECTION,
+    SYSTEM_NAMESPACES,
+    Protection,
+)
 from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.kube.breaker_store import breaker_name
 
 __all__ = [
     "CONTROLLER_FLAGS",
@@ -53,6 +59,9 @@ class ControllerView:
     guardrails: GuardrailView
     breaker_lease: str
     breaker_namespace: str | None
+    #: What no policy reaches (docs/policies.md#safety-rules); the controller's own namespace
+    #: is known only when ``--leader-election-namespace`` names it.
+    protection: Protection = DEFAULT_PROTECTION
 
 
 def reset_command(lease: str, namespace: str | None) -> str:
@@ -76,6 +85,12 @@ def controller_view(settings: Settings) -> ControllerView:
         ),
         breaker_lease=settings.leader_election.name,
         breaker_namespace=settings.leader_election.namespace,
+        protection=Protection(
+            namespaces=SYSTEM_NAMESPACES | frozenset(settings.actions.policy_protected_namespaces),
+            own_namespace=settings.leader_election.namespace,
+            lease=settings.leader_election.name,
+            breaker=breaker_name(settings.leader_election.name),
+        ),
     )
 
 

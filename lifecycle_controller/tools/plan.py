@@ -195,7 +195,11 @@ def plan_report(
     """
     settings = controller.decision
     everything = list(objects)
-    docs = policy_docs([o for o in everything if is_policy_manifest(o)], now_ns=now_ns)
+    docs = policy_docs(
+        [o for o in everything if is_policy_manifest(o)],
+        now_ns=now_ns,
+        protection=controller.protection,
+    )
     objects = [o for o in everything if not is_policy_manifest(o)]
     # docs/annotations.md#namespace-defaults: the Namespace manifests in the input.
     namespaces = [

@@ -220,6 +220,10 @@ class Totals:
     other_policy: int = 0
     exempt: int = 0
     owned: int = 0
+    #: Held: its condition failed on them, or an invalid policy holds them (nothing acts).
+    held: int = 0
+    #: It would match them but for their protection (a system namespace...).
+    protected: int = 0
 
 
 @dataclass
@@ -248,7 +252,10 @@ def _count(totals: Totals, row: Row, ref: str, now_ns: int) -> None:
     totals.matched += 1
     if row.problems:
         totals.problems += 1
-    if row.policy != ref:
+    if row.held and row.policy != ref:
+        totals.held += 1
+        return
+    if row.policy != ref and ref not in row.also_decided_by:
         if row.own_action:
             totals.own_annotations += 1
         else:
@@ -291,14 +298,22 @@ async def _try_one(
     if not run.scope.allows_object(resource, obj.namespace, obj.name):
         return  # the controller never sees it
     view = object_view(resource, metadata)
-    results = {str(p.ref): match(p, view) for p in mine}
+    protection = run.docs.policies.protection
+    results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]
+    failing = [
+        ref for ref, result in results.items() if result.reason is MatchReason.CONDITION_ERROR
+    ]
     for ref, result in results.items():
         if result.reason is MatchReason.EXEMPT:
             report.totals[ref].exempt += 1
         elif result.reason is MatchReason.OWNED:
             report.totals[ref].owned += 1
-    if not matched:
+        elif result.reason is MatchReason.PROTECTED:
+            report.totals[ref].protected += 1
+    for ref in failing:
+        report.totals[ref].held += 1
+    if not matched and not failing:
         return
     explanation, verdict = await judge_live(
         run.kube,
@@ -418,11 +433,15 @@ def totals_line(ref: str, totals: Totals) -> str:
         parts.append(f"{totals.other_policy} decided by another policy")
     if totals.problems:
         parts.append(_plural(totals.problems, "problem"))
+    if totals.held:
+        parts.append(f"{totals.held} held (its condition failed on them, or an invalid policy)")
     left = []
     if totals.exempt:
         left.append(f"{totals.exempt} exempt")
     if totals.owned:
         left.append(f"{totals.owned} owned")
+    if totals.protected:
+        left.append(f"{totals.protected} protected")
     line = f"{ref}: matches {_plural(totals.matched, 'object')}: " + "; ".join(parts)
     return line + (f"; left alone: {', '.join(left)}" if left else "")
 

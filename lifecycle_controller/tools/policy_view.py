@@ -21,7 +21,12 @@ from lifecycle_controller.core import DecisionSettings, ObjectFacts
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import Explanation, GuardrailView, explain
 from lifecycle_controller.core.policy_decide import attribution
-from lifecycle_controller.core.policy_match import MatchReason, match
+from lifecycle_controller.core.policy_match import (
+    DEFAULT_PROTECTION,
+    MatchReason,
+    Protection,
+    match,
+)
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
 from lifecycle_controller.core.policy_precedence import InputSource, Resolution
 from lifecycle_controller.core.policy_set import (
@@ -60,7 +65,12 @@ class PolicyDocs:
         return bool(self.policies.valid or self.policies.invalid)
 
 
-def policy_docs(manifests: Iterable[Mapping[str, Any]], *, now_ns: int) -> PolicyDocs:
+def policy_docs(
+    manifests: Iterable[Mapping[str, Any]],
+    *,
+    now_ns: int,
+    protection: Protection = DEFAULT_PROTECTION,
+) -> PolicyDocs:
     """The policies among ``manifests`` (``is_policy_manifest`` must hold for each).
 
     A generation whose ``status`` does not say since when it counts is taken as accepted at
@@ -77,7 +87,7 @@ def policy_docs(manifests: Iterable[Mapping[str, Any]], *, now_ns: int) -> Polic
         statuses[policy.ref] = status
         known = reported_schedule_since(status, policy.generation)
         since[policy.ref] = now_ns if known is None else known
-    return PolicyDocs(PolicySet.of(parsed), since, statuses)
+    return PolicyDocs(PolicySet.of(parsed, protection), since, statuses)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,12 @@ class Row:
     own_action: bool = False
     #: A policy would match it, but it is exempt (lifecycle.cezary.dev/exempt).
     exempt: bool = False
+    #: ``held: LifecyclePolicy/team-a/keep is invalid`` when a hold stops the policies.
+    held: str = ""
+    #: Policies that would match it but for its protection (a system namespace...).
+    protected: list[str] = field(default_factory=list)
+    #: The other action family's deciding policy, when two decide it.
+    also_decided_by: list[str] = field(default_factory=list)
 
 
 def row_for(
@@ -94,6 +100,9 @@ def row_for(
             overlapped=list(verdict.overlapped),
             own_action=verdict.own_action,
             exempt=verdict.exempt,
+            held=verdict.held,
+            protected=list(verdict.protected),
+            also_decided_by=list(verdict.also_decided_by),
         )
     return shortened(row)
 
@@ -120,13 +129,20 @@ def _row(
 
 def _policy_words(row: Row) -> str:
     """What a row's DETAIL says of the policies that match it ("" nothing)."""
+    words = []
+    if row.held:
+        words.append(row.held)
+    if row.also_decided_by:
+        words.append("its other action family: " + ", ".join(row.also_decided_by))
     if row.exempt:
-        return "left alone by policies (exempt)"
-    if row.own_action and row.overlapped:
-        return "its own action annotations win over " + ", ".join(row.overlapped)
-    if row.overlapped:
-        return "overlapped: " + ", ".join(row.overlapped)
-    return ""
+        words.append("left alone by policies (exempt)")
+    elif row.own_action and row.overlapped:
+        words.append("its own action annotations win over " + ", ".join(row.overlapped))
+    elif row.overlapped:
+        words.append("overlapped: " + ", ".join(row.overlapped))
+    if row.protected:
+        words.append("protected from " + ", ".join(row.protected))
+    return "; ".join(words)
 
 
 def _table(rows: Sequence[Row], policies: bool) -> str:

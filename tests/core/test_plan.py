@@ -7,7 +7,7 @@ from lifecycle_controller.core.guardrails import BreakerFacts
 from lifecycle_controller.core.plan import GuardrailView, explain
 from lifecycle_controller.core.policy_match import ObjectView
 from lifecycle_controller.core.policy_model import PolicyKind, parse_policy
-from lifecycle_controller.core.policy_precedence import PolicyInputs
+from lifecycle_controller.core.policy_precedence import Resolution
 from lifecycle_controller.core.policy_set import PolicySet
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
 
@@ -270,7 +270,7 @@ def _policy(lifecycle: dict[str, str]) -> PolicySet:
     return PolicySet.of([parse_policy(PolicyKind.CLUSTER, None, "sweep", 1, spec)])
 
 
-def _inputs(policies: PolicySet, annotations: dict[str, str]) -> PolicyInputs:
+def _inputs(policies: PolicySet, annotations: dict[str, str]) -> Resolution:
     view = ObjectView(resource=facts().key.resource, namespace="ns", name="obj")
     return policies.resolve(annotations, view, restart_marker=None, now_ns=NOW)
 

@@ -31,11 +31,11 @@ from lifecycle_controller.core.namespace_defaults import (
     parse_namespace_defaults,
     resolve_inputs,
 )
+from lifecycle_controller.core.policy_contenders import best_policy
 from lifecycle_controller.core.policy_model import Policy, PolicyKind, PolicyRef, parse_policy
 from lifecycle_controller.core.policy_precedence import (
     InputSource,
-    PolicyInputs,
-    best_policy,
+    Resolution,
     recurring_anchor,
     resolve_policies,
 )
@@ -72,7 +72,7 @@ def resolve(
     *policies: Policy,
     facts: ObjectFacts = OLD_CONFIGMAP,
     **kwargs: Any,
-) -> PolicyInputs:
+) -> Resolution:
     return resolve_policies(
         annotations,
         policies,

@@ -24,10 +24,11 @@ from lifecycle_controller.core.decision import (
     Wait,
 )
 from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
+from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_decide import PolicyDecision, decide_with_policies
 from lifecycle_controller.core.policy_match import MatchReason, Protection, match
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.policy_precedence import HoldReason, Resolution
+from lifecycle_controller.core.policy_precedence import Resolution
 from lifecycle_controller.core.policy_set import (
     POLICY_API_VERSION,
     PolicySet,
@@ -190,7 +191,8 @@ def test_both_own_families_stay_the_reference_conflict() -> None:
     )
     assert resolution.deciders == ()
     assert resolution.annotation_driven
-    assert len(resolution.families) == 1 and resolution.families[0].family is None
+    assert len(resolution.families) == 1
+    assert resolution.families[0].family is None
     assert isinstance(decided.decision, Invalid)
 
 
@@ -410,7 +412,7 @@ def test_an_invalid_policy_holds_what_it_would_match() -> None:
     resolution, decided = judge(policy_set, CONFIGMAPS, metadata(labels={"keep": "yes"}))
     assert resolution.held is not None
     assert resolution.held.describe() == "held: LifecyclePolicy/team-a/keep is invalid"
-    assert resolution.held.reason is HoldReason.INVALID
+    assert resolution.held.reason is PolicyHoldReason.INVALID
     assert isinstance(decided.decision, Idle)
     assert decided.decision.log == "held: LifecyclePolicy/team-a/keep is invalid"
     # What its selector does not select is not held.
@@ -459,7 +461,7 @@ def test_a_condition_error_holds_the_object_instead_of_falling_through() -> None
     policy_set = policies(cluster("by-team", spec), CLEANUP)
     resolution, decided = judge(policy_set, CONFIGMAPS, metadata())
     assert resolution.held is not None
-    assert resolution.held.reason is HoldReason.CONDITION_ERROR
+    assert resolution.held.reason is PolicyHoldReason.CONDITION_ERROR
     assert str(resolution.held.ref) == "ClusterLifecyclePolicy/by-team"
     assert isinstance(decided.decision, Idle)
     # The documented form with has() matches instead.
@@ -566,7 +568,8 @@ def test_the_winner_of_a_family_is_the_best_ranked_contender(
     valid = [p for p in policy_set.valid if isinstance(p, Policy)]
     best = min(valid, key=lambda p: (not p.enforce, -p.priority, p.ref.name))
     assert resolution.decided_by is best
-    assert best.kind is PolicyKind.CLUSTER and best.action is Action.DELETE
+    assert best.kind is PolicyKind.CLUSTER
+    assert best.action is Action.DELETE
 
 
 def _decision_kinds(decisions: tuple[Decision, ...]) -> list[str]:
