@@ -45,8 +45,10 @@ _log = structlog.get_logger(__name__)
 
 
 def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[PolicyRef, int], ...]:
-    """Which generations of which policies decide for ``resource``."""
-    return tuple((p.ref, p.generation) for p in policies.for_resource(resource))
+    """Which generations of which policies decide for ``resource``, and of the invalid ones
+    (which may hold its objects: docs/policies.md#safety-rules)."""
+    deciding = tuple((p.ref, p.generation) for p in policies.for_resource(resource))
+    return deciding + tuple((p.ref, p.generation) for p in policies.invalid)
 
 
 def _kept(policies: PolicySet, resource: ResourceType) -> tuple[tuple[object, ...], ...]:

@@ -6,8 +6,8 @@ tests, which now see the CRDs too, never act on what these policies match. Shown
 deletes the labelled ConfigMaps it matches, unannotated, and the Event names it; an exempt one
 stays; an object's own ``delete-after`` beats the policy and its own ``dry-run`` turns the
 policy's deletion into a dry run; ``status`` counts what the policy decides and overlaps; an
-invalid CEL condition gets the ``Invalid`` condition and a Warning while another policy keeps
-working; editing a policy re-evaluates its objects at once, and deleting it cancels its pending
+invalid CEL condition gets the ``Invalid`` condition and a Warning while a policy ranked above
+it keeps working; editing a policy re-evaluates its objects at once, and deleting it cancels its pending
 deletions; a policy restart writes only the Pod template marker and its rollout is followed
 (real Pods replaced, on the control plane with fake nodes); of
 two matching policies the higher priority decides and the other reports the overlap; a closed
@@ -131,6 +131,9 @@ async def test_an_invalid_policy_is_reported_and_acts_on_nothing(
             {
                 "resources": ["configmaps"],
                 "names": ["tmp-*"],
+                # Ranked above the broken policy, which holds every ConfigMap here (an
+                # invalid policy fails closed: no policy below it acts on what it would match).
+                "priority": 10,
                 "lifecycle": {"delete-after": "2s"},
             },
         ),
