@@ -6,11 +6,11 @@ tests, which now see the CRDs too, never act on what these policies match. Shown
 deletes the labelled ConfigMaps it matches, unannotated, and the Event names it; an exempt one
 stays; an object's own ``delete-after`` beats the policy and its own ``dry-run`` turns the
 policy's deletion into a dry run; ``status`` counts what the policy decides and overlaps; an
-invalid CEL condition gets the ``Invalid`` condition and a Warning while a policy ranked above
-it keeps working; editing a policy re-evaluates its objects at once, and deleting it cancels its pending
-deletions; a policy restart writes only the Pod template marker and its rollout is followed
-(real Pods replaced, on the control plane with fake nodes); of
-two matching policies the higher priority decides and the other reports the overlap; a closed
+invalid CEL condition gets the ``Invalid`` condition and a Warning while a policy ranked
+above it keeps working; editing a policy re-evaluates its objects at once, and deleting it
+cancels its pending deletions; a policy restart writes only the Pod template marker and its
+rollout is followed (real Pods replaced, on the control plane with fake nodes); of two matching
+policies the higher priority decides and the other reports the overlap; a closed
 maintenance window holds a policy deletion; owned ReplicaSets are left alone while a loose one
 is deleted.
 """
