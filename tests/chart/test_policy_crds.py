@@ -83,7 +83,10 @@ def test_both_files_define_one_schema_apart_from_the_namespaced_rules() -> None:
     spec = namespaced["properties"]["spec"]
     assert [rule["fieldPath"] for rule in spec.pop("x-kubernetes-validations")] == [".namespaces"]
     assert len(spec["properties"]["resources"]["items"].pop("x-kubernetes-validations")) == 1
-    assert namespaced == without_descriptions(schema_of("ClusterLifecyclePolicy"))
+    cluster = without_descriptions(schema_of("ClusterLifecyclePolicy"))
+    # Only an administrator's cluster policy may enforce (docs/policies.md#safety-rules).
+    assert cluster["properties"]["spec"]["properties"].pop("enforce") == {"type": "boolean"}
+    assert namespaced == cluster
     columns = [manifests[kind]["spec"]["versions"][0]["additionalPrinterColumns"] for kind in KINDS]
     assert columns[0] == columns[1]
 
