@@ -108,14 +108,16 @@ def _sooner(enforced: Decision, other: Decision) -> Decision:
 
 
 def attribution(policy: Policy) -> str:
-    """``based on ClusterLifecyclePolicy/name: delete-after 48h`` (the action key and value)."""
+    """``based on ClusterLifecyclePolicy/name: delete-after 48h`` (the action key and value),
+    with ``, enforced`` for an enforced policy."""
     actions = [
         f"{key} {value}"
         for key, value in policy.lifecycle.items()
         if keys.PREFIX + key in keys.ACTION_KEYS
     ]
     action = actions[0] if actions else ""
-    return f"based on {policy.ref}: {action}" if action else f"based on {policy.ref}"
+    said = f"based on {policy.ref}: {action}" if action else f"based on {policy.ref}"
+    return f"{said}, enforced" if policy.enforce else said
 
 
 def _named(events: tuple[Event, ...], suffix: str) -> tuple[Event, ...]:

@@ -516,6 +516,7 @@ def test_an_enforced_policy_wins(
     assert str(resolution.primary.decided_by.ref if resolution.primary.decided_by else "") == winner
     assert isinstance(decided.decision, Delete)
     assert decided.decision.policy == winner
+    assert decided.decision.on_success.events[0].message.endswith("delete-after 48h, enforced)")
 
 
 def test_an_enforced_deletion_is_a_deadline_an_earlier_one_beats() -> None:
