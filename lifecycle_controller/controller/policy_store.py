@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import structlog
 
 from lifecycle_controller.core.policy_match import ObjectView
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
+from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy_set import (
     PolicySet,
     object_view,
@@ -128,6 +128,14 @@ class PolicyStore:
     def docs(self) -> list[PolicyDoc]:
         """Every policy object as last seen (valid or not)."""
         return list(self._docs.values())
+
+    def doc(self, ref: PolicyRef) -> PolicyDoc | None:
+        """The policy ``ref`` as last seen, if the store holds it."""
+        return self._docs.get((self.resource_of(ref), ref.namespace, ref.name))
+
+    @staticmethod
+    def resource_of(ref: PolicyRef) -> ResourceType:
+        return CLUSTER_POLICIES if ref.kind is PolicyKind.CLUSTER else POLICIES
 
     def schedule_since(self) -> dict[PolicyRef, int]:
         """When each valid policy's current generation was first accepted."""
