@@ -30,7 +30,7 @@ POLICY = "tmp-configmaps"
 TEMPORARY = ("tmp-build-cache", "tmp-test-report")
 DELAY = "10s"
 
-Echo = Callable[[str], None]
+_Echo = Callable[[str], None]
 
 
 def policy_manifest(namespace: str) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def policy_manifest(namespace: str) -> dict[str, Any]:
 class PolicyAct:
     """The act in ``namespace``; :meth:`saw` is handed every Event the narrator prints."""
 
-    def __init__(self, namespace: str, echo: Echo) -> None:
+    def __init__(self, namespace: str, echo: _Echo) -> None:
         self.namespace = namespace
         self._echo = echo
         self._announced: set[str] = set()
