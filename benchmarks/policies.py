@@ -35,17 +35,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from benchmarks.cluster import _Running, _start
 from benchmarks.cluster_measure import BENCH_AGENT, list_floor
 from benchmarks.cluster_objects import CONFIGMAPS, FAR, NAMESPACE_COUNT, gather_limited
 from lifecycle_controller.core import keys
 from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.devcluster.policy_crds import install_policy_crds
 from lifecycle_controller.kube import NAMESPACES, KubeClient, NotFound, load_configuration
-from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CRDS
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES
 
-CRD_DIR = Path(__file__).resolve().parent.parent / "deploy/helm/lifecycle-controller/crds"
 POLICY = "scratch-configmaps"
 MATCHED_EVERY = 10  # 10 % of the ConfigMaps carry the label the policy selects
 ANNOTATED_EVERY = 100
@@ -68,19 +67,6 @@ LABELS = {"matchLabels": {"tier": "scratch"}}
 EXPRESSIONS = {
     "matchExpressions": [{"key": "tier", "operator": "In", "values": ["scratch", "temp"]}]
 }
-
-
-async def install_crds(kube: KubeClient) -> None:
-    """The chart's policy CRDs, established."""
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        await kube.create(CRDS, None, crd)
-        name = crd["metadata"]["name"]
-        for _ in range(200):
-            conditions = (await kube.get(CRDS, None, name)).get("status", {}).get("conditions")
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions or ()):
-                break
-            await asyncio.sleep(0.05)
 
 
 async def populate(kube: KubeClient, objects: int) -> float:
@@ -193,7 +179,7 @@ async def measure(plane: ControlPlane, objects: int, args: argparse.Namespace) -
         await KubeClient.connect(str(plane.admin_kubeconfig), user_agent=BENCH_AGENT) as kube,
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
     ):
-        await install_crds(kube)
+        await asyncio.to_thread(install_policy_crds, plane)
         result["create_s"] = round(await populate(kube, objects), 1)
         for mode in ("no_policy", "policy"):
             if mode == "policy":

@@ -313,6 +313,7 @@ class Controller:
             namespace_defaults=namespaces.get,
             observation_metrics=self.metrics,
             policies=policies.store,
+            fence_metrics=self.metrics,
         )
         informers = InformerSet(
             source=self.kube,

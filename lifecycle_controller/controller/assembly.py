@@ -17,6 +17,7 @@ from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.guardrail_state import Guardrails, RestartPacing
 from lifecycle_controller.controller.observations import ObservationMetrics, ObservationWriter
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_fence import FenceMetrics, PolicyFence
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder
@@ -47,10 +48,11 @@ def build_reconciler(
     namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None,
     observation_metrics: ObservationMetrics | None = None,
     policies: PolicyStore | None = None,
+    fence_metrics: FenceMetrics | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
     the ``never`` record writer; ``policies`` turns on lifecycle policies (the store is also
-    set as the cache's policy views)."""
+    set as the cache's policy views) and the fence of policy deletions."""
     writer = ObjectWriter(api, cache, clock, may_write=may_write)
     accounting = Accounting(recorder, ledger, clock.now_ns, metrics or NoActionMetrics())
     guardrails = Guardrails(
@@ -61,8 +63,10 @@ def build_reconciler(
         rollouts=rollouts,
         pacing=pacing or RestartPacing(),
     )
+    fence = None
     if policies is not None:
         cache.policy_views = policies
+        fence = PolicyFence(policies, api, clock, metrics=fence_metrics)
     observations = None
     if settings.persist_observations:
         observations = ObservationWriter(writer, observation_metrics)
@@ -78,4 +82,5 @@ def build_reconciler(
         namespace_defaults=namespace_defaults,
         observations=observations,
         policies=None if policies is None else PolicyDecisions(policies, cache, writer),
+        policy_fence=fence,
     )

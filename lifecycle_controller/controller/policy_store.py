@@ -6,6 +6,8 @@ the app when it changes (``on_change(old, new)``), which re-evaluates the object
 :class:`~lifecycle_controller.controller.cache.PolicyViews`: which objects the informers must
 keep because a policy could match them.
 
+* **Every policy is read**, however many there are: each kind is listed page by page
+  (``continue`` tokens), and its watch starts from the resourceVersion of that list.
 * **Without the CRDs** (404) the store says once, at info, that policies are off, holds an
   empty set (so the controller runs exactly as without policies) and looks again every
   ``recheck`` seconds (one request a minute by default), so installing the CRDs later turns
@@ -28,7 +30,7 @@ from typing import Any, Protocol
 import structlog
 
 from lifecycle_controller.core.policy_match import DEFAULT_PROTECTION, ObjectView, Protection
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
+from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy_set import (
     PolicySet,
     object_view,
@@ -38,6 +40,7 @@ from lifecycle_controller.core.policy_set import (
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.kube import Forbidden, Gone, KubeError, NotFound
 from lifecycle_controller.kube.errors import error_for_status
+from lifecycle_controller.kube.paging import PageFetch, list_whole
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
@@ -54,7 +57,12 @@ class PolicySource(Protocol):
     """The two reads the store makes (the kube client implements them)."""
 
     async def list_objects(
-        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
     ) -> dict[str, Any]: ...
 
     def watch_objects(
@@ -83,6 +91,8 @@ class PolicyStore:
     """Both policy kinds, parsed, as one :class:`PolicySet`; see the module docstring."""
 
     KINDS = (CLUSTER_POLICIES, POLICIES)
+    #: Policies per list request; every page is read (:mod:`~lifecycle_controller.kube.paging`).
+    PAGE_SIZE = 500
 
     def __init__(
         self,
@@ -121,6 +131,14 @@ class PolicyStore:
     def docs(self) -> list[PolicyDoc]:
         """Every policy object as last seen (valid or not)."""
         return list(self._docs.values())
+
+    def doc(self, ref: PolicyRef) -> PolicyDoc | None:
+        """The policy ``ref`` as last seen, if the store holds it."""
+        return self._docs.get((self.resource_of(ref), ref.namespace, ref.name))
+
+    @staticmethod
+    def resource_of(ref: PolicyRef) -> ResourceType:
+        return CLUSTER_POLICIES if ref.kind is PolicyKind.CLUSTER else POLICIES
 
     def schedule_since(self) -> dict[PolicyRef, int]:
         """When each valid policy's current generation was first accepted."""
@@ -240,14 +258,20 @@ class PolicyStore:
         return self._served is not None and self._served() is False
 
     async def _list(self) -> dict[ResourceType, str]:
+        """Every page of both kinds; each kind's watch starts from its list's version."""
         versions: dict[ResourceType, str] = {}
         for resource in self.KINDS:
-            listing = await self._source.list_objects(resource, limit=500)
-            items = [i for i in listing.get("items") or () if isinstance(i, Mapping)]
+            items, versions[resource] = await list_whole(self._page_of(resource))
             self.replace_all(resource, items)
-            list_meta = listing.get("metadata") or {}
-            versions[resource] = str(list_meta.get("resourceVersion", ""))
         return versions
+
+    def _page_of(self, resource: ResourceType) -> PageFetch:
+        async def fetch(token: str | None) -> Mapping[str, Any]:
+            return await self._source.list_objects(
+                resource, limit=self.PAGE_SIZE, continue_token=token
+            )
+
+        return fetch
 
     async def run(self) -> None:
         """Watch both kinds (listing again as needed) until cancelled; see the module."""

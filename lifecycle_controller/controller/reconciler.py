@@ -13,7 +13,10 @@
    :class:`~lifecycle_controller.controller.guardrail_state.Guardrails` reads) may turn it
    into a :class:`~lifecycle_controller.core.guardrails.Hold`, which is treated like a
    ``Wait``. The one read a decision may need, the Pod template's restart marker for the
-   restart guard, is made here before deciding, once per workload and process;
+   restart guard, is made here before deciding, once per workload and process. A deletion
+   a policy decided is first confirmed by the
+   :class:`~lifecycle_controller.controller.policy_fence.PolicyFence` (the policy on the
+   API server is still the one decided on), else held the same way;
 3. **account** for the final decision
    (:class:`~lifecycle_controller.controller.accounting.Accounting`:
    ledger, Events, the metrics that describe decisions, one log line);
@@ -41,6 +44,7 @@ from lifecycle_controller.controller.execution import Executor, WriteOutcome
 from lifecycle_controller.controller.guardrail_state import Guardrails, Reservation
 from lifecycle_controller.controller.observations import ObservationWriter, RecordResult
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_fence import PolicyBasis, PolicyFence
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import (
@@ -96,6 +100,8 @@ class Reconciler:
     observations: ObservationWriter | None = None
     #: Lifecycle policies (docs/policies.md); None: annotations alone decide.
     policies: PolicyDecisions | None = None
+    #: Confirms the deciding policy before a policy deletion (None: not confirmed).
+    policy_fence: PolicyFence | None = None
 
     async def __call__(self, key: ObjectKey) -> Result | None:
         try:
@@ -178,6 +184,7 @@ class Reconciler:
         lookup = self.namespace_defaults
         defaults = None if lookup is None else lookup(key.namespace)
         policies = self.policies
+        basis: PolicyBasis | None = None
         if policies is not None and policies.applies(obj):
             await policies.prepare(key, obj, now_ns)
             decision, *rest = policies.decide(
@@ -190,6 +197,11 @@ class Reconciler:
                 defaults=defaults,
             )
             others = tuple(rest)
+            if self.policy_fence is not None and isinstance(decision, Delete) and decision.policy:
+                tally = policies.tallies.get(key)  # what this decision was made on, just now
+                deciders = () if tally is None else tally.decided_by
+                ref = next((r for r in deciders if str(r) == decision.policy), None)
+                basis = self.policy_fence.basis(ref)
         else:
             if policies is not None:
                 policies.gone(key)
@@ -206,6 +218,10 @@ class Reconciler:
             others = ()  # the object goes: the other family has nothing left to do
         if not isinstance(decision, (Patch, Delete)):
             return decision, decision, None, others
+        if self.policy_fence is not None and isinstance(decision, Delete) and decision.policy:
+            fenced = await self.policy_fence.check(basis, decision)  # docs/reliability.md
+            if fenced is not None:
+                return decision, fenced, None, others
         if self.guardrails.needs_restart_marker(obj, decision):
             try:
                 await self.writer.read_restart_marker(key, obj)

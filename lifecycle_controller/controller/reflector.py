@@ -103,6 +103,7 @@ from lifecycle_controller.kube import (
     TransportError,
     is_added_event,
 )
+from lifecycle_controller.kube.paging import pages
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.machinery.tasks import being_cancelled
@@ -320,9 +321,9 @@ class Informer:
 
     async def _list_pages(self, resource_version: str | None) -> str:
         stale = set(self._cache.keys(self.resource, namespace=self.namespace))
-        continue_token: str | None = None
-        while True:
-            page = await self._source.list_metadata(
+
+        async def fetch(continue_token: str | None) -> Mapping[str, Any]:
+            return await self._source.list_metadata(
                 self.resource,
                 namespace=self.namespace,
                 limit=self._settings.page_size,
@@ -330,15 +331,14 @@ class Informer:
                 resource_version=resource_version,
                 **self._selector,
             )
+
+        listed_version = ""
+        async for page in pages(fetch):
             for item in page.get("items") or ():
                 metadata = item.get("metadata") if isinstance(item, Mapping) else None
                 if isinstance(metadata, Mapping):
                     stale.discard(self._writer.upsert(metadata, created=True, listed=True))
-            list_meta = page.get("metadata") or {}
-            continue_token = list_meta.get("continue") or None
-            if continue_token is None:
-                break
-        listed_version = str(list_meta.get("resourceVersion", ""))
+            listed_version = str((page.get("metadata") or {}).get("resourceVersion", ""))
         self._listed(listed_version, stale)
         return listed_version
 

@@ -67,6 +67,9 @@ class HoldReason(enum.StrEnum):
     RESTART_JITTER = "restart_jitter"
     ROLLOUT_SLOT = "rollout_slot"
     BUDGET = "budget"
+    #: A policy deletion whose policy changed since the decision, or could not be read
+    #: (the controller's policy fence, controller/policy_fence.py).
+    POLICY_UNCONFIRMED = "policy_unconfirmed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -177,8 +177,15 @@ class Resolution:
 
     @property
     def deciders(self) -> tuple[PolicyRef, ...]:
-        """Every policy that decides a family for the object."""
-        return tuple(i.decided_by.ref for i in self.families if i.decided_by is not None)
+        """Every policy that decides a family for the object (under an enforced deletion,
+        the next contender too: the deletion is the sooner of the two)."""
+        found = []
+        for inputs in self.families:
+            if inputs.decided_by is not None:
+                found.append(inputs.decided_by.ref)
+            if inputs.sooner is not None and inputs.sooner.decided_by is not None:
+                found.append(inputs.sooner.decided_by.ref)
+        return tuple(found)
 
     @property
     def holds(self) -> tuple[PolicyHold, ...]:

@@ -309,12 +309,19 @@ class KubeClient(ApiExchanges):
         )
 
     async def list_objects(
-        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
     ) -> dict[str, Any]:
-        """The first page (at most ``limit``) of a list of whole objects."""
-        return await self.request(
-            "GET", resource.collection_path(namespace), query=[("limit", str(limit))]
-        )
+        """One page (at most ``limit``) of a list of whole objects: the first, or the one
+        ``continue_token`` names (:mod:`.paging` walks them all)."""
+        query = [("limit", str(limit))]
+        if continue_token:
+            query.append(("continue", continue_token))
+        return await self.request("GET", resource.collection_path(namespace), query=query)
 
     def watch_objects(
         self,

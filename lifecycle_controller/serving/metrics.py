@@ -32,6 +32,9 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
 * ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``;
 * ``lifecycle_observations_persisted_total{result}``: writes of the persisted ``never``
   observation (``--persist-observations``; results in ``core.observed.PERSIST_RESULTS``);
+* the policy families (``lifecycle_actions_by_source_total``,
+  ``lifecycle_policy_matched_objects``, ``lifecycle_policy_fence_checks_total``) in
+  :mod:`~lifecycle_controller.serving.policy_metrics`;
 * blast-radius controls: ``lifecycle_breaker_open``, ``lifecycle_breaker_trips_total``,
   ``lifecycle_rollout_duration_seconds``, ``lifecycle_rollouts_total{kind,result}``
   (``completed``, ``stalled``) and ``lifecycle_rollouts_in_progress``;
@@ -473,6 +476,9 @@ class Metrics:
         if count != self._ledger_arms_shown:  # most actions leave the ledger as it was
             self._ledger_arms_shown = count
             self.ledger_arms.set(count)
+
+    def count_policy_fence(self, result: str) -> None:
+        self.policy.count_fence(result)
 
     def count_observation_persisted(self, result: str) -> None:
         """One write of the persisted ``never`` observation ended with ``result``."""

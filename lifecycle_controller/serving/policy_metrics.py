@@ -1,5 +1,5 @@
 """The lifecycle-policy families: actions by source, the objects each policy decides for, and
-those it holds or is kept from.
+those it holds or is kept from, and the checks of the policy fence (controller/policy_fence.py).
 
 Kept beside :mod:`~lifecycle_controller.serving.metrics` (which owns the registry) so that the
 policy series read in one place (docs/policies.md#metrics).
@@ -7,15 +7,21 @@ policy series read in one place (docs/policies.md#metrics).
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lifecycle_controller.serving.loop_metrics import LoopCounter
 
-__all__ = ["PolicyMetrics"]
+__all__ = ["FENCE_RESULTS", "PolicyMetrics"]
+
+#: ``result`` of ``lifecycle_policy_fence_checks_total``: the policy confirmed by a read, by a
+#: read of the last 2 s, the deletion held because the policy changed, or because the read
+#: failed.
+FENCE_RESULTS = ("confirmed", "recent", "changed", "error")
 
 
 class PolicyMetrics:
-    """``lifecycle_actions_by_source_total`` and ``lifecycle_policy_matched_objects``."""
+    """``lifecycle_actions_by_source_total``, ``lifecycle_policy_matched_objects`` and
+    ``lifecycle_policy_fence_checks_total``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.actions_by_source = LoopCounter(
@@ -40,6 +46,14 @@ class PolicyMetrics:
         )
         self._series: set[str] = set()
         self._held_series: set[tuple[str, str]] = set()
+        self.fence = Counter(
+            "lifecycle_policy_fence_checks",
+            "Policy deletions checked against their policy on the API server, by result.",
+            ["result"],
+            registry=registry,
+        )
+        for result in FENCE_RESULTS:
+            self.fence.labels(result)
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         """One due action's outcome by source: ``annotation`` or ``policy``."""
@@ -60,3 +74,7 @@ class PolicyMetrics:
         self._held_series = set(counts)
         for (policy, reason), count in counts.items():
             self.held.labels(policy, reason).set(count)
+
+    def count_fence(self, result: str) -> None:
+        """One policy deletion's fence check ended with ``result`` (in ``FENCE_RESULTS``)."""
+        self.fence.labels(result).inc()

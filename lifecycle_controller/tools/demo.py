@@ -4,9 +4,11 @@ Starts etcd, kube-apiserver and kube-controller-manager on loopback, with kube-s
 and three fake Nodes (``--nodes``) so that Pods run (building them all on first use), applies a
 few annotated sample objects, and runs the real controller on them, so a deletion and
 restarts visibly happen within a minute: each restart replaces the Deployment's Pods, and the
-demo names the Pods replaced (tools/demo_pods.py). It narrates what happens and keeps running
-for ``--duration`` seconds (default: until Ctrl-C), printing how to point kubectl at the
-cluster to experiment further.
+demo names the Pods replaced (tools/demo_pods.py). It installs the chart's policy CRDs and
+applies a LifecyclePolicy in dry run, then switches it on (tools/demo_policy.py), so the
+policy's announced deletions and then its real ones show too. It narrates what happens and
+keeps running for ``--duration`` seconds (default: until Ctrl-C), printing how to point
+kubectl at the cluster to experiment further.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.devcluster.policy_crds import CRD_DIR, install_policy_crds
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType
 from lifecycle_controller.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, PODS
 from lifecycle_controller.machinery.logs import configure_logging
 from lifecycle_controller.tools.demo_pods import DemoPods
+from lifecycle_controller.tools.demo_policy import POLICY, PolicyAct
 
 NAMESPACE = "lifecycle-demo"
 DEFAULT_NODES = 3
@@ -108,9 +112,11 @@ async def _apply_samples(kube: KubeClient, echo: Echo) -> None:
         echo(f"applied {body['kind']} {NAMESPACE}/{body['metadata']['name']}  ({annotations})")
 
 
-async def _narrate(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
-    """Print each Event the controller records in the demo namespace, as it appears, and each
-    restart's Pods once they have all been replaced."""
+async def _narrate(
+    kube: KubeClient, pods: DemoPods, echo: Echo, act: PolicyAct | None = None
+) -> None:
+    """Print each Event the controller records in the demo namespace, as it appears (and hand
+    it to the policy act), and each restart's Pods once they have all been replaced."""
     seen: set[str] = set()
     while True:
         listing = await kube.request("GET", PODS.collection_path(NAMESPACE))
@@ -122,6 +128,8 @@ async def _narrate(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
             if uid in seen or event.get("reportingController") != "lifecycle-controller":
                 continue
             seen.add(uid)
+            if act is not None:
+                act.saw(event)
             regarding = event.get("regarding", {})
             echo(
                 f"[{event.get('eventTime', '')[11:19]}] {regarding.get('kind')} "
@@ -130,12 +138,15 @@ async def _narrate(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
         await asyncio.sleep(1)
 
 
-async def _summary(kube: KubeClient, pods: DemoPods, echo: Echo) -> None:
+async def _summary(kube: KubeClient, pods: DemoPods, echo: Echo, act: PolicyAct | None) -> None:
     try:
         await kube.get(CONFIGMAPS, NAMESPACE, "preview-env-config")
         echo("ConfigMap preview-env-config: still there")
     except NotFound:
         echo("ConfigMap preview-env-config: deleted")
+    if act is not None:
+        for line in await act.summary(kube):
+            echo(line)
     pods.observe((await kube.request("GET", PODS.collection_path(NAMESPACE)))["items"])
     for name in ("web", "worker"):
         for line in pods.summary(name):
@@ -151,7 +162,7 @@ KUBECTL_PODS = (
 )
 
 
-async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> None:
+async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo, policies: bool) -> None:
     pods = DemoPods()
     settings = build_settings(
         RawFlags(
@@ -170,14 +181,25 @@ async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> No
     async with await KubeClient.connect(str(plane.admin_kubeconfig)) as kube:
         controller = Controller(settings, kube)
         running = asyncio.create_task(controller.run())
-        narrator = asyncio.create_task(_narrate(kube, pods, echo))
+        act = PolicyAct(NAMESPACE, echo) if policies else None
+        narrator = asyncio.create_task(_narrate(kube, pods, echo, act))
+        switch: asyncio.Task[None] | None = None
         try:
             await _apply_samples(kube, echo)
+            if act is not None:
+                await act.apply(kube)
+                switch = asyncio.create_task(act.switch_on(kube))
             echo("")
             echo("The controller is running. Expect within a minute:")
             echo("  - the ConfigMap deleted 20 s after it was applied,")
             echo("  - Deployment web restarted at its restart-at time (15 s after start),")
             echo("  - Deployment worker restarted at the start of every minute (cron),")
+            if policies:
+                echo(
+                    f"  - LifecyclePolicy {POLICY}, in dry run: a DryRunDelete for each tmp-* "
+                    "ConfigMap 10 s after it was applied; then the demo switches the policy "
+                    "on and they are deleted,"
+                )
             if plane.nodes.count:
                 echo(f"  - each restart replacing the Deployment's {REPLICAS} Pods, one by one.")
             else:
@@ -192,11 +214,12 @@ async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo) -> No
             if running.done():
                 running.result()
             echo("")
-            await _summary(kube, pods, echo)
+            await _summary(kube, pods, echo, act)
         finally:
-            for task in (narrator, running):
+            tasks = [task for task in (switch, narrator, running) if task is not None]
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(narrator, running, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def run_demo(*, duration: float | None, echo: Echo, nodes: int = DEFAULT_NODES) -> None:
@@ -204,5 +227,8 @@ def run_demo(*, duration: float | None, echo: Echo, nodes: int = DEFAULT_NODES) 
     controller; narrate; clean up."""
     configure_logging("console", "warning")
     with ControlPlane(log=echo, nodes=nodes) as plane:
-        asyncio.run(_run(plane, duration=duration, echo=echo))
+        policies = install_policy_crds(plane)
+        if not policies:
+            echo(f"(the chart's policy CRDs are not in {CRD_DIR}: the policy part is skipped)")
+        asyncio.run(_run(plane, duration=duration, echo=echo, policies=policies))
     echo("control plane stopped")

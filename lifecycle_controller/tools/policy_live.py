@@ -1,7 +1,7 @@
 """The live tools' reads for lifecycle policies: the policies themselves, and restart markers.
 
-* :func:`read_policies` lists both kinds, whole (they are few and small), the way the
-  controller's policy store does. Without the CRDs there are no policies and nothing is said
+* :func:`read_policies` lists both kinds, whole (every page), the way the controller's
+  policy store does. Without the CRDs there are no policies and nothing is said
   about them; a list that fails otherwise (forbidden, say) is reported by the caller and the
   objects are judged without policies.
 * :class:`RestartMarkers` reads a workload once for its Pod template's
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject, object_facts
@@ -26,6 +27,7 @@ from lifecycle_controller.core.policy_set import PolicySet, object_view
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.rollout import restart_marker_of
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
+from lifecycle_controller.kube.paging import list_whole
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, judge, policy_docs
 
@@ -42,21 +44,22 @@ class PolicyRead:
 
 
 async def read_policies(kube: KubeClient, *, now_ns: int) -> PolicyRead:
-    """Both policy kinds, as the controller lists them (the first 500 of each)."""
+    """Both policy kinds, every page of each, as the controller lists them."""
     manifests: list[Mapping[str, Any]] = []
     for resource in (CLUSTER_POLICIES, POLICIES):
         try:
-            listing = await kube.list_objects(resource, limit=500)
+            items, _ = await list_whole(partial(_page, kube, resource))
         except NotFound:
             return PolicyRead()  # the CRDs are not installed: policies are off
         except KubeError as error:
             return PolicyRead(problem=f"{resource.key}: {error}")
-        for item in listing.get("items") or ():
-            if isinstance(item, Mapping):
-                manifests.append(
-                    {**item, "apiVersion": resource.api_version, "kind": resource.kind}
-                )
+        for item in items:
+            manifests.append({**item, "apiVersion": resource.api_version, "kind": resource.kind})
     return PolicyRead(policy_docs(manifests, now_ns=now_ns), tuple(manifests))
+
+
+async def _page(kube: KubeClient, resource: ResourceType, token: str | None) -> dict[str, Any]:
+    return await kube.list_objects(resource, limit=500, continue_token=token)
 
 
 def needs_marker(resource: ResourceType, policies: PolicySet, verdict: PolicyVerdict) -> bool:

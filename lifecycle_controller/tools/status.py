@@ -31,6 +31,7 @@ from lifecycle_controller.core.policy_set import object_view
 from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.kube.paging import pages
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
@@ -60,22 +61,22 @@ async def list_kept(
 ) -> list[Metadata]:
     """The metadata of every object of ``resource`` that ``keep`` accepts (all pages)."""
     found: list[Metadata] = []
-    token: str | None = None
-    while True:
-        page = await kube.list_metadata(
+
+    async def fetch(token: str | None) -> Mapping[str, Any]:
+        return await kube.list_metadata(
             resource,
             namespace=namespace,
             continue_token=token,
             field_selector=field_selector,
             label_selector=label_selector,
         )
+
+    async for page in pages(fetch):
         for item in page.get("items") or []:
             metadata = item.get("metadata") or {}
             if keep(metadata):
                 found.append(metadata)
-        token = (page.get("metadata") or {}).get("continue") or None
-        if not token:
-            return found
+    return found
 
 
 def _annotated(metadata: Metadata) -> bool:

@@ -1,19 +1,25 @@
 """The controller's own work on the release under test: one controller, elected through a
-Lease, deletes and restarts each kind it acts on and reports with ``events.k8s.io/v1``
-Events; then the ``status`` and ``explain`` commands read the same objects."""
+Lease and running as the chart's ServiceAccount under exactly the RBAC the chart renders
+(least privilege, on this release's authorizer), deletes and restarts each kind it acts on,
+carries out a LifecyclePolicy (the chart's CRDs installed) and reports with
+``events.k8s.io/v1`` Events; then the ``status`` and ``explain`` commands read the same
+objects."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
-from lifecycle_controller.kube.resources import LEASES
+from lifecycle_controller.kube.resources import LEASES, POLICIES
+from tests.chart.support import Helm, apply_chart_rbac
+from tests.chart.test_least_privilege import chart_flags
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import CONTROLLER, DELETE_AFTER, DELETE_AT, RESTART_AT, RESTARTED_AT
 from tests.integration.policy_crds import install_policy_crds
-from tests.integration.policy_tools import tool_json
+from tests.integration.policy_tools import namespaced_policy, tool_json
 from tests.integration.scenario_support import workload
 from tests.integration.support import (
     CONFIGMAPS,
@@ -25,6 +31,14 @@ from tests.integration.support import (
     eventually,
 )
 from tests.integration.timestamps import PAST
+
+WATCHED = [
+    "configmaps",
+    "secrets",
+    "deployments.apps",
+    "statefulsets.apps",
+    "daemonsets.apps",
+]
 
 
 def secret(name: str, **annotations: str) -> dict[str, Any]:
@@ -45,28 +59,35 @@ async def _gone(kube: KubeClient, resource: ResourceType, namespace: str, name: 
 
 
 async def test_an_elected_controller_deletes_and_restarts_each_kind(
-    control_plane: ControlPlane, start_controller: StartController, namespace: str
+    control_plane: ControlPlane,
+    helm: Helm,
+    start_controller: StartController,
+    kube: KubeClient,
+    namespace: str,
 ) -> None:
-    running = await start_controller(
-        watch_resource=[
-            "configmaps",
-            "secrets",
-            "deployments.apps",
-            "statefulsets.apps",
-            "daemonsets.apps",
-        ],
-        watch_namespace=[namespace],
-        leader_elect=True,
-        leader_election_namespace=namespace,
+    release = f"compat{uuid.uuid4().hex[:6]}"
+    release_ns = f"{release}-system"
+    values = {"controllerManager": {"scope": {"watchResources": WATCHED}}}
+    values["controllerManager"]["scope"]["watchNamespaces"] = [namespace]
+    identity = apply_chart_rbac(control_plane, helm, values, release=release, namespace=release_ns)
+    flags = chart_flags(helm, values, release=release, namespace=release_ns)
+    install_policy_crds(control_plane)
+    expire = namespaced_policy(
+        "expire-tmp",
+        namespace,
+        resources=["configmaps"],
+        names=["policy-tmp-*"],
+        lifecycle={"delete-after": "1s"},
     )
-    kube = running.kube
+    await kube.create(POLICIES, namespace, expire)
+    await start_controller(kubeconfig=str(identity), **flags)
 
     async def lease_held() -> bool:
-        items = (await kube.request("GET", LEASES.collection_path(namespace)))["items"]
+        items = (await kube.request("GET", LEASES.collection_path(release_ns)))["items"]
         return any(item["spec"].get("holderIdentity") for item in items)
 
     await eventually(lease_held, within=20, what="the controller to take the Lease")
-    leases = (await kube.request("GET", LEASES.collection_path(namespace)))["items"]
+    leases = (await kube.request("GET", LEASES.collection_path(release_ns)))["items"]
     assert len(leases) == 1
     assert leases[0]["spec"]["holderIdentity"]
     assert leases[0]["spec"]["renewTime"].endswith("Z")
@@ -104,6 +125,23 @@ async def test_an_elected_controller_deletes_and_restarts_each_kind(
 
         await eventually(marked, within=20, what=f"the {resource.kind} restart marker")
         await wait_event(kube, namespace, name, "RestartTriggered")
+
+    # The policy, carried out under the chart's RBAC: the deletion, its Event, the status.
+    await kube.create(CONFIGMAPS, namespace, configmap("policy-tmp-1"))
+
+    async def policy_deleted() -> bool:
+        return await _gone(kube, CONFIGMAPS, namespace, "policy-tmp-1")
+
+    await eventually(policy_deleted, within=30, what="the policy's deletion")
+    deleted_by_policy = await wait_event(kube, namespace, "policy-tmp-1", "Deleted")
+    assert f"LifecyclePolicy/{namespace}/expire-tmp" in deleted_by_policy[-1][2]
+
+    async def reported() -> bool:
+        status = (await kube.get(POLICIES, namespace, "expire-tmp")).get("status") or {}
+        ready = [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
+        return status.get("observedGeneration") == 1 and [c["status"] for c in ready] == ["True"]
+
+    await eventually(reported, within=30, what="the policy's status")
 
     events = await kube.request("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     assert events["apiVersion"] == "events.k8s.io/v1"

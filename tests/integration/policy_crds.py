@@ -1,56 +1,16 @@
-"""The Helm chart's lifecycle policy CRDs, installed on the test control plane.
-
-The chart's ``crds/`` files are the only definitions of ``ClusterLifecyclePolicy`` and
-``LifecyclePolicy``; the integration tests install exactly them (server-side apply as the
-admin, so a changed file replaces an older definition within a session) and wait until both
-kinds are served.
-"""
+"""The Helm chart's lifecycle policy CRDs, installed on the test control plane: the package's
+own installer (lifecycle_controller/devcluster/policy_crds.py, which the ``demo`` uses too),
+failing when the chart's files are missing."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any
-
-import yaml
-
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
+from lifecycle_controller.devcluster.policy_crds import CRD_DIR, policy_crd_manifests
+from lifecycle_controller.devcluster.policy_crds import install_policy_crds as _install
 
 __all__ = ["CRD_DIR", "install_policy_crds", "policy_crd_manifests"]
-
-CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "lifecycle-controller" / "crds"
-_CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-
-def policy_crd_manifests() -> dict[str, dict[str, Any]]:
-    """Every CRD of the chart by kind (``ClusterLifecyclePolicy``, ``LifecyclePolicy``)."""
-    manifests: dict[str, dict[str, Any]] = {}
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        manifest = yaml.safe_load(path.read_text())
-        manifests[manifest["spec"]["names"]["kind"]] = manifest
-    return manifests
-
-
-def _established(plane: ControlPlane, name: str) -> bool:
-    response = plane.request("GET", f"{_CRDS_PATH}/{name}")
-    conditions = (response.body.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def install_policy_crds(plane: ControlPlane, *, within: float = 30.0) -> None:
     """Apply the chart's CRDs and wait until both policy kinds are established and served."""
-    names = []
-    for manifest in policy_crd_manifests().values():
-        name = manifest["metadata"]["name"]
-        plane.apply(manifest, path=f"{_CRDS_PATH}/{name}")
-        names.append(name)
-    deadline = time.monotonic() + within
-    paths = [kind.collection_path() + "?limit=1" for kind in (CLUSTER_POLICIES, POLICIES)]
-    while not (
-        all(_established(plane, name) for name in names)
-        and all(plane.request("GET", path).status == 200 for path in paths)
-    ):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the policy CRDs were not served within {within:.0f}s")
-        time.sleep(0.2)
+    assert _install(plane, within=within), f"no policy CRDs in {CRD_DIR}"

@@ -1,5 +1,6 @@
 """The README's main-job command: `lifecycle-controller demo` shows a deletion and restarts
-that replace Pods (on its fake nodes)."""
+that replace Pods (on its fake nodes), and a LifecyclePolicy previewed in dry run, then
+switched on and deleting what it matches."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import sys
 from lifecycle_controller.devcluster import ControlPlane
 
 
-def test_demo_shows_a_deletion_and_a_restart_replacing_pods(kwok_plane: ControlPlane) -> None:
+def test_demo_shows_a_deletion_a_restart_replacing_pods_and_a_policy(
+    kwok_plane: ControlPlane,
+) -> None:
     # kwok_plane: builds (or reuses) the cached binaries, fake-node ones included, before the
     # demo needs them.
     result = subprocess.run(
@@ -38,4 +41,15 @@ def test_demo_shows_a_deletion_and_a_restart_replacing_pods(kwok_plane: ControlP
     assert f"  {replaced.group(1)}: Pods " in output
     assert "(done)" in output
     assert "get pods -o 'custom-columns=POD:.metadata.name," in output
+    # The policy: announced in dry run, switched on, then carried out; its Events name it.
+    policy = "LifecyclePolicy/lifecycle-demo/tmp-configmaps"
+    assert "applied LifecyclePolicy lifecycle-demo/tmp-configmaps" in output
+    for name in ("tmp-build-cache", "tmp-test-report"):
+        dry_run = re.search(rf"ConfigMap {name}: DryRunDelete: .*{policy}", output)
+        deleted = re.search(rf"ConfigMap {name}: Deleted: .*{policy}", output)
+        assert dry_run, output
+        assert deleted, output
+        assert dry_run.start() < output.index("switching LifecyclePolicy tmp-configmaps on")
+        assert output.index("switching LifecyclePolicy tmp-configmaps on") < deleted.start()
+        assert f"ConfigMap {name}: deleted by LifecyclePolicy tmp-configmaps" in output
     assert "control plane stopped" in output

@@ -41,7 +41,12 @@ class Source:
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def list_objects(
-        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
     ) -> dict[str, Any]:
         self.lists += 1
         if self.items is None:
