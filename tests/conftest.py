@@ -6,6 +6,12 @@ every component's log, is kept when a test failed. A second one, ``kwok_plane``,
 kube-scheduler, kwok and three fake Nodes, so that Pods become Running and Ready and rollouts
 complete for real; it starts only in a session that has a test asking for it (its own ports
 and folder), and the first keeps Pods Pending, as the tests written for it expect.
+
+Under pytest-xdist (``tox -e integration`` runs ``-n 2 --dist loadgroup``) every worker is
+its own session, so each has control planes of its own and nothing on one cluster is seen by
+another worker. :func:`pytest_collection_modifyitems` keeps the tests of one file on one
+worker (a module-scoped fixture, such as an installed chart, is set up once) and every test
+on the kwok plane on one worker (one kwok plane for the run, not one per worker).
 """
 
 from __future__ import annotations
@@ -27,6 +33,21 @@ from tests.integration.support import api_client_for
 settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+#: The pytest-xdist group of every test on ``kwok_plane``.
+KWOK_GROUP = "kwok-plane"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """An ``xdist_group`` for each test without one: :data:`KWOK_GROUP` for the tests on the
+    kwok plane, else the test's file (without ``--dist loadgroup`` the marks do nothing)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        fixtures = getattr(item, "fixturenames", ())
+        group = KWOK_GROUP if "kwok_plane" in fixtures else item.nodeid.partition("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.serving.server import CACHES_STALE
-from tests.faults.support import Tally, audited, controller_kubeconfig, event_reasons
+from tests.faults.support import Tally, controller_kubeconfig, event_reasons, writes
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import start_for
@@ -25,6 +25,10 @@ from tests.integration.timestamps import stamp
 
 OBJECTS = 200
 OUTAGE = 10.0
+#: Seconds from the test's start to the first deadline: the 200 creates fit in about 2 s on a
+#: loaded 2-core machine. A run slower than that fails (it could not prove anything), it does
+#: not pass with deadlines that fell due before the kill.
+LEAD = 8.0
 
 
 async def create_all(kube: KubeClient, namespace: str, bodies: list[dict[str, object]]) -> None:
@@ -49,17 +53,25 @@ async def test_apiserver_sigkill_mid_watch_loses_and_doubles_nothing(
         start_controller, namespace, kubeconfig=controller_kubeconfig(control_plane)
     )
     controller = running.controller
-    start = time.time()
-    # Deadlines from 4 s to 4 s + OUTAGE after the start: all fall inside the outage.
+    # Deadlines from LEAD to LEAD + OUTAGE - 1 s after now; the API server is killed 1 s
+    # before the first and comes back after the last, so every one falls due in the outage.
+    first_due = time.time() + LEAD
+    last_due = first_due + int(OUTAGE) - 1
     names = [f"cm-{i:03d}" for i in range(OBJECTS)]
     bodies = [
-        configmap(name, **{DELETE_AT: stamp(start + 5 + (i % int(OUTAGE)))})
+        configmap(name, **{DELETE_AT: stamp(first_due + (i % int(OUTAGE)))})
         for i, name in enumerate(names)
     ]
     await create_all(kube, namespace, bodies)
-    await asyncio.sleep(max(0.0, start + 4 - time.time()))
+    set_up = time.time()
+    assert set_up < first_due - 1, (
+        f"creating the objects took {set_up - first_due + LEAD:.1f}s: deadlines would fall due "
+        "before the API server is killed, so the run could not test deletes during the outage"
+    )
+    await asyncio.sleep(max(0.0, first_due - 1 - time.time()))
 
     control_plane.kill("kube-apiserver")
+    killed_at = time.time()
     killed = time.monotonic()
     seen_stale = False
     try:
@@ -73,6 +85,10 @@ async def test_apiserver_sigkill_mid_watch_loses_and_doubles_nothing(
         await asyncio.to_thread(control_plane.wait_ready, "kube-apiserver")
     assert seen_stale, "readiness did not report the outage"
     back = time.monotonic()
+    back_at = time.time()
+    outage = f"{killed_at - first_due:+.1f}s to {back_at - first_due:+.1f}s of the first deadline"
+    assert killed_at < first_due, f"the outage ({outage}) began after a deadline"
+    assert back_at > last_due, f"the outage ({outage}) ended before the last deadline"
 
     async def ready() -> bool:
         return controller.not_ready_reason() is None
@@ -86,10 +102,14 @@ async def test_apiserver_sigkill_mid_watch_loses_and_doubles_nothing(
 
     await eventually(all_gone, within=120, interval=1.0, what="every object deleted")
     await asyncio.sleep(1.0)  # the last Events
-    deletes = audited(control_plane, verb="delete", resource="configmaps", namespace=namespace)
+    deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
     deleted_events = (await event_reasons(kube, namespace)).get("Deleted")
     tally = Tally.of("1 apiserver SIGKILL", names, deletes, gone=names, events=deleted_events)
-    tally.extra = {"watch_resumed_s": round(resumed, 2), "outage_s": OUTAGE}
+    tally.extra = {
+        "watch_resumed_s": round(resumed, 2),
+        "outage_s": OUTAGE,
+        "setup_s": round(set_up - first_due + LEAD, 1),
+    }
     tally.record()
     tally.assert_exactly_once()
     assert tally.events == OBJECTS  # nothing was in flight at the kill: every Event written

@@ -28,7 +28,7 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import ResourceType
 from tests.faults.proxy import FaultProxy
-from tests.faults.support import Tally, audited, controller_kubeconfig
+from tests.faults.support import Tally, controller_kubeconfig, writes
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import cached, sample, start_for
@@ -36,6 +36,10 @@ from tests.integration.support import eventually
 from tests.integration.timestamps import PAST, stamp
 
 CORE_EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)
+#: Seconds from the creation of the first Events to the deadline of the ``soon`` ones: their
+#: creation and the controller caching them take about 2 s. A slower run fails (its ``soon``
+#: Events would be deleted before the gap, proving nothing), it does not pass.
+LEAD = 10.0
 
 
 def event(name: str, namespace: str, **annotations: str) -> dict[str, Any]:
@@ -73,7 +77,8 @@ async def test_compaction_410_relists_notices_the_gap_and_doubles_nothing(
         plain = [f"plain-{i:02d}" for i in range(20)]
         soon = [f"soon-{i:02d}" for i in range(20)]
         later = [f"later-{i:02d}" for i in range(20)]
-        due_at = stamp(time.time() + 6)
+        due = time.time() + LEAD
+        due_at = stamp(due)
         for name in plain:  # relevant (cached), never due
             body = event(name, namespace, **{DELETE_AT: "9999-12-31T23:59:59Z"})
             await kube.create(CORE_EVENTS, namespace, body)
@@ -91,6 +96,12 @@ async def test_compaction_410_relists_notices_the_gap_and_doubles_nothing(
 
         expired_before = expired()
         proxy.frozen = True
+        frozen_at = time.time()
+        assert frozen_at < due - 1, (
+            f"setting up took {frozen_at - due + LEAD:.1f}s: the soon Events would fall due "
+            "before the watch is frozen, so the run could not test deletes during the gap"
+        )
+        assert set(soon) <= await names_of(kube, namespace), "a soon Event went before the gap"
         vanished = plain[:10]
         for name in vanished:
             await kube.delete(CORE_EVENTS, namespace, name)
@@ -121,15 +132,16 @@ async def test_compaction_410_relists_notices_the_gap_and_doubles_nothing(
         await asyncio.sleep(1.0)
         kept = [n for n in plain[10:] if cached(running, CORE_EVENTS, namespace, n)]
         await running.stop()
-    deletes = audited(control_plane, verb="delete", resource="events", namespace=namespace)
+    deletes = writes(control_plane, verb="delete", resource="events", namespace=namespace)
     tally = Tally.of("2 etcd compaction, 410", soon + later, deletes, gone=[])
     tally.extra = {
         "compacted_to": revision,
         "expired_restarts": expired() - expired_before,
         "vanished_noticed": len(vanished),
         "still_cached": len(kept),
+        "setup_s": round(frozen_at - due + LEAD, 1),
     }
     tally.record()
     tally.assert_exactly_once()
     assert len(kept) == 10
-    assert not any(deletes[n] for n in plain)
+    assert not any(deletes.get(n) for n in plain)

@@ -33,7 +33,10 @@ from tests.faults.support import (
     audited,
     controller_kubeconfig,
     event_reasons,
+    merged,
     requests_of,
+    succeeded,
+    writes,
 )
 from tests.faults.test_api_outage import create_all, live_names
 from tests.faults.test_shutdown_failover import leading, lease_spec, replica_args
@@ -160,11 +163,12 @@ async def test_leader_sigkill_during_a_burst_deletes_and_restarts_everything_onc
     await asyncio.sleep(2.0)  # anything doubled would show by now
     revisions = await rolled()
     events = await event_reasons(kube, namespace)
-    deletes = audited(control_plane, verb="delete", resource="configmaps", namespace=namespace)
-    patches = audited(control_plane, verb="patch", resource="deployments", namespace=namespace)
-    patches.update(
-        audited(control_plane, verb="patch", resource="statefulsets", namespace=namespace)
+    deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
+    patches = merged(
+        writes(control_plane, verb="patch", resource="deployments", namespace=namespace),
+        writes(control_plane, verb="patch", resource="statefulsets", namespace=namespace),
     )
+    done = succeeded(merged(deletes, patches))
     # Done as the cluster shows it: a ConfigMap gone, a workload with exactly one new revision
     # (its marker is set: all_restarted). A write in flight when the first leader was killed
     # is committed although its audit line is not a 2xx (504), so the audit alone would call
@@ -173,13 +177,12 @@ async def test_leader_sigkill_during_a_burst_deletes_and_restarts_everything_onc
     tally = Tally.of(
         "3 leader SIGKILL during a burst",
         names + deployments + statefulsets,
-        deletes + patches,
+        merged(deletes, patches),
         gone=names + rolled_once,
         events=(events.get("Deleted") or Counter()) + (events.get("RestartTriggered") or Counter()),
     )
     doubled_rollouts = sorted(name for name, count in revisions.items() if count != 2)
-    unaudited = {n for n in names if deletes[n] == 0}
-    unaudited |= {n for n in deployments + statefulsets if patches[n] == 0}
+    unaudited = {n for n in names + deployments + statefulsets if done[n] == 0}
     # A write in flight when its client was killed: committed, its audit line not a 2xx.
     unaudited_codes = [
         (event.get("objectRef") or {}).get("name")

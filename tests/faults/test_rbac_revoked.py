@@ -34,7 +34,7 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, ResourceType
 from lifecycle_controller.serving.server import CACHES_STALE
-from tests.faults.support import Tally, audited, requests_of
+from tests.faults.support import Tally, merged, requests_of, writes
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import sample, start_for
@@ -141,11 +141,9 @@ async def test_rbac_revoked_for_one_type_then_restored(
 
     await eventually(ready, within=10, what="ready again after the grant came back")
     await asyncio.sleep(1.0)
-    deletes = audited(
-        control_plane, user=user, verb="delete", resource="configmaps", namespace=namespace
-    )
-    deletes.update(
-        audited(control_plane, user=user, verb="delete", resource="secrets", namespace=namespace)
+    deletes = merged(
+        writes(control_plane, user=user, verb="delete", resource="configmaps", namespace=namespace),
+        writes(control_plane, user=user, verb="delete", resource="secrets", namespace=namespace),
     )
     tally = Tally.of("5 RBAC revoked, restored", ["due-cm", "due-secret"], deletes, gone=[])
     tally.extra = {

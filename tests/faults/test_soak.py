@@ -32,7 +32,7 @@ import pytest
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS
-from tests.faults.support import Tally, audited, controller_kubeconfig
+from tests.faults.support import Tally, controller_kubeconfig, writes
 from tests.faults.test_api_outage import live_names
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
@@ -175,7 +175,7 @@ async def test_churn_soak_flat_growth_nothing_missed_or_doubled(
     write_csv(target, rows)
     if os.environ.get("LIFECYCLE_SOAK_PLOT"):
         plot(rows)
-    deletes = audited(control_plane, verb="delete", resource="configmaps", namespace=namespace)
+    deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
     tally = Tally.of("8 churn soak", due_names, deletes, gone=due_names)
     warm = max(1, len(rows) // 5)
     warmed, after = rows[:warm], rows[warm:] or rows[-1:]

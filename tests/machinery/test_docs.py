@@ -1,4 +1,5 @@
-"""User documentation keeps up with the code: every `run` flag is documented in the README."""
+"""User documentation keeps up with the code: every `run` flag is documented in
+docs/reference.md, and the README's commands table lists the tools' controller flags."""
 
 from __future__ import annotations
 
@@ -10,18 +11,21 @@ import pytest
 from lifecycle_controller.config import RUN_FLAGS, Flag
 from lifecycle_controller.tools.options import CONTROLLER_FLAGS
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+#: The reference page of `run`: its flags table, Events, probes and metrics.
+REFERENCE = (ROOT / "docs" / "reference.md").read_text()
 
 
 @pytest.mark.parametrize("flag", RUN_FLAGS, ids=lambda flag: flag.name)
-def test_every_run_flag_and_its_env_var_is_in_the_readme(flag: Flag) -> None:
-    assert f"`--{flag.name}`" in README
-    assert f"`{flag.envvar}`" in README
+def test_every_run_flag_and_its_env_var_is_in_the_reference(flag: Flag) -> None:
+    assert f"`--{flag.name}`" in REFERENCE
+    assert f"`{flag.envvar}`" in REFERENCE
 
 
-def _readme_run_flags() -> dict[str, tuple[str, str]]:
-    """The README's `run` flags table: flag name → (environment variable, default column)."""
-    section = README.split("## `run` flags", 1)[1].split("\n## ", 1)[0]
+def _reference_run_flags() -> dict[str, tuple[str, str]]:
+    """The reference's `run` flags table: flag name → (environment variable, default column)."""
+    section = REFERENCE.split("## `run` flags", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, tuple[str, str]] = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -30,8 +34,8 @@ def _readme_run_flags() -> dict[str, tuple[str, str]]:
     return rows
 
 
-def test_the_readme_flags_table_lists_exactly_the_run_flags() -> None:
-    rows = _readme_run_flags()
+def test_the_reference_flags_table_lists_exactly_the_run_flags() -> None:
+    rows = _reference_run_flags()
     assert list(rows) == [flag.name for flag in RUN_FLAGS]
     for flag in RUN_FLAGS:
         envvar, default = rows[flag.name]
