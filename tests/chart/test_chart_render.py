@@ -10,6 +10,7 @@ No cluster is needed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ import yaml
 
 from lifecycle_controller import __version__, config
 from lifecycle_controller.cli import RUN_FLAGS
+from lifecycle_controller.core import keys
 from tests.chart.support import (
     FULL_VALUES,
     FULLNAME,
@@ -748,6 +750,21 @@ POLICY_CHECK = f"{FULLNAME}-policies"
 
 def annotation_policies(docs: list[Doc], kind: str) -> list[Doc]:
     return [d for d in of_kind(docs, kind) if d["metadata"]["name"] != POLICY_CHECK]
+
+
+def test_the_known_keys_are_the_controllers(helm: Helm) -> None:
+    """One key table: the validation policy's known keys are KNOWN_KEYS of core/keys.py, and
+    its message lists the ones users write."""
+    policy = one(
+        helm.render({"admissionPolicy": {"enabled": True}}),
+        "ValidatingAdmissionPolicy",
+        f"{FULLNAME}-annotations",
+    )
+    unknown = policy["spec"]["validations"][0]
+    listed = unknown["expression"].split(" in ", 1)[1].rstrip(")")
+    assert json.loads(listed) == list(keys.KNOWN_KEYS)
+    written = keys.KNOWN_KEYS[: keys.KNOWN_KEYS.index(keys.LAST_RESTART_TIMESTAMP)]
+    assert ", ".join(k.removeprefix(keys.PREFIX) for k in written) in unknown["messageExpression"]
 
 
 def test_security_checks_on_and_validation_off_by_default(helm: Helm) -> None:

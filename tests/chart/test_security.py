@@ -55,6 +55,7 @@ from tests.chart.support import (
 )
 from tests.integration.policy_crds import install_policy_crds
 from tests.integration.processes import ProcessLauncher, launcher
+from tests.integration.support import eventually
 
 __all__ = ["launcher"]
 
@@ -523,9 +524,10 @@ async def test_a_condition_cannot_stall_the_controller(
     namespace = f"stall-{tag}"
     control_plane.apply(namespace_manifest(namespace, tag), path=f"/api/v1/namespaces/{namespace}")
     try:
-        many = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": "many-labels", "labels": {f"l{i}": "x" for i in range(20)}}}  # fmt: skip
-        assert control_plane.request("POST", CONFIGMAPS.format(namespace), many).status == 201
+        controller = await launcher.start(
+            "stall", f"--watch-namespace={namespace}", "--watch-resource=configmaps"
+        )
+        await controller.wait_ready(within=60)
         hostile = {
             "apiVersion": "lifecycle.cezary.dev/v1alpha1",
             "kind": "LifecyclePolicy",
@@ -538,37 +540,37 @@ async def test_a_condition_cannot_stall_the_controller(
         }
         response = control_plane.request("POST", POLICIES.collection_path(namespace), hostile)
         assert response.status == 201, response.body
-        controller = await launcher.start(
-            "stall", f"--watch-namespace={namespace}", "--watch-resource=configmaps"
-        )
-        await controller.wait_ready(within=60)
+        many = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "many-labels", "labels": {f"l{i}": "x" for i in range(20)}}}  # fmt: skip
+        assert control_plane.request("POST", CONFIGMAPS.format(namespace), many).status == 201
         due = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
             "name": "due", "annotations": {keys.DELETE_AFTER: "3s"}}}  # fmt: skip
         created_at = time.monotonic()
         assert control_plane.request("POST", CONFIGMAPS.format(namespace), due).status == 201
         url = f"http://127.0.0.1:{controller.probe_port}/healthz"
-        slow: list[float] = []
         async with aiohttp.ClientSession() as http:
             while True:
-                started = time.monotonic()
                 try:
                     async with http.get(url, timeout=aiohttp.ClientTimeout(total=1)) as answer:
                         assert answer.status == 200, await answer.text()
                 except TimeoutError:
-                    slow.append(started - created_at)
-                assert not slow, f"/healthz did not answer within 1 s at {slow}"
+                    waited = time.monotonic() - created_at
+                    message = f"/healthz did not answer within 1 s, {waited:.1f} s in"
+                    raise AssertionError(message) from None
                 gone = control_plane.request("GET", f"{CONFIGMAPS.format(namespace)}/due")
                 if gone.status == 404:
                     break
-                assert time.monotonic() - created_at < 60, "the due ConfigMap was not deleted"
+                # Due 3 s after its creation; the rest is the loaded machine's slack.
+                assert time.monotonic() - created_at < 33, "the due ConfigMap was not deleted"
                 await asyncio.sleep(0.2)
+
+        async def named() -> bool:
+            path = f"{POLICIES.collection_path(namespace)}/hostile"
+            return "macro inside another comprehension" in str(
+                control_plane.request("GET", path).body
+            )
+
         # The hostile policy is refused, not evaluated.
-        path = f"{POLICIES.collection_path(namespace)}/hostile"
-        _until(
-            lambda: (
-                "macro inside another comprehension" in str(control_plane.request("GET", path).body)
-            ),
-            "the hostile policy's status to name its problem",
-        )
+        await eventually(named, within=60, what="the hostile policy's status to name its problem")
     finally:
         control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}")
