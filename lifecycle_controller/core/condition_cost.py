@@ -428,6 +428,8 @@ class _Parser:
             if self.peek().text == "{" and token.text[:1].isupper():
                 self.next()
                 return _collection(self.entries()), ()
+            if token.text in ("true", "false", "null"):
+                return _literal(1), ()
             return _identifier(token.text), (token.text,)
         raise CostError(f"unexpected {token.text or 'end'!r}")
 

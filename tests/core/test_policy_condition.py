@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from lifecycle_controller.core import policy_condition
+from lifecycle_controller.core.condition_cost import Sizes, analyse
 from lifecycle_controller.core.policy_condition import (
     MAX_CONDITION_LENGTH,
     MAX_EVALUATION_COST,
@@ -257,3 +258,24 @@ def test_the_crds_limit_is_the_controllers() -> None:
         for version in crd["spec"]["versions"]:
             spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
             assert spec["properties"]["condition"]["maxLength"] == MAX_CONDITION_LENGTH, path
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        r"object.metadata.name == r'\.all(x, [1].all(y, y))\' || true",  # raw: \ is text
+        "object.metadata.name == '''it's\n.all(x, [1].all(y, y))'''",
+        'b"\\".all(x, [1].all(y, y))" != b"" || br".map([1].all(y, y))" != b""',
+        "object.metadata.name == 'a' // .all(x, [1].all(y, y))\n || true",
+    ],
+)
+def test_the_tokenizer_reads_every_string_form(source: str) -> None:
+    """None of these nests a comprehension: the macros are inside strings or a comment."""
+    compile_condition(source)
+
+
+def test_the_estimate_grows_with_the_metadata() -> None:
+    model = analyse("object.metadata.labels.exists(k, k.startsWith('team'))")
+    small = Sizes(10, 5, 2, 40, 1, 20, 0, 0)
+    large = Sizes(10, 5, 200, 4000, 1, 20, 0, 0)
+    assert 0 < model.cost(small) < model.cost(large) <= MAX_EVALUATION_COST
