@@ -15,12 +15,16 @@ so a controller without conditions never loads it; and only its compiled extensi
 interface (typer, rich: about 25 MB and 0.3 s). Should the package's layout change, the
 whole package is imported instead.
 
-Cost is bounded before anything runs: an expression longer than
-:data:`MAX_CONDITION_LENGTH` characters, or with a comprehension macro (``all``, ``exists``,
-``exists_one``, ``map``, ``filter``) inside another, is refused, so evaluating one costs at
-most its length times the size of one object's metadata. Evaluation never raises: an error
-(a missing map key, a type mismatch...) or a result that is not a boolean means "does not
-match", with the problem in :attr:`ConditionResult.problem` for the policy's status.
+Cost is bounded on the parsed expression (:mod:`lifecycle_controller.core.condition_cost`),
+never on its text: an expression longer than :data:`MAX_CONDITION_LENGTH` characters (the
+CRD's ``maxLength`` too), with a comprehension macro (``all``, ``exists``, ``exists_one``,
+``map``, ``filter``) inside another one's body, or whose estimated cost over metadata of
+:data:`COMPILE_SIZES` exceeds :data:`MAX_EVALUATION_COST` is refused. Before each evaluation
+over larger metadata, the estimate is taken again for that object's sizes, and an evaluation
+over the budget is not run: it is an evaluation problem. So no evaluation costs more than the
+budget, and none can hold the event loop for long. Evaluation never raises: an error (a
+missing map key, a type mismatch, the budget...) or a result that is not a boolean means "does
+not match", with the problem in :attr:`ConditionResult.problem` for the policy's status.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import functools
 import importlib.machinery
 import importlib.util
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,11 +40,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from lifecycle_controller.core.condition_cost import (
+    CostError,
+    CostModel,
+    NestedMacroError,
+    Sizes,
+    analyse,
+)
+
 if TYPE_CHECKING:
     import cel
 
 __all__ = [
+    "COMPILE_SIZES",
     "MAX_CONDITION_LENGTH",
+    "MAX_EVALUATION_COST",
     "Condition",
     "ConditionError",
     "ConditionResult",
@@ -49,10 +62,24 @@ __all__ = [
     "compile_condition",
 ]
 
-#: The longest condition accepted, in characters (a selector does the heavy lifting).
+#: The longest condition accepted, in characters (a selector does the heavy lifting). The
+#: CRDs' ``spec.condition`` has the same ``maxLength`` (a chart test compares them).
 MAX_CONDITION_LENGTH: Final = 1024
-_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
-_MACRO_CALL: Final = re.compile(r"\.\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+#: The most estimated steps one evaluation may take (tens of milliseconds at most).
+MAX_EVALUATION_COST: Final = 1_000_000
+#: The metadata a condition must fit the budget for to be accepted at all: a long name, 32
+#: labels, annotations of 8 KiB (a kubectl last-applied-configuration), 4 owners. Larger
+#: metadata is estimated again, object by object, before each evaluation.
+COMPILE_SIZES: Final = Sizes(
+    name=253,
+    namespace=63,
+    labels_entries=32,
+    labels_bytes=32 * 128,
+    annotations_entries=32,
+    annotations_bytes=8192,
+    owner_entries=4,
+    owner_bytes=4 * 256,
+)
 _NS_PER_MICROSECOND: Final = 1000
 
 
@@ -79,57 +106,45 @@ class ConditionResult:
     problem: str | None = None
 
 
-def _skip_string(text: str, start: int) -> int:
-    """The index after the CEL string literal starting at ``start`` (raw and triple too)."""
-    raw = start > 0 and text[start - 1] in "rR"
-    quote = text[start]
-    delimiter = quote * 3 if text.startswith(quote * 3, start) else quote
-    i = start + len(delimiter)
-    while i < len(text):
-        if text.startswith(delimiter, i):
-            return i + len(delimiter)
-        i += 1 if raw or text[i] != "\\" else 2
-    return len(text)
-
-
-def _nested_macro(text: str) -> str | None:
-    """The first comprehension macro that sits inside another one's parentheses, or None."""
-    depth = 0
-    open_macros: list[int] = []  # the paren depth at which each open macro's call began
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char in "\"'":
-            i = _skip_string(text, i)
-            continue
-        call = _MACRO_CALL.match(text, i) if char == "." else None
-        if call is not None and call.group(1) in _MACROS:
-            if open_macros:
-                return call.group(1)
-            open_macros.append(depth)
-            depth += 1
-            i = call.end()
-            continue
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if open_macros and depth == open_macros[-1]:
-                open_macros.pop()
-        i += 1
-    return None
-
-
-def _check_cost(source: str) -> None:
+def _check_cost(source: str) -> CostModel:
     if len(source) > MAX_CONDITION_LENGTH:
         raise ConditionError(
             f"is {len(source)} characters long; at most {MAX_CONDITION_LENGTH} are allowed"
         )
-    if (macro := _nested_macro(source)) is not None:
+    try:
+        model = analyse(source)
+    except NestedMacroError as nested:
         raise ConditionError(
-            f"nests the {macro}() macro inside another comprehension; "
+            f"nests the {nested.macro}() macro inside another comprehension; "
             "at most one level is allowed, to bound its cost"
+        ) from None
+    except CostError as error:
+        _compiler().compile(source)  # a syntax error: the compiler's message says it best
+        raise ConditionError(f"cannot be analysed for its cost: {error}") from None
+    cost = model.cost(COMPILE_SIZES)
+    if cost > MAX_EVALUATION_COST:
+        raise ConditionError(
+            f"has an estimated cost of {cost} steps over typical metadata; "
+            f"at most {MAX_EVALUATION_COST} are allowed"
         )
+    return model
+
+
+def _within(sizes: Sizes, bound: Sizes) -> bool:
+    return (
+        sizes.name <= bound.name
+        and sizes.namespace <= bound.namespace
+        and sizes.labels_entries <= bound.labels_entries
+        and sizes.labels_bytes <= bound.labels_bytes
+        and sizes.annotations_entries <= bound.annotations_entries
+        and sizes.annotations_bytes <= bound.annotations_bytes
+        and sizes.owner_entries <= bound.owner_entries
+        and sizes.owner_bytes <= bound.owner_bytes
+    )
+
+
+def _map_bytes(entries: Mapping[str, str]) -> int:
+    return sum(len(key) + len(value) for key, value in entries.items())
 
 
 class _Compiler(Protocol):
@@ -180,6 +195,7 @@ class Condition:
 
     source: str
     _program: cel.Program = field(repr=False)
+    _cost: CostModel = field(repr=False)
 
     def evaluate(
         self,
@@ -191,7 +207,29 @@ class Condition:
         creation_ns: int | None,
         owner_references: Sequence[OwnerReference],
     ) -> ConditionResult:
-        """Evaluate over one object's metadata; never raises."""
+        """Evaluate over one object's metadata, within :data:`MAX_EVALUATION_COST`; never
+        raises."""
+        sizes = Sizes(
+            name=len(name),
+            namespace=len(namespace or ""),
+            labels_entries=len(labels),
+            labels_bytes=_map_bytes(labels),
+            annotations_entries=len(annotations),
+            annotations_bytes=_map_bytes(annotations),
+            owner_entries=len(owner_references),
+            owner_bytes=sum(
+                len(r.api_version) + len(r.kind) + len(r.name) + len(r.uid) + 1
+                for r in owner_references
+            ),
+        )
+        if not _within(sizes, COMPILE_SIZES):  # within them, the compile-time check holds
+            cost = self._cost.cost(sizes)
+            if cost > MAX_EVALUATION_COST:
+                return ConditionResult(
+                    False,
+                    f"condition failed: estimated cost {cost} over this object's metadata "
+                    f"exceeds the budget of {MAX_EVALUATION_COST} steps",
+                )
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace or "",
@@ -228,9 +266,11 @@ def compile_condition(source: str) -> Condition:
     """Check the cost bound and compile; raise :class:`ConditionError` with the problem."""
     if not source.strip():
         raise ConditionError("is empty")
-    _check_cost(source)
     try:
+        model = _check_cost(source)
         program = _compiler().compile(source)
+    except ConditionError:
+        raise
     except Exception as error:
         raise ConditionError(f"does not compile: {_first_line(error)}") from None
-    return Condition(source, program)
+    return Condition(source, program, model)

@@ -215,6 +215,20 @@ def kubectl(
     return result
 
 
+def select_objects(docs: Iterable[Doc], selector: Mapping[str, Any]) -> list[Doc]:
+    """The documents, with every ValidatingAdmissionPolicyBinding limited to objects matching
+    ``selector``. The chart offers no object selector (the checked user sets an object's
+    labels); tests add one so that a check applied to the session's shared control plane
+    affects only their own objects."""
+    result = []
+    for doc in docs:
+        if doc.get("kind") == "ValidatingAdmissionPolicyBinding":
+            doc = json.loads(json.dumps(doc))
+            doc["spec"].setdefault("matchResources", {})["objectSelector"] = dict(selector)
+        result.append(doc)
+    return result
+
+
 def to_yaml_stream(docs: Sequence[Doc]) -> str:
     """Documents for ``kubectl apply -f -``, each as JSON (see the values file above)."""
     return "".join(f"---\n{json.dumps(doc)}\n" for doc in docs)

@@ -76,7 +76,10 @@ def _policy_values(tag: str) -> dict[str, Any]:
 
     return {
         "admissionPolicy": bound("validate"),
-        "annotationGuard": bound("guard"),
+        # The guard's delegable writer right (requireWriterRight); the right to delete or
+        # patch the object itself is tested in tests/chart/test_security.py.
+        "annotationGuard": {**bound("guard"), "requireWriterRight": True},
+        "controllerGuard": {"enabled": False},
         "policyAdmission": {"enabled": False},  # tests/chart/test_policy_admission.py
         "admissionExemptions": {
             "usernames": ["system:kube-controller-manager", DEVCLUSTER_ADMIN],

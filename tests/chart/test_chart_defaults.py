@@ -18,6 +18,7 @@ CHART_CHOICES = {
     "metrics-bind-address": "an installed controller serves /metrics (:8443)",
     "log-format": "JSON logs in the cluster",
     "watch-resource": "the explicit list that also drives the generated RBAC",
+    "ignore-namespace": "the system namespaces are never acted in (kube-system, ...)",
 }
 
 

@@ -54,7 +54,7 @@ def grants_policies(doc: Doc) -> bool:
 
 
 @pytest.mark.parametrize(
-    "values", [{}, NAMESPACED_VALUES, scope(watchResources=[])], ids=["cluster", "ns", "all"]
+    "values", [{}, NAMESPACED_VALUES, scope(watchResources=["*"])], ids=["cluster", "ns", "all"]
 )
 def test_the_policy_role_is_the_same_whatever_the_scope(helm: Helm, values: Any) -> None:
     docs = helm.render(values)
@@ -254,14 +254,16 @@ def test_the_policy_check_follows_its_values(helm: Helm) -> None:
             "validationActions": ["Warn", "Audit"],
             "failurePolicy": "Ignore",
             "namespaceSelector": selector,
-            "objectSelector": selector,
         }
     }
     docs = helm.render(values)
     assert one(docs, "ValidatingAdmissionPolicy", CHECK)["spec"]["failurePolicy"] == "Ignore"
     binding = one(docs, "ValidatingAdmissionPolicyBinding", CHECK)["spec"]
     assert binding["validationActions"] == ["Warn", "Audit"]
-    assert binding["matchResources"] == {"namespaceSelector": selector, "objectSelector": selector}
+    assert binding["matchResources"] == {"namespaceSelector": selector}
+    # No object selector: a policy's author sets its labels, and would switch the check off.
+    with_labels = {"policyAdmission": {"objectSelector": selector}}
+    assert "additional properties 'objectSelector' not allowed" in helm.render_failure(with_labels)
     off = helm.render({"policyAdmission": {"enabled": False}})
     assert [d for d in off if d["metadata"]["name"] == CHECK] == []
 

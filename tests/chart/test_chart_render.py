@@ -10,6 +10,7 @@ No cluster is needed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ import yaml
 
 from lifecycle_controller import __version__, config
 from lifecycle_controller.cli import RUN_FLAGS
+from lifecycle_controller.core import keys
 from tests.chart.support import (
     FULL_VALUES,
     FULLNAME,
@@ -47,9 +49,11 @@ DEFAULT_RESOURCES = [
     "persistentvolumeclaims",
     "horizontalpodautoscalers.autoscaling",
     "poddisruptionbudgets.policy",
-    "namespaces",
-    "persistentvolumes",
 ]
+# The reference chart's default list also watches these; ours leaves them to be added knowingly
+# (docs/operator-guide.md#upgrading).
+REFERENCE_ONLY_RESOURCES = ["namespaces", "persistentvolumes"]
+SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease"]
 VERBS = ["delete", "get", "list", "patch", "watch"]
 EVENT_RULES = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
@@ -123,11 +127,13 @@ def test_default_arguments_are_exact(helm: Helm) -> None:
         "--max-deletes-per-minute=0",
         "--max-restarts-per-minute=0",
         *[f"--watch-resource={resource}" for resource in DEFAULT_RESOURCES],
+        *[f"--ignore-namespace={namespace}" for namespace in SYSTEM_NAMESPACES],
     ]
 
 
 def test_reference_default_arguments_are_a_subsequence(helm: Helm) -> None:
-    """Reference test 93, with --zap-log-level renamed to our --log-level."""
+    """Reference test 93, with --zap-log-level renamed to our --log-level, and without the two
+    resources our defaults leave out (namespaces, persistentvolumes)."""
     reference = [
         "--health-probe-bind-address=:8081",
         "--leader-elect",
@@ -304,7 +310,7 @@ def test_default_cluster_role_rules_are_exact(helm: Helm) -> None:
 
 
 def test_no_rule_grants_update_except_the_lease(helm: Helm) -> None:
-    for values in ({}, NAMESPACED_VALUES, FULL_VALUES, scope(watchResources=[])):
+    for values in ({}, NAMESPACED_VALUES, FULL_VALUES, scope(watchResources=["*"])):
         for doc in helm.render(values):
             if doc["kind"] not in ("ClusterRole", "Role"):
                 continue
@@ -320,10 +326,9 @@ def test_custom_watch_list_replaces_defaults(helm: Helm) -> None:
     assert rules(manager_role(docs)) == [*[resource_rule(e) for e in watch], *EVENT_RULES]
 
 
-@pytest.mark.parametrize("watch", [[], ["*"]], ids=["empty", "star"])
-def test_wildcard_rule(helm: Helm, watch: list[str]) -> None:
-    """Reference tests 95 and 113."""
-    first = rules(manager_role(helm.render(scope(watchResources=watch))))[0]
+def test_wildcard_rule(helm: Helm) -> None:
+    """Reference test 113 (test 95's empty list is refused: see the render failures)."""
+    first = rules(manager_role(helm.render(scope(watchResources=["*"]))))[0]
     assert first == {"apiGroups": ["*"], "resources": ["*"], "verbs": VERBS}
 
 
@@ -331,6 +336,13 @@ def test_wildcard_rule(helm: Helm, watch: list[str]) -> None:
     ("values", "message"),
     [
         (scope(watchResources="pods"), "controllerManager.scope.watchResources must be a list"),
+        # It once rendered a wildcard rule (every resource): the wildcard must be asked for.
+        (scope(watchResources=[]), "controllerManager.scope.watchResources is empty"),
+        # It once bound the chart's rights to the namespace's "default" ServiceAccount.
+        (
+            {"serviceAccount": {"create": False}},
+            "serviceAccount.name is required when serviceAccount.create is false",
+        ),
         (
             scope(ignoreNamespaces="team-a"),
             "controllerManager.scope.ignoreNamespaces must be a list",
@@ -401,6 +413,8 @@ def test_wildcard_rule(helm: Helm, watch: list[str]) -> None:
     ],
     ids=[
         "watch-not-a-list",
+        "watch-empty",
+        "existing-service-account-unnamed",
         "ignore-ns-not-a-list",
         "only-pv-namespaced",
         "empty-resource",
@@ -467,7 +481,7 @@ def test_ignored_resources_are_left_out(helm: Helm) -> None:
 
 
 def test_ignoring_everything_leaves_only_event_rules(helm: Helm) -> None:
-    for watch in ([], ["pods", "configmaps"]):
+    for watch in (["*"], ["pods", "configmaps"]):
         docs = helm.render(scope(watchResources=watch, ignoreResources=["*"]))
         assert rules(manager_role(docs)) == EVENT_RULES
 
@@ -502,7 +516,8 @@ def test_supplied_rbac_passes_globs_verbatim(helm: Helm) -> None:
 
 def test_namespace_filters_drop_persistent_volumes_from_args(helm: Helm) -> None:
     """Reference test 108."""
-    args = args_of(helm.render(scope(watchNamespaces=["team-a"])))
+    watch = DEFAULT_RESOURCES + REFERENCE_ONLY_RESOURCES
+    args = args_of(helm.render(scope(watchNamespaces=["team-a"], watchResources=watch)))
     assert "--watch-namespace=team-a" in args
     assert "--watch-resource=pods" in args
     assert "--watch-resource=namespaces" in args
@@ -557,7 +572,9 @@ def test_metrics_reader_cluster_role(helm: Helm) -> None:
 
 def test_namespace_object_rbac(helm: Helm) -> None:
     """Reference tests 121-123, 125."""
-    assert len(by_template(helm, scope(watchNamespaces=["team-a"]))["namespace-rbac.yaml"]) == 4
+    watch = scope(watchNamespaces=["team-a"], watchResources=["pods", "namespaces"])
+    assert len(by_template(helm, watch)["namespace-rbac.yaml"]) == 4
+    assert "namespace-rbac.yaml" not in by_template(helm, scope(watchNamespaces=["team-a"]))
     ignored = scope(
         watchNamespaces=["team-a"], watchResources=["namespaces"], ignoreResources=["namespaces"]
     )
@@ -735,15 +752,42 @@ def annotation_policies(docs: list[Doc], kind: str) -> list[Doc]:
     return [d for d in of_kind(docs, kind) if d["metadata"]["name"] != POLICY_CHECK]
 
 
-def test_admission_policies_off_by_default(helm: Helm) -> None:
+def test_the_known_keys_are_the_controllers(helm: Helm) -> None:
+    """One key table: the validation policy's known keys are KNOWN_KEYS of core/keys.py, and
+    its message lists the ones users write."""
+    policy = one(
+        helm.render({"admissionPolicy": {"enabled": True}}),
+        "ValidatingAdmissionPolicy",
+        f"{FULLNAME}-annotations",
+    )
+    unknown = policy["spec"]["validations"][0]
+    listed = unknown["expression"].split(" in ", 1)[1].rstrip(")")
+    assert json.loads(listed) == list(keys.KNOWN_KEYS)
+    written = keys.KNOWN_KEYS[: keys.KNOWN_KEYS.index(keys.LAST_RESTART_TIMESTAMP)]
+    assert ", ".join(k.removeprefix(keys.PREFIX) for k in written) in unknown["messageExpression"]
+
+
+def test_security_checks_on_and_validation_off_by_default(helm: Helm) -> None:
+    """The guards are on by default (docs/operator-guide.md#threat-model); the validation of
+    values is opt-in."""
     docs = helm.render()
-    assert not annotation_policies(docs, "ValidatingAdmissionPolicy")
-    assert not annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
+    names = [p["metadata"]["name"] for p in annotation_policies(docs, "ValidatingAdmissionPolicy")]
+    assert names == [f"{FULLNAME}-annotation-guard", f"{FULLNAME}-controller-guard"]
+    bindings = annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
+    assert [b["spec"]["validationActions"] for b in bindings] == [["Deny"], ["Deny"]]
+    assert all("matchResources" not in b["spec"] for b in bindings)
+    # The delegable writer role belongs to requireWriterRight, off by default.
+    assert not [
+        d for d in of_kind(docs, "ClusterRole") if d["metadata"]["name"].endswith("-writer")
+    ]
+    off = {"annotationGuard": {"enabled": False}, "controllerGuard": {"enabled": False}}
+    assert not annotation_policies(helm.render(off), "ValidatingAdmissionPolicy")
 
 
 def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
-    docs = helm.render(FULL_VALUES)
-    policies = annotation_policies(docs, "ValidatingAdmissionPolicy")
+    values = {**FULL_VALUES, "annotationGuard": {"requireWriterRight": True}}
+    docs = helm.render(values)
+    policies = annotation_policies(docs, "ValidatingAdmissionPolicy")[:2]
     assert [p["metadata"]["name"] for p in policies] == [
         f"{FULLNAME}-annotations",
         f"{FULLNAME}-annotation-guard",
@@ -754,7 +798,7 @@ def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
         assert exempt["name"] == "not-exempt"
         assert f'"{username}"' in exempt["expression"]
     bindings = annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
-    assert [b["spec"]["validationActions"] for b in bindings] == [["Deny"], ["Deny"]]
+    assert [b["spec"]["validationActions"] for b in bindings] == [["Deny"], ["Deny"], ["Deny"]]
     writer = one(docs, "ClusterRole", f"{FULLNAME}-annotation-writer")
     assert rules(writer) == [
         {"apiGroups": ["lifecycle.cezary.dev"], "resources": ["annotations"], "verbs": ["set"]}
@@ -765,7 +809,12 @@ def test_label_values_that_look_like_numbers_stay_strings(helm: Helm) -> None:
     """A selector value such as ``36686e12`` (random hex once made a test flaky) reaches
     the binding as a string: the API server refuses a number in ``matchLabels``."""
     selector = {"matchLabels": {"team/id": "36686e12", "shard": "0123"}}
-    docs = helm.render({"admissionPolicy": {"enabled": True, "namespaceSelector": selector}})
+    values = {
+        "admissionPolicy": {"enabled": True, "namespaceSelector": selector},
+        "annotationGuard": {"enabled": False},
+        "controllerGuard": {"enabled": False},
+    }
+    docs = helm.render(values)
     (binding,) = annotation_policies(docs, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"]["matchResources"]["namespaceSelector"] == selector
 

@@ -33,7 +33,7 @@ from lifecycle_controller.core.policy_model import Policy
 from lifecycle_controller.core.policy_set import policy_from_manifest
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
-from tests.chart.support import Helm, Identity, kubectl, to_yaml_stream
+from tests.chart.support import Helm, Identity, kubectl, select_objects, to_yaml_stream
 from tests.chart.test_admission_policy import CRONS, DURATIONS, TIMESTAMPS
 from tests.integration.policy_crds import install_policy_crds, policy_crd_manifests
 
@@ -68,9 +68,10 @@ class Env:
 def env(control_plane: ControlPlane, helm: Helm) -> Iterator[Env]:
     tag = uuid.uuid4().hex[:8]
     install_policy_crds(control_plane)
-    values = {"policyAdmission": {"objectSelector": {"matchLabels": {LABEL: tag}}}}
     release = f"pa-{tag}"
-    docs = helm.render(values, release=release, namespace=release)
+    docs = select_objects(
+        helm.render({}, release=release, namespace=release), {"matchLabels": {LABEL: tag}}
+    )
     vap = [
         d for d in docs if d["kind"] in VAP_KINDS and d["metadata"]["name"].endswith("-policies")
     ]

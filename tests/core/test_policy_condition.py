@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from lifecycle_controller.core import policy_condition
+from lifecycle_controller.core.condition_cost import Sizes, analyse
 from lifecycle_controller.core.policy_condition import (
     MAX_CONDITION_LENGTH,
+    MAX_EVALUATION_COST,
     ConditionError,
     ConditionResult,
     OwnerReference,
@@ -171,3 +175,107 @@ def test_the_whole_package_stands_in_when_the_extension_cannot_be_found(
     monkeypatch.setattr(policy_condition, "_extension", lambda: None)
     compiler = policy_condition._compiler.__wrapped__()
     assert compiler.compile('"a" == "a"').execute({}) is True
+
+
+# --- the cost bound on the parsed expression ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # A comment between the dot and the macro once hid a nested comprehension from the
+        # text scan: six levels over 20 labels stalled the controller's event loop.
+        "object.metadata.labels.all(a, object.metadata.labels. // x\n all(b, a != b))",
+        "object.metadata.labels.all(a, object.metadata.labels.//\nexists(b, a == b))",
+        "object.metadata.labels.exists(a, object.metadata.labels /* */ .all(b, true))",
+    ],
+)
+def test_a_comment_does_not_hide_a_nested_comprehension(source: str) -> None:
+    with pytest.raises(ConditionError) as raised:
+        compile_condition(source)
+    assert "macro inside another comprehension" in str(raised.value) or str(
+        raised.value
+    ).startswith("does not compile")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'object.metadata.name == "// not a comment" && [1].all(x, x > 0)',
+        "object.metadata.name == r'''.all(x, [1].all(y, y))''' || true",
+        "object.metadata.labels.exists(k, k == 'a') // a trailing comment .all(",
+        'object.metadata.labels.map(k, k).exists(k, k == "a")',  # a chain, not a nest
+    ],
+)
+def test_strings_and_comments_are_not_code(source: str) -> None:
+    compile_condition(source)
+
+
+def test_a_condition_over_the_budget_on_typical_metadata_is_refused() -> None:
+    """A single level can still be quadratic: a string grown by concatenation, split into one
+    element per character, each compared with the whole."""
+    grown = " + ".join(["object.metadata.name"] * 20)
+    source = f"({grown}).split('').exists(c, c == {grown})"
+    with pytest.raises(ConditionError) as raised:
+        compile_condition(source)
+    assert str(raised.value).startswith("has an estimated cost of ")
+    assert str(raised.value).endswith(f"at most {MAX_EVALUATION_COST} are allowed")
+
+
+def test_an_evaluation_over_the_budget_is_not_run_and_says_why() -> None:
+    """Metadata larger than the compile-time sizes is estimated again before evaluating."""
+    source = "object.metadata.annotations.exists(k, object.metadata.annotations[k].size() > 0)"
+    condition = compile_condition(source)
+    huge = {f"k{i}": "v" * 200 for i in range(3000)}
+    result = condition.evaluate(
+        name="n",
+        namespace="ns",
+        labels={},
+        annotations=huge,
+        creation_ns=None,
+        owner_references=(),
+    )
+    assert result.matched is False
+    assert result.problem is not None
+    assert result.problem.startswith("condition failed: estimated cost ")
+    assert result.problem.endswith(f"exceeds the budget of {MAX_EVALUATION_COST} steps")
+    small = condition.evaluate(
+        name="n",
+        namespace="ns",
+        labels={},
+        annotations={"a": "b"},
+        creation_ns=None,
+        owner_references=(),
+    )
+    assert small == ConditionResult(True)
+
+
+def test_the_crds_limit_is_the_controllers() -> None:
+    """The CRDs once accepted 4,096 characters while the controller refused over 1,024."""
+    crds = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "lifecycle-controller" / "crds"
+    for path in sorted(crds.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        for version in crd["spec"]["versions"]:
+            spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            assert spec["properties"]["condition"]["maxLength"] == MAX_CONDITION_LENGTH, path
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        r"object.metadata.name == r'\.all(x, [1].all(y, y))\' || true",  # raw: \ is text
+        "object.metadata.name == '''it's\n.all(x, [1].all(y, y))'''",
+        'b"\\".all(x, [1].all(y, y))" != b"" || br".map([1].all(y, y))" != b""',
+        "object.metadata.name == 'a' // .all(x, [1].all(y, y))\n || true",
+    ],
+)
+def test_the_tokenizer_reads_every_string_form(source: str) -> None:
+    """None of these nests a comprehension: the macros are inside strings or a comment."""
+    compile_condition(source)
+
+
+def test_the_estimate_grows_with_the_metadata() -> None:
+    model = analyse("object.metadata.labels.exists(k, k.startsWith('team'))")
+    small = Sizes(10, 5, 2, 40, 1, 20, 0, 0)
+    large = Sizes(10, 5, 200, 4000, 1, 20, 0, 0)
+    assert 0 < model.cost(small) < model.cost(large) <= MAX_EVALUATION_COST

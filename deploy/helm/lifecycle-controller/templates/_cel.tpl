@@ -6,12 +6,50 @@ backslashes, so they need no escaping inside CEL string literals.
 
 {{- define "lifecycle-controller.cel.prefix" -}}lifecycle.cezary.dev/{{- end }}
 
-{{/* The keys the controller reads or writes at the top level of metadata.annotations. */}}
+{{/*
+The keys the controller reads or writes at the top level of metadata.annotations: the same list,
+in the same order, as KNOWN_KEYS in lifecycle_controller/core/keys.py (a chart test compares
+them). inputKeys: the ones users write (the keys before last-restart-timestamp).
+*/}}
+{{- define "lifecycle-controller.cel.keyNames" -}}
+["delete-after", "delete-at", "restart-after", "restart-at", "restart-every", "restart-cron", "cron-timezone", "reference-point", "catch-up", "dry-run", "maintenance-window", "warn-before", "exempt", "max-delete-ttl", "last-restart-timestamp", "managed-by", "restartedAt", "observed"]
+{{- end }}
+
 {{- define "lifecycle-controller.cel.knownKeys" -}}
-{{- $keys := list "delete-after" "delete-at" "restart-after" "restart-at" "restart-every" "restart-cron" "cron-timezone" "reference-point" "catch-up" "dry-run" "maintenance-window" "warn-before" "max-delete-ttl" "last-restart-timestamp" "managed-by" "restartedAt" "observed" }}
+{{- $full := list }}
+{{- range (include "lifecycle-controller.cel.keyNames" . | fromJsonArray) }}{{ $full = append $full (printf "lifecycle.cezary.dev/%s" .) }}{{ end }}
+{{- toJson $full }}
+{{- end }}
+
+{{- define "lifecycle-controller.cel.inputKeys" -}}
+{{- $input := list }}
+{{- $written := false }}
+{{- range (include "lifecycle-controller.cel.keyNames" . | fromJsonArray) }}
+{{- if eq . "last-restart-timestamp" }}{{ $written = true }}{{ end }}
+{{- if not $written }}{{ $input = append $input . }}{{ end }}
+{{- end }}
+{{- toJson $input }}
+{{- end }}
+
+{{/* Keys whose removal asks the controller for nothing: the action keys and managed-by. */}}
+{{- define "lifecycle-controller.cel.cancellableKeys" -}}
+{{- $keys := list "delete-after" "delete-at" "restart-after" "restart-at" "restart-every" "restart-cron" "managed-by" }}
 {{- $full := list }}
 {{- range $keys }}{{ $full = append $full (printf "lifecycle.cezary.dev/%s" .) }}{{ end }}
 {{- toJson $full }}
+{{- end }}
+
+{{/*
+What the annotation policies match: every resource and every subresource, since a
+status update (namespaces/status, pods/status, deployments/status...) or a pods/binding
+writes metadata too.
+*/}}
+{{- define "lifecycle-controller.cel.annotationResourceRules" -}}
+- apiGroups: ["*"]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["*/*"]
+  scope: "*"
 {{- end }}
 
 {{/* Identities that are never checked: the controller and the exempt system controllers. */}}

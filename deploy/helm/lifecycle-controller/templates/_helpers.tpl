@@ -46,7 +46,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "lifecycle-controller.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false (the chart will not bind its rights to the namespace's default ServiceAccount)" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 

@@ -29,6 +29,9 @@ namespace filters are set (PersistentVolumes are cluster-scoped). This one list 
 {{- if not (kindIs "slice" $watch) }}
 {{- fail "controllerManager.scope.watchResources must be a list" }}
 {{- end }}
+{{- if not $watch }}
+{{- fail "controllerManager.scope.watchResources is empty: list the resources to act on, or [\"*\"] for every eligible resource (wildcard RBAC)" }}
+{{- end }}
 {{- $namespaces := include "lifecycle-controller.list" (dict "key" "watchNamespaces" "scope" $scope) | fromJsonArray }}
 {{- $result := list }}
 {{- range $watch }}
