@@ -243,8 +243,9 @@ def test_the_policy_check_is_on_by_default(helm: Helm) -> None:
     binding = one(docs, "ValidatingAdmissionPolicyBinding", CHECK)
     assert binding["spec"] == {"policyName": CHECK, "validationActions": ["Deny"]}
     reasons = [v["reason"] for v in policy["spec"]["validations"]]
-    assert reasons[:17] == ["Forbidden"] * 17  # the authorization comes first
-    assert set(reasons[17:]) == {"Invalid"}
+    # The authorization comes first: every resource named, globs, then enforce.
+    assert reasons[:18] == ["Forbidden"] * 18
+    assert set(reasons[18:]) == {"Invalid"}
 
 
 def test_the_policy_check_follows_its_values(helm: Helm) -> None:

@@ -394,3 +394,33 @@ def test_policies_outside_the_binding_are_not_checked(env: Env) -> None:
     body["metadata"]["labels"] = {}
     path = POLICIES.collection_path(env.team) + "?dryRun=All"
     assert env.dana.request("POST", path, body).status == 201
+
+
+# --- enforce ---------------------------------------------------------------------------------
+
+
+def test_an_enforced_policy_needs_the_enforce_verb(env: Env) -> None:
+    """Caught: nothing stopped a ClusterLifecyclePolicy author from enforcing it, which wins
+    over every namespace's own policies, the objects' own annotations and exempt."""
+    enforced = {**deletes("configmaps"), "enforce": True}
+    response = create(env, env.frank, "ClusterLifecyclePolicy", enforced)
+    assert response.status == 403, response.body
+    assert denial(response).startswith(
+        f"{env.names['frank']} may not enforce ClusterLifecyclePolicy "
+    )
+    assert create(env, env.frank, "ClusterLifecyclePolicy", deletes("configmaps")).status == 201
+    name = f"gail-{env.tag}"
+    gail = Identity(
+        env.plane.user_kubeconfig(
+            name,
+            cluster_rules=[
+                CLUSTER_POLICIES_RULE,
+                rule(["lifecycle.cezary.dev"], ["clusterlifecyclepolicies"], ["enforce"]),
+                rule([""], ["configmaps"], ["delete"]),
+            ],
+        )
+    )
+    deadline = time.monotonic() + 30
+    while (response := create(env, gail, "ClusterLifecyclePolicy", enforced)).status != 201:
+        assert time.monotonic() < deadline, response.body  # RBAC reaches the authorizer
+        time.sleep(0.2)

@@ -210,6 +210,9 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- range (include "lifecycle-controller.list" (dict "key" "ignoreNamespaces" "scope" $scope) | fromJsonArray) }}
 {{- $args = append $args (printf "--ignore-namespace=%s" .) }}
 {{- end }}
+{{- range .Values.policyProtectedNamespaces }}
+{{- $args = append $args (printf "--policy-protected-namespace=%s" .) }}
+{{- end }}
 {{- range .Values.extraArgs }}
 {{- $args = append $args (toString .) }}
 {{- end }}
