@@ -10,7 +10,7 @@ from typing import Any
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import POLICIES
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.processes import clean_environment
 from tests.integration.scenario_support import create
 from tests.integration.support import CONFIGMAPS, configmap
@@ -23,6 +23,15 @@ __all__ = [
     "run_tool",
     "tool_json",
 ]
+
+
+def cluster_policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": CLUSTER_POLICIES.api_version,
+        "kind": CLUSTER_POLICIES.kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def namespaced_policy(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

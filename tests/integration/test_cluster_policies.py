@@ -26,19 +26,10 @@ from lifecycle_controller.kube.resources import CLUSTER_POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import P
-from tests.integration.policy_tools import labelled
+from tests.integration.policy_tools import cluster_policy, labelled
 from tests.integration.scenario_support import create, gone, start_for, wait_gone, workload
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, eventually
 from tests.integration.timestamps import stamp
-
-
-def cluster_policy(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": CLUSTER_POLICIES.api_version,
-        "kind": CLUSTER_POLICIES.kind,
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 @pytest.fixture

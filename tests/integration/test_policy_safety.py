@@ -10,7 +10,7 @@ object under test, which the old semantics deleted at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,27 +21,27 @@ from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import DELETE_AFTER, DELETE_AT, DRY_RUN, RESTART_AT, P
-from tests.integration.policy_tools import labelled, namespaced_policy
+from tests.integration.policy_tools import cluster_policy, labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, deployment, eventually
 
 EXEMPT = P + "exempt"
 
 
-def cluster_policy(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
-        "kind": "ClusterLifecyclePolicy",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+ClusterPolicies = Callable[..., Awaitable[None]]
 
 
 @pytest.fixture
-async def cluster_policies(kube: KubeClient) -> AsyncIterator[list[str]]:
-    """Names of the cluster policies a test creates; deleted when it ends."""
+async def cluster_policies(kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
+    """Creates a cluster policy (``name``, then its spec's fields); deleted when the test ends,
+    so the controllers of later tests never see it."""
     names: list[str] = []
-    yield names
+
+    async def add(name: str, **spec: Any) -> None:
+        names.append(name)
+        await create(kube, CLUSTER_POLICIES, None, cluster_policy(name, **spec))
+
+    yield add
     for name in names:
         with contextlib.suppress(NotFound):
             await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
@@ -147,21 +147,15 @@ async def test_a_catch_all_cluster_policy_does_not_reach_kube_system(
     start_controller: StartController,
     namespace: str,
     kube: KubeClient,
-    cluster_policies: list[str],
+    cluster_policies: ClusterPolicies,
 ) -> None:
     """Caught: a cluster policy without ``namespaces`` matched objects in kube-system."""
     name = f"catch-all-{namespace}"
-    cluster_policies.append(name)
-    await create(
-        kube,
-        CLUSTER_POLICIES,
-        None,
-        cluster_policy(
-            name,
-            resources=["configmaps"],
-            names=[f"{namespace}-*"],
-            lifecycle={"delete-after": "1s"},
-        ),
+    await cluster_policies(
+        name,
+        resources=["configmaps"],
+        names=[f"{namespace}-*"],
+        lifecycle={"delete-after": "1s"},
     )
     await start_controller(
         watch_resource=["configmaps"], watch_namespace=[namespace, "kube-system"]
@@ -249,25 +243,19 @@ async def test_an_enforced_cluster_policy_wins(
     start_controller: StartController,
     namespace: str,
     kube: KubeClient,
-    cluster_policies: list[str],
+    cluster_policies: ClusterPolicies,
 ) -> None:
     """Caught: a namespaced ``delete-at: 2999-01-01`` beat a priority-1000 cluster policy,
     and an object's own action annotation or ``exempt`` took it out of every policy."""
     name = f"deadline-{namespace}"
-    cluster_policies.append(name)
-    await create(
-        kube,
-        CLUSTER_POLICIES,
-        None,
-        cluster_policy(
-            name,
-            resources=["configmaps"],
-            namespaces=[namespace],
-            names=["enf-*"],
-            priority=1000,
-            enforce=True,
-            lifecycle={"delete-after": "2s"},
-        ),
+    await cluster_policies(
+        name,
+        resources=["configmaps"],
+        namespaces=[namespace],
+        names=["enf-*"],
+        priority=1000,
+        enforce=True,
+        lifecycle={"delete-after": "2s"},
     )
     await create(
         kube,

@@ -14,19 +14,11 @@ import yaml
 from click.testing import CliRunner
 
 from lifecycle_controller.cli import cli
+from tests.integration.policy_tools import cluster_policy
 
 NOW = "2026-11-30T12:00:00Z"
 CREATED = "2026-11-30T00:00:00Z"
 P = "lifecycle.cezary.dev/"
-
-
-def cluster_policy(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
-        "kind": "ClusterLifecyclePolicy",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 def policy(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
