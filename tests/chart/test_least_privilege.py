@@ -199,10 +199,10 @@ async def test_default_values_least_privilege(
             await admin.create(CONFIGMAPS, namespace, configmap("probe"))
 
             async def enforced() -> bool:
+                # A new value each time: a patch that changes nothing is no change to refuse.
+                label = {"metadata": {"labels": {"probe": uuid.uuid4().hex}}}
                 try:
-                    await own.merge_patch(
-                        CONFIGMAPS, namespace, "probe", {"metadata": {"labels": {"x": "y"}}}
-                    )
+                    await own.merge_patch(CONFIGMAPS, namespace, "probe", label)
                 except Forbidden:
                     return True
                 return False
