@@ -22,9 +22,17 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import LEASES, KubeClient, NotFound
+from lifecycle_controller.kube import LEASES, Forbidden, KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES
-from tests.chart.support import Helm, apply_chart_rbac, args_of, can_i, parse_run_args
+from tests.chart.support import (
+    Helm,
+    apply_chart_rbac,
+    args_of,
+    can_i,
+    kubectl,
+    parse_run_args,
+    to_yaml_stream,
+)
 from tests.integration.controller import StartController
 from tests.integration.events import events_of, wait_event
 from tests.integration.keys import DELETE_AFTER, DELETE_AT, RESTART_AT, RESTARTED_AT
@@ -165,22 +173,50 @@ async def assert_leads(kube: KubeClient, namespace: str, lease: str, identity: s
 async def test_default_values_least_privilege(
     control_plane: ControlPlane, helm: Helm, start_controller: StartController, namespace: str
 ) -> None:
+    """With the chart's controller guard installed (bound to this release's ServiceAccount
+    only): every write the controller makes passes it."""
     release = f"lp{uuid.uuid4().hex[:6]}"
     release_ns = f"{release}-system"
     kubeconfig = apply_chart_rbac(control_plane, helm, {}, release=release, namespace=release_ns)
     flags = chart_flags(helm, {}, release=release, namespace=release_ns)
     install_policy_crds(control_plane)
+    guard = [
+        d
+        for d in helm.render({}, release=release, namespace=release_ns)
+        if d["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+        and d["metadata"]["name"].endswith("-controller-guard")
+    ]
+    assert len(guard) == 2
+    admin_kubeconfig = control_plane.admin_kubeconfig
+    kubectl("apply", "-f", "-", kubeconfig=admin_kubeconfig, stdin=to_yaml_stream(guard))
 
-    async with (
-        await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin,
-        policies(admin, namespace, release) as cluster_policy,
-    ):
-        running = await start_controller(kubeconfig=str(kubeconfig), **flags)
-        await exercise(admin, namespace)
-        await exercise_policies(admin, namespace, cluster_policy)
-        await assert_leads(
-            admin, release_ns, flags["leader_election_id"], running.controller.identity
-        )
+    try:
+        async with (
+            await KubeClient.connect(str(control_plane.admin_kubeconfig)) as admin,
+            await KubeClient.connect(str(kubeconfig)) as own,
+            policies(admin, namespace, release) as cluster_policy,
+        ):
+            await admin.create(CONFIGMAPS, namespace, configmap("probe"))
+
+            async def enforced() -> bool:
+                # A new value each time: a patch that changes nothing is no change to refuse.
+                label = {"metadata": {"labels": {"probe": uuid.uuid4().hex}}}
+                try:
+                    await own.merge_patch(CONFIGMAPS, namespace, "probe", label)
+                except Forbidden:
+                    return True
+                return False
+
+            await eventually(enforced, within=60, what="the controller guard to be enforced")
+            running = await start_controller(kubeconfig=str(kubeconfig), **flags)
+            await exercise(admin, namespace)
+            await exercise_policies(admin, namespace, cluster_policy)
+            await assert_leads(
+                admin, release_ns, flags["leader_election_id"], running.controller.identity
+            )
+    finally:
+        kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false",
+                kubeconfig=admin_kubeconfig, stdin=to_yaml_stream(guard))  # fmt: skip
     assert_policies_read_only(kubeconfig, namespace)
 
     # Outside the watch list, and verbs the controller never needs, are refused.

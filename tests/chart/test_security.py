@@ -201,11 +201,28 @@ def env(control_plane: ControlPlane, helm: Helm) -> Iterator[Env]:
         control_plane, tag, team, release, pat, dee, nina, nina_namespace, sam, intruder,
         controller, policies,
     )  # fmt: skip
+    # Each policy is enforced once its probe is refused (a policy takes effect a moment after
+    # it is stored).
     probe = configmap(f"probe-{tag}", tag, **{keys.DELETE_AFTER: "1h"})
     _until(
         lambda: pat.request("POST", CONFIGMAPS.format(team) + "?dryRun=All", probe).status == 403,
         "the annotation guard to be enforced",
     )
+    invalid = configmap(f"probe-{tag}", tag, **{keys.DELETE_AFTER: "soon"})
+    _until(
+        lambda: dee.request("POST", CONFIGMAPS.format(team) + "?dryRun=All", invalid).status == 422,
+        "the validation policy to be enforced",
+    )
+    target = env.plane.request("POST", CONFIGMAPS.format(team), configmap(f"probe-{tag}", tag))
+    assert target.status == 201, target.body
+
+    def controller_refused() -> bool:
+        # A new value each time: a patch that changes nothing is no change to refuse.
+        label = {"metadata": {"labels": {"probe": uuid.uuid4().hex}}}
+        path = f"{CONFIGMAPS.format(team)}/probe-{tag}"
+        return controller.request("PATCH", path, label, content_type=MERGE).status == 403
+
+    _until(controller_refused, "the controller guard to be enforced")
     yield env
     kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", kubeconfig=admin,
             stdin=to_yaml_stream(policies))  # fmt: skip
