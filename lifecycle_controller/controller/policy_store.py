@@ -44,7 +44,6 @@ from lifecycle_controller.kube.paging import PageFetch, list_whole
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
-from lifecycle_controller.machinery.tasks import cancel_and_wait
 
 __all__ = ["PolicyDoc", "PolicySource", "PolicyStore"]
 
@@ -316,8 +315,11 @@ class PolicyStore:
             for task in done:
                 task.result()
         finally:
+            # One wait for both: a cancel arriving meanwhile cannot leave the other's
+            # failure unretrieved (gather marks every child's exception as seen).
             for task in tasks:
-                await cancel_and_wait(task)
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _watch(self, resource: ResourceType, version: str) -> None:
         while True:

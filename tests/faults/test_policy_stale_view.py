@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -49,8 +50,18 @@ class PolicyWatchHold(FaultProxy):
     holding: bool = True
     held: int = 0
     _released: asyncio.Event = field(default_factory=asyncio.Event)
+    _handlers: set[asyncio.Task[Any]] = field(default_factory=set)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
+        try:
+            return await self._hold_or_forward(request)
+        finally:
+            self._handlers.discard(handler)
+
+    async def _hold_or_forward(self, request: web.Request) -> web.StreamResponse:
         watch = request.query.get("watch") in ("true", "1")
         if not (self.holding and watch and "/lifecyclepolicies" in request.path):
             return await super()._handle(request)
@@ -60,6 +71,13 @@ class PolicyWatchHold(FaultProxy):
         await self._released.wait()
         await out.write_eof()
         return out
+
+    async def __aexit__(self, *exc: object) -> None:
+        # A forwarded watch waits on the API server, not on its client that went away: end
+        # them now rather than after the server's 60 s shutdown timeout.
+        for handler in list(self._handlers):
+            handler.cancel()
+        await super().__aexit__(*exc)
 
     def release(self) -> None:
         self.holding = False
@@ -146,3 +164,4 @@ async def test_a_policy_changed_behind_a_held_watch_deletes_nothing_it_no_longer
         for name in STAY:
             assert not await gone(kube, CONFIGMAPS, namespace, name), name
         assert deletes_of(proxy, STAY) == []
+        await running.stop()  # before the proxy goes away (it would wait for open watches)
