@@ -105,7 +105,10 @@ class Executor:
     ) -> tuple[Executed, dict[str, Any] | None]:
         if isinstance(decision, Delete):
             await self.writer.delete(
-                key, uid=decision.uid, resource_version=decision.resource_version
+                key,
+                uid=decision.uid,
+                resource_version=decision.resource_version,
+                propagation=decision.propagation,
             )
             return Executed(WriteOutcome.DONE), None
         restart = decision.operation is Operation.RESTART

@@ -46,6 +46,7 @@ class ObjectApi(Protocol):
         uid: str | None = None,
         resource_version: str | None = None,
         answer: bool = True,
+        propagation: str | None = None,
     ) -> object: ...
 
     async def get_metadata(
@@ -120,8 +121,11 @@ class ObjectWriter:
         self.cache.write_back(key, fresh, decided_on=obj, restart=fact)
         return Patched(response, fresh)
 
-    async def delete(self, key: ObjectKey, *, uid: str, resource_version: str) -> None:
-        """One delete with UID and resourceVersion preconditions; gone already counts as done."""
+    async def delete(
+        self, key: ObjectKey, *, uid: str, resource_version: str, propagation: str | None = None
+    ) -> None:
+        """One delete with UID and resourceVersion preconditions (and a policy's
+        ``deletionPropagation``); gone already counts as done."""
         self._fence()
         with contextlib.suppress(NotFound):
             await self.api.delete(
@@ -131,6 +135,7 @@ class ObjectWriter:
                 uid=uid,
                 resource_version=resource_version,
                 answer=False,  # the deleted object: nobody reads it
+                propagation=propagation,
             )
         self.cache.write_back(key, None)
 

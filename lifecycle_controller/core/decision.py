@@ -205,3 +205,6 @@ class Delete(Decision):
     resource_version: str
     on_success: Outcome = field(default_factory=Outcome)
     failure: Failure
+    #: The DELETE's ``propagationPolicy`` (a policy's ``deletionPropagation``); None: the
+    #: server's default for the kind.
+    propagation: str | None = None

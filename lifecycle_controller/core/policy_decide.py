@@ -149,12 +149,16 @@ def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | Non
             changes["failure"] = dataclasses.replace(
                 failure, message_prefix=f"{prefix} ({suffix}): "
             )
+    if isinstance(decision, Delete) and policy.deletion_propagation is not None:
+        changes["propagation"] = policy.deletion_propagation
     if isinstance(decision, Patch):
         changes["body"], acknowledged = _without_annotations(decision.body)
     elif isinstance(decision, Wait):
         changes["record"] = None
     if decision.log:
         changes["log"] = f"{decision.log} ({suffix})"
+        if "propagation" in changes:
+            changes["log"] += f"; propagation {changes['propagation']}"
     return dataclasses.replace(decision, **changes), acknowledged
 
 

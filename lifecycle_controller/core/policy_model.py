@@ -60,6 +60,7 @@ from lifecycle_controller.core.windows import parse_windows
 
 __all__ = [
     "LIFECYCLE_KEYS",
+    "PROPAGATIONS",
     "RESTARTABLE_RESOURCES",
     "HeldScope",
     "Policy",
@@ -107,8 +108,10 @@ _REFUSED: Final = {
 }
 _SPEC_FIELDS: Final = frozenset(
     {"resources", "namespaces", "selector", "names", "condition", "includeOwned", "priority"}
-    | {"lifecycle", "enforce"}
+    | {"lifecycle", "enforce", "deletionPropagation"}
 )
+#: ``deletionPropagation``: the DELETE's propagationPolicy (how the owned objects go).
+PROPAGATIONS: Final = ("Background", "Foreground", "Orphan")
 #: The resource keys a restart can act on (keys.RESTARTABLE_KINDS in group apps).
 RESTARTABLE_RESOURCES: Final = ("daemonsets.apps", "deployments.apps", "statefulsets.apps")
 
@@ -159,6 +162,9 @@ class Policy:
     #: A ``ClusterLifecyclePolicy`` that wins over namespaced policies, own annotations and
     #: ``exempt`` (always False for a ``LifecyclePolicy``).
     enforce: bool = False
+    #: How the objects it deletes take their dependents (``PROPAGATIONS``); None: the
+    #: server's default (Background for most kinds).
+    deletion_propagation: str | None = None
 
     @property
     def kind(self) -> PolicyKind:
@@ -381,6 +387,15 @@ def parse_policy(
         problems.append("spec.enforce: must be a boolean")
         enforce = True  # unreadable: it may have meant to enforce, so it holds as if it did
 
+    propagation = spec.get("deletionPropagation")
+    if propagation is not None and propagation not in PROPAGATIONS:
+        problems.append(
+            f"spec.deletionPropagation: must be one of {', '.join(PROPAGATIONS)}, "
+            f"got {go_quote(str(propagation))}"
+        )
+    elif propagation is not None and action is Action.RESTART:
+        problems.append("spec.deletionPropagation: only for deletions (delete-after, delete-at)")
+
     problems.extend(lifecycle_problems)
     if problems or action is None:
         scope = HeldScope(
@@ -406,4 +421,5 @@ def parse_policy(
         include_owned=bool(include_owned),
         priority=int(priority),
         enforce=bool(enforce),
+        deletion_propagation=str(propagation) if propagation is not None else None,
     )

@@ -258,8 +258,11 @@ class KubeClient(ApiExchanges):
         uid: str | None = None,
         resource_version: str | None = None,
         answer: bool = True,
+        propagation: str | None = None,
     ) -> dict[str, Any]:
-        """DELETE with UID and resourceVersion preconditions (server-default propagation).
+        """DELETE with UID and resourceVersion preconditions; ``propagation``
+        (``Background``, ``Foreground``, ``Orphan``) is the DeleteOptions' propagationPolicy,
+        None the server's default for the kind.
 
         ``answer=False``: nobody reads the answer (the deleted object), so it is not decoded
         and ``{}`` is returned."""
@@ -271,6 +274,8 @@ class KubeClient(ApiExchanges):
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if preconditions:
             body["preconditions"] = preconditions  # type: ignore[assignment]
+        if propagation:
+            body["propagationPolicy"] = propagation
         path = resource.object_path(namespace, name)
         if not answer:
             await self.send("DELETE", path, body=body)

@@ -37,6 +37,8 @@ class PolicyReport:
     protected: list[str] = field(default_factory=list)
     #: The other action family's deciding policy, when two decide it.
     also_decided_by: list[str] = field(default_factory=list)
+    #: The deciding policy's ``deletionPropagation`` (None: the server's default).
+    propagation: str | None = None
 
 
 def policy_report(
@@ -63,6 +65,7 @@ def policy_report(
         held=verdict.held or None,
         protected=list(verdict.protected),
         also_decided_by=list(verdict.also_decided_by),
+        propagation=verdict.propagation or None,
     )
 
 
@@ -78,6 +81,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         return [_field("Policies", f"not read ({report.unreadable}); judged without them")]
     if report.decided_by:
         lines = [_field("Policy", f"{report.decided_by} decides ({report.based_on})")]
+        if report.propagation:
+            lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
         lines += [
             _field("Policy", f"{ref} decides its other action family")
             for ref in report.also_decided_by

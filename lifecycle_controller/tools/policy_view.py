@@ -115,6 +115,8 @@ class PolicyVerdict:
     protected: tuple[str, ...] = ()
     #: The other family's deciding policies (the first is ``decided_by``).
     also_decided_by: tuple[str, ...] = ()
+    #: The deciding policy's ``deletionPropagation`` ("" the server's default).
+    propagation: str = ""
 
     @property
     def concerned(self) -> bool:
@@ -140,6 +142,7 @@ def _verdict(inputs: Resolution, candidate: bool) -> PolicyVerdict:
         held="" if held is None else held.describe(),
         protected=tuple(str(ref) for ref in inputs.protected),
         also_decided_by=deciders[1:],
+        propagation=(policy.deletion_propagation or "") if policy is not None else "",
     )
 
 

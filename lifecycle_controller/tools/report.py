@@ -79,6 +79,8 @@ class Row:
     protected: list[str] = field(default_factory=list)
     #: The other action family's deciding policy, when two decide it.
     also_decided_by: list[str] = field(default_factory=list)
+    #: The deciding policy's ``deletionPropagation`` ("" the server's default).
+    propagation: str = ""
 
 
 def row_for(
@@ -103,6 +105,7 @@ def row_for(
             held=verdict.held,
             protected=list(verdict.protected),
             also_decided_by=list(verdict.also_decided_by),
+            propagation=verdict.propagation,
         )
     return shortened(row)
 
@@ -130,6 +133,8 @@ def _row(
 def _policy_words(row: Row) -> str:
     """What a row's DETAIL says of the policies that match it ("" nothing)."""
     words = []
+    if row.propagation:
+        words.append(f"deletes with propagation {row.propagation}")
     if row.held:
         words.append(row.held)
     if row.also_decided_by:

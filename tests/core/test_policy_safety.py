@@ -581,3 +581,52 @@ def test_every_family_gets_its_decision_the_acting_one_first() -> None:
     _, decided = judge(policies(PREVIEW_DELETE, NIGHTLY_RESTART), DEPLOYMENTS, metadata())
     assert _decision_kinds(decided.decisions)[0] == "Delete"
     assert len(decided.decisions) == 2
+
+
+# ---------------------------------------------------------------- deletionPropagation
+
+
+@pytest.mark.parametrize("propagation", ["Background", "Foreground", "Orphan"])
+def test_a_policy_deletion_carries_its_propagation(propagation: str) -> None:
+    spec = {
+        "resources": ["deployments.apps"],
+        "deletionPropagation": propagation,
+        "lifecycle": {"delete-after": "48h"},
+    }
+    _, decided = judge(policies(cluster("p", spec)), DEPLOYMENTS, metadata())
+    assert isinstance(decided.decision, Delete)
+    assert decided.decision.propagation == propagation
+    assert decided.decision.log.endswith(f"; propagation {propagation}")
+
+
+def test_without_deletion_propagation_the_server_decides() -> None:
+    _, decided = judge(policies(PREVIEW_DELETE), DEPLOYMENTS, metadata())
+    assert isinstance(decided.decision, Delete)
+    assert decided.decision.propagation is None
+    own = metadata(annotations={keys.DELETE_AFTER: "1s"})
+    spec = {
+        "resources": ["configmaps"],
+        "deletionPropagation": "Orphan",
+        "lifecycle": {"delete-after": "48h"},
+    }
+    _, decided = judge(policies(cluster("p", spec)), CONFIGMAPS, own)
+    assert isinstance(decided.decision, Patch | Delete)  # its own annotation decides
+    assert getattr(decided.decision, "propagation", None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "lifecycle", "problem"),
+    [
+        ("Cascade", {"delete-after": "1h"}, "spec.deletionPropagation: must be one of"),
+        ("Orphan", {"restart-every": "24h"}, "spec.deletionPropagation: only for deletions"),
+    ],
+)
+def test_a_wrong_deletion_propagation_is_invalid(
+    value: str, lifecycle: dict[str, str], problem: str
+) -> None:
+    resources = ["deployments.apps"]
+    parsed = policy_from_manifest(
+        cluster("p", {"resources": resources, "deletionPropagation": value, "lifecycle": lifecycle})
+    )
+    assert isinstance(parsed, PolicyInvalid)
+    assert any(p.startswith(problem) for p in parsed.problems), parsed.problems

@@ -7,6 +7,7 @@ Events and counters, and what the reservation gave back.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -158,6 +159,25 @@ async def test_a_delete_sends_one_preconditioned_request_and_accounts_for_it(rig
     assert rig.counters.actions == [("delete", "ConfigMap", "success")]
     assert rig.counters.lateness == [pytest.approx(30.0)]
     assert rig.in_window(key) == 1  # carried out: its place in the window stays taken
+
+
+async def test_a_policy_deletion_sends_its_propagation_policy(rig: Rig) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    orphan = dataclasses.replace(deletion(obj, rig.clock.now_ns()), propagation="Orphan")
+    await rig.executor.carry_out(key, obj, orphan, rig.reservation(key), quiet_conflict=False)
+    (sent,) = rig.api.requests_to("DELETE")
+    assert sent.body["propagationPolicy"] == "Orphan"
+    assert sent.body["preconditions"] == {"uid": obj.uid, "resourceVersion": obj.resource_version}
+
+
+async def test_a_deletion_without_propagation_leaves_it_to_the_server(rig: Rig) -> None:
+    key, obj = rig.cached(CONFIGMAPS, annotated("cm", {keys.DELETE_AT: "x"}))
+    due = rig.clock.now_ns()
+    await rig.executor.carry_out(
+        key, obj, deletion(obj, due), rig.reservation(key), quiet_conflict=False
+    )
+    (sent,) = rig.api.requests_to("DELETE")
+    assert "propagationPolicy" not in sent.body
 
 
 async def test_a_delete_that_finds_the_object_gone_counts_as_done(rig: Rig) -> None:
