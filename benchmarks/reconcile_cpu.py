@@ -64,6 +64,7 @@ class InstantApi:
         uid: str | None = None,
         resource_version: str | None = None,
         answer: bool = True,
+        propagation: str | None = None,
     ) -> dict[str, Any]:
         await asyncio.sleep(0)
         return {}
