@@ -58,6 +58,7 @@ class DeleteInterference:
         uid: str | None = None,
         resource_version: str | None = None,
         answer: bool = True,
+        propagation: str | None = None,
     ) -> dict[str, Any]:
         self.calls += 1
         if self.remaining > 0:
@@ -65,7 +66,13 @@ class DeleteInterference:
             await self._before(namespace, name)
         try:
             return await self._delete(
-                resource, namespace, name, uid=uid, resource_version=resource_version, answer=answer
+                resource,
+                namespace,
+                name,
+                uid=uid,
+                resource_version=resource_version,
+                answer=answer,
+                propagation=propagation,
             )
         except Conflict:
             self.conflicts += 1
