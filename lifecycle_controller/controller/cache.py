@@ -56,7 +56,7 @@ a type is synced when every scope registered for it has completed its first full
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -153,11 +153,16 @@ class RestartFact:
     ``marker`` is the Pod template's ``restartedAt`` as last seen (a restart's response, or
     one read of the workload for the restart guard; None: the template has none);
     ``at_ns`` is when this process restarted it (the marker has whole seconds on workloads
-    restarted by other tools).
+    restarted by other tools); ``acknowledged_ns`` the occurrence of a policy's recurring
+    restart that catch-up skipped (a policy writes no annotation, so the skip is remembered
+    here, docs/policies.md#what-a-policy-writes); ``marker_read`` False when only that is
+    known (the template was never read).
     """
 
     marker: str | None
     at_ns: int | None = None
+    acknowledged_ns: int | None = None
+    marker_read: bool = True
 
 
 class RestartFacts:
@@ -248,12 +253,17 @@ class MetadataCache:
         * After a delete, ``key`` is dropped now, before the watch event confirms it: a pass
           in between would otherwise see the object again and send a second delete.
         * ``restart`` records what a restart (or a read of the workload) told of its Pod
-          template, under the object's UID (``fresh`` or the cached state names it).
+          template, under the object's UID (``fresh`` or the cached state names it), or a
+          policy's acknowledged occurrence; one does not erase the other.
         """
         current = self.get(key)
         if restart is not None:
             uid = (fresh or current or decided_on or _NO_OBJECT).uid
             if uid:
+                known = self._restarts.get(uid)
+                if known is not None and restart.acknowledged_ns is None:
+                    # A template read or a restart keeps a skipped occurrence acknowledged.
+                    restart = replace(restart, acknowledged_ns=known.acknowledged_ns)
                 self._restarts.put(uid, restart)
         if fresh is None:
             self.delete(key)

@@ -10,7 +10,9 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
 * :meth:`PolicyDecisions.decide` resolves the policies
   (:meth:`~lifecycle_controller.core.policy_set.PolicySet.resolve`) and decides with
   :func:`~lifecycle_controller.core.policy_decide.decide_with_policies`; an occurrence a
-  policy skipped (catch-up) is acknowledged here, in memory, instead of on the object;
+  policy skipped (catch-up) is acknowledged in the cache's restart fact of the workload
+  (written back through :meth:`~lifecycle_controller.controller.cache.MetadataCache.write_back`,
+  bounded like every restart fact), instead of on the object;
 * the tallies (which policies decide each object, which they overlapped, which hold it or
   are kept from it by its protection, the next action) are what the policies' ``status``
   reports (:mod:`~lifecycle_controller.controller.policy_status`).
@@ -21,11 +23,11 @@ A decision per action family comes back, the one to carry out first in front
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, RestartFact
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
@@ -78,7 +80,6 @@ class PolicyDecisions:
         self.store = store
         self._cache = cache
         self._writer = writer
-        self._acknowledged: dict[str, int] = {}
         self.tallies: dict[ObjectKey, Tally] = {}
 
     def applies(self, obj: CachedObject) -> bool:
@@ -99,7 +100,7 @@ class PolicyDecisions:
         """The later of the template marker and an in-memory acknowledgement."""
         fact = self._cache.restart_fact(obj.uid)
         marker = None if fact is None else fact.marker
-        acknowledged = self._acknowledged.get(obj.uid)
+        acknowledged = None if fact is None else fact.acknowledged_ns
         if acknowledged is None:
             return marker
         known = _instant(marker)
@@ -109,7 +110,8 @@ class PolicyDecisions:
 
     async def prepare(self, key: ObjectKey, obj: CachedObject, now_ns: int) -> None:
         """Read the workload's restart marker once, if a policy restart may decide it."""
-        if not key.resource.restartable or self._cache.restart_fact(obj.uid) is not None:
+        fact = self._cache.restart_fact(obj.uid)
+        if not key.resource.restartable or (fact is not None and fact.marker_read):
             return
         inputs = self._inputs(obj, now_ns)
         if not any(
@@ -145,7 +147,7 @@ class PolicyDecisions:
         )
         acknowledged = _instant(result.acknowledged)
         if acknowledged is not None:
-            self._acknowledged[obj.uid] = acknowledged
+            self._acknowledge(key, obj, acknowledged)
         decision = result.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
         self.tallies[key] = Tally(
@@ -158,8 +160,17 @@ class PolicyDecisions:
         )
         return result.decisions
 
-    def gone(self, key: ObjectKey, uid: str | None = None) -> None:
-        """The object is gone or no policy can match it any more: forget its tally."""
+    def _acknowledge(self, key: ObjectKey, obj: CachedObject, instant: int) -> None:
+        """Keep a skipped occurrence beside what is known of the workload's template."""
+        known = self._cache.restart_fact(obj.uid)
+        fact = (
+            RestartFact(None, acknowledged_ns=instant, marker_read=False)
+            if known is None
+            else replace(known, acknowledged_ns=instant)
+        )
+        self._cache.write_back(key, obj, decided_on=obj, restart=fact)
+
+    def gone(self, key: ObjectKey) -> None:
+        """The object is gone or no policy can match it any more: forget its tally (its
+        restart fact is the cache's, bounded there)."""
         self.tallies.pop(key, None)
-        if uid is not None:
-            self._acknowledged.pop(uid, None)
