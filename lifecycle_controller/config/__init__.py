@@ -5,12 +5,14 @@ is checked with one specific message, and an invalid global value refuses to sta
 the catch-up defaults, ``--max-delete-ttl``, the namespace watch list, leader-election
 timings, addresses, counts.
 
-* ``flags.py``: the flag table (each flag declared once) and :func:`build_settings`;
+* ``flags.py``: the flag table (each flag declared once), which imports nothing of the
+  settings; ``build.py``: :func:`build_settings`, the table's values into the settings;
 * ``settings.py``: the settings types and their cross-field invariants;
 * ``parsing.py``: one flag's text to its typed value.
 """
 
-from lifecycle_controller.config.flags import RUN_FLAGS, Flag, FlagKind, RawFlags, build_settings
+from lifecycle_controller.config.build import build_settings
+from lifecycle_controller.config.flags import RUN_FLAGS, Flag, FlagKind, RawFlags
 from lifecycle_controller.config.parsing import (
     ConfigError,
     parse_bind_address,

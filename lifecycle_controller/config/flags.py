@@ -2,33 +2,28 @@
 
 Everything else is derived from :data:`RUN_FLAGS`: the click options (``cli.py``), the
 ``LIFECYCLE_<FLAG>`` environment variables, the raw values' defaults, and the typed
-:class:`~lifecycle_controller.config.settings.Settings` that :func:`build_settings` makes.
+:class:`~lifecycle_controller.config.settings.Settings` that
+:func:`~lifecycle_controller.config.build.build_settings` makes. This module imports nothing
+of ``settings.py``, which reads its defaults here (no import cycle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from lifecycle_controller.config import parsing as p
 from lifecycle_controller.config import webhooks
-from lifecycle_controller.config.parsing import ConfigError, Parser
-from lifecycle_controller.config.settings import (
-    DEFAULT_LEASE_NAME,
-    ActionSettings,
-    GuardrailSettings,
-    LeaderElectionError,
-    LeaderElectionSettings,
-    LogFormat,
-    LogLevel,
-    NotificationSettings,
-    ServingSettings,
-    Settings,
-)
-from lifecycle_controller.core.scope import ScopeConfig, ScopeError
+from lifecycle_controller.config.parsing import Parser
+from lifecycle_controller.machinery.logs import LogFormat
 
-__all__ = ["RUN_FLAGS", "Flag", "FlagKind", "RawFlags", "build_settings"]
+__all__ = ["BY_DEST", "DEFAULT_LEASE_NAME", "RUN_FLAGS", "Flag", "FlagKind", "LogLevel", "RawFlags"]
+
+#: The reference controller's Lease name (the ``--leader-election-id`` default).
+DEFAULT_LEASE_NAME = "9a46ead0.lifecycle.cezary.dev"
+
+LogLevel = Literal["debug", "info", "warning", "error"]
 
 #: How the command line reads a flag: ``value`` (one string), ``bool`` (Go syntax, bare
 #: ``--flag`` is true) or ``list`` (repeatable; comma-separated in the environment).
@@ -442,39 +437,5 @@ RUN_FLAGS: tuple[Flag, ...] = (
     ),
 )
 
-_BY_DEST = {flag.dest: flag for flag in RUN_FLAGS}
-_GROUPS = ("scope", "actions", "leader_election", "serving", "guardrails", "notifications")
-
-
-def build_settings(raw: Mapping[str, str | Sequence[str]]) -> Settings:
-    """Validate every flag; raise ConfigError with one clear line on the first problem.
-
-    ``raw`` maps flag destinations (``watch_resource``) to the values typed by the user; a
-    name that is not a flag is a programming error (TypeError).
-    """
-    unknown = sorted(set(raw) - set(_BY_DEST))
-    if unknown:
-        raise TypeError(f"unknown run flag(s): {', '.join(unknown)}")
-    fields: dict[str, dict[str, Any]] = {group: {} for group in ("", *_GROUPS)}
-    for flag in RUN_FLAGS:
-        group, _, name = flag.into.rpartition(".")
-        fields[group][name] = flag.parse(flag.option, raw.get(flag.dest, flag.raw_default))
-
-    scope = ScopeConfig(**fields["scope"])
-    try:
-        scope.validate()
-    except ScopeError as error:
-        raise ConfigError(f"invalid namespace watch configuration: {error}") from error
-    try:
-        leader = LeaderElectionSettings(**fields["leader_election"])
-    except LeaderElectionError as error:
-        raise ConfigError(error.flag_message) from error
-    return Settings(
-        scope=scope,
-        actions=ActionSettings(**fields["actions"]),
-        leader_election=leader,
-        serving=ServingSettings(**fields["serving"]),
-        guardrails=GuardrailSettings(**fields["guardrails"]),
-        notifications=NotificationSettings(**fields["notifications"]),
-        **fields[""],
-    )
+#: Each flag by its destination (``watch_resource``).
+BY_DEST = {flag.dest: flag for flag in RUN_FLAGS}

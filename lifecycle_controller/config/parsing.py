@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
 from lifecycle_controller.core.durations import DurationError
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.units import NS_PER_DAY, NS_PER_HOUR, NS_PER_MINUTE, NS_PER_SECOND
 from lifecycle_controller.core.windows import MaintenanceWindows, parse_windows
 
 T = TypeVar("T")
@@ -34,10 +35,10 @@ _UNIT_NS = {
     "µs": 1_000,
     "μs": 1_000,
     "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-    "d": 86_400_000_000_000,
+    "s": NS_PER_SECOND,
+    "m": NS_PER_MINUTE,
+    "h": NS_PER_HOUR,
+    "d": NS_PER_DAY,
 }
 
 
@@ -75,7 +76,7 @@ def parse_flag_duration_ns(value: str) -> int:
 
 def parse_flag_duration(value: str) -> float:
     """Seconds of a duration flag (:func:`parse_flag_duration_ns`); empty means zero."""
-    return parse_flag_duration_ns(value.strip() or "0") / 1e9
+    return parse_flag_duration_ns(value.strip() or "0") / NS_PER_SECOND
 
 
 def parse_go_bool(value: str, *, flag: str) -> bool:
@@ -186,7 +187,7 @@ def lead_time(flag: str, value: str) -> int:
 
 def duration_or_zero(flag: str, value: str) -> float:
     """Seconds of a duration flag that may be ``0s`` (off), never negative."""
-    return _non_negative_ns(flag, value) / 1e9
+    return _non_negative_ns(flag, value) / NS_PER_SECOND
 
 
 def count(minimum: int) -> Parser:

@@ -18,8 +18,9 @@ import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
-from typing import Any, Literal
+from typing import Any
 
+from lifecycle_controller.config.flags import DEFAULT_LEASE_NAME, RUN_FLAGS, LogLevel
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.core.catchup import CatchUpPolicy
 from lifecycle_controller.core.decision import DecisionSettings
@@ -41,13 +42,10 @@ __all__ = [
     "Settings",
 ]
 
-#: The reference controller's Lease name (the ``--leader-election-id`` default).
-DEFAULT_LEASE_NAME = "9a46ead0.lifecycle.cezary.dev"
 #: client-go ``JitterFactor``: acquire attempts wait ``retry * (1 + rand * 1.2)``, so the
 #: renew deadline must exceed ``1.2 * retry_period``.
 JITTER_FACTOR = 1.2
 
-LogLevel = Literal["debug", "info", "warning", "error"]
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -56,8 +54,6 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 @functools.cache
 def flag_default(into: str) -> Any:
     """The typed default of the ``run`` flag whose value goes ``into`` this field."""
-    from lifecycle_controller.config.flags import RUN_FLAGS  # the table imports this module
-
     flag = next(flag for flag in RUN_FLAGS if flag.into == into)
     return flag.parse(flag.option, flag.raw_default)
 

@@ -32,10 +32,9 @@ from lifecycle_controller.core import events, keys
 from lifecycle_controller.core.decision import DecisionSettings, ObjectFacts
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.gotext import format_go_duration
+from lifecycle_controller.core.units import NS_PER_SECOND
 
 __all__ = ["TtlRefusal", "delete_at_ttl", "refuse_ttl"]
-
-_SECOND = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +56,7 @@ def delete_at_ttl(
 
 
 def _whole_seconds_up(ns: int) -> int:
-    return -(-ns // _SECOND) * _SECOND
+    return -(-ns // NS_PER_SECOND) * NS_PER_SECOND
 
 
 def refuse_ttl(

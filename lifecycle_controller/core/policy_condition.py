@@ -47,6 +47,7 @@ from lifecycle_controller.core.condition_cost import (
     Sizes,
     analyse,
 )
+from lifecycle_controller.core.units import NS_PER_SECOND
 
 if TYPE_CHECKING:
     import cel
@@ -247,7 +248,7 @@ class Condition:
             ],
         }
         if creation_ns is not None:
-            seconds, rest = divmod(creation_ns, 10**9)
+            seconds, rest = divmod(creation_ns, NS_PER_SECOND)
             metadata["creationTimestamp"] = datetime.fromtimestamp(seconds, UTC).replace(
                 microsecond=rest // _NS_PER_MICROSECOND
             )
