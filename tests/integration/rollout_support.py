@@ -125,7 +125,8 @@ async def wait_serving(
 
 @dataclass
 class PodTimeline:
-    """Snapshots of a namespace's Pods, taken every ``interval`` seconds while it runs."""
+    """The namespace's Pods as they changed: one snapshot per watch event, and a copy of the
+    latest every ``interval`` seconds (so a wait for "a snapshot after X" ends)."""
 
     snapshots: list[list[PodView]] = field(default_factory=list)
 
@@ -144,24 +145,67 @@ async def all_pods(kube: KubeClient, namespace: str) -> list[PodView]:
     return sorted((PodView.of(item) for item in listing["items"]), key=lambda pod: pod.name)
 
 
+async def _follow_pods(
+    kube: KubeClient, namespace: str, state: dict[str, PodView], changed: Callable[[], None]
+) -> None:
+    """Keep ``state`` equal to the namespace's Pods, event by event (listing again after a
+    watch ends with an error), calling ``changed`` after every change."""
+    while True:
+        listing = await kube.request("GET", PODS.collection_path(namespace))
+        state.clear()
+        state.update({item["metadata"]["name"]: PodView.of(item) for item in listing["items"]})
+        changed()
+        version = str(listing["metadata"]["resourceVersion"])
+        events = kube.watch_objects(
+            PODS, namespace=namespace, resource_version=version, timeout_seconds=300
+        )
+        async for event in events:
+            obj = event.get("object") or {}
+            kind = event.get("type")
+            if kind == "ERROR":
+                break
+            if kind == "BOOKMARK":
+                continue
+            name = obj["metadata"]["name"]
+            if kind == "DELETED":
+                state.pop(name, None)
+            else:
+                state[name] = PodView.of(obj)
+            changed()
+
+
 @asynccontextmanager
 async def pod_timeline(
     kube: KubeClient, namespace: str, *, interval: float = 0.1
 ) -> AsyncIterator[PodTimeline]:
-    """Record the namespace's Pods in the background for the ``async with`` block."""
+    """Record the namespace's Pods in the background for the ``async with`` block: every
+    state a watch shows (a short state between two polls is never missed), plus a copy of
+    the latest every ``interval`` seconds."""
     timeline = PodTimeline()
+    state: dict[str, PodView] = {}
+    listed = asyncio.Event()
 
-    async def record() -> None:
+    def changed() -> None:
+        timeline.snapshots.append(sorted(state.values(), key=lambda pod: pod.name))
+        listed.set()
+
+    async def tick() -> None:
+        await listed.wait()
         while True:
-            timeline.snapshots.append(await all_pods(kube, namespace))
             await asyncio.sleep(interval)
+            changed()
 
-    task = asyncio.create_task(record())
+    tasks = [
+        asyncio.create_task(_follow_pods(kube, namespace, state, changed)),
+        asyncio.create_task(tick()),
+    ]
     try:
+        await listed.wait()
         yield timeline
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 COMPLETED = "Rollout after the restart completed in "
