@@ -249,7 +249,15 @@ class Controller:
             ignore_namespaces=list(settings.scope.ignore_namespaces),
             workers=settings.workers,
         )
-        cache = MetadataCache()
+        policies = PolicyPipeline(  # docs/policies.md
+            self.kube,
+            self.clock,
+            self.metrics,
+            namespaces=settings.scope.is_namespace_allowed,
+            served=discovery.serves,
+            protection=policy_protection(settings, self.kube.default_namespace),
+        )
+        cache = MetadataCache(policy_views=policies.store)  # which objects policies keep
         queue: WorkQueue[ObjectKey] = WorkQueue(
             rate_limiter=default_controller_rate_limiter(self.clock),
             clock=self.clock,
@@ -276,14 +284,6 @@ class Controller:
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = build_guardrails(
             self.settings, self.kube, self.clock, self.metrics, recorder, queue, cache
-        )
-        policies = PolicyPipeline(  # docs/policies.md
-            self.kube,
-            self.clock,
-            self.metrics,
-            namespaces=settings.scope.is_namespace_allowed,
-            served=discovery.serves,
-            protection=policy_protection(settings, self.kube.default_namespace),
         )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,

@@ -51,7 +51,7 @@ class CacheWriter:
         old = self._cache.get(key)
         if old is not None and old.uid != new.uid:
             # Deleted and recreated under the same name while we were not watching.
-            self._cache.delete(key)
+            self._cache.forget(key)
             self._deliver("delete", key, old, None)
             old = None
             created = True
@@ -73,14 +73,14 @@ class CacheWriter:
         """A DELETED event: drop the object, deliver its final state."""
         final = self._cache.project(self._resource, metadata)
         key = self._key(final)
-        old = self._cache.delete(key)
+        old = self._cache.forget(key, final.uid)
         if old is not None or final.kept:
             self._deliver("delete", key, old, final)
 
     def deleted_since_list(self, keys: Iterable[ObjectKey]) -> None:
         """Cached keys a full list no longer has: synthesised deletes (final state unknown)."""
         for key in keys:
-            old = self._cache.delete(key)
+            old = self._cache.forget(key)
             if old is not None:
                 self._deliver("delete", key, old, None)
 

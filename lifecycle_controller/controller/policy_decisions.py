@@ -10,7 +10,10 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
 * :meth:`PolicyDecisions.decide` resolves the policies
   (:meth:`~lifecycle_controller.core.policy_set.PolicySet.resolve`) and decides with
   :func:`~lifecycle_controller.core.policy_decide.decide_with_policies`; an occurrence a
-  policy skipped (catch-up) is acknowledged here, in memory, instead of on the object;
+  policy skipped (catch-up) is acknowledged in memory, instead of on the object: a restart
+  fact of the cache, written back through the writer like the marker, so what a recurring
+  restart counts from has one owner (``MetadataCache.restart_anchor``) and goes with the
+  object;
 * the tallies (which policies decide each object, which they overlapped, which hold it or
   are kept from it by its protection, the next action) are what the policies' ``status``
   reports (:mod:`~lifecycle_controller.controller.policy_status`).
@@ -36,11 +39,7 @@ from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_decide import decide_with_policies
 from lifecycle_controller.core.policy_model import PolicyRef
 from lifecycle_controller.core.policy_precedence import Resolution
-from lifecycle_controller.core.timestamps import (
-    TimestampError,
-    format_rfc3339_nano,
-    parse_rfc3339,
-)
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.kube import KubeError
 
 __all__ = ["PolicyDecisions", "Tally"]
@@ -78,7 +77,6 @@ class PolicyDecisions:
         self.store = store
         self._cache = cache
         self._writer = writer
-        self._acknowledged: dict[str, int] = {}
         self.tallies: dict[ObjectKey, Tally] = {}
 
     def applies(self, obj: CachedObject) -> bool:
@@ -90,22 +88,10 @@ class PolicyDecisions:
         return self.store.current.resolve(
             obj.annotations,
             obj.view,
-            restart_marker=self._anchor(obj),
+            restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),
         )
-
-    def _anchor(self, obj: CachedObject) -> str | None:
-        """The later of the template marker and an in-memory acknowledgement."""
-        fact = self._cache.restart_fact(obj.uid)
-        marker = None if fact is None else fact.marker
-        acknowledged = self._acknowledged.get(obj.uid)
-        if acknowledged is None:
-            return marker
-        known = _instant(marker)
-        if known is not None and known >= acknowledged:
-            return marker
-        return format_rfc3339_nano(acknowledged)
 
     async def prepare(self, key: ObjectKey, obj: CachedObject, now_ns: int) -> None:
         """Read the workload's restart marker once, if a policy restart may decide it."""
@@ -145,7 +131,7 @@ class PolicyDecisions:
         )
         acknowledged = _instant(result.acknowledged)
         if acknowledged is not None:
-            self._acknowledged[obj.uid] = acknowledged
+            self._writer.acknowledge(key, obj, acknowledged)
         decision = result.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
         self.tallies[key] = Tally(
@@ -158,8 +144,7 @@ class PolicyDecisions:
         )
         return result.decisions
 
-    def gone(self, key: ObjectKey, uid: str | None = None) -> None:
-        """The object is gone or no policy can match it any more: forget its tally."""
+    def gone(self, key: ObjectKey) -> None:
+        """The object is gone or no policy can match it any more: forget its tally (what is
+        known of its restarts goes with the object, from the cache)."""
         self.tallies.pop(key, None)
-        if uid is not None:
-            self._acknowledged.pop(uid, None)
