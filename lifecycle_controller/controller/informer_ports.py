@@ -212,7 +212,8 @@ class InformerSettings:
     #: so a server that closes streams at once cannot drive a hot reconnect loop.
     min_watch_seconds: float = 1.0
     #: 403 ends the informer (``run()`` raises ``Forbidden``) instead of being retried: for an
-    #: optional watch whose owner falls back quietly (discovery's CRD watch).
+    #: optional watch whose owner falls back quietly (discovery's CRD watch, the Namespace
+    #: defaults, the policy store), and who also reports a 404 (logged at debug here).
     stop_when_forbidden: bool = False
 
     def __post_init__(self) -> None:

@@ -223,9 +223,9 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except NotFound as error:
-                self._log.warning(
-                    "resource type no longer served; informer stops", error=str(error)
-                )
+                # An optional watch's owner reports it (the policy store, once).
+                log = self._log.debug if self._settings.stop_when_forbidden else self._log.warning
+                log("resource type no longer served; informer stops", error=str(error))
                 self._metrics.watch_restarted(self.resource, "not_found")
                 if self._on_gone is not None:
                     self._on_gone(self.resource)
