@@ -238,6 +238,7 @@ class Controller:
             clock=self.clock,
             metrics=self.metrics,
             interval=settings.rediscovery_interval,
+            watch_metrics=InformerMetricsAdapter(self.metrics, purpose="crds"),
         )
         _log.info(
             "starting",
@@ -291,6 +292,7 @@ class Controller:
             names=settings.scope.informer_namespaces(),
             on_change=self._namespace_changed(cache, queue),
             report=recorder.record,
+            metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
         reconciler = build_reconciler(
             api=self.kube,

@@ -157,6 +157,10 @@ class InformerSet:
         set is empty; False before it was applied)."""
         return self._ensured and self._cache.all_synced(self._tasks)
 
+    def informers(self) -> list[Informer]:
+        """The informers started (their state: synced, disconnected, delivering)."""
+        return list(self._informers.values())
+
     def disconnected(self) -> list[str]:
         """The running informers that cannot reach the API server (or are refused) right now:
         ``"<resource>"`` or ``"<resource> in <namespace>"``, sorted (readiness reports them)."""

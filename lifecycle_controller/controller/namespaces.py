@@ -118,6 +118,10 @@ class NamespaceDefaultsStore:
             for scope, cache in self._caches.items()
         )
 
+    def informers(self) -> list[Informer]:
+        """The Namespace informers started, one per scope."""
+        return list(self._informers.values())
+
     def disconnected(self) -> list[str]:
         """Namespace informers that cannot reach the API server right now (readiness)."""
         return sorted(

@@ -130,6 +130,7 @@ class PolicyStore:
         self._off_logged: str | None = None
         #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
         self._loaded: list[Informer] | None = None
+        self._running: list[Informer] = []
         self._changed = asyncio.Event()
         self.available = False
 
@@ -297,9 +298,14 @@ class PolicyStore:
             await self._publish()
             await self._clock.sleep(self._recheck)
 
+    def informers(self) -> list[Informer]:
+        """The informers running now, one per policy kind (none while policies are off)."""
+        return list(self._running)
+
     async def _watch_all(self, informers: list[Informer]) -> str:
         """Run both informers and publish what they keep until one of them stops: the CRDs
         are gone (404) or reading them is forbidden; return why."""
+        self._running = informers
         tasks = [
             asyncio.create_task(informer.run(), name=f"policy informer {informer.resource}")
             for informer in informers
@@ -315,6 +321,7 @@ class PolicyStore:
         finally:
             # One wait for all: a cancel arriving meanwhile cannot leave one's failure
             # unretrieved (gather marks every child's exception as seen).
+            self._running = []
             for task in (*tasks, publisher):
                 task.cancel()
             await asyncio.gather(*tasks, publisher, return_exceptions=True)

@@ -114,6 +114,10 @@ class RolloutWatch:
         """The (type, namespace or None) watches open or being opened."""
         return frozenset(scope for scope, task in self._watches.items() if not task.done())
 
+    def informers(self) -> list[Informer]:
+        """The watches open or being opened, one per followed (type, namespace or None)."""
+        return [self._informers[scope] for scope in self.watching if scope in self._informers]
+
     def _scope(self, key: ObjectKey) -> _Scope:
         return (key.resource, key.namespace if self.per_namespace else None)
 
