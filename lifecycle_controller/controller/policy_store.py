@@ -327,11 +327,15 @@ class PolicyStore:
             await asyncio.gather(*tasks, publisher, return_exceptions=True)
 
     async def _publish_changes(self, informers: list[Informer]) -> None:
-        """Publish every change the informers keep, one at a time, in order; say once that
-        policies are on when both kinds have been listed."""
+        """Publish every change the informers keep, one at a time, in order, once both kinds
+        have been listed (never one kind without the other: a namespaced policy outranks a
+        cluster policy that is not enforced); say then that policies are on."""
         while True:
             await self._changed.wait()
-            if not self.available and all(informer.synced for informer in informers):
+            if not all(informer.synced for informer in informers):
+                self._changed.clear()  # the other kind's list will publish both
+                continue
+            if not self.available:
                 _log.info("lifecycle policies are on", policies=len(self._docs))
                 self.available, self._off_logged = True, None
             await self._publish()
