@@ -312,9 +312,9 @@ class PolicyStore:
         ]
         publisher = asyncio.create_task(self._publish_changes(informers), name="policy changes")
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([*tasks, publisher], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                task.result()  # Forbidden (or a bug) is raised; a return is a 404
+                task.result()  # Forbidden, or a failed on_change, is raised; a return is a 404
             return _NOT_INSTALLED
         except Forbidden as error:
             return f"reading them is forbidden ({error})"
