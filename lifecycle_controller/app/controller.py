@@ -238,6 +238,7 @@ class Controller:
             clock=self.clock,
             metrics=self.metrics,
             interval=settings.rediscovery_interval,
+            watch_metrics=InformerMetricsAdapter(self.metrics, purpose="crds"),
         )
         _log.info(
             "starting",
@@ -249,7 +250,15 @@ class Controller:
             ignore_namespaces=list(settings.scope.ignore_namespaces),
             workers=settings.workers,
         )
-        cache = MetadataCache()
+        policies = PolicyPipeline(  # docs/policies.md
+            self.kube,
+            self.clock,
+            self.metrics,
+            namespaces=settings.scope.is_namespace_allowed,
+            served=discovery.serves,
+            protection=policy_protection(settings, self.kube.default_namespace),
+        )
+        cache = MetadataCache(policy_views=policies.store)  # which objects policies keep
         queue: WorkQueue[ObjectKey] = WorkQueue(
             rate_limiter=default_controller_rate_limiter(self.clock),
             clock=self.clock,
@@ -277,20 +286,13 @@ class Controller:
         breaker, rollouts = build_guardrails(
             self.settings, self.kube, self.clock, self.metrics, recorder, queue, cache
         )
-        policies = PolicyPipeline(  # docs/policies.md
-            self.kube,
-            self.clock,
-            self.metrics,
-            namespaces=settings.scope.is_namespace_allowed,
-            served=discovery.serves,
-            protection=policy_protection(settings, self.kube.default_namespace),
-        )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
             clock=self.clock,
             names=settings.scope.informer_namespaces(),
             on_change=self._namespace_changed(cache, queue),
             report=recorder.record,
+            metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
         reconciler = build_reconciler(
             api=self.kube,

@@ -8,6 +8,7 @@ limits how many run at once (docs/behaviour.md#rollout-verification).
 
 from __future__ import annotations
 
+from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import MetadataCache
@@ -64,7 +65,12 @@ def build_guardrails(
         metrics.rollout,
         limit=guardrails.max_concurrent_rollouts,
         timeout=guardrails.rollout_timeout,
-        watch=RolloutWatch(kube, clock, per_namespace=per_namespace),
+        watch=RolloutWatch(
+            kube,
+            clock,
+            per_namespace=per_namespace,
+            metrics=InformerMetricsAdapter(metrics, purpose="rollouts"),
+        ),
     )
     rollouts.wake = queue.add
     rollouts.busy = lambda: len(queue) > 0

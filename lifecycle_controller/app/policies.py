@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import structlog
 
+from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.informers import InformerSet
@@ -86,7 +87,12 @@ class PolicyPipeline:
         self.metrics = metrics
         found = None if served is None else (lambda: served(CLUSTER_POLICIES.key))
         self.store = PolicyStore(
-            kube, clock=clock, namespaces=namespaces, served=found, protection=protection
+            kube,
+            clock=clock,
+            namespaces=namespaces,
+            served=found,
+            protection=protection,
+            metrics=InformerMetricsAdapter(metrics, purpose="policies"),
         )
 
     def attach(

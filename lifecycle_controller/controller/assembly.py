@@ -51,8 +51,8 @@ def build_reconciler(
     fence_metrics: FenceMetrics | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
-    the ``never`` record writer; ``policies`` turns on lifecycle policies (the store is also
-    set as the cache's policy views) and the fence of policy deletions."""
+    the ``never`` record writer; ``policies`` turns on lifecycle policies and the fence of
+    policy deletions (the cache is built with the store as its policy views)."""
     writer = ObjectWriter(api, cache, clock, may_write=may_write)
     accounting = Accounting(recorder, ledger, clock.now_ns, metrics or NoActionMetrics())
     guardrails = Guardrails(
@@ -65,7 +65,8 @@ def build_reconciler(
     )
     fence = None
     if policies is not None:
-        cache.policy_views = policies
+        if cache.policy_views is not policies:
+            raise ValueError("with policies, the cache is built with the store as its views")
         fence = PolicyFence(policies, api, clock, metrics=fence_metrics)
     observations = None
     if settings.persist_observations:

@@ -9,7 +9,8 @@ never a wrong action). Two writers, each through its own door:
 * the controller's own API calls on objects (:mod:`lifecycle_controller.controller.writes`,
   the one module that makes them) give their answers back with
   :meth:`MetadataCache.write_back`: a patch's response, a delete, a re-read after a conflict,
-  and the restart facts of :class:`RestartFacts` (see there why).
+  and the restart facts of :class:`RestartFacts` (see there why), a lifecycle policy's
+  acknowledged occurrences among them.
 
 What is stored, and why so little
 ---------------------------------
@@ -40,13 +41,18 @@ event type). So:
 could match, judged on its resource type, scope, name and labels, is kept too, annotated or
 not, with the rest of its metadata that matching reads (labels, every annotation, owner
 references) as an :class:`~lifecycle_controller.core.policy_match.ObjectView` in
-:attr:`CachedObject.view`. The cache's :attr:`MetadataCache.policy_views` (set by the app
-when policies are on) says which; every projection goes through :meth:`MetadataCache.project`,
-so the informers and the controller's own writes keep the same objects. The rule above then
+:attr:`CachedObject.view`. The cache's :attr:`MetadataCache.policy_views` (given when it is
+built, when policies are on) says which; every projection goes through
+:meth:`MetadataCache.project`, so the informers and the controller's own writes keep the same
+objects. The rule above then
 reads "had no lifecycle annotation and no policy could match it when last seen".
 
 The alternative, a set of ``(key, uid)`` seen without annotations, was rejected: it costs memory
 per unannotated object (the thing we wanted to avoid) and buys nothing the predicate uses.
+
+What the cache knows of an object by its UID (:class:`RestartFacts`) goes when the object
+leaves the API server (:meth:`MetadataCache.forget`: a delete seen by an informer or made by
+the controller, or another object under the same name), not merely when it stops being kept.
 
 Synced flags are kept per (resource type, scope), where the scope is a namespace for
 per-namespace informers (docs/behaviour.md#read-scoping) or ``None`` for a cluster-wide one;
@@ -56,7 +62,7 @@ a type is synced when every scope registered for it has completed its first full
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -65,7 +71,11 @@ from lifecycle_controller.core.decision import ObjectFacts
 from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.core.policy_match import ObjectView
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.timestamps import (
+    TimestampError,
+    format_rfc3339_nano,
+    parse_rfc3339,
+)
 
 __all__ = [
     "CachedObject",
@@ -153,16 +163,21 @@ class RestartFact:
     ``marker`` is the Pod template's ``restartedAt`` as last seen (a restart's response, or
     one read of the workload for the restart guard; None: the template has none);
     ``at_ns`` is when this process restarted it (the marker has whole seconds on workloads
-    restarted by other tools); ``acknowledged_ns`` the occurrence of a policy's recurring
-    restart that catch-up skipped (a policy writes no annotation, so the skip is remembered
-    here, docs/policies.md#what-a-policy-writes); ``marker_read`` False when only that is
-    known (the template was never read).
+    restarted by other tools).
     """
 
     marker: str | None
     at_ns: int | None = None
-    acknowledged_ns: int | None = None
-    marker_read: bool = True
+
+
+class _Known:
+    """Everything known of one UID's restarts: its fact and an acknowledged occurrence."""
+
+    __slots__ = ("acknowledged_ns", "fact")
+
+    def __init__(self) -> None:
+        self.fact: RestartFact | None = None
+        self.acknowledged_ns: int | None = None
 
 
 class RestartFacts:
@@ -170,25 +185,66 @@ class RestartFacts:
 
     The metadata-only informers never see Pod templates, so the restart marker a new
     restart must differ from, and the last restart the restart guard measures from, are
-    remembered here when the controller's own writes and reads return them.
+    remembered here when the controller's own writes and reads return them. So is the
+    latest occurrence a lifecycle policy skipped (catch-up), acknowledged in memory instead
+    of on the object (docs/architecture.md#policy-anchors): a recurring policy restart counts
+    from the later of the two (:meth:`anchor`).
     """
 
     MAX = 100_000
 
     def __init__(self) -> None:
-        self._facts: dict[str, RestartFact] = {}
+        self._known: dict[str, _Known] = {}
+
+    def _touch(self, uid: str) -> _Known:
+        known = self._known.pop(uid, None) or _Known()
+        self._known[uid] = known
+        if len(self._known) > self.MAX:
+            del self._known[next(iter(self._known))]
+        return known
 
     def get(self, uid: str) -> RestartFact | None:
-        return self._facts.get(uid)
+        known = self._known.get(uid)
+        return None if known is None else known.fact
 
     def put(self, uid: str, fact: RestartFact) -> None:
-        self._facts.pop(uid, None)
-        self._facts[uid] = fact
-        if len(self._facts) > self.MAX:
-            del self._facts[next(iter(self._facts))]
+        self._touch(uid).fact = fact
+
+    def acknowledge(self, uid: str, at_ns: int) -> None:
+        """A policy skipped the occurrence due at ``at_ns`` (the latest one is kept)."""
+        known = self._touch(uid)
+        if known.acknowledged_ns is None or at_ns > known.acknowledged_ns:
+            known.acknowledged_ns = at_ns
+
+    def anchor(self, uid: str) -> str | None:
+        """What a recurring policy restart counts from: the later of the template marker
+        and the acknowledged occurrence (None: neither is known)."""
+        known = self._known.get(uid)
+        if known is None:
+            return None
+        marker = None if known.fact is None else known.fact.marker
+        acknowledged = known.acknowledged_ns
+        if acknowledged is None:
+            return marker
+        seen = _instant(marker)
+        if seen is not None and seen >= acknowledged:
+            return marker
+        return format_rfc3339_nano(acknowledged)
+
+    def forget(self, uid: str) -> None:
+        self._known.pop(uid, None)
 
     def __len__(self) -> int:
-        return len(self._facts)
+        return len(self._known)
+
+
+def _instant(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None
 
 
 class MetadataCache:
@@ -197,12 +253,16 @@ class MetadataCache:
     Not thread-safe; used from one event loop, where every method is atomic.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, policy_views: PolicyViews | None = None) -> None:
         self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
         self._synced: dict[ResourceType, dict[Scope, bool]] = {}
         self._restarts = RestartFacts()
-        #: Set by the app when lifecycle policies are on (None: annotated objects only).
-        self.policy_views: PolicyViews | None = None
+        self._views = policy_views
+
+    @property
+    def policy_views(self) -> PolicyViews | None:
+        """Which unannotated objects lifecycle policies keep (None: annotated objects only)."""
+        return self._views
 
     # ------------------------------------------------------------------ objects
 
@@ -231,6 +291,16 @@ class MetadataCache:
             return None
         return by_type.pop(key, None)
 
+    def forget(self, key: ObjectKey, uid: str | None = None) -> CachedObject | None:
+        """The object left the API server (deleted, or another one took its name): remove
+        ``key`` and what is known of its UID (``uid``, and the stored object's); return what
+        was stored."""
+        old = self.delete(key)
+        for gone in {uid, None if old is None else old.uid}:
+            if gone:
+                self._restarts.forget(gone)
+        return old
+
     # ------------------------------------------------------------------ our own writes
 
     def write_back(
@@ -240,6 +310,7 @@ class MetadataCache:
         *,
         decided_on: CachedObject | None = None,
         restart: RestartFact | None = None,
+        acknowledged_ns: int | None = None,
     ) -> None:
         """Store a state the controller got from the API itself (``None``: it deleted ``key``).
 
@@ -251,22 +322,23 @@ class MetadataCache:
           annotations here and is not delivered again, so the writer runs the pass that event
           would have run.
         * After a delete, ``key`` is dropped now, before the watch event confirms it: a pass
-          in between would otherwise see the object again and send a second delete.
+          in between would otherwise see the object again and send a second delete. What
+          is known of its UID goes with it (:meth:`forget`).
         * ``restart`` records what a restart (or a read of the workload) told of its Pod
-          template, under the object's UID (``fresh`` or the cached state names it), or a
-          policy's acknowledged occurrence; one does not erase the other.
+          template, and ``acknowledged_ns`` an occurrence a lifecycle policy skipped, under
+          the object's UID (``fresh`` or the cached state names it). With ``fresh`` the very
+          state it was decided on, nothing new is known of the object: only those are kept.
         """
         current = self.get(key)
-        if restart is not None:
-            uid = (fresh or current or decided_on or _NO_OBJECT).uid
-            if uid:
-                known = self._restarts.get(uid)
-                if known is not None and restart.acknowledged_ns is None:
-                    # A template read or a restart keeps a skipped occurrence acknowledged.
-                    restart = replace(restart, acknowledged_ns=known.acknowledged_ns)
-                self._restarts.put(uid, restart)
+        uid = (fresh or current or decided_on or _NO_OBJECT).uid
         if fresh is None:
-            self.delete(key)
+            self.forget(key, uid)
+            return
+        if uid and restart is not None:
+            self._restarts.put(uid, restart)
+        if uid and acknowledged_ns is not None:
+            self._restarts.acknowledge(uid, acknowledged_ns)
+        if fresh is decided_on:
             return
         if (
             decided_on is not None
@@ -283,6 +355,12 @@ class MetadataCache:
     def restart_fact(self, uid: str) -> RestartFact | None:
         """What the controller's own writes and reads told of the workload's last restart."""
         return self._restarts.get(uid)
+
+    def restart_anchor(self, uid: str) -> str | None:
+        """What a recurring policy restart of the workload counts from, beyond its metadata:
+        the later of its template marker and an occurrence a policy skipped
+        (:meth:`RestartFacts.anchor`)."""
+        return self._restarts.anchor(uid)
 
     # ------------------------------------------------------------------ reading
 

@@ -1,41 +1,93 @@
 """How one informer applies what it observed to the shared cache, and reports the change.
 
+:class:`CacheWriter` is the :class:`~lifecycle_controller.controller.informer_ports.Keeper`
+of the metadata-only informers (the annotated types, Namespaces, CRDs): each informer keeps
+one (resource type, scope) of a :class:`~lifecycle_controller.controller.cache.MetadataCache`
+through one. It is given each object's ``metadata``.
+
 The cache's storage rule (only annotated objects, and those a policy could match, are kept, see
 :mod:`~lifecycle_controller.controller.cache`) decides what is delivered to the event handler:
 an add or update when the old or the new state carries a lifecycle annotation, a delete when
-a cached object goes or an annotated one is deleted. A handler that raises is logged and
-never stops the informer.
+a cached object goes or an annotated one is deleted. ``on_object_change(kind, key, old,
+new)`` is synchronous and must not block (the composition root applies the scope and
+relevance predicates there and adds keys to the work queue); ``old=None`` means "not kept
+before":
+
+* ``"add"``: a new object (initial list included, docs/behaviour.md#relevance-predicate);
+* ``"update"``: ``old`` is the cached record or None, ``new`` the current state (possibly
+  with no lifecycle annotation left: it has then been dropped from the cache);
+* ``"delete"``: ``old`` is the last cached record (None if it was never kept), ``new`` the
+  final state from the watch, or None for a delete synthesised by a list.
+
+``on_change_seen()`` (optional) hears of every completed list and every ADDED, MODIFIED or
+DELETED event whether or not the object is kept: discovery's CRD informer uses it. A handler
+that raises is logged and never stops the informer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
+import structlog
+
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.informer_ports import ChangeHandler, ChangeKind, ChangeSeen
+from lifecycle_controller.controller.informer_ports import (
+    ChangeHandler,
+    ChangeKind,
+    ChangeSeen,
+    Keeper,
+)
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import ResourceType
 
 __all__ = ["CacheWriter"]
 
 
-class CacheWriter:
-    """Writes one resource type's observed states into the cache and delivers the changes."""
+_log = structlog.get_logger(__name__)
+
+
+class CacheWriter(Keeper):
+    """Writes one (resource type, scope)'s observed states into the cache and delivers the
+    changes to ``on_object_change`` (and the fact of one to ``on_change_seen``)."""
 
     def __init__(
         self,
         resource: ResourceType,
+        namespace: str | None,
         cache: MetadataCache,
         on_object_change: ChangeHandler,
-        on_change_seen: ChangeSeen | None,
-        log: Any,
+        on_change_seen: ChangeSeen | None = None,
     ) -> None:
+        super().__init__()
+        if namespace is not None and not resource.namespaced:
+            raise ValueError(f"{resource} is cluster-scoped: it has no namespace scope")
         self._resource = resource
+        self._namespace = namespace
         self._cache = cache
         self._on_object_change = on_object_change
         self._on_change_seen = on_change_seen
-        self._log = log
+        self._log = _log.bind(resource=str(resource), scope=namespace or "*")
+        cache.register_scope(resource, namespace)
+
+    # ------------------------------------------------------------------ the keeper
+
+    @property
+    def synced(self) -> bool:
+        return self._cache.is_synced(self._resource, self._namespace)
+
+    def listing(self) -> set[Hashable]:
+        return set(self._cache.keys(self._resource, namespace=self._namespace))
+
+    def listed(self, stale: set[Hashable]) -> None:
+        self.deleted_since_list(key for key in stale if isinstance(key, ObjectKey))
+        self._cache.mark_synced(self._resource, self._namespace)
+
+    def count(self) -> int:
+        return self._cache.count(self._resource)
+
+    def skips_unannotated(self) -> bool:
+        return not self._cache.keeps_unannotated(self._resource)
 
     def _key(self, obj: CachedObject) -> ObjectKey:
         namespace = obj.namespace if self._resource.namespaced else None
@@ -51,7 +103,7 @@ class CacheWriter:
         old = self._cache.get(key)
         if old is not None and old.uid != new.uid:
             # Deleted and recreated under the same name while we were not watching.
-            self._cache.delete(key)
+            self._cache.forget(key)
             self._deliver("delete", key, old, None)
             old = None
             created = True
@@ -73,14 +125,14 @@ class CacheWriter:
         """A DELETED event: drop the object, deliver its final state."""
         final = self._cache.project(self._resource, metadata)
         key = self._key(final)
-        old = self._cache.delete(key)
+        old = self._cache.forget(key, final.uid)
         if old is not None or final.kept:
             self._deliver("delete", key, old, final)
 
     def deleted_since_list(self, keys: Iterable[ObjectKey]) -> None:
         """Cached keys a full list no longer has: synthesised deletes (final state unknown)."""
         for key in keys:
-            old = self._cache.delete(key)
+            old = self._cache.forget(key)
             if old is not None:
                 self._deliver("delete", key, old, None)
 

@@ -34,11 +34,14 @@ from typing import Protocol
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import (
     ChangeKind,
+    InformerMetrics,
     InformerSettings,
     MetadataSource,
 )
+from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.core.scope import (
@@ -176,6 +179,7 @@ class Discovery:
         watch_crds: bool = True,
         crd_informer: InformerSettings | None = None,
         fetch: Fetch | None = None,
+        watch_metrics: InformerMetrics | None = None,
     ) -> None:
         self._client = client
         self._scope = scope
@@ -186,6 +190,8 @@ class Discovery:
         self._crd_settle = crd_settle
         self._watch_crds_enabled = watch_crds
         self._crd_settings = replace(crd_informer or InformerSettings(), stop_when_forbidden=True)
+        #: What the CRD informer counts (``lifecycle_watch_*{purpose="crds"}``).
+        self._watch_metrics = watch_metrics
         self._fetch: Fetch = fetch or (lambda: fetch_discovery(client))
         self._watched: frozenset[ResourceType] = frozenset()
         self._plan: ResourcePlan | None = None
@@ -406,12 +412,12 @@ class Discovery:
         informer = Informer(
             resource=CRDS,
             namespace=None,
-            source=self._client,
-            cache=MetadataCache(),
-            on_object_change=_ignore_event,
+            projection=MetadataProjection(self._client),
+            keeper=CacheWriter(CRDS, None, MetadataCache(), _ignore_event, self.trigger),
             clock=self._clock,
+            purpose="crds",
+            metrics=self._watch_metrics,
             settings=self._crd_settings,
-            on_change_seen=self.trigger,
         )
         retry = Backoff(
             self._clock,

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lifecycle_controller.controller.breaker import CircuitBreaker
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, RestartFact
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.core import Action, Delete, ObjectKey, Operation, Patch, keys
 from lifecycle_controller.core.durations import NS_PER_SECOND
@@ -97,7 +97,7 @@ class Guardrails:
         return (
             self.pacing.min_interval_ns > 0
             and acting_operation(decision) is Operation.RESTART
-            and not _marker_known(self.cache.restart_fact(obj.uid))
+            and self.cache.restart_fact(obj.uid) is None
         )
 
     def facts(self, key: ObjectKey, obj: CachedObject, decision: Patch | Delete) -> GuardrailFacts:
@@ -171,8 +171,3 @@ class Guardrails:
             self.rollouts.object_gone(key)
         if self.breaker is not None:
             self.breaker.release(key)
-
-
-def _marker_known(fact: RestartFact | None) -> bool:
-    """Whether the workload's Pod template marker was read or written by this process."""
-    return fact is not None and fact.marker_read

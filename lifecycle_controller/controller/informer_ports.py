@@ -1,14 +1,17 @@
-"""What an informer talks to: its source, its event handler, its metrics, its tunables.
+"""What an informer talks to: its sources, where it keeps what it reads, its metrics, its tunables.
 
 The ports of :class:`~lifecycle_controller.controller.reflector.Informer` (and of the
 :class:`~lifecycle_controller.controller.informers.InformerSet` that runs many of them): the
-two metadata calls it makes (:class:`lifecycle_controller.kube.KubeClient` has them), the
-synchronous handler it reports changes to, what it counts, and client-go's reflector defaults.
+calls it makes (metadata-only or whole objects; :class:`lifecycle_controller.kube.KubeClient`
+has them all), the :class:`Keeper` it hands each object to (the shared cache, through
+:class:`~lifecycle_controller.controller.cache_writer.CacheWriter`, the policy store, the
+rollout watch), the synchronous handler the cache's keeper reports changes to, what it
+counts, and client-go's reflector defaults.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -22,8 +25,10 @@ __all__ = [
     "ChangeSeen",
     "InformerMetrics",
     "InformerSettings",
+    "Keeper",
     "MetadataSource",
     "NoInformerMetrics",
+    "ObjectSource",
     "ResourceGoneHandler",
 ]
 
@@ -73,6 +78,74 @@ class MetadataSource(Protocol):
         field_selector: str | None = None,
         decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]: ...
+
+
+class ObjectSource(Protocol):
+    """The calls an informer of whole objects makes (``KubeClient`` has them); a namespace, a
+    continue token and a line filter are passed only when there is one."""
+
+    async def list_objects(self, resource: ResourceType, *, limit: int = 500) -> dict[str, Any]: ...
+
+    def watch_objects(
+        self, resource: ResourceType, *, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+
+class Keeper:
+    """Where one informer keeps what it reads, and whom it tells: its scope's share of a store.
+
+    The informer hands each listed or watched object (the part its projection reads) to
+    :meth:`upsert` or :meth:`remove`, asks :meth:`listing` when a full list begins and says
+    :meth:`listed` when it ended, with the keys the list did not find again. Subclasses keep
+    objects (the shared cache's :class:`~lifecycle_controller.controller.cache_writer.
+    CacheWriter`, the policy store, the rollout watch); this base keeps nothing.
+    """
+
+    #: True: a list reads every object into the keeper. False: the keeper needs no state from
+    #: before the watch, so a list only finds where the watch starts (one object asked for,
+    #: nothing kept from it).
+    full_lists = True
+
+    def __init__(self) -> None:
+        self._synced = False
+
+    @property
+    def synced(self) -> bool:
+        """A full list of the scope has been kept once."""
+        return self._synced
+
+    def listing(self) -> set[Hashable]:
+        """A full list begins: the keys kept now (those it does not find are gone)."""
+        return set()
+
+    def upsert(self, obj: Mapping[str, Any], *, created: bool, listed: bool) -> Hashable:
+        """Keep the current state of one object; return its key. ``created``: new to the
+        informer (a list or an ADDED event); ``listed``: from a list."""
+        raise NotImplementedError
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        """A DELETED event, with the object's final state."""
+        raise NotImplementedError
+
+    def listed(self, stale: set[Hashable]) -> None:
+        """A full list is in; ``stale``: keys kept before it that it did not find."""
+        self._synced = True
+
+    def change_seen(self) -> None:
+        """A list completed, or an ADDED, MODIFIED or DELETED event was kept."""
+
+    def count(self) -> int | None:
+        """Objects of the type kept (the shared cache's gauge); None: not counted."""
+        return None
+
+    def skips_unannotated(self) -> bool:
+        """While a streaming list's initial events come, an ADDED line without a lifecycle
+        annotation may be dropped undecoded (it could change nothing kept)."""
+        return False
+
+    def watch_filter(self) -> EventFilter | None:
+        """Which raw lines of a watch are decoded at all (None: every line)."""
+        return None
 
 
 class InformerMetrics(Protocol):
@@ -139,7 +212,8 @@ class InformerSettings:
     #: so a server that closes streams at once cannot drive a hot reconnect loop.
     min_watch_seconds: float = 1.0
     #: 403 ends the informer (``run()`` raises ``Forbidden``) instead of being retried: for an
-    #: optional watch whose owner falls back quietly (discovery's CRD watch).
+    #: optional watch whose owner falls back quietly (discovery's CRD watch, the Namespace
+    #: defaults, the policy store), and who also reports a 404 (logged at debug here).
     stop_when_forbidden: bool = False
 
     def __post_init__(self) -> None:

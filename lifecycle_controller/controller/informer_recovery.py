@@ -9,7 +9,9 @@ backoff, a connection error is retried quickly and relists the second time in a 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -23,7 +25,7 @@ from lifecycle_controller.kube import (
     Unauthorized,
 )
 
-__all__ = ["Recovery", "Step", "WatchEnd", "recovery_after", "recovery_for"]
+__all__ = ["Recovery", "Step", "WatchEnd", "recovery_after", "recovery_for", "watch_end_of"]
 
 
 class WatchEnd(enum.Enum):
@@ -34,6 +36,20 @@ class WatchEnd(enum.Enum):
     EXPIRED = "expired"  # ERROR 410: relist
     TOO_LARGE = "too_large"  # ERROR 504 (RV ahead of the cache): back off, same RV
     ERROR = "error"  # another ERROR event: back off, relist
+
+
+def watch_end_of(status: Mapping[str, Any], log: structlog.typing.FilteringBoundLogger) -> WatchEnd:
+    """How a watch ended that sent an ERROR event with this ``Status``."""
+    code = status.get("code")
+    message = str(status.get("message", ""))
+    if code == 410:
+        log.info("watch expired; relisting", message=message)
+        return WatchEnd.EXPIRED
+    if code == 504 or "too large resource version" in message.lower():
+        log.info("watch resourceVersion ahead of the server cache", message=message)
+        return WatchEnd.TOO_LARGE
+    log.warning("watch error event", code=code, message=message)
+    return WatchEnd.ERROR
 
 
 class Step(enum.Enum):

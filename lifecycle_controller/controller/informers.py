@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 
 from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import (
     ChangeHandler,
     ChangeKind,
@@ -26,6 +27,7 @@ from lifecycle_controller.controller.informer_ports import (
     NoInformerMetrics,
     ResourceGoneHandler,
 )
+from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.kube import ResourceType
 from lifecycle_controller.machinery.clock import Clock
@@ -64,7 +66,7 @@ class InformerSet:
         rng: random.Random | None = None,
         on_answered_again: Callable[[], None] | None = None,
     ) -> None:
-        self._source = source
+        self._projection = MetadataProjection(source)
         self._on_answered_again = on_answered_again
         self._cache = cache
         self._on_object_change = on_object_change
@@ -111,10 +113,10 @@ class InformerSet:
         informer = Informer(
             resource=resource,
             namespace=scope,
-            source=self._source,
-            cache=self._cache,
-            on_object_change=self._on_object_change,
+            projection=self._projection,
+            keeper=CacheWriter(resource, scope, self._cache, self._on_object_change),
             clock=self._clock,
+            purpose="objects",
             metrics=self._metrics,
             settings=self._settings,
             on_resource_gone=self._on_gone,
@@ -154,6 +156,10 @@ class InformerSet:
         """Every scope of every type has completed its first list (True when the initial watch
         set is empty; False before it was applied)."""
         return self._ensured and self._cache.all_synced(self._tasks)
+
+    def informers(self) -> list[Informer]:
+        """The informers started (their state: synced, disconnected, delivering)."""
+        return list(self._informers.values())
 
     def disconnected(self) -> list[str]:
         """The running informers that cannot reach the API server (or are refused) right now:

@@ -4,113 +4,74 @@ With exact ``--watch-namespace`` names the namespace-defaults store
 (:mod:`~lifecycle_controller.controller.namespaces`) lists and watches each named Namespace
 by ``metadata.name``. Its cache keeps only annotated Namespaces, so it cannot tell "exists
 without defaults" from "does not exist"; a mistyped name would otherwise pass in silence,
-the controller watching an empty namespace forever. :class:`PresenceSource` sits between
-that informer and the API: it passes every call through and notes, from the list answers
-and the watch events, whether the Namespace is there. The store logs a change of that and
-readiness shows a missing one (docs/behaviour.md#readiness).
+the controller watching an empty namespace forever. :class:`PresenceKeeper` is that
+informer's keeper: it hands every object on to the cache's keeper and notes, from what each
+list finds and from the watch events, whether the Namespace is there. The store logs a
+change of that and readiness shows a missing one (docs/behaviour.md#readiness).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from lifecycle_controller.controller.informer_ports import MetadataSource
-from lifecycle_controller.kube import EventFilter, ResourceType
+from lifecycle_controller.controller.cache_writer import CacheWriter
+from lifecycle_controller.controller.informer_ports import Keeper
 
-__all__ = ["PresenceSource"]
-
-
-def _named(obj: object, name: str) -> bool:
-    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    return isinstance(metadata, Mapping) and metadata.get("name") == name
+__all__ = ["PresenceKeeper"]
 
 
-class PresenceSource:
-    """A :class:`MetadataSource` for one named Namespace's informer that notes its existence.
+class PresenceKeeper(Keeper):
+    """The keeper of one named Namespace's informer: the cache's, noting its existence.
 
     ``present`` is None until the first list answered, then whether the Namespace exists;
-    ``on_change(present)`` hears each change of it. Meant for an informer that lists in
-    pages (a streaming list may leave unannotated objects undecoded).
+    ``on_change(present)`` hears each change of it. It decodes every line of a list (none is
+    skipped undecoded: an unannotated Namespace exists too).
     """
 
-    def __init__(
-        self, source: MetadataSource, name: str, on_change: Callable[[bool], None]
-    ) -> None:
-        self._source = source
+    def __init__(self, cache: CacheWriter, name: str, on_change: Callable[[bool], None]) -> None:
+        super().__init__()
+        self._cache = cache
         self.name = name
         self._on_change = on_change
         self.present: bool | None = None
+        self._found = False
 
     def _saw(self, present: bool) -> None:
         if present != self.present:
             self.present = present
             self._on_change(present)
 
-    async def list_metadata(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        limit: int = 500,
-        continue_token: str | None = None,
-        resource_version: str | None = None,
-        field_selector: str | None = None,
-    ) -> dict[str, Any]:
-        page = await self._source.list_metadata(
-            resource,
-            namespace=namespace,
-            limit=limit,
-            continue_token=continue_token,
-            resource_version=resource_version,
-            field_selector=field_selector,
-        )
-        items = page.get("items") or ()
-        self._saw(any(_named(item, self.name) for item in items))
-        return page
+    def _named(self, metadata: Mapping[str, Any]) -> bool:
+        return metadata.get("name") == self.name
 
-    async def watch_metadata(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        resource_version: str,
-        timeout_seconds: int,
-        field_selector: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        stream = self._source.watch_metadata(
-            resource,
-            namespace=namespace,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            field_selector=field_selector,
-        )
-        try:
-            async for event in stream:
-                kind = event.get("type")
-                if kind in ("ADDED", "MODIFIED", "DELETED") and _named(
-                    event.get("object"), self.name
-                ):
-                    self._saw(kind != "DELETED")
-                yield event
-        finally:
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
+    @property
+    def synced(self) -> bool:
+        return self._cache.synced
 
-    def watch_list_metadata(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        timeout_seconds: int,
-        field_selector: str | None = None,
-        decode_if: EventFilter | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        return self._source.watch_list_metadata(
-            resource,
-            namespace=namespace,
-            timeout_seconds=timeout_seconds,
-            field_selector=field_selector,
-            decode_if=decode_if,
-        )
+    def listing(self) -> set[Hashable]:
+        self._found = False
+        return self._cache.listing()
+
+    def upsert(self, obj: Mapping[str, Any], *, created: bool, listed: bool) -> Hashable:
+        if self._named(obj):
+            if listed:
+                self._found = True
+            else:
+                self._saw(True)
+        return self._cache.upsert(obj, created=created, listed=listed)
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        if self._named(obj):
+            self._saw(False)
+        self._cache.remove(obj)
+
+    def listed(self, stale: set[Hashable]) -> None:
+        self._cache.listed(stale)
+        self._saw(self._found)
+
+    def change_seen(self) -> None:
+        self._cache.change_seen()
+
+    def count(self) -> int:
+        return self._cache.count()

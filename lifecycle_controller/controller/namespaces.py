@@ -16,7 +16,7 @@ Warning Events on the Namespace (``report``) and a log line.
 
 A named Namespace that does not exist (a typo in ``--watch-namespace``) is logged at warning
 and listed by :meth:`NamespaceDefaultsStore.missing` for readiness
-(:mod:`~lifecycle_controller.controller.namespace_presence`).
+(:mod:`~lifecycle_controller.controller.namespace_presence`, the keeper of that informer).
 
 Reading Namespaces is not granted by older installations: when it is forbidden (or the API
 does not serve Namespaces), the store logs an error, counts as synced with no defaults for
@@ -33,12 +33,16 @@ from dataclasses import replace
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import (
     ChangeKind,
+    InformerMetrics,
     InformerSettings,
+    Keeper,
     MetadataSource,
 )
-from lifecycle_controller.controller.namespace_presence import PresenceSource
+from lifecycle_controller.controller.informer_projection import MetadataProjection
+from lifecycle_controller.controller.namespace_presence import PresenceKeeper
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.events import Event
 from lifecycle_controller.core.namespace_defaults import (
@@ -74,8 +78,10 @@ class NamespaceDefaultsStore:
         settings: InformerSettings | None = None,
         retry_after: float = 60.0,
         rng: random.Random | None = None,
+        metrics: InformerMetrics | None = None,
     ) -> None:
-        self._source = source
+        self._projection = MetadataProjection(source)
+        self._metrics = metrics
         self._clock = clock
         #: None: one cluster-wide informer; else one per exact name.
         self._scopes: list[str | None] = [None] if names is None else [*sorted(set(names))]
@@ -93,7 +99,7 @@ class NamespaceDefaultsStore:
         self._rng = random.Random() if rng is None else rng
         self._caches = {scope: MetadataCache() for scope in self._scopes}
         self._informers: dict[str | None, Informer] = {}
-        self._presence: dict[str, PresenceSource] = {}
+        self._presence: dict[str, PresenceKeeper] = {}
         self._unavailable: set[str | None] = set()
         self._defaults: dict[str, NamespaceDefaults] = {}
         self._reports: asyncio.Queue[tuple[ObjectRef, Event]] = asyncio.Queue()
@@ -111,6 +117,10 @@ class NamespaceDefaultsStore:
             scope in self._unavailable or cache.is_synced(NAMESPACES, None)
             for scope, cache in self._caches.items()
         )
+
+    def informers(self) -> list[Informer]:
+        """The Namespace informers started, one per scope."""
+        return list(self._informers.values())
 
     def disconnected(self) -> list[str]:
         """Namespace informers that cannot reach the API server right now (readiness)."""
@@ -148,7 +158,7 @@ class NamespaceDefaultsStore:
 
     def missing(self) -> list[str]:
         """Named Namespaces (exact ``--watch-namespace``) that their list found absent."""
-        return sorted(name for name, source in self._presence.items() if source.present is False)
+        return sorted(name for name, keeper in self._presence.items() if keeper.present is False)
 
     def _presence_changed(self, name: str, present: bool) -> None:
         if present:
@@ -161,22 +171,25 @@ class NamespaceDefaultsStore:
             )
 
     async def _run_scope(self, scope: str | None) -> None:
-        source: MetadataSource = self._source
         settings = self._settings
+        cache = CacheWriter(
+            NAMESPACES, None, self._caches[scope], self._on_object_change, lambda: self._seen(scope)
+        )
+        keeper: Keeper = cache
         if scope is not None:  # one named Namespace: note whether it exists
-            source = self._presence[scope] = PresenceSource(
-                self._source, scope, lambda present: self._presence_changed(scope, present)
+            keeper = self._presence[scope] = PresenceKeeper(
+                cache, scope, lambda present: self._presence_changed(scope, present)
             )
             settings = replace(settings, streaming_list=False)  # a list of one is cheap
         informer = Informer(
             resource=NAMESPACES,
             namespace=None,
-            source=source,
-            cache=self._caches[scope],
-            on_object_change=self._on_object_change,
+            projection=self._projection,
+            keeper=keeper,
             clock=self._clock,
+            purpose="namespace-defaults",
+            metrics=self._metrics,
             settings=settings,
-            on_change_seen=lambda: self._seen(scope),
             rng=random.Random(self._rng.random()),
             field_selector=None if scope is None else f"metadata.name={scope}",
         )

@@ -10,9 +10,10 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
 * :meth:`PolicyDecisions.decide` resolves the policies
   (:meth:`~lifecycle_controller.core.policy_set.PolicySet.resolve`) and decides with
   :func:`~lifecycle_controller.core.policy_decide.decide_with_policies`; an occurrence a
-  policy skipped (catch-up) is acknowledged in the cache's restart fact of the workload
-  (written back through :meth:`~lifecycle_controller.controller.cache.MetadataCache.write_back`,
-  bounded like every restart fact), instead of on the object;
+  policy skipped (catch-up) is acknowledged in memory, instead of on the object: a restart
+  fact of the cache, written back through the writer like the marker, so what a recurring
+  restart counts from has one owner (``MetadataCache.restart_anchor``) and goes with the
+  object;
 * the tallies (which policies decide each object, which they overlapped, which hold it or
   are kept from it by its protection, the next action) are what the policies' ``status``
   reports (:mod:`~lifecycle_controller.controller.policy_status`).
@@ -23,11 +24,11 @@ A decision per action family comes back, the one to carry out first in front
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, RestartFact
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
@@ -38,11 +39,7 @@ from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_decide import decide_with_policies
 from lifecycle_controller.core.policy_model import PolicyRef
 from lifecycle_controller.core.policy_precedence import Resolution
-from lifecycle_controller.core.timestamps import (
-    TimestampError,
-    format_rfc3339_nano,
-    parse_rfc3339,
-)
+from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.kube import KubeError
 
 __all__ = ["PolicyDecisions", "Tally"]
@@ -91,27 +88,14 @@ class PolicyDecisions:
         return self.store.current.resolve(
             obj.annotations,
             obj.view,
-            restart_marker=self._anchor(obj),
+            restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),
         )
 
-    def _anchor(self, obj: CachedObject) -> str | None:
-        """The later of the template marker and an in-memory acknowledgement."""
-        fact = self._cache.restart_fact(obj.uid)
-        marker = None if fact is None else fact.marker
-        acknowledged = None if fact is None else fact.acknowledged_ns
-        if acknowledged is None:
-            return marker
-        known = _instant(marker)
-        if known is not None and known >= acknowledged:
-            return marker
-        return format_rfc3339_nano(acknowledged)
-
     async def prepare(self, key: ObjectKey, obj: CachedObject, now_ns: int) -> None:
         """Read the workload's restart marker once, if a policy restart may decide it."""
-        fact = self._cache.restart_fact(obj.uid)
-        if not key.resource.restartable or (fact is not None and fact.marker_read):
+        if not key.resource.restartable or self._cache.restart_fact(obj.uid) is not None:
             return
         inputs = self._inputs(obj, now_ns)
         if not any(
@@ -147,7 +131,7 @@ class PolicyDecisions:
         )
         acknowledged = _instant(result.acknowledged)
         if acknowledged is not None:
-            self._acknowledge(key, obj, acknowledged)
+            self._writer.acknowledge(key, obj, acknowledged)
         decision = result.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
         self.tallies[key] = Tally(
@@ -160,17 +144,7 @@ class PolicyDecisions:
         )
         return result.decisions
 
-    def _acknowledge(self, key: ObjectKey, obj: CachedObject, instant: int) -> None:
-        """Keep a skipped occurrence beside what is known of the workload's template."""
-        known = self._cache.restart_fact(obj.uid)
-        fact = (
-            RestartFact(None, acknowledged_ns=instant, marker_read=False)
-            if known is None
-            else replace(known, acknowledged_ns=instant)
-        )
-        self._cache.write_back(key, obj, decided_on=obj, restart=fact)
-
     def gone(self, key: ObjectKey) -> None:
-        """The object is gone or no policy can match it any more: forget its tally (its
-        restart fact is the cache's, bounded there)."""
+        """The object is gone or no policy can match it any more: forget its tally (what is
+        known of its restarts goes with the object, from the cache)."""
         self.tallies.pop(key, None)

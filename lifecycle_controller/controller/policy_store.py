@@ -6,12 +6,16 @@ the app when it changes (``on_change(old, new)``), which re-evaluates the object
 :class:`~lifecycle_controller.controller.cache.PolicyViews`: which objects the informers must
 keep because a policy could match them.
 
-* **Every policy is read**, however many there are: each kind is listed page by page
-  (``continue`` tokens), and its watch starts from the resourceVersion of that list.
+* **One informer per kind** (:class:`~lifecycle_controller.controller.reflector.Informer`,
+  whole objects, purpose ``policies``): the same list, watch and recovery as every other
+  watch of the process. Every policy is read, however many there are: each kind is listed
+  page by page (``continue`` tokens), and its watch starts from the resourceVersion of that
+  list. A change is published (``on_change``) by one task, in the order the changes came.
 * **Without the CRDs** (404) the store says once, at info, that policies are off, holds an
   empty set (so the controller runs exactly as without policies) and looks again every
   ``recheck`` seconds (one request a minute by default), so installing the CRDs later turns
-  policies on without a restart. Forbidden is logged once at warning and retried the same way.
+  policies on without a restart. Forbidden is logged once at warning and retried the same way
+  (either ends both informers; the next look starts them again).
 * **Parsing** happens once per (policy, generation): the CEL condition is compiled then, not
   per object. A status-only or label-only change of a policy object reuses the parsed one.
 * **When a generation counts from** (``scheduleSince``): the instant the controller first
@@ -23,12 +27,21 @@ keep because a policy could match them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+import random
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
+from lifecycle_controller.controller.informer_ports import (
+    InformerMetrics,
+    InformerSettings,
+    Keeper,
+    ObjectSource,
+)
+from lifecycle_controller.controller.informer_projection import WholeObjects
+from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.policy_match import DEFAULT_PROTECTION, ObjectView, Protection
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy_set import (
@@ -38,11 +51,8 @@ from lifecycle_controller.core.policy_set import (
     reported_schedule_since,
 )
 from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.kube import Forbidden, Gone, KubeError, NotFound
-from lifecycle_controller.kube.errors import error_for_status
-from lifecycle_controller.kube.paging import PageFetch, list_whole
+from lifecycle_controller.kube import Forbidden, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
-from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["PolicyDoc", "PolicySource", "PolicyStore"]
@@ -52,21 +62,10 @@ _log = structlog.get_logger(__name__)
 PolicyChange = Callable[[PolicySet, PolicySet], Awaitable[None]]
 
 
-class PolicySource(Protocol):
-    """The two reads the store makes (the kube client implements them)."""
+PolicySource = ObjectSource
+"""The two reads the store makes (the kube client implements them)."""
 
-    async def list_objects(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        limit: int = 500,
-        continue_token: str | None = None,
-    ) -> dict[str, Any]: ...
-
-    def watch_objects(
-        self, resource: ResourceType, *, resource_version: str, timeout_seconds: int
-    ) -> Any: ...
+_Key = tuple[ResourceType, str | None, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +98,20 @@ class PolicyStore:
         *,
         clock: Clock,
         recheck: float = 60.0,
-        watch_timeout: int = 300,
         namespaces: Callable[[str], bool] | None = None,
         served: Callable[[], bool | None] | None = None,
         protection: Protection = DEFAULT_PROTECTION,
+        settings: InformerSettings | None = None,
+        metrics: InformerMetrics | None = None,
+        rng: random.Random | None = None,
     ) -> None:
-        self._source = source
+        self._projection = WholeObjects(source)
+        # 403 and 404 end both informers: the store says policies are off and looks again.
+        self._settings = replace(
+            settings or InformerSettings(), page_size=self.PAGE_SIZE, stop_when_forbidden=True
+        )
+        self._metrics = metrics
+        self._rng = random.Random() if rng is None else rng
         #: What no policy reaches (docs/policies.md#safety-rules), carried by every snapshot.
         self._protection = protection
         #: Whether API discovery (refreshed anyway, about once a minute) finds the policy
@@ -116,13 +123,15 @@ class PolicyStore:
         self._namespaces = namespaces
         self._clock = clock
         self._recheck = recheck
-        self._watch_timeout = watch_timeout
-        self._docs: dict[tuple[ResourceType, str | None, str], PolicyDoc] = {}
+        self._docs: dict[_Key, PolicyDoc] = {}
         self._since: dict[tuple[str, int], int] = {}
         self.current = PolicySet()
         self.on_change: PolicyChange | None = None
         self._off_logged: str | None = None
-        self._versions: dict[ResourceType, str] | None = None
+        #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
+        self._loaded: list[Informer] | None = None
+        self._running: list[Informer] = []
+        self._changed = asyncio.Event()
         self.available = False
 
     # ------------------------------------------------------------------ reading
@@ -197,20 +206,18 @@ class PolicyStore:
         self._docs[key] = doc
         return old is None or old.parsed is not doc.parsed
 
-    def replace_all(self, resource: ResourceType, items: list[Mapping[str, Any]]) -> None:
-        """A full list of one kind: forget the objects of that kind it no longer has."""
-        seen: set[tuple[ResourceType, str | None, str]] = set()
-        for item in items:
-            doc = self._parse(resource, item)
-            if doc is None:
-                continue
-            key = (resource, doc.ref.namespace, doc.ref.name)
-            seen.add(key)
-            self._docs[key] = doc
-        for key in [k for k in self._docs if k[0] == resource and k not in seen]:
-            del self._docs[key]
+    def _kinds_keys(self, resource: ResourceType) -> set[Hashable]:
+        return {key for key in self._docs if key[0] == resource}
+
+    def _listed(self, stale: set[Hashable]) -> None:
+        """A full list of one kind is in: forget what it no longer has, publish the rest."""
+        for key in stale:
+            if isinstance(key, tuple):
+                self._docs.pop(key, None)
+        self._changed.set()
 
     async def _publish(self) -> None:
+        self._changed.clear()
         new = PolicySet.of((doc.parsed for doc in self._docs.values()), self._protection)
         old, self.current = self.current, new
         if _identity(old) == _identity(new):
@@ -231,14 +238,33 @@ class PolicyStore:
             log(f"lifecycle policies are off: {why}")
             self._off_logged = why
 
+    def _informers(self) -> list[Informer]:
+        """One whole-object informer per policy kind, cluster-wide, keeping into this store."""
+        return [
+            Informer(
+                resource=resource,
+                namespace=None,
+                projection=self._projection,
+                keeper=_PolicyKeeper(self, resource),
+                clock=self._clock,
+                purpose="policies",
+                metrics=self._metrics,
+                settings=self._settings,
+                rng=random.Random(self._rng.random()),
+            )
+            for resource in self.KINDS
+        ]
+
     async def load(self) -> bool:
         """List both kinds once and publish (without ``on_change``); False when policies are
         off or the list failed (:meth:`run` keeps trying)."""
         if self._not_served():
             self._off(_NOT_INSTALLED)
             return False
+        informers = self._informers()
         try:
-            self._versions = await self._list()
+            for informer in informers:
+                await informer.list_once()
         except NotFound:
             self._off(_NOT_INSTALLED)
         except Forbidden as error:
@@ -249,97 +275,98 @@ class PolicyStore:
             self.current = PolicySet.of(
                 (doc.parsed for doc in self._docs.values()), self._protection
             )
+            self._changed.clear()
             _log.info("lifecycle policies are on", policies=len(self._docs))
             self.available = True
+            self._loaded = informers
         return self.available
 
     def _not_served(self) -> bool:
         return self._served is not None and self._served() is False
 
-    async def _list(self) -> dict[ResourceType, str]:
-        """Every page of both kinds; each kind's watch starts from its list's version."""
-        versions: dict[ResourceType, str] = {}
-        for resource in self.KINDS:
-            items, versions[resource] = await list_whole(self._page_of(resource))
-            self.replace_all(resource, items)
-        return versions
-
-    def _page_of(self, resource: ResourceType) -> PageFetch:
-        async def fetch(token: str | None) -> Mapping[str, Any]:
-            return await self._source.list_objects(
-                resource, limit=self.PAGE_SIZE, continue_token=token
-            )
-
-        return fetch
-
     async def run(self) -> None:
         """Watch both kinds (listing again as needed) until cancelled; see the module."""
-        backoff = Backoff(self._clock, initial=1.0, maximum=30.0)
         while True:
-            try:
-                versions, self._versions = self._versions, None
-                if versions is None:
-                    if self._not_served():
-                        raise NotFound(404, {"reason": "NotFound"})  # not even asked
-                    versions = await self._list()
-                    if not self.available:
-                        _log.info("lifecycle policies are on", policies=len(self._docs))
-                    self.available, self._off_logged = True, None
-                    await self._publish()
-                backoff.reset()
-                await self._watch_all(versions)
-            except asyncio.CancelledError:
-                raise
-            except NotFound:
-                await self._unavailable(_NOT_INSTALLED)
-            except Forbidden as error:
-                await self._unavailable(f"reading them is forbidden ({error})")
-            except Gone:
-                continue  # list again at once
-            except KubeError as error:
-                _log.debug("policy watch failed; retrying", error=str(error))
-                await backoff.wait()
+            informers, self._loaded = self._loaded, None
+            if self._not_served():
+                why = _NOT_INSTALLED  # not even asked
+            else:
+                why = await self._watch_all(informers or self._informers())
+            self._off(why)
+            self.available = False
+            self._docs.clear()
+            await self._publish()
+            await self._clock.sleep(self._recheck)
 
-    async def _unavailable(self, why: str) -> None:
-        self._off(why)
-        self.available = False
-        self._docs.clear()
-        await self._publish()
-        await self._clock.sleep(self._recheck)
+    def informers(self) -> list[Informer]:
+        """The informers running now, one per policy kind (none while policies are off)."""
+        return list(self._running)
 
-    async def _watch_all(self, versions: dict[ResourceType, str]) -> None:
-        """Watch both kinds; the first failure ends both and is raised as it is."""
-        tasks = [asyncio.create_task(self._watch(r, v)) for r, v in versions.items()]
+    async def _watch_all(self, informers: list[Informer]) -> str:
+        """Run both informers and publish what they keep until one of them stops: the CRDs
+        are gone (404) or reading them is forbidden; return why."""
+        self._running = informers
+        tasks = [
+            asyncio.create_task(informer.run(), name=f"policy informer {informer.resource}")
+            for informer in informers
+        ]
+        publisher = asyncio.create_task(self._publish_changes(informers), name="policy changes")
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait([*tasks, publisher], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                task.result()
+                task.result()  # Forbidden, or a failed on_change, is raised; a return is a 404
+            return _NOT_INSTALLED
+        except Forbidden as error:
+            return f"reading them is forbidden ({error})"
         finally:
-            # One wait for both: a cancel arriving meanwhile cannot leave the other's
-            # failure unretrieved (gather marks every child's exception as seen).
-            for task in tasks:
+            # One wait for all: a cancel arriving meanwhile cannot leave one's failure
+            # unretrieved (gather marks every child's exception as seen).
+            self._running = []
+            for task in (*tasks, publisher):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, publisher, return_exceptions=True)
 
-    async def _watch(self, resource: ResourceType, version: str) -> None:
+    async def _publish_changes(self, informers: list[Informer]) -> None:
+        """Publish every change the informers keep, one at a time, in order, once both kinds
+        have been listed (never one kind without the other: a namespaced policy outranks a
+        cluster policy that is not enforced); say then that policies are on."""
         while True:
-            stream = self._source.watch_objects(
-                resource, resource_version=version, timeout_seconds=self._watch_timeout
-            )
-            async for event in stream:
-                obj = event.get("object")
-                if not isinstance(obj, Mapping):
-                    continue
-                kind = str(event.get("type", ""))
-                if kind == "ERROR":
-                    code = obj.get("code")
-                    raise error_for_status(code if isinstance(code, int) else 500, dict(obj))
-                metadata = obj.get("metadata") or {}
-                version = str(metadata.get("resourceVersion", version))
-                if kind == "BOOKMARK":
-                    continue
-                if self.apply(resource, kind, obj):
-                    await self._publish()
+            await self._changed.wait()
+            if not all(informer.synced for informer in informers):
+                self._changed.clear()  # the other kind's list will publish both
+                continue
+            if not self.available:
+                _log.info("lifecycle policies are on", policies=len(self._docs))
+                self.available, self._off_logged = True, None
+            await self._publish()
+
+    def _kept(self, changed: bool) -> None:
+        if changed:
+            self._changed.set()
+
+
+class _PolicyKeeper(Keeper):
+    """What one policy kind's informer reads, kept in the store (parsed once per generation)."""
+
+    def __init__(self, store: PolicyStore, resource: ResourceType) -> None:
+        super().__init__()
+        self._store = store
+        self._resource = resource
+
+    def listing(self) -> set[Hashable]:
+        return self._store._kinds_keys(self._resource)
+
+    def upsert(self, obj: Mapping[str, Any], *, created: bool, listed: bool) -> Hashable:
+        self._store._kept(self._store.apply(self._resource, "MODIFIED", obj))
+        metadata = obj.get("metadata") or {}
+        return (self._resource, metadata.get("namespace") or None, str(metadata.get("name", "")))
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        self._store._kept(self._store.apply(self._resource, "DELETED", obj))
+
+    def listed(self, stale: set[Hashable]) -> None:
+        super().listed(stale)
+        self._store._listed(stale)
 
 
 def _identity(policies: PolicySet) -> tuple[tuple[PolicyRef, int, bool], ...]:

@@ -1,99 +1,68 @@
-"""The reflector: one informer keeps the metadata cache in step with the API server.
+"""The reflector: one informer keeps a store in step with the API server.
 
-One asyncio task per (resource type, namespace or cluster-wide) runs client-go's reflector
-loop over metadata-only requests (docs/architecture.md#informer-loop):
+Every watch of the process runs this loop: the annotated types into the metadata cache,
+Namespaces (their defaults), CRDs (rediscovery), lifecycle policies and followed rollouts.
+What differs between them is given: a :class:`~lifecycle_controller.controller.
+informer_projection.Projection` says what is asked for and read of each object (metadata
+only, whole objects), a :class:`~lifecycle_controller.controller.informer_ports.Keeper` keeps
+it (the shared cache through :class:`~lifecycle_controller.controller.cache_writer.
+CacheWriter`, the policy store, the rollout watch), and ``purpose`` names the watch in logs
+and metrics (``lifecycle_watch_*{resource,purpose}``). One asyncio task per informer runs
+client-go's reflector loop (docs/architecture.md#informer-loop):
 
-1. **List.** By default a *streaming list*: one metadata-only watch with
-   ``sendInitialEvents=true`` (client-go's WatchList) that starts with an ADDED event per
-   current object (a consistent read, served from the API server's watch cache) and a
-   bookmark marking the end of those initial events, then goes on as an ordinary watch, so a
-   list costs one request and bounded memory on both sides. A server that refuses it
-   (400/422: older, or the feature turned off) makes the informer list in pages from then on:
-   ``PartialObjectMetadata`` in pages (``limit``, following ``continue``), consistent reads
-   (an expired continue token restarts the list). Each listed object is compared with the
-   cache and reported; keys of the scope that are cached but no longer listed get a
-   *synthesised* delete (client-go's ``DeletedFinalStateUnknown``). The scope is marked
-   synced after the first full list.
+1. **List.** A *streaming list* when the projection can (a watch with
+   ``sendInitialEvents=true`` whose ADDED events up to the ``k8s.io/initial-events-end``
+   bookmark are the list, then an ordinary watch on the same stream); else, and for good
+   once a server refuses it (400/422), paged consistent reads (``limit`` + ``continue``; an
+   expired continue token restarts the list). Keys kept but not listed get a *synthesised*
+   delete (client-go's ``DeletedFinalStateUnknown``); the keeper is synced after the first
+   full list. A keeper that needs no state from before its watch lists one object, for the
+   resourceVersion only; one given a ``resource_version`` starts with the watch.
 2. **Watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a random
    ``timeoutSeconds`` in [300, 600] (so many informers do not reconnect in lockstep),
    remembering the resourceVersion of every event, bookmarks included.
-3. A watch that the server ends normally is re-opened at once from the last resourceVersion.
-   ``ERROR 410`` (history compacted) relists; an ``ERROR 504`` (resourceVersion too large)
-   waits and re-watches the same version; any other ERROR waits and relists. A broken or
-   silent stream (the kube door enforces an idle cutoff, ~90 s: bookmarks arrive about once a
-   minute, so a longer silence means a dead connection) waits and re-watches. 403 is logged
-   loudly and retried with backoff (RBAC may be fixed without a restart), unless
-   ``stop_when_forbidden`` makes it end the informer; 404 means the API is gone: the informer
-   reports it through ``on_resource_gone`` and stops.
-   Waits use exponential backoff with jitter (0.8 s doubling to 30 s, plus up to 100 %
-   jitter, reset after 2 min without failures: client-go's reflector), on the injected clock.
-   The backoff also starts again from 0.8 s after every successful request (a completed list,
-   a watch event, a watch the server ended normally), and the delay after a connection error
-   is capped at 0.8 s plus jitter: a server that is down is retried about once a
-   second per informer, and a watch resumes within about 2 s of the API server answering
-   again (docs/reliability.md); the Namespace-defaults informers turn that cap off. A second
-   connection failure in a row relists instead of re-watching, so the first request after an
-   outage is a list that proves the server is back (and catches deletes missed meanwhile).
-   An informer whose request is answered after failures calls ``on_answered_again``; the
-   app uses it to cut the Namespace-defaults informers' longer waits short
-   (:meth:`Informer.retry_now`), so they resume with the others.
+3. **Recover** (:mod:`~lifecycle_controller.controller.informer_recovery`): a normal end
+   re-watches at once; ``ERROR 410`` relists; ``ERROR 504`` waits and re-watches; any other
+   ERROR waits and relists; a broken or silent stream (the kube door's idle cutoff, ~90 s)
+   waits and re-watches, and relists the second time in a row. 403 is retried with backoff
+   unless ``stop_when_forbidden`` ends the informer; 404 (the API is gone) stops it through
+   ``on_resource_gone``. Waits: 0.8 s doubling to 30 s plus up to 100 % jitter, reset after
+   every successful request; after a connection error at most 0.8 s plus jitter
+   (docs/reliability.md#watch-recovery). ``on_answered_again`` hears when a request is
+   answered after failures; :meth:`Informer.retry_now` cuts a wait short.
 4. From its second consecutive failed list or watch until its next successful one, the
-   informer is :attr:`Informer.disconnected`; the leader's readiness reports it
-   (docs/behaviour.md#readiness). Both changes of that state are logged once, at warning;
-   the single failures in between only at debug.
+   informer is :attr:`Informer.disconnected` (readiness reports it, docs/behaviour.md#readiness);
+   both changes are logged once, at warning. :attr:`Informer.delivering` says whether its
+   current watch has delivered since it last failed.
 
-Only ``metadata`` is read from each object, projected into :class:`CachedObject` at once
-(managedFields and everything else are never kept). Changes are reported to one
-synchronous, non-blocking handler ``on_object_change(kind, key, old, new)``; the composition
-root applies the scope and relevance predicates there and adds keys to the work queue.
-What is delivered follows the cache's rule (see :mod:`~lifecycle_controller.controller.cache`):
-only changes where the old or the new state carries a lifecycle annotation, with ``old=None``
-meaning "not annotated before":
-
-* ``"add"``: new object (initial list included, see docs/behaviour.md#relevance-predicate);
-  ``old`` is None.
-* ``"update"``: ``old`` is the cached record or None, ``new`` the current state (possibly with
-  no lifecycle annotations left: it has then been dropped from the cache).
-* ``"delete"``: ``old`` is the last cached record (None if it was never annotated), ``new`` the
-  final state from the watch, or None for a delete synthesised by a relist.
-
-``on_change_seen()`` (optional) hears of every completed list and every ADDED, MODIFIED or
-DELETED event whether or not the object is cached: discovery's CRD informer uses it.
-
-Each informer runs in its own task (started and stopped by
-:class:`~lifecycle_controller.controller.informers.InformerSet`), so one failing informer never
-stops the others. Its ports (source, handler, metrics, settings) are in
-:mod:`~lifecycle_controller.controller.informer_ports`.
+Each informer runs in its own task, so one failing informer never stops the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from typing import Any
 
 import structlog
 
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import (
-    ChangeHandler,
-    ChangeSeen,
     InformerMetrics,
     InformerSettings,
-    MetadataSource,
+    Keeper,
     NoInformerMetrics,
     ResourceGoneHandler,
 )
+from lifecycle_controller.controller.informer_projection import Projection
 from lifecycle_controller.controller.informer_recovery import (
     Step,
     WatchEnd,
     recovery_after,
     recovery_for,
+    watch_end_of,
 )
 from lifecycle_controller.core.keys import PREFIX
-from lifecycle_controller.core.resources import ObjectKey
 from lifecycle_controller.kube import (
     ApiError,
     Forbidden,
@@ -122,10 +91,11 @@ _PREFIX_BYTES = PREFIX.encode()
 
 
 class Informer:
-    """List + watch one resource type in one scope into the cache; report changes.
+    """List + watch one resource type in one scope into a keeper; see the module docstring.
 
     :meth:`run` is the whole loop; :meth:`list_once` and :meth:`watch_once` are its two steps,
-    public so that tests can drive the protocol one step at a time.
+    public so that tests (and an owner that must list before it runs, the policy store) can
+    drive the protocol one step at a time.
     """
 
     def __init__(
@@ -133,31 +103,31 @@ class Informer:
         *,
         resource: ResourceType,
         namespace: str | None,
-        source: MetadataSource,
-        cache: MetadataCache,
-        on_object_change: ChangeHandler,
+        projection: Projection,
+        keeper: Keeper,
         clock: Clock,
+        purpose: str = "objects",
         metrics: InformerMetrics | None = None,
         settings: InformerSettings | None = None,
         on_resource_gone: ResourceGoneHandler | None = None,
-        on_change_seen: ChangeSeen | None = None,
         rng: random.Random | None = None,
         field_selector: str | None = None,
         on_answered_again: Callable[[], None] | None = None,
+        resource_version: str | None = None,
     ) -> None:
         if namespace is not None and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it has no namespace scope")
         self.resource = resource
         self.namespace = namespace
-        self._source = source
-        self._cache = cache
+        self.purpose = purpose
+        self._projection = projection
+        self._keeper = keeper
         self._clock = clock
         self._metrics = NoInformerMetrics() if metrics is None else metrics
         self._settings = InformerSettings() if settings is None else settings
         self._on_gone = on_resource_gone
         self._rng = random.Random() if rng is None else rng
-        # Sent only when set (``metadata.name=<name>``: one object, with RBAC by resourceNames).
-        self._selector = {"field_selector": field_selector} if field_selector else {}
+        self._field_selector = field_selector or None
         s = self._settings
         self._on_answered_again = on_answered_again
         self._wake = asyncio.Event()
@@ -170,14 +140,13 @@ class Informer:
             reset_after=s.backoff_reset_after,
             rng=self._rng,
         )
-        self._resource_version: str | None = None
-        self._streaming = self._settings.streaming_list
+        self._resource_version = resource_version
+        self._streaming = s.streaming_list and projection.streams and keeper.full_lists
         self._stream_listed = False
         self._lists = 0
         self._failures = 0
-        self._log = _log.bind(resource=str(resource), scope=namespace or "*")
-        self._writer = CacheWriter(resource, cache, on_object_change, on_change_seen, self._log)
-        cache.register_scope(resource, namespace)
+        self._delivering = False
+        self._log = _log.bind(resource=str(resource), scope=namespace or "*", purpose=purpose)
 
     @property
     def resource_version(self) -> str | None:
@@ -186,7 +155,7 @@ class Informer:
 
     @property
     def synced(self) -> bool:
-        return self._cache.is_synced(self.resource, self.namespace)
+        return self._keeper.synced
 
     @property
     def failures(self) -> int:
@@ -195,9 +164,14 @@ class Informer:
 
     @property
     def disconnected(self) -> bool:
-        """True while the cache cannot be kept current: from the ``disconnected_after``-th
+        """True while the store cannot be kept current: from the ``disconnected_after``-th
         consecutive failed list or watch (any cause) until the next successful request."""
         return self._failures >= self._settings.disconnected_after
+
+    @property
+    def delivering(self) -> bool:
+        """Its watch delivered an event (a bookmark counts) and has not failed since."""
+        return self._delivering
 
     def _succeeded(self) -> None:
         """A request was answered: start the backoff over and clear the failure count."""
@@ -218,6 +192,7 @@ class Informer:
     def _failed(self, error: Exception) -> None:
         """Count one failed list or watch; log once when the informer becomes disconnected."""
         self._failures += 1
+        self._delivering = False
         if self._failures == self._settings.disconnected_after:
             self._log.warning(
                 "cannot list or watch; retrying with backoff until the api server answers",
@@ -228,8 +203,11 @@ class Informer:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        """List, watch, recover, forever; returns only when the resource type is gone (404)."""
-        step = Step.LIST
+        """List, watch, recover, forever; returns only when the resource type is gone (404).
+
+        An informer that knows a resourceVersion already (given, or :meth:`list_once` was
+        called) starts with the watch."""
+        step = Step.LIST if self._resource_version is None else Step.WATCH
         expired_in_a_row = 0
         while True:
             try:
@@ -245,9 +223,9 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except NotFound as error:
-                self._log.warning(
-                    "resource type no longer served; informer stops", error=str(error)
-                )
+                # An optional watch's owner reports it (the policy store, once).
+                log = self._log.debug if self._settings.stop_when_forbidden else self._log.warning
+                log("resource type no longer served; informer stops", error=str(error))
                 self._metrics.watch_restarted(self.resource, "not_found")
                 if self._on_gone is not None:
                     self._on_gone(self.resource)
@@ -271,6 +249,8 @@ class Informer:
             else:
                 if end is WatchEnd.CLOSED:
                     self._succeeded()
+                elif end is not WatchEnd.CLOSED_EARLY:
+                    self._delivering = False  # an ERROR event
                 recovery = recovery_after(end, expired_in_a_row)
                 expired_in_a_row = expired_in_a_row + 1 if end is WatchEnd.EXPIRED else 0
             self._metrics.watch_restarted(self.resource, recovery.reason)
@@ -285,12 +265,18 @@ class Informer:
     # ------------------------------------------------------------------ list
 
     async def list_once(self) -> str:
-        """Run one full (paginated) list into the cache; return its resourceVersion.
+        """Run one full (paginated) list into the keeper; return its resourceVersion.
 
         The first list of this informer reads from the server's cache (``resourceVersion=0``),
-        later ones are consistent reads. Synthesises deletes for cached keys of this scope
-        that are gone, and marks the scope synced. Raises KubeError on failure.
+        later ones are consistent reads. Synthesises deletes for keys the keeper held that
+        are gone, and marks it synced. A keeper without :attr:`~Keeper.full_lists` is given
+        nothing: one object is asked for, for the resourceVersion. Raises KubeError.
         """
+        if not self._keeper.full_lists:
+            page = await self._list_page(limit=1, continue_token=None, resource_version=None)
+            version = str((page.get("metadata") or {}).get("resourceVersion", ""))
+            self._listed(version, set())
+            return version
         consistent = self._lists > 0
         restarts = 0
         while True:
@@ -306,38 +292,52 @@ class Informer:
                 self._log.info("list continue token expired; listing again")
         return resource_version
 
-    def _listed(self, resource_version: str, stale: set[ObjectKey]) -> None:
-        """A full list is in: synthesise deletes for ``stale`` keys, mark the scope synced."""
-        self._writer.deleted_since_list(stale)
-        self._metrics.cache_objects(self.resource, self._cache.count(self.resource))
+    def _listed(self, resource_version: str, stale: set[Hashable]) -> None:
+        """A full list is in: synthesise deletes for ``stale`` keys, mark the keeper synced."""
+        self._keeper.listed(stale)
+        self._count()
         if self._lists:
             self._metrics.relisted(self.resource)
         self._lists += 1
         self._resource_version = resource_version
         self._succeeded()
-        self._cache.mark_synced(self.resource, self.namespace)
-        self._writer.change_seen()
+        self._keeper.change_seen()
         self._log.debug("listed", resource_version=resource_version)
 
+    def _count(self) -> None:
+        count = self._keeper.count()
+        if count is not None:
+            self._metrics.cache_objects(self.resource, count)
+
+    async def _list_page(
+        self, *, limit: int, continue_token: str | None, resource_version: str | None
+    ) -> Mapping[str, Any]:
+        return await self._projection.list_page(
+            self.resource,
+            namespace=self.namespace,
+            limit=limit,
+            continue_token=continue_token,
+            resource_version=resource_version,
+            field_selector=self._field_selector,
+        )
+
     async def _list_pages(self, resource_version: str | None) -> str:
-        stale = set(self._cache.keys(self.resource, namespace=self.namespace))
+        stale = self._keeper.listing()
 
         async def fetch(continue_token: str | None) -> Mapping[str, Any]:
-            return await self._source.list_metadata(
-                self.resource,
-                namespace=self.namespace,
+            return await self._list_page(
                 limit=self._settings.page_size,
                 continue_token=continue_token,
                 resource_version=resource_version,
-                **self._selector,
             )
 
+        kept = self._projection.kept
         listed_version = ""
         async for page in pages(fetch):
             for item in page.get("items") or ():
-                metadata = item.get("metadata") if isinstance(item, Mapping) else None
-                if isinstance(metadata, Mapping):
-                    stale.discard(self._writer.upsert(metadata, created=True, listed=True))
+                part = kept(item) if isinstance(item, Mapping) else None
+                if part is not None:
+                    stale.discard(self._keeper.upsert(part, created=True, listed=True))
             listed_version = str((page.get("metadata") or {}).get("resourceVersion", ""))
         self._listed(listed_version, stale)
         return listed_version
@@ -365,16 +365,16 @@ class Informer:
         """List by a streaming watch (initial events), then keep watching on that stream.
 
         Until the ``k8s.io/initial-events-end`` bookmark, every ADDED event is a listed
-        object, applied as a paginated list applies it; at the bookmark, cached keys of this
-        scope that were not listed get synthesised deletes and the scope is synced; after it,
-        events apply as in :meth:`watch_once`. While the scope had nothing cached, initial
-        objects without a lifecycle annotation cannot change anything and are dropped before
-        they are decoded (docs/architecture.md#informer-loop). Returns how the stream ended;
-        raises KubeError, and TransportError when it ends before its initial events do.
+        object, kept as a paginated list keeps it; at the bookmark, keys the keeper held
+        that were not listed get synthesised deletes and it is synced; after it, events
+        apply as in :meth:`watch_once`. While the keeper held nothing, initial objects it
+        could skip are dropped before they are decoded (docs/architecture.md#informer-loop).
+        Returns how the stream ended; raises KubeError, and TransportError when it ends
+        before its initial events do.
         """
         self._stream_listed = False
-        stale = set(self._cache.keys(self.resource, namespace=self.namespace))
-        skip_unannotated = not stale and not self._cache.keeps_unannotated(self.resource)
+        stale = self._keeper.listing()
+        skip_unannotated = not stale and self._keeper.skips_unannotated()
         listing = True
 
         def decode_if(raw: bytes | bytearray, start: int, end: int) -> bool:
@@ -382,12 +382,12 @@ class Informer:
                 return raw.find(_PREFIX_BYTES, start, end) >= 0
             return True
 
-        stream = self._source.watch_list_metadata(
+        stream = self._projection.watch_list(
             self.resource,
             namespace=self.namespace,
             timeout_seconds=self._watch_timeout(),
+            field_selector=self._field_selector,
             decode_if=decode_if,
-            **self._selector,
         )
         try:
             async for event in stream:
@@ -396,7 +396,7 @@ class Informer:
                     continue
                 event_type = str(event.get("type", ""))
                 if event_type == "ERROR":
-                    return self._classify_error(obj)
+                    return watch_end_of(obj, self._log)
                 if not listing:
                     self._apply_event(event_type, obj)
                     continue
@@ -404,7 +404,9 @@ class Informer:
                 if not isinstance(metadata, Mapping):
                     continue
                 if event_type == "ADDED":
-                    stale.discard(self._writer.upsert(metadata, created=True, listed=True))
+                    part = self._projection.kept(obj)
+                    if part is not None:
+                        stale.discard(self._keeper.upsert(part, created=True, listed=True))
                 elif event_type == "BOOKMARK":
                     annotations = metadata.get("annotations") or {}
                     if annotations.get(_INITIAL_EVENTS_END) == "true":
@@ -432,12 +434,13 @@ class Informer:
         timeout = self._watch_timeout()
         started = self._clock.monotonic()
         received = False
-        stream = self._source.watch_metadata(
+        stream = self._projection.watch(
             self.resource,
             namespace=self.namespace,
             resource_version=self._resource_version,
             timeout_seconds=timeout,
-            **self._selector,
+            field_selector=self._field_selector,
+            decode_if=self._keeper.watch_filter(),
         )
         try:
             async for event in stream:
@@ -446,7 +449,7 @@ class Informer:
                     continue
                 event_type = str(event.get("type", ""))
                 if event_type == "ERROR":
-                    return self._classify_error(obj)
+                    return watch_end_of(obj, self._log)
                 if not received:
                     self._succeeded()
                 received = True
@@ -466,31 +469,23 @@ class Informer:
         version = metadata.get("resourceVersion")
         if version:
             self._resource_version = str(version)
+        self._delivering = True
         self._metrics.event_received(self.resource, event_type)
         if event_type == "BOOKMARK":
             return
+        part = self._projection.kept(obj)
+        if part is None:
+            return
         if event_type in ("ADDED", "MODIFIED"):
-            self._writer.upsert(metadata, created=event_type == "ADDED", listed=False)
-            self._writer.change_seen()
+            self._keeper.upsert(part, created=event_type == "ADDED", listed=False)
+            self._keeper.change_seen()
         elif event_type == "DELETED":
-            self._writer.remove(metadata)
-            self._writer.change_seen()
+            self._keeper.remove(part)
+            self._keeper.change_seen()
         else:
             self._log.warning("unknown watch event type", event_type=event_type)
             return
-        self._metrics.cache_objects(self.resource, self._cache.count(self.resource))
-
-    def _classify_error(self, status: Mapping[str, Any]) -> WatchEnd:
-        code = status.get("code")
-        message = str(status.get("message", ""))
-        if code == 410:
-            self._log.info("watch expired; relisting", message=message)
-            return WatchEnd.EXPIRED
-        if code == 504 or "too large resource version" in message.lower():
-            self._log.info("watch resourceVersion ahead of the server cache", message=message)
-            return WatchEnd.TOO_LARGE
-        self._log.warning("watch error event", code=code, message=message)
-        return WatchEnd.ERROR
+        self._count()
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

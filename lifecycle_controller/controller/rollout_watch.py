@@ -6,7 +6,11 @@ reads per restarted Deployment, the largest cost of a restart storm after the re
 themselves. While at least one workload of a type is followed, :class:`RolloutWatch` keeps
 one watch of whole objects of that type open (JSON, every namespace), from the
 resourceVersion of the first followed restart's answer, and keeps the latest state of each
-followed workload. When the informers read only the namespaces named in
+followed workload. The watch is an :class:`~lifecycle_controller.controller.reflector.
+Informer` (whole objects, purpose ``rollouts``) whose keeper needs no state from before it:
+it starts with the watch, and a list after a 410 asks for one object, for the
+resourceVersion to go on from (the states missed in between are read by the followers,
+whose cache has moved past the kept ones). When the informers read only the namespaces named in
 ``--watch-namespace`` (namespaced Roles suffice, docs/behaviour.md#read-scoping), there is one
 such watch per type and namespace instead. Lines about other workloads are dropped
 undecoded: a line is decoded only when a followed UID is found in its raw bytes.
@@ -22,23 +26,26 @@ longer followed (docs/behaviour.md#rollout-verification).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Protocol
+import random
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
-import structlog
-
+from lifecycle_controller.controller.informer_ports import (
+    InformerMetrics,
+    InformerSettings,
+    Keeper,
+    ObjectSource,
+)
+from lifecycle_controller.controller.informer_projection import WholeObjects
+from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.kube import EventFilter, Gone, KubeError
-from lifecycle_controller.kube.errors import error_for_status
-from lifecycle_controller.machinery.backoff import Backoff
+from lifecycle_controller.kube import EventFilter
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["RolloutWatch", "WatchSource"]
 
 _Scope = tuple[ResourceType, str | None]
-
-_log = structlog.get_logger(__name__)
 
 _UID = b'"uid"'
 _BLANK = b" \t\r\n"
@@ -66,22 +73,8 @@ def _string_after(raw: bytes | bytearray, at: int, end: int) -> tuple[bytes | No
     return bytes(raw[at + 1 : close]), close + 1
 
 
-class WatchSource(Protocol):
-    """What the rollout watch needs of the API client (``KubeClient`` has both)."""
-
-    def watch_objects(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        resource_version: str,
-        timeout_seconds: int,
-        decode_if: EventFilter | None = None,
-    ) -> AsyncIterator[dict[str, Any]]: ...
-
-    async def list_objects(
-        self, resource: ResourceType, *, namespace: str | None = None, limit: int = 500
-    ) -> dict[str, Any]: ...
+WatchSource = ObjectSource
+"""What the rollout watch needs of the API client (``KubeClient`` has it)."""
 
 
 class RolloutWatch:
@@ -93,21 +86,26 @@ class RolloutWatch:
         clock: Clock,
         *,
         per_namespace: bool = False,
-        timeout_seconds: int = 300,
+        settings: InformerSettings | None = None,
+        metrics: InformerMetrics | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
         #: One watch per type and namespace (the informers' namespaces are exact names).
         self.per_namespace = per_namespace
-        self.timeout_seconds = timeout_seconds
+        self._projection = WholeObjects(kube)
+        self._settings = settings
+        self._metrics = metrics
+        self._rng = random.Random() if rng is None else rng
         self._followed: dict[_Scope, dict[bytes, ObjectKey]] = {}  # by metadata UID
         self._uid_of: dict[ObjectKey, bytes] = {}
         #: The latest state kept per followed key, with its resourceVersion (what the
         #: ticker compares for a follower that moved).
         self._states: dict[ObjectKey, tuple[str, Mapping[str, Any]]] = {}
         self._watches: dict[_Scope, asyncio.Task[None]] = {}
+        self._informers: dict[_Scope, Informer] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
-        self._streaming: set[_Scope] = set()  # watches that delivered since they opened
         #: Told the key of every state kept (the tracker's hint that a follower moved).
         self.on_state: Callable[[ObjectKey], None] = lambda key: None
 
@@ -115,6 +113,10 @@ class RolloutWatch:
     def watching(self) -> frozenset[_Scope]:
         """The (type, namespace or None) watches open or being opened."""
         return frozenset(scope for scope, task in self._watches.items() if not task.done())
+
+    def informers(self) -> list[Informer]:
+        """The watches open or being opened, one per followed (type, namespace or None)."""
+        return [self._informers[scope] for scope in self.watching if scope in self._informers]
 
     def _scope(self, key: ObjectKey) -> _Scope:
         return (key.resource, key.namespace if self.per_namespace else None)
@@ -128,8 +130,20 @@ class RolloutWatch:
         self._uid_of[key] = uid.encode()
         watch = self._watches.get(scope)
         if watch is None or watch.done():
+            informer = self._informers[scope] = Informer(
+                resource=scope[0],
+                namespace=scope[1],
+                projection=self._projection,
+                keeper=_FollowedKeeper(self, scope),
+                clock=self.clock,
+                purpose="rollouts",
+                metrics=self._metrics,
+                settings=self._settings,
+                rng=random.Random(self._rng.random()),
+                resource_version=resource_version,
+            )
             self._watches[scope] = asyncio.create_task(
-                self._run(scope, resource_version), name=f"rollout watch {key.resource}"
+                informer.run(), name=f"rollout watch {key.resource}"
             )
 
     def unfollow(self, key: ObjectKey) -> None:
@@ -143,7 +157,7 @@ class RolloutWatch:
         followed.pop(uid, None)
         if not followed:
             self._followed.pop(scope, None)
-            self._streaming.discard(scope)
+            self._informers.pop(scope, None)
             watch = self._watches.pop(scope, None)
             if watch is not None:
                 watch.cancel()
@@ -153,7 +167,10 @@ class RolloutWatch:
     def streaming(self, key: ObjectKey) -> bool:
         """Is the watch that keeps ``key``'s states open and delivering (an event or a
         bookmark since it opened)?"""
-        return key in self._uid_of and self._scope(key) in self._streaming
+        if key not in self._uid_of:
+            return False
+        informer = self._informers.get(self._scope(key))
+        return informer is not None and informer.delivering
 
     def version(self, key: ObjectKey) -> str | None:
         """The resourceVersion of the state kept for ``key`` (None: none kept yet)."""
@@ -189,86 +206,51 @@ class RolloutWatch:
 
         return wanted
 
-    async def _run(self, scope: _Scope, version: str) -> None:
-        """Watch while any workload of ``scope`` is followed, from ``version``."""
-        resource = scope[0]
-        backoff = Backoff(self.clock, initial=1.0, maximum=30.0)
-        while self._followed.get(scope):
-            try:
-                version = await self._watch(scope, version)
-            except Gone:
-                self._streaming.discard(scope)
-                version = await self._current_version(scope, backoff)
-            except KubeError as error:
-                self._streaming.discard(scope)
-                _log.debug("rollout watch failed", resource=str(resource), error=str(error))
-                await backoff.wait()
-            except Exception:  # never let a surprise end following: the reads still work
-                self._streaming.discard(scope)
-                _log.exception("rollout watch broke; retrying", resource=str(resource))
-                await backoff.wait()
-
-    async def _watch(self, scope: _Scope, version: str) -> str:
-        """One watch until the server ends it; returns the resourceVersion to go on from."""
-        resource, namespace = scope
-        stream = self.kube.watch_objects(
-            resource,
-            namespace=namespace,
-            resource_version=version,
-            timeout_seconds=self.timeout_seconds,
-            decode_if=self.decodes(scope),
-        )
-        async for event in stream:
-            self._streaming.add(scope)
-            obj = event.get("object")
-            if not isinstance(obj, dict):
-                continue
-            kind = event.get("type")
-            if kind == "ERROR":
-                code = obj.get("code")
-                raise error_for_status(code if isinstance(code, int) else 500, obj)
-            metadata = obj.get("metadata")
-            if not isinstance(metadata, dict):
-                continue
-            version = str(metadata.get("resourceVersion") or version)
-            if kind != "BOOKMARK":
-                self._keep(scope, str(kind), obj, metadata)
-        return version
-
-    def _keep(
-        self, scope: _Scope, kind: str, obj: dict[str, Any], metadata: dict[str, Any]
-    ) -> None:
+    def _keep(self, scope: _Scope, obj: Mapping[str, Any], *, deleted: bool) -> None:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, Mapping):
+            return
         key = self._followed.get(scope, {}).get(str(metadata.get("uid") or "").encode())
         if key is None:
             return
-        if kind == "DELETED":
+        if deleted:
             self._states.pop(key, None)
             return
-        obj.setdefault("kind", key.resource.kind)
-        self._states[key] = (str(metadata.get("resourceVersion") or ""), obj)
+        kept = dict(obj)
+        kept.setdefault("kind", key.resource.kind)
+        self._states[key] = (str(metadata.get("resourceVersion") or ""), kept)
         self.on_state(key)
-
-    async def _current_version(self, scope: _Scope, backoff: Backoff) -> str:
-        """The watch fell too far behind (410 Gone): go on from now; the states missed in
-        between are read by the followers, whose cache has moved past the kept ones."""
-        while True:
-            try:
-                listed = await self.kube.list_objects(scope[0], namespace=scope[1], limit=1)
-            except KubeError as error:
-                _log.debug("rollout watch cannot go on", resource=str(scope[0]), error=str(error))
-                await backoff.wait()
-                continue
-            metadata = listed.get("metadata") or {}
-            return str(metadata.get("resourceVersion") or "")
 
     async def aclose(self) -> None:
         """Stop every watch and forget every state (the leader's work ends)."""
         watches = [*self._watches.values(), *self._ending]
         self._watches.clear()
+        self._informers.clear()
         self._followed.clear()
         self._uid_of.clear()
         self._states.clear()
-        self._streaming.clear()
         for watch in watches:
             watch.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
+
+
+class _FollowedKeeper(Keeper):
+    """What one rollout watch keeps: the latest state of each followed workload of its
+    scope, nothing from before the watch (lists only find where it goes on from)."""
+
+    full_lists = False
+
+    def __init__(self, watch: RolloutWatch, scope: _Scope) -> None:
+        super().__init__()
+        self._watch = watch
+        self._scope = scope
+
+    def upsert(self, obj: Mapping[str, Any], *, created: bool, listed: bool) -> Hashable:
+        self._watch._keep(self._scope, obj, deleted=False)
+        return str((obj.get("metadata") or {}).get("uid") or "")
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        self._watch._keep(self._scope, obj, deleted=True)
+
+    def watch_filter(self) -> EventFilter:
+        return self._watch.decodes(self._scope)

@@ -1,7 +1,8 @@
 """The controller's own API calls on the objects it manages, and their write-back to the cache.
 
 Every write the controller makes on an object (an action's patch or delete, a ``never``
-record) and the two reads a reconcile may need (a re-read after a conflict, the Pod
+record, a policy's acknowledgement of a skipped occurrence, kept in memory) and the two
+reads a reconcile may need (a re-read after a conflict, the Pod
 template's restart marker for the restart guard) go through :class:`ObjectWriter`, and only
 it hands their answers back to the metadata cache (:meth:`MetadataCache.write_back
 <lifecycle_controller.controller.cache.MetadataCache.write_back>`). The informers are the
@@ -157,3 +158,8 @@ class ObjectWriter:
         fact = RestartFact(restart_marker_of(workload, keys.RESTARTED_AT))
         self.cache.write_back(key, obj, decided_on=obj, restart=fact)
         return fact
+
+    def acknowledge(self, key: ObjectKey, obj: CachedObject, at_ns: int) -> None:
+        """A lifecycle policy skipped the occurrence due at ``at_ns`` (catch-up): remember it
+        as the workload's restart fact, in memory (docs/architecture.md#policy-anchors)."""
+        self.cache.write_back(key, obj, decided_on=obj, acknowledged_ns=at_ns)

@@ -28,7 +28,9 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
 * ``leader_election_master_status{name}`` (only with leader election: an empty
   ``leader_election_id`` exports no such series), ``rest_client_requests_total{code,method}``;
 * informers: ``lifecycle_watch_restarts_total{resource,reason}``,
-  ``lifecycle_relists_total{resource}``, ``lifecycle_cache_objects{resource}``;
+  ``lifecycle_relists_total{resource}``, ``lifecycle_cache_objects{resource}`` (the annotated
+  types' informers), and every watch by purpose, ``lifecycle_watch_*{resource,purpose}``, in
+  :mod:`~lifecycle_controller.serving.watch_metrics`;
 * ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``;
 * ``lifecycle_observations_persisted_total{result}``: writes of the persisted ``never``
   observation (``--persist-observations``; results in ``core.observed.PERSIST_RESULTS``);
@@ -83,6 +85,7 @@ from lifecycle_controller.serving.runtime_metrics import (
     ReconcileMetrics,
     RuntimeMetrics,
 )
+from lifecycle_controller.serving.watch_metrics import WatchMetrics
 
 __all__ = [
     "ACTIONS",
@@ -308,6 +311,7 @@ class Metrics:
             ["resource"],
             registry=r,
         )
+        self.watch = WatchMetrics(r)
         self.ledger_arms = Gauge(
             "lifecycle_ledger_arms",
             "Occurrences remembered as observed before due (catch-up ledger entries).",

@@ -24,6 +24,8 @@ import pytest
 from aiohttp import web
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
+from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.informers import (
     ChangeKind,
     InformerSet,
@@ -131,9 +133,13 @@ def make_informer(
     return Informer(
         resource=resource,
         namespace=namespace,
-        source=source,
-        cache=MetadataCache() if cache is None else cache,
-        on_object_change=Recorder() if recorder is None else recorder,
+        projection=MetadataProjection(source),
+        keeper=CacheWriter(
+            resource,
+            namespace,
+            MetadataCache() if cache is None else cache,
+            Recorder() if recorder is None else recorder,
+        ),
         clock=RealClock(),
         metrics=metrics,
         settings=settings,
@@ -276,9 +282,8 @@ async def test_missing_resource_type_stops_the_informer(kube: KubeClient) -> Non
     informer = Informer(
         resource=missing,
         namespace=None,
-        source=kube,
-        cache=MetadataCache(),
-        on_object_change=Recorder(),
+        projection=MetadataProjection(kube),
+        keeper=CacheWriter(missing, None, MetadataCache(), Recorder()),
         clock=RealClock(),
         settings=FAST,
         on_resource_gone=gone.append,

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
+from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.informers import ChangeKind, InformerSet, InformerSettings
 from lifecycle_controller.controller.reflector import Informer, WatchEnd
 from lifecycle_controller.core.resources import ObjectKey
@@ -225,9 +227,8 @@ class Harness:
         return Informer(
             resource=CONFIGMAPS,
             namespace=namespace,
-            source=self.source,
-            cache=self.cache,
-            on_object_change=self.recorder,
+            projection=MetadataProjection(self.source),
+            keeper=CacheWriter(CONFIGMAPS, namespace, self.cache, self.recorder),
             clock=self.clock,
             metrics=self.metrics,
             settings=settings,
@@ -473,9 +474,8 @@ async def test_a_failing_handler_does_not_stop_the_informer(h: Harness) -> None:
     informer = Informer(
         resource=CONFIGMAPS,
         namespace=None,
-        source=h.source,
-        cache=h.cache,
-        on_object_change=explode,
+        projection=MetadataProjection(h.source),
+        keeper=CacheWriter(CONFIGMAPS, None, h.cache, explode),
         clock=h.clock,
         settings=SETTINGS,
     )

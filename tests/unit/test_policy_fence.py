@@ -122,7 +122,7 @@ async def test_a_changed_or_unreadable_policy_holds_the_deletion(
 async def test_the_reconciler_deletes_only_while_the_policy_is_unchanged(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore
 ) -> None:
-    cache = MetadataCache()
+    cache = MetadataCache(policy_views=store)
     checks = Checks()
     reconcile = build_reconciler(
         api=kube,

@@ -89,3 +89,27 @@ async def test_list_whole_gives_the_last_pages_version(
     items, version = await list_whole(fetch)
     assert [item["metadata"]["name"] for item in items] == [f"c{n}" for n in range(5)]
     assert version == str(api.store.revision)
+
+
+async def test_one_kind_is_never_in_force_without_the_other(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """A namespaced policy outranks a cluster policy that is not enforced: while one kind
+    cannot be listed, what the other holds is not published either."""
+    api.serve(CLUSTER_POLICIES)
+    api.serve(POLICIES)
+    api.store.create(POLICIES, "team", namespaced_policy(1))
+    outage = api.fail(503, method="GET", path="/clusterlifecyclepolicies$", times=3)
+    store = PolicyStore(kube, clock=clock)
+    assert not await store.load()  # the cluster kind is listed first, and fails
+    task = asyncio.create_task(store.run())
+    await clock.settle()
+    assert [doc.ref.name for doc in store.docs()] == ["p0001"]  # read, not in force
+    assert not store.current
+    for _ in range(60):
+        await clock.advance(1)
+        if store.current:
+            break
+    assert outage.exhausted
+    assert [p.ref.name for p in store.current.valid] == ["p0001"]
+    await cancel_and_wait(task)

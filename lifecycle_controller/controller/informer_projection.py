@@ -1,0 +1,221 @@
+"""What an informer reads of each object, and how it asks for it: its projection.
+
+:class:`~lifecycle_controller.controller.reflector.Informer` runs one list and watch loop for
+every watch of the process; a small strategy object says what the requests ask the API
+server for and what part of each answer its :class:`~lifecycle_controller.controller.
+informer_ports.Keeper` is given:
+
+* :class:`MetadataProjection`: ``PartialObjectMetadata``, protobuf first on watches,
+  streaming lists (docs/architecture.md#metadata-only): the annotated types, Namespaces,
+  CRDs. The keeper is given ``metadata``.
+* :class:`WholeObjects`: whole objects in JSON, paged lists only (lifecycle policies,
+  followed rollouts). The keeper is given the object.
+
+A projection of chosen field paths (``spec.paused``, ``status.*Replicas``...) would be a
+third: it asks as :class:`WholeObjects` does and gives the keeper only those paths (a
+``kept()`` that copies them out), so what an informer keeps of a type is chosen per purpose
+without another loop.
+
+Only the informer calls these: they are the one place in the controller whose calls open a
+watch (``tests/machinery/test_one_informer.py`` checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+from lifecycle_controller.controller.informer_ports import MetadataSource, ObjectSource
+from lifecycle_controller.kube import EventFilter, ResourceType
+
+__all__ = ["MetadataProjection", "Projection", "WholeObjects"]
+
+
+class Projection(Protocol):
+    """What an informer reads of each object and how it asks for it (see the module)."""
+
+    #: Lists may be streaming lists (a watch whose initial events are the list).
+    streams: bool
+
+    async def list_page(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        resource_version: str | None,
+        field_selector: str | None,
+    ) -> Mapping[str, Any]:
+        """One page of a list."""
+        ...
+
+    def watch(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        resource_version: str,
+        timeout_seconds: int,
+        field_selector: str | None,
+        decode_if: EventFilter | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A watch from ``resource_version`` with bookmarks."""
+        ...
+
+    def watch_list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        timeout_seconds: int,
+        field_selector: str | None,
+        decode_if: EventFilter | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A streaming list (only when :attr:`streams`)."""
+        ...
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The part of a listed or watched object the keeper is given (None: nothing)."""
+        ...
+
+
+class MetadataProjection:
+    """Metadata only: the keeper is given each object's ``metadata``."""
+
+    streams = True
+
+    def __init__(self, source: MetadataSource) -> None:
+        self.source = source
+
+    async def list_page(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        resource_version: str | None,
+        field_selector: str | None,
+    ) -> Mapping[str, Any]:
+        return await self.source.list_metadata(
+            resource,
+            namespace=namespace,
+            limit=limit,
+            continue_token=continue_token,
+            resource_version=resource_version,
+            **_selected(field_selector),
+        )
+
+    def watch(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        resource_version: str,
+        timeout_seconds: int,
+        field_selector: str | None,
+        decode_if: EventFilter | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        if decode_if is not None:
+            raise ValueError("a metadata-only watch decodes every line")
+        return self.source.watch_metadata(
+            resource,
+            namespace=namespace,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            **_selected(field_selector),
+        )
+
+    def watch_list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        timeout_seconds: int,
+        field_selector: str | None,
+        decode_if: EventFilter | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.source.watch_list_metadata(
+            resource,
+            namespace=namespace,
+            timeout_seconds=timeout_seconds,
+            decode_if=decode_if,
+            **_selected(field_selector),
+        )
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        metadata = obj.get("metadata")
+        return metadata if isinstance(metadata, Mapping) else None
+
+
+class WholeObjects:
+    """Whole objects (JSON): the keeper is given the object. Lists are paged consistent
+    reads; no field selector."""
+
+    streams = False
+
+    def __init__(self, source: ObjectSource) -> None:
+        self.source = source
+
+    async def list_page(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        resource_version: str | None,
+        field_selector: str | None,
+    ) -> Mapping[str, Any]:
+        _no_selector(field_selector)
+        extra: dict[str, Any] = {}
+        if namespace is not None:
+            extra["namespace"] = namespace
+        if continue_token:
+            extra["continue_token"] = continue_token
+        return await self.source.list_objects(resource, limit=limit, **extra)
+
+    def watch(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        resource_version: str,
+        timeout_seconds: int,
+        field_selector: str | None,
+        decode_if: EventFilter | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        _no_selector(field_selector)
+        extra: dict[str, Any] = {}
+        if namespace is not None:
+            extra["namespace"] = namespace
+        if decode_if is not None:
+            extra["decode_if"] = decode_if
+        return self.source.watch_objects(
+            resource, resource_version=resource_version, timeout_seconds=timeout_seconds, **extra
+        )
+
+    def watch_list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None,
+        timeout_seconds: int,
+        field_selector: str | None,
+        decode_if: EventFilter | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        raise NotImplementedError("whole objects are listed in pages")
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return obj if isinstance(obj.get("metadata"), Mapping) else None
+
+
+def _selected(field_selector: str | None) -> dict[str, str]:
+    """A field selector is sent only when set (``metadata.name=<name>``: RBAC by name)."""
+    return {"field_selector": field_selector} if field_selector else {}
+
+
+def _no_selector(field_selector: str | None) -> None:
+    if field_selector:
+        raise ValueError("whole-object informers take no field selector")
