@@ -8,8 +8,9 @@ from __future__ import annotations
 import sys
 import time
 
-from lifecycle_controller.core import DecisionSettings, Ledger, ObjectFacts, ObjectKey, decide, keys
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core import DecisionSettings, Ledger, ObjectFacts, ObjectKey, decide
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 
 NOW = parse_rfc3339("2026-11-30T12:00:00Z")
 MIX: list[tuple[str, dict[str, str]]] = [

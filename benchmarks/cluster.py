@@ -83,7 +83,7 @@ from benchmarks.etcd_seed import (
 )
 from benchmarks.profile_stacks import Sampler as StackSampler
 from benchmarks.profile_stacks import top_items
-from lifecycle_controller.core import keys
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
     EVENTS,

@@ -37,7 +37,7 @@ from benchmarks.cluster_objects import (
     due_time,
     gather_limited,
 )
-from lifecycle_controller.core import keys
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import KubeClient
 
 __all__ = [

@@ -36,7 +36,7 @@ Two floors:
   the watch events of the write. For a deletion the watch is metadata-only and ends with
   the DELETED event. A restart is verified, as the controller verifies every restart: the
   watch carries whole Deployments, follows each rollout until its status is complete (the
-  controller's rule, ``core/rollout_progress.py``), and then writes the
+  controller's rule, ``core/objects/rollout_progress.py``), and then writes the
   ``RolloutCompleted`` Event (``--annotation-prefix`` names another prefix for
   ``restart-at`` and the annotations the patch writes, so the floor can run beside a
   controller that ignores them). The
@@ -65,8 +65,8 @@ from typing import Any
 import aiohttp
 
 from benchmarks.cluster_measure import PlainClient
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.rollout_progress import rollout_progress
 from lifecycle_controller.kube import ACCEPT_METADATA, ACCEPT_METADATA_LIST, load_configuration
 
 __all__ = ["Target", "event_body", "main", "restart_body"]
@@ -196,7 +196,7 @@ class _Watched:
     (the controller verifies every restart it makes): a later state of the Deployment with
     ``restart-at`` gone (the floor's patch applied) whose status has caught up with that
     generation and is complete by the controller's own rule
-    (``core/rollout_progress.py``); then its ``RolloutCompleted`` Event is written
+    (``core/objects/rollout_progress.py``); then its ``RolloutCompleted`` Event is written
     (``complete`` schedules it)."""
 
     action: str

@@ -39,7 +39,7 @@ import aiohttp
 from benchmarks.cluster import _Running, _start
 from benchmarks.cluster_measure import BENCH_AGENT, list_floor
 from benchmarks.cluster_objects import CONFIGMAPS, FAR, NAMESPACE_COUNT, gather_limited
-from lifecycle_controller.core import keys
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.policy_crds import install_policy_crds
 from lifecycle_controller.kube import NAMESPACES, KubeClient, NotFound, load_configuration

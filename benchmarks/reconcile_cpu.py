@@ -37,9 +37,10 @@ from lifecycle_controller.controller.background_events import BackgroundRecorder
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.workers import run_workers
-from lifecycle_controller.core import Action, DecisionSettings, Ledger, keys
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core import Action, DecisionSettings, Ledger
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.machinery.logs import configure_logging

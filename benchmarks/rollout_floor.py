@@ -7,7 +7,7 @@ restarts, done as cheaply as a plain aiohttp client can: one list of the Deploym
 for each one the guarded merge patch of its Pod template's ``lifecycle.cezary.dev/restartedAt``
 marker (a 409 re-reads and tries again) and its ``RestartTriggered`` Event, never more than N
 rollouts in progress; completion is read from ONE watch of every Deployment (whole objects,
-judged by the controller's own rule, ``core/rollout_progress.py``), and each completion gets
+judged by the controller's own rule, ``core/objects/rollout_progress.py``), and each completion gets
 its ``RolloutCompleted`` Event. It prints one JSON line: wall seconds from the first patch to
 the last completion, this process's CPU seconds from its first request on (its imports left
 out, as the controller's start-up is), and its requests.
@@ -28,8 +28,8 @@ import aiohttp
 
 from benchmarks.cluster_measure import PlainClient
 from benchmarks.floor_actions import event_body
-from lifecycle_controller.core.keys import RESTARTED_AT
-from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.core.objects.keys import RESTARTED_AT
+from lifecycle_controller.core.objects.rollout_progress import rollout_progress
 from lifecycle_controller.kube import ClusterConfig, load_configuration
 
 DEPLOYMENTS = "/apis/apps/v1/deployments"

@@ -44,9 +44,9 @@ import aiohttp
 from benchmarks.cluster import _Running, _start
 from benchmarks.cluster_measure import BENCH_AGENT, FLOOR_AGENT, read_audit, requests_between
 from benchmarks.cluster_objects import gather_limited
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.keys import RESTARTED_AT
-from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.keys import RESTARTED_AT
+from lifecycle_controller.core.objects.rollout_progress import rollout_progress
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.nodes import FakeNodes
 from lifecycle_controller.kube import NAMESPACES, KubeClient

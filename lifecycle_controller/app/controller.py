@@ -41,9 +41,12 @@ from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRec
 from lifecycle_controller.controller.result import ReconcileFunc, Result
 from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
-from lifecycle_controller.core.copies import is_annotation_copy
-from lifecycle_controller.core.relevance import should_enqueue_on_create, should_enqueue_on_update
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.copies import is_annotation_copy
+from lifecycle_controller.core.objects.relevance import (
+    should_enqueue_on_create,
+    should_enqueue_on_update,
+)
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock, RealClock

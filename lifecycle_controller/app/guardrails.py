@@ -15,7 +15,7 @@ from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollout_watch import RolloutWatch
 from lifecycle_controller.controller.rollouts import RolloutTracker
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.machinery.clock import Clock

@@ -25,15 +25,15 @@ from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_status import PolicyStatusWriter
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core.policy_match import (
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.in_force import PolicySet
+from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     SYSTEM_NAMESPACES,
     Protection,
     static_filters,
 )
-from lifecycle_controller.core.policy_model import PolicyRef
-from lifecycle_controller.core.policy_set import PolicySet
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.model import PolicyRef
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES

@@ -20,7 +20,7 @@ from lifecycle_controller.config.settings import (
     ServingSettings,
     Settings,
 )
-from lifecycle_controller.core.scope import ScopeConfig, ScopeError
+from lifecycle_controller.core.objects.scope import ScopeConfig, ScopeError
 
 __all__ = ["build_settings"]
 

@@ -12,11 +12,16 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
-from lifecycle_controller.core.durations import DurationError
-from lifecycle_controller.core.gotext import go_parse_bool
-from lifecycle_controller.core.units import NS_PER_DAY, NS_PER_HOUR, NS_PER_MINUTE, NS_PER_SECOND
-from lifecycle_controller.core.windows import MaintenanceWindows, parse_windows
+from lifecycle_controller.core.schedule.catchup import CatchUpPolicy, parse_catch_up_policy
+from lifecycle_controller.core.schedule.windows import MaintenanceWindows, parse_windows
+from lifecycle_controller.core.text.durations import DurationError
+from lifecycle_controller.core.text.gotext import go_parse_bool
+from lifecycle_controller.core.text.units import (
+    NS_PER_DAY,
+    NS_PER_HOUR,
+    NS_PER_MINUTE,
+    NS_PER_SECOND,
+)
 
 T = TypeVar("T")
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from lifecycle_controller.config.flags import DEFAULT_LEASE_NAME, RUN_FLAGS, LogLevel
 from lifecycle_controller.config.parsing import ConfigError
-from lifecycle_controller.core.catchup import CatchUpPolicy
-from lifecycle_controller.core.decision import DecisionSettings
-from lifecycle_controller.core.scope import ScopeConfig
-from lifecycle_controller.core.windows import MaintenanceWindows
+from lifecycle_controller.core.decision.outcomes import DecisionSettings
+from lifecycle_controller.core.objects.scope import ScopeConfig
+from lifecycle_controller.core.schedule.catchup import CatchUpPolicy
+from lifecycle_controller.core.schedule.windows import MaintenanceWindows
 from lifecycle_controller.machinery.logs import LogFormat
 
 __all__ = [

@@ -1,7 +1,7 @@
 """What every decision leaves behind besides its write: Events, metrics, ledger and log.
 
-The reconciler decides once per pass (:func:`~lifecycle_controller.core.decide` plus the
-guardrails of :mod:`lifecycle_controller.core.guardrails`) and hands the **final** decision
+The reconciler decides once per pass (:func:`~lifecycle_controller.core.decision.decide` plus the
+guardrails of :mod:`lifecycle_controller.core.decision.guardrails`) and hands the **final** decision
 here, so the metrics that describe decisions are set in one place, from the decision that
 really stands:
 
@@ -17,7 +17,7 @@ really stands:
 * :meth:`Accounting.gone`: the object is gone, its ledger arm and metric series too.
 
 One log line at info per action (or hold, or problem); the decision detail is at debug.
-Every Event text comes from :mod:`lifecycle_controller.core.events`.
+Every Event text comes from :mod:`lifecycle_controller.core.decision.events`.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ from lifecycle_controller.core import (
     Patch,
     Wait,
 )
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.guardrails import Hold, HoldReason, acting_operation
-from lifecycle_controller.core.keys import KNOWN_KEYS, PREFIX
-from lifecycle_controller.core.misconfiguration import misconfiguration_label
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
-from lifecycle_controller.core.unknown_keys import describe_unknown, unknown_keys
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.events import misconfiguration_label
+from lifecycle_controller.core.decision.guardrails import Hold, HoldReason, acting_operation
+from lifecycle_controller.core.objects.keys import KNOWN_KEYS, PREFIX
+from lifecycle_controller.core.objects.unknown_keys import describe_unknown, unknown_keys
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 
 __all__ = ["Accounting", "ActionMetrics", "NoActionMetrics"]
 

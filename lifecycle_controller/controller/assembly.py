@@ -24,7 +24,7 @@ from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.writes import ObjectApi, ObjectWriter
 from lifecycle_controller.core import Action, DecisionSettings, Ledger
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 

@@ -19,8 +19,8 @@ import asyncio
 import structlog
 
 from lifecycle_controller.controller.recorder import EventRecorder, Recorded
-from lifecycle_controller.core.events import Event, about
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.decision.events import Event, about
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["DEFAULT_LIMIT", "BackgroundRecorder"]

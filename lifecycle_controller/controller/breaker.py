@@ -1,7 +1,8 @@
 """The latched circuit breaker (docs/behaviour.md#circuit-breaker).
 
 ``--breaker-max-actions N`` / ``--breaker-window W``: before each deletion or restart the
-guardrails (:func:`lifecycle_controller.core.guardrails.check`) read :meth:`facts`; an action
+guardrails (:func:`lifecycle_controller.core.decision.guardrails.check`) read :meth:`facts`; an
+action
 they let go takes its place in the window with :meth:`reserve`. When N actions already fall
 within the last W the breaker **trips** instead: the state is written to a small ConfigMap
 beside the Lease
@@ -25,12 +26,12 @@ from typing import Protocol
 import structlog
 
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.breaker import HELD_NAMED, ActionWindow, BreakerState
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.gotext import format_go_duration
-from lifecycle_controller.core.guardrails import BreakerFacts
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.breaker import HELD_NAMED, ActionWindow, BreakerState
+from lifecycle_controller.core.decision.guardrails import BreakerFacts
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
+from lifecycle_controller.core.text.gotext import format_go_duration
 from lifecycle_controller.kube import KubeError
 from lifecycle_controller.kube.api_ports import ConfigMapStore
 from lifecycle_controller.kube.breaker_store import (
@@ -101,7 +102,8 @@ class CircuitBreaker:
     # ------------------------------------------------------------------ the decision's side
 
     def facts(self, key: ObjectKey) -> BreakerFacts | None:
-        """What :func:`lifecycle_controller.core.guardrails.check` needs (None: no breaker)."""
+        """What :func:`lifecycle_controller.core.decision.guardrails.check` needs (None: no
+        breaker)."""
         if not self.enabled:
             return None
         return BreakerFacts(

@@ -40,7 +40,7 @@ event type). So:
 **With lifecycle policies** (docs/policies.md#what-a-policy-costs) an object that a policy
 could match, judged on its resource type, scope, name and labels, is kept too, annotated or
 not, with the rest of its metadata that matching reads (labels, every annotation, owner
-references) as an :class:`~lifecycle_controller.core.policy_match.ObjectView` in
+references) as an :class:`~lifecycle_controller.core.policy.match.ObjectView` in
 :attr:`CachedObject.view`. The cache's :attr:`MetadataCache.policy_views` (given when it is
 built, when policies are on) says which; every projection goes through
 :meth:`MetadataCache.project`, so the informers and the controller's own writes keep the same
@@ -66,12 +66,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from lifecycle_controller.core.copies import controller_owner
-from lifecycle_controller.core.decision import ObjectFacts
-from lifecycle_controller.core.keys import PREFIX
-from lifecycle_controller.core.policy_match import ObjectView
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.timestamps import (
+from lifecycle_controller.core.decision.outcomes import ObjectFacts
+from lifecycle_controller.core.objects.copies import controller_owner
+from lifecycle_controller.core.objects.keys import PREFIX
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.match import ObjectView
+from lifecycle_controller.core.text.timestamps import (
     TimestampError,
     format_rfc3339_nano,
     parse_rfc3339,
@@ -424,7 +424,7 @@ _NO_OBJECT = CachedObject("", "", "", None, "")
 def object_facts(
     resource: ResourceType, obj: CachedObject, *, restart_marker: str | None = None
 ) -> ObjectFacts:
-    """What :func:`lifecycle_controller.core.decide` needs to know about a cached object.
+    """What :func:`lifecycle_controller.core.decision.decide` needs to know about a cached object.
 
     Apps Deployments, StatefulSets and DaemonSets always have a Pod template (API validation
     requires one), so the metadata-only cache can answer ``has_pod_template`` by kind.

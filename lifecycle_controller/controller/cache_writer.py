@@ -38,7 +38,7 @@ from lifecycle_controller.controller.informer_ports import (
     ChangeSeen,
     Keeper,
 )
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import ResourceType
 
 __all__ = ["CacheWriter"]

@@ -1,6 +1,6 @@
 """Discovery planning: which resource types the controller watches, kept current.
 
-The scope rules are pure (:mod:`lifecycle_controller.core.scope`); this module does the I/O
+The scope rules are pure (:mod:`lifecycle_controller.core.objects.scope`); this module does the I/O
 around them and keeps the watch set current:
 
 * **Fetch** (:func:`lifecycle_controller.kube.discovery.fetch_discovery`: aggregated
@@ -43,8 +43,8 @@ from lifecycle_controller.controller.informer_ports import (
 )
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.core.resources import ObjectKey
-from lifecycle_controller.core.scope import (
+from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.objects.scope import (
     REASON_GROUP_DISCOVERY,
     RESULT_FAILED,
     ResourcePlan,

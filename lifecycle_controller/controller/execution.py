@@ -1,7 +1,8 @@
 """Carrying out one write decision, and accounting for it. Nothing here decides.
 
 By the time a ``Patch`` or ``Delete`` reaches :meth:`Executor.carry_out`, core has decided it
-and the guardrails (:mod:`lifecycle_controller.core.guardrails`) have let it go, with what it
+and the guardrails (:mod:`lifecycle_controller.core.decision.guardrails`) have let it go, with what
+it
 uses reserved (:class:`~lifecycle_controller.controller.guardrail_state.Reservation`). The
 executor:
 
@@ -32,8 +33,8 @@ from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Delete, ObjectKey, ObjectRef, Operation, Patch
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.rollout import rollout_blockers
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.objects.rollout import rollout_blockers
 from lifecycle_controller.kube import Conflict, KubeError
 
 __all__ = ["Executed", "Executor", "WriteOutcome"]

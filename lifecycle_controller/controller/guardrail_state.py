@@ -1,10 +1,11 @@
 """The guardrails' state: the facts they decide on, the holds' effects, the reservations.
 
-:func:`lifecycle_controller.core.guardrails.check` decides whether a due deletion or restart
+:func:`lifecycle_controller.core.decision.guardrails.check` decides whether a due deletion or
+restart
 goes now; it is pure, so the state it decides on lives here, with the leader:
 
 * :meth:`Guardrails.facts` reads that state into
-  :class:`~lifecycle_controller.core.guardrails.GuardrailFacts`
+  :class:`~lifecycle_controller.core.decision.guardrails.GuardrailFacts`
   without an API call: the circuit breaker (:mod:`~lifecycle_controller.controller.breaker`),
   the per-minute budgets (:mod:`lifecycle_controller.machinery.budget`), the rollout slots
   (:mod:`~lifecycle_controller.controller.rollouts`), the restart pacing settings and the last
@@ -30,15 +31,16 @@ from dataclasses import dataclass, field
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.rollouts import RolloutTracker
-from lifecycle_controller.core import Action, Delete, ObjectKey, Operation, Patch, keys
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.guardrails import (
+from lifecycle_controller.core import Action, Delete, ObjectKey, Operation, Patch
+from lifecycle_controller.core.decision.guardrails import (
     GuardrailFacts,
     Hold,
     HoldReason,
     acting_operation,
 )
-from lifecycle_controller.core.pacing import last_restart_ns
+from lifecycle_controller.core.decision.pacing import last_restart_ns
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
@@ -101,7 +103,8 @@ class Guardrails:
         )
 
     def facts(self, key: ObjectKey, obj: CachedObject, decision: Patch | Delete) -> GuardrailFacts:
-        """The state :func:`~lifecycle_controller.core.guardrails.check` decides on, now."""
+        """The state :func:`~lifecycle_controller.core.decision.guardrails.check` decides on,
+        now."""
         now = self.clock.now_ns()
         restart = acting_operation(decision) is Operation.RESTART
         budget = self.budgets.get(decision.action) if decision.action is not None else None

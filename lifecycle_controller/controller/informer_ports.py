@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from lifecycle_controller.controller.cache import CachedObject
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import EventFilter, ResourceType
 
 __all__ = [

@@ -9,7 +9,7 @@ informer reads every Namespace; with exact ``--watch-namespace`` names, one info
 lists and watches with ``fieldSelector=metadata.name=<name>``, so RBAC on just those
 Namespace objects suffices.
 
-A change of a Namespace's defaults (:func:`~lifecycle_controller.core.namespace_defaults.
+A change of a Namespace's defaults (:func:`~lifecycle_controller.core.decision.namespace_defaults.
 namespace_defaults_changed`) calls ``on_change(name)``, which the composition root turns
 into re-evaluating that namespace's objects, and reports its invalid values once, as
 Warning Events on the Namespace (``report``) and a log line.
@@ -44,14 +44,14 @@ from lifecycle_controller.controller.informer_ports import (
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.namespace_presence import PresenceKeeper
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.core.events import Event
-from lifecycle_controller.core.namespace_defaults import (
+from lifecycle_controller.core.decision.events import Event
+from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,
     namespace_default_annotations,
     namespace_defaults_changed,
     parse_namespace_defaults,
 )
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import Forbidden
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.backoff import Backoff

@@ -37,10 +37,10 @@ import structlog
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.config.webhooks import read_webhook_file
 from lifecycle_controller.controller.recorder import EventRecorder, Recorded
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.events import Event
-from lifecycle_controller.core.resources import ObjectRef
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.events import Event
+from lifecycle_controller.core.objects.resources import ObjectRef
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube.connector import close_pool, new_connector
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock

@@ -28,8 +28,9 @@ import structlog
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.controller.result import NotLeading
 from lifecycle_controller.controller.writes import ObjectWriter
-from lifecycle_controller.core import ObjectKey, keys
-from lifecycle_controller.core.observed import ObservationError, decode_observation
+from lifecycle_controller.core import ObjectKey
+from lifecycle_controller.core.decision.observed import ObservationError, decode_observation
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import (
     Conflict,
     Forbidden,

@@ -8,8 +8,8 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
   counts from the last restart after a controller restart too (the metadata-only cache never
   holds templates);
 * :meth:`PolicyDecisions.decide` resolves the policies
-  (:meth:`~lifecycle_controller.core.policy_set.PolicySet.resolve`) and decides with
-  :func:`~lifecycle_controller.core.policy_decide.decide_with_policies`; an occurrence a
+  (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.resolve`) and decides with
+  :func:`~lifecycle_controller.core.policy.decide.decide_with_policies`; an occurrence a
   policy skipped (catch-up) is acknowledged in memory, instead of on the object: a restart
   fact of the cache, written back through the writer like the marker, so what a recurring
   restart counts from has one owner (``MetadataCache.restart_anchor``) and goes with the
@@ -19,7 +19,7 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
   reports (:mod:`~lifecycle_controller.controller.policy_status`).
 
 A decision per action family comes back, the one to carry out first in front
-(:func:`~lifecycle_controller.core.policy_decide.first_to_act`).
+(:func:`~lifecycle_controller.core.policy.decide.first_to_act`).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
-from lifecycle_controller.core.catchup import LedgerView
-from lifecycle_controller.core.decision import Action, Delete, DryRun, Patch, Wait
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.policy_contenders import PolicyHoldReason
-from lifecycle_controller.core.policy_decide import decide_with_policies
-from lifecycle_controller.core.policy_model import PolicyRef
-from lifecycle_controller.core.policy_precedence import Resolution
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
+from lifecycle_controller.core.policy.contenders import PolicyHoldReason
+from lifecycle_controller.core.policy.decide import decide_with_policies
+from lifecycle_controller.core.policy.model import PolicyRef
+from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.schedule.catchup import LedgerView
+from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.kube import KubeError
 
 __all__ = ["PolicyDecisions", "Tally"]

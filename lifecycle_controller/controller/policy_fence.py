@@ -21,7 +21,7 @@ longer allows. A policy is another object, so it gets a fence of its own:
   the deletion;
 * otherwise (the policy is gone, has another UID or generation, or could not be read: an API
   server that cannot answer a GET would not take the DELETE either) the deletion is held:
-  :meth:`PolicyFence.check` returns a :class:`~lifecycle_controller.core.guardrails.Hold`
+  :meth:`PolicyFence.check` returns a :class:`~lifecycle_controller.core.decision.guardrails.Hold`
   (``policy_unconfirmed``) that the reconciler treats like any hold, requeueing the object
   after ``retry_after``. By then the store's watch has usually caught up, and the next
   decision is made on the policy as it now is. It is logged, and counted in
@@ -40,11 +40,11 @@ from typing import Any, Protocol
 import structlog
 
 from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.core.decision import Delete
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.guardrails import Hold, HoldReason
-from lifecycle_controller.core.policy_model import PolicyRef
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
+from lifecycle_controller.core.decision.outcomes import Delete
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.model import PolicyRef
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import KubeError, NotFound
 from lifecycle_controller.machinery.clock import Clock
 

@@ -30,12 +30,12 @@ import structlog
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.core.events import INVALID_POLICY, Event, EventType
-from lifecycle_controller.core.policy_contenders import PolicyHoldReason
-from lifecycle_controller.core.policy_match import unwatched_resources
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
-from lifecycle_controller.core.timestamps import format_rfc3339_nano, format_rfc3339_seconds
+from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
+from lifecycle_controller.core.policy.contenders import PolicyHoldReason
+from lifecycle_controller.core.policy.match import unwatched_resources
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, format_rfc3339_seconds
 from lifecycle_controller.kube import KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock

@@ -1,6 +1,6 @@
 """The lifecycle policies in force: list and watch both policy kinds, parse each generation once.
 
-The store keeps the current :class:`~lifecycle_controller.core.policy_set.PolicySet` and tells
+The store keeps the current :class:`~lifecycle_controller.core.policy.in_force.PolicySet` and tells
 the app when it changes (``on_change(old, new)``), which re-evaluates the objects concerned
 (docs/policies.md#changing-a-policy). It is also the cache's
 :class:`~lifecycle_controller.controller.cache.PolicyViews`: which objects the informers must
@@ -42,15 +42,15 @@ from lifecycle_controller.controller.informer_ports import (
 )
 from lifecycle_controller.controller.informer_projection import WholeObjects
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.core.policy_match import DEFAULT_PROTECTION, ObjectView, Protection
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
-from lifecycle_controller.core.policy_set import (
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.in_force import (
     PolicySet,
     object_view,
     policy_from_manifest,
     reported_schedule_since,
 )
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.policy.match import DEFAULT_PROTECTION, ObjectView, Protection
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.kube import Forbidden, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock

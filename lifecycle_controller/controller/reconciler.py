@@ -4,14 +4,14 @@
 
 1. **read** it from the metadata cache (gone: forget it, done);
 2. **decide**, in one place:
-   :func:`~lifecycle_controller.core.namespace_defaults.decide_in_namespace`
+   :func:`~lifecycle_controller.core.decision.namespace_defaults.decide_in_namespace`
    (core, with the namespace's defaults) answers what the object needs, or, for an object a
    lifecycle policy could match,
    :class:`~lifecycle_controller.controller.policy_decisions.PolicyDecisions` (the same, on
    the inputs its policies resolve to); for a deletion or a
-   restart the guardrails (:func:`lifecycle_controller.core.guardrails.check`, on the facts
+   restart the guardrails (:func:`lifecycle_controller.core.decision.guardrails.check`, on the facts
    :class:`~lifecycle_controller.controller.guardrail_state.Guardrails` reads) may turn it
-   into a :class:`~lifecycle_controller.core.guardrails.Hold`, which is treated like a
+   into a :class:`~lifecycle_controller.core.decision.guardrails.Hold`, which is treated like a
    ``Wait``. The one read a decision may need, the Pod template's restart marker for the
    restart guard, is made here before deciding, once per workload and process. A deletion
    a policy decided is first confirmed by the
@@ -58,9 +58,12 @@ from lifecycle_controller.core import (
     Wait,
     should_enqueue_on_update,
 )
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.guardrails import Hold, check
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults, decide_in_namespace
+from lifecycle_controller.core.decision.guardrails import Hold, check
+from lifecycle_controller.core.decision.namespace_defaults import (
+    NamespaceDefaults,
+    decide_in_namespace,
+)
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import Conflict, KubeError
 from lifecycle_controller.machinery.clock import Clock
 

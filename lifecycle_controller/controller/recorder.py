@@ -38,10 +38,10 @@ from typing import Any, Protocol, TypeVar
 import structlog
 from cachetools import LRUCache
 
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.resources import ObjectRef
-from lifecycle_controller.core.shorten import TEXT_LIMIT, shorten
-from lifecycle_controller.core.units import NS_PER_MINUTE
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.objects.resources import ObjectRef
+from lifecycle_controller.core.text.shorten import TEXT_LIMIT, shorten
+from lifecycle_controller.core.text.units import NS_PER_MINUTE
 from lifecycle_controller.kube import (
     EVENTS,
     AlreadyExists,

@@ -62,7 +62,7 @@ from lifecycle_controller.controller.informer_recovery import (
     recovery_for,
     watch_end_of,
 )
-from lifecycle_controller.core.keys import PREFIX
+from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.kube import (
     ApiError,
     Forbidden,

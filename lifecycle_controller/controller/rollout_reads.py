@@ -17,7 +17,7 @@ import asyncio
 from typing import Any
 
 from lifecycle_controller.core import ObjectKey
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.kube import KubeError, NotFound
 from lifecycle_controller.kube.api_ports import ObjectReads
 

@@ -39,7 +39,7 @@ from lifecycle_controller.controller.informer_ports import (
 from lifecycle_controller.controller.informer_projection import WholeObjects
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core import ObjectKey
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.kube import EventFilter
 from lifecycle_controller.machinery.clock import Clock
 

@@ -3,7 +3,7 @@
 docs/behaviour.md#rollout-verification. After every restart patch the executor hands the
 workload to :meth:`RolloutTracker.follow`: a task reads that one workload (a plain GET; the
 metadata-only informers stay as they are) when it is given a turn, until its status says the
-rollout is complete (:func:`~lifecycle_controller.core.rollout_progress.rollout_progress`),
+rollout is complete (:func:`~lifecycle_controller.core.objects.rollout_progress.rollout_progress`),
 then records Normal ``RolloutCompleted`` with the duration, or, after ``--rollout-timeout``,
 Warning ``RolloutStalled`` with the status fields. Turns come from one ticker for all
 followers (multiples of ``poll_interval``, so the reads of one tick are batched:
@@ -30,7 +30,8 @@ capacity from actions that are due (their ``RolloutCompleted`` Events follow the
 ``lifecycle_rollouts_total{kind,result}`` and ``lifecycle_rollout_duration_seconds`` count
 them.
 
-With ``--max-concurrent-rollouts N`` the guardrails (:mod:`lifecycle_controller.core.guardrails`)
+With ``--max-concurrent-rollouts N`` the guardrails
+(:mod:`lifecycle_controller.core.decision.guardrails`)
 ask :meth:`has_turn` before a restart, and the controller takes the slot with :meth:`reserve`
 only for a restart that goes: at most N workloads are mid-rollout (or about to be patched) at
 once, and further due restarts wait (:meth:`wait`) in due-time order; when a rollout ends,
@@ -52,9 +53,9 @@ from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollout_reads import RolloutReads
 from lifecycle_controller.controller.rollout_watch import RolloutWatch
 from lifecycle_controller.core import ObjectKey, ObjectRef
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.objects.rollout_progress import rollout_progress
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import KubeError, NotFound
 from lifecycle_controller.kube.api_ports import ObjectReads
 from lifecycle_controller.machinery.clock import Clock

@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache, RestartFact
 from lifecycle_controller.controller.result import NotLeading
-from lifecycle_controller.core import ObjectKey, ResourceType, keys
-from lifecycle_controller.core.rollout import restart_marker_of
+from lifecycle_controller.core import ObjectKey, ResourceType
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.rollout import restart_marker_of
 from lifecycle_controller.kube import NotFound
 from lifecycle_controller.machinery.clock import Clock
 

@@ -5,25 +5,9 @@ instants are integer nanoseconds since the Unix epoch in UTC). The reconciler re
 object, calls :func:`decide`, and carries out the one write the decision describes.
 """
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.catchup import (
-    ALWAYS,
-    NEVER,
-    Arm,
-    CatchUpError,
-    CatchUpMode,
-    CatchUpPolicy,
-    Forget,
-    Identity,
-    Ledger,
-    LedgerOp,
-    LedgerView,
-    Observe,
-    parse_catch_up_policy,
-)
-from lifecycle_controller.core.cron import CronError, CronSpec, ZoneError, load_zone, parse_cron
-from lifecycle_controller.core.decide import decide
-from lifecycle_controller.core.decision import (
+from lifecycle_controller.core.decision.decide import decide
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.decision.outcomes import (
     Action,
     Decision,
     DecisionSettings,
@@ -38,22 +22,30 @@ from lifecycle_controller.core.decision import (
     Patch,
     Wait,
 )
-from lifecycle_controller.core.durations import (
-    DurationError,
-    parse_duration,
-    parse_max_delete_ttl,
-    parse_restart_every,
-)
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.gotext import format_go_duration
-from lifecycle_controller.core.patches import next_restart_marker
-from lifecycle_controller.core.relevance import (
+from lifecycle_controller.core.decision.patches import next_restart_marker
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.relevance import (
     has_action,
     should_enqueue_on_create,
     should_enqueue_on_update,
 )
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
-from lifecycle_controller.core.schedules import (
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
+from lifecycle_controller.core.schedule.catchup import (
+    ALWAYS,
+    NEVER,
+    Arm,
+    CatchUpError,
+    CatchUpMode,
+    CatchUpPolicy,
+    Forget,
+    Identity,
+    Ledger,
+    LedgerOp,
+    LedgerView,
+    Observe,
+    parse_catch_up_policy,
+)
+from lifecycle_controller.core.schedule.schedules import (
     CronSchedule,
     IntervalSchedule,
     Schedule,
@@ -61,7 +53,21 @@ from lifecycle_controller.core.schedules import (
     plan_recurring,
     requeue_after,
 )
-from lifecycle_controller.core.timestamps import (
+from lifecycle_controller.core.text.cron import (
+    CronError,
+    CronSpec,
+    ZoneError,
+    load_zone,
+    parse_cron,
+)
+from lifecycle_controller.core.text.durations import (
+    DurationError,
+    parse_duration,
+    parse_max_delete_ttl,
+    parse_restart_every,
+)
+from lifecycle_controller.core.text.gotext import format_go_duration
+from lifecycle_controller.core.text.timestamps import (
     TimestampError,
     format_rfc3339_nano,
     format_rfc3339_seconds,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
 
 __all__ = ["ConfigMapStore", "ObjectReads", "ObjectWrites", "RawRequests"]
 

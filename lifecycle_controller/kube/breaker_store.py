@@ -1,7 +1,7 @@
 """Where the circuit breaker is latched: a small ConfigMap beside the controller's Lease.
 
 ``<lease name>-breaker`` in the Lease's namespace (docs/behaviour.md#circuit-breaker), with
-the keys of :class:`~lifecycle_controller.core.breaker.BreakerState` in ``data``. Read and
+the keys of :class:`~lifecycle_controller.core.decision.breaker.BreakerState` in ``data``. Read and
 written by the controller (:mod:`lifecycle_controller.controller.breaker`) and by
 ``lifecycle-controller breaker status|reset``.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle_controller.core.breaker import BreakerState
-from lifecycle_controller.core.timestamps import format_rfc3339_seconds
+from lifecycle_controller.core.decision.breaker import BreakerState
+from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
 from lifecycle_controller.kube.api_ports import ConfigMapStore
 from lifecycle_controller.kube.errors import NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS

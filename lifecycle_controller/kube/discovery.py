@@ -4,7 +4,7 @@ Aggregated discovery (``GET /api`` and ``GET /apis`` with the ``apidiscovery.k8s
 media type: two requests for the whole cluster), falling back to legacy discovery (``/api``,
 ``/api/v1``, ``/apis``, ``/apis/<g>/<v>``) for any document the server answers in the legacy
 format, converted the way client-go does into the core's value types
-(:class:`~lifecycle_controller.core.scope.DiscoveredGroup`, ``DiscoveredVersion``,
+(:class:`~lifecycle_controller.core.objects.scope.DiscoveredGroup`, ``DiscoveredVersion``,
 ``DiscoveredResource``). One version per group-resource is kept, as client-go's
 ``ServerPreferredResources`` does. A ``Stale`` version (an aggregated API whose backend is
 down) or a group version whose list fails is reported in :attr:`DiscoverySnapshot.failed`
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifecycle_controller.core.scope import (
+from lifecycle_controller.core.objects.scope import (
     DiscoveredGroup,
     DiscoveredResource,
     DiscoveredVersion,

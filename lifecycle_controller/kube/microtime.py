@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from datetime import UTC, datetime
 
-from lifecycle_controller.core.units import NS_PER_SECOND
+from lifecycle_controller.core.text.units import NS_PER_SECOND
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,11 +1,11 @@
 """Well-known built-in resource types, defined once (Namespaces, Leases, Events, CRDs, …).
 
-:class:`~lifecycle_controller.core.resources.ResourceType` is defined in the core.
+:class:`~lifecycle_controller.core.objects.resources.ResourceType` is defined in the core.
 """
 
 from __future__ import annotations
 
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
 
 __all__ = [
     "CLUSTER_POLICIES",

@@ -17,7 +17,7 @@ import math
 from collections.abc import Hashable
 from typing import Protocol, runtime_checkable
 
-from lifecycle_controller.core.units import NS_PER_SECOND
+from lifecycle_controller.core.text.units import NS_PER_SECOND
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [

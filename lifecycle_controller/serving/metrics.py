@@ -33,7 +33,7 @@ Families (labels from bounded sets only; never a namespace+name, uid or free tex
   :mod:`~lifecycle_controller.serving.watch_metrics`;
 * ``lifecycle_ledger_arms`` and ``lifecycle_event_loop_lag_seconds``;
 * ``lifecycle_observations_persisted_total{result}``: writes of the persisted ``never``
-  observation (``--persist-observations``; results in ``core.observed.PERSIST_RESULTS``);
+  observation (``--persist-observations``; results in ``core.decision.observed.PERSIST_RESULTS``);
 * the policy families (``lifecycle_actions_by_source_total``,
   ``lifecycle_policy_matched_objects``, ``lifecycle_policy_fence_checks_total``) in
   :mod:`~lifecycle_controller.serving.policy_metrics`;
@@ -75,8 +75,8 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
-from lifecycle_controller.core.misconfiguration import MISCONFIGURATION_LABELS
-from lifecycle_controller.core.observed import PERSIST_RESULTS
+from lifecycle_controller.core.decision.events import MISCONFIGURATION_LABELS
+from lifecycle_controller.core.decision.observed import PERSIST_RESULTS
 from lifecycle_controller.serving.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
 from lifecycle_controller.serving.policy_metrics import PolicyMetrics
 from lifecycle_controller.serving.rollout_metrics import ROLLOUT_BUCKETS, RolloutFamilies

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 import click
 
 from lifecycle_controller.config import RUN_FLAGS
-from lifecycle_controller.core.breaker import BreakerState
-from lifecycle_controller.core.timestamps import format_rfc3339_seconds
+from lifecycle_controller.core.decision.breaker import BreakerState
+from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.breaker_store import breaker_name, find_breaker
 from lifecycle_controller.kube.resources import CONFIGMAPS

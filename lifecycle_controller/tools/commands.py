@@ -56,7 +56,7 @@ _OCCURRENCES = click.option(
 
 def now_ns_of(now: str) -> int:
     """``--now`` in nanoseconds (the clock's time when empty); a usage error if malformed."""
-    from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+    from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
     from lifecycle_controller.machinery.clock import RealClock
 
     try:

@@ -22,7 +22,7 @@ from typing import Any
 
 from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
-from lifecycle_controller.core.keys import PREFIX
+from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.policy_crds import CRD_DIR, install_policy_crds
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound, ResourceType

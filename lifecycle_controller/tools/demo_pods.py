@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lifecycle_controller.core.keys import RESTARTED_AT
+from lifecycle_controller.core.objects.keys import RESTARTED_AT
 
 __all__ = ["DemoPods", "PodSighting"]
 

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lifecycle_controller.core.events import DRY_RUN_DELETE
+from lifecycle_controller.core.decision.events import DRY_RUN_DELETE
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS, POLICIES
 

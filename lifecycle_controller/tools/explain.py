@@ -15,21 +15,26 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
-from lifecycle_controller.core import DecisionSettings, keys
-from lifecycle_controller.core.copies import is_annotation_copy
-from lifecycle_controller.core.describe import catch_up_meaning, describe_annotations, relative
-from lifecycle_controller.core.gotext import format_go_duration
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, GuardrailView, dry_run_state
-from lifecycle_controller.core.relevance import has_action
-from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
-from lifecycle_controller.core.timestamps import (
+from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.copies import is_annotation_copy
+from lifecycle_controller.core.objects.relevance import has_action
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.objects.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
+from lifecycle_controller.core.text.gotext import format_go_duration
+from lifecycle_controller.core.text.timestamps import (
     TimestampError,
     format_rfc3339_nano,
     format_rfc3339_seconds,
     parse_rfc3339,
 )
+from lifecycle_controller.core.tooling.describe import (
+    catch_up_meaning,
+    describe_annotations,
+    relative,
+)
+from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView, dry_run_state
 from lifecycle_controller.kube import EVENTS, KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.tools.explain_policies import (

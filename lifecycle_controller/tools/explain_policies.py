@@ -2,7 +2,7 @@
 
 Built from the policies read from the cluster and the verdict of
 :func:`~lifecycle_controller.tools.policy_view.judge`; the reasons a policy leaves an object
-alone are core's match reasons (:class:`~lifecycle_controller.core.policy_match.MatchReason`),
+alone are core's match reasons (:class:`~lifecycle_controller.core.policy.match.MatchReason`),
 so they name the very filter the controller stops at.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, refusals
 
 __all__ = ["PolicyReport", "policy_lines", "policy_report", "why_no_policy"]

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 import click
 import yaml
 
-from lifecycle_controller.core.breaker import BreakerState
-from lifecycle_controller.core.guardrails import BreakerFacts
-from lifecycle_controller.core.plan import GuardrailView
+from lifecycle_controller.core.decision.breaker import BreakerState
+from lifecycle_controller.core.decision.guardrails import BreakerFacts
+from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.tools.breaker import describe_breaker

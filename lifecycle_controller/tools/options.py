@@ -18,15 +18,15 @@ import click
 from lifecycle_controller.config import RUN_FLAGS, Flag, build_settings
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.config.settings import Settings
-from lifecycle_controller.core.decision import DecisionSettings
-from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.plan import GuardrailView
-from lifecycle_controller.core.policy_match import (
+from lifecycle_controller.core.decision.outcomes import DecisionSettings
+from lifecycle_controller.core.objects.scope import ScopeConfig
+from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     SYSTEM_NAMESPACES,
     Protection,
 )
-from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
+from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube.breaker_store import breaker_name
 
 __all__ = [

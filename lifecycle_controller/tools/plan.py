@@ -23,16 +23,17 @@ from typing import Any
 
 import yaml
 
-from lifecycle_controller.core import ObjectFacts, ObjectKey, keys
-from lifecycle_controller.core.copies import controller_owner
-from lifecycle_controller.core.events import INVALID_POLICY
-from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
-from lifecycle_controller.core.plan import Explanation
-from lifecycle_controller.core.policy_set import POLICY_API_VERSION, is_policy_manifest
-from lifecycle_controller.core.rollout import restart_marker_of
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
-from lifecycle_controller.core.unknown_keys import describe_unknown
-from lifecycle_controller.core.unknown_keys import unknown_keys as find_unknown_keys
+from lifecycle_controller.core import ObjectFacts, ObjectKey
+from lifecycle_controller.core.decision.events import INVALID_POLICY
+from lifecycle_controller.core.decision.namespace_defaults import parse_namespace_defaults
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.copies import controller_owner
+from lifecycle_controller.core.objects.rollout import restart_marker_of
+from lifecycle_controller.core.objects.unknown_keys import describe_unknown
+from lifecycle_controller.core.objects.unknown_keys import unknown_keys as find_unknown_keys
+from lifecycle_controller.core.policy.in_force import POLICY_API_VERSION, is_policy_manifest
+from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.tooling.plan import Explanation
 from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.policy_view import PolicyDocs, guess_resource, judge, policy_docs
 from lifecycle_controller.tools.report import Row, row_for

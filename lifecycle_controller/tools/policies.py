@@ -22,14 +22,14 @@ from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import GuardrailView
-from lifecycle_controller.core.policy_match import MatchReason, match, matches_statically
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid
-from lifecycle_controller.core.policy_set import object_view, policy_from_manifest
-from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.scope import ScopeConfig, plan_resources
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.objects.scope import ScopeConfig, plan_resources
+from lifecycle_controller.core.policy.in_force import object_view, policy_from_manifest
+from lifecycle_controller.core.policy.match import MatchReason, match, matches_statically
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
+from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies

@@ -126,7 +126,7 @@ def _try_command() -> click.Command:
         namespace caps included. The POLICY column names who decides; an annotation or
         another policy may win. Exit status 1 when a given policy is invalid.
         """
-        from lifecycle_controller.core.policy_set import is_policy_manifest
+        from lifecycle_controller.core.policy.in_force import is_policy_manifest
         from lifecycle_controller.tools.plan import ManifestError, load_manifests, read_sources
 
         now_ns = now_ns_of(now)

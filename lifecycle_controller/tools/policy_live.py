@@ -19,13 +19,14 @@ from functools import partial
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject, object_facts
-from lifecycle_controller.core import DecisionSettings, keys
-from lifecycle_controller.core.decision import Action
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, GuardrailView
-from lifecycle_controller.core.policy_set import PolicySet, object_view
-from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.rollout import restart_marker_of
+from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.decision.outcomes import Action
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.objects.rollout import restart_marker_of
+from lifecycle_controller.core.policy.in_force import PolicySet, object_view
+from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.paging import list_whole
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES

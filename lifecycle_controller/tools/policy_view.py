@@ -2,9 +2,10 @@
 
 The controller keeps an object for its policies when :meth:`PolicySet.candidate` accepts its
 view (``controller/policy_store.py``), decides for it through :meth:`PolicySet.resolve` and
-:func:`~lifecycle_controller.core.policy_decide.decide_with_policies` whenever a valid policy
+:func:`~lifecycle_controller.core.policy.decide.decide_with_policies` whenever a valid policy
 exists (``controller/policy_decisions.py``), and on its annotations alone otherwise.
-:func:`judge` takes the same three steps, with :func:`~lifecycle_controller.core.plan.explain`
+:func:`judge` takes the same three steps, with
+:func:`~lifecycle_controller.core.tooling.plan.explain`
 (which calls ``decide_with_policies`` for it) in place of the reconciler, so ``plan``,
 ``status``, ``explain`` and ``policies try`` say what the controller does. Nothing here reads
 the API: the callers hand in the policies (:func:`policy_set`), the object's metadata and its
@@ -18,24 +19,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts
-from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.plan import Explanation, GuardrailView, explain
-from lifecycle_controller.core.policy_decide import attribution
-from lifecycle_controller.core.policy_match import (
-    DEFAULT_PROTECTION,
-    MatchReason,
-    Protection,
-    match,
-)
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyRef
-from lifecycle_controller.core.policy_precedence import InputSource, Resolution
-from lifecycle_controller.core.policy_set import (
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.decide import attribution
+from lifecycle_controller.core.policy.in_force import (
     PolicySet,
     object_view,
     policy_from_manifest,
     reported_schedule_since,
 )
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.policy.match import (
+    DEFAULT_PROTECTION,
+    MatchReason,
+    Protection,
+    match,
+)
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyRef
+from lifecycle_controller.core.policy.precedence import InputSource, Resolution
+from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView, explain
 
 __all__ = [
     "PolicyDocs",

@@ -14,9 +14,9 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
-from lifecycle_controller.core.plan import Explanation
-from lifecycle_controller.core.shorten import shorten
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.text.shorten import shorten
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.tooling.plan import Explanation
 from lifecycle_controller.tools.policy_view import PolicyVerdict
 
 OutputFormat = Literal["table", "json", "yaml"]
@@ -36,7 +36,7 @@ def _shorten_value(value: Any) -> Any:
 
 
 def shortened(report: _D) -> _D:
-    """A copy of the dataclass ``report`` with every text in it cut (core/shorten.py)."""
+    """A copy of the dataclass ``report`` with every text in it cut (core/text/shorten.py)."""
     changes = {
         f.name: _shorten_value(getattr(report, f.name))
         for f in dataclasses.fields(report)  # type: ignore[arg-type]

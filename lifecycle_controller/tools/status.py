@@ -21,14 +21,14 @@ from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
-from lifecycle_controller.core.copies import is_annotation_copy
-from lifecycle_controller.core.namespace_defaults import (
+from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,
     parse_namespace_defaults,
 )
-from lifecycle_controller.core.plan import GuardrailView
-from lifecycle_controller.core.policy_set import object_view
-from lifecycle_controller.core.scope import ScopeConfig, plan_resources
+from lifecycle_controller.core.objects.copies import is_annotation_copy
+from lifecycle_controller.core.objects.scope import ScopeConfig, plan_resources
+from lifecycle_controller.core.policy.in_force import object_view
+from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.kube.paging import pages

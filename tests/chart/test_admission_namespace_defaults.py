@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
+from lifecycle_controller.core.decision.namespace_defaults import parse_namespace_defaults
 from tests.chart.support import Identity
 from tests.chart.test_admission_policy import PolicyEnv, configmap, create, env, unique
 from tests.integration.keys import P

@@ -25,15 +25,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle_controller.core.catchup import CatchUpError, parse_catch_up_policy
-from lifecycle_controller.core.cron import CronError, parse_cron
-from lifecycle_controller.core.durations import (
+from lifecycle_controller.core.schedule.catchup import CatchUpError, parse_catch_up_policy
+from lifecycle_controller.core.text.cron import CronError, parse_cron
+from lifecycle_controller.core.text.durations import (
     DurationError,
     parse_duration,
     parse_restart_every,
 )
-from lifecycle_controller.core.gotext import go_parse_bool
-from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.text.gotext import go_parse_bool
+from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from tests.chart.support import Helm, Identity, apply_chart_rbac, kubectl
 from tests.chart.support import to_yaml_stream as yaml_stream

@@ -19,7 +19,7 @@ import yaml
 
 from lifecycle_controller import __version__, config
 from lifecycle_controller.cli import RUN_FLAGS
-from lifecycle_controller.core import keys
+from lifecycle_controller.core.objects import keys
 from tests.chart.support import (
     FULL_VALUES,
     FULLNAME,
@@ -753,7 +753,7 @@ def annotation_policies(docs: list[Doc], kind: str) -> list[Doc]:
 
 
 def test_the_known_keys_are_the_controllers(helm: Helm) -> None:
-    """One key table: the validation policy's known keys are KNOWN_KEYS of core/keys.py, and
+    """One key table: the validation policy's known keys are KNOWN_KEYS of core/objects/keys.py, and
     its message lists the ones users write."""
     policy = one(
         helm.render({"admissionPolicy": {"enabled": True}}),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core.warnings import parse_lead_time
+from lifecycle_controller.core.decision.warnings import parse_lead_time
 from tests.chart.support import Helm, args_of
 from tests.integration.keys import P
 

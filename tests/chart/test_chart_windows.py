@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core.windows import WindowError, parse_windows
+from lifecycle_controller.core.schedule.windows import WindowError, parse_windows
 from tests.chart.support import Helm, args_of
 
 # fmt: off

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.core.policy_model import Policy
-from lifecycle_controller.core.policy_set import policy_from_manifest
+from lifecycle_controller.core.policy.in_force import policy_from_manifest
+from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.chart.support import Helm, Identity, kubectl, select_objects, to_yaml_stream

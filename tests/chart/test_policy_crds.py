@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from lifecycle_controller.core.policy_model import LIFECYCLE_KEYS, Policy
-from lifecycle_controller.core.policy_set import policy_from_manifest
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.policy.in_force import policy_from_manifest
+from lifecycle_controller.core.policy.model import LIFECYCLE_KEYS, Policy
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES, POLICY_VERSION
 from tests.chart.support import REPO_ROOT, Helm, kubectl

@@ -36,8 +36,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.patches import next_restart_marker, restart_patch
+from lifecycle_controller.core.decision.patches import next_restart_marker, restart_patch
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from lifecycle_controller.kube.resources import POLICIES
 from tests.chart.support import (

@@ -22,9 +22,9 @@ from lifecycle_controller.core import (
     ObjectKey,
     Patch,
     decide,
-    keys,
     parse_rfc3339,
 )
+from lifecycle_controller.core.objects import keys
 
 SECOND = 1_000_000_000
 MINUTE = 60 * SECOND

@@ -21,10 +21,10 @@ from lifecycle_controller.core import (
     Ledger,
     Patch,
     Wait,
-    keys,
     parse_catch_up_policy,
 )
-from lifecycle_controller.core.catchup import Forget, Observe, observe_outcome
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.schedule.catchup import Forget, Observe, observe_outcome
 
 from .support import (
     CONFIGMAP,

@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from lifecycle_controller.core import DecisionSettings, Idle, Invalid, keys
-from lifecycle_controller.core.copies import controller_owner, is_annotation_copy
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core import DecisionSettings, Idle, Invalid
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.copies import controller_owner, is_annotation_copy
+from lifecycle_controller.core.objects.resources import ResourceType
 
 from .support import CONFIGMAP, run
 

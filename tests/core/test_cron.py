@@ -32,7 +32,7 @@ from lifecycle_controller.core import (
     load_zone,
     parse_cron,
 )
-from lifecycle_controller.core.cron import cron_next
+from lifecycle_controller.core.text.cron import cron_next
 
 from .support import MINUTE, SECOND, ts
 

@@ -26,8 +26,8 @@ from lifecycle_controller.core import (
     Patch,
     Wait,
     format_rfc3339_seconds,
-    keys,
 )
+from lifecycle_controller.core.objects import keys
 
 from .duration_vectors import REJECTED
 from .support import (

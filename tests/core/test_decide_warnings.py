@@ -10,13 +10,17 @@ from lifecycle_controller.core import (
     DryRun,
     Patch,
     Wait,
-    keys,
     parse_catch_up_policy,
 )
-from lifecycle_controller.core.events import Event
-from lifecycle_controller.core.relevance import should_enqueue_on_update
-from lifecycle_controller.core.warnings import occurrence_name, parse_lead_time, policy_text
-from lifecycle_controller.core.windows import parse_windows
+from lifecycle_controller.core.decision.events import Event
+from lifecycle_controller.core.decision.warnings import (
+    occurrence_name,
+    parse_lead_time,
+    policy_text,
+)
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.relevance import should_enqueue_on_update
+from lifecycle_controller.core.schedule.windows import parse_windows
 
 from .support import CONFIGMAP, DEPLOYMENT, HOUR, MINUTE, SECOND, World, reasons, run, ts
 

@@ -13,13 +13,13 @@ from lifecycle_controller.core import (
     Invalid,
     Patch,
     Wait,
-    keys,
     parse_catch_up_policy,
 )
-from lifecycle_controller.core.decision import ObjectFacts
-from lifecycle_controller.core.plan import explain
-from lifecycle_controller.core.relevance import should_enqueue_on_update
-from lifecycle_controller.core.windows import parse_windows
+from lifecycle_controller.core.decision.outcomes import ObjectFacts
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.relevance import should_enqueue_on_update
+from lifecycle_controller.core.schedule.windows import parse_windows
+from lifecycle_controller.core.tooling.plan import explain
 
 from .support import CONFIGMAP, DEPLOYMENT, MINUTE, SECOND, World, reasons, run, ts
 

@@ -24,14 +24,14 @@ from lifecycle_controller.core import (
     Wait,
     format_rfc3339_nano,
     format_rfc3339_seconds,
-    keys,
 )
-from lifecycle_controller.core.decision import Decision, ObjectFacts
-from lifecycle_controller.core.namespace_defaults import (
+from lifecycle_controller.core.decision.namespace_defaults import (
     decide_in_namespace,
     parse_namespace_defaults,
 )
-from lifecycle_controller.core.plan import explain
+from lifecycle_controller.core.decision.outcomes import Decision, ObjectFacts
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.tooling.plan import explain
 
 from .support import CONFIGMAP, DAY, HOUR, SECOND, ts
 

@@ -6,8 +6,8 @@ from datetime import UTC
 
 import pytest
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.describe import (
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.tooling.describe import (
     DESCRIBED_KEYS,
     catch_up_meaning,
     describe_annotations,

@@ -11,16 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from lifecycle_controller.core import (
-    NEVER,
-    Decision,
-    DecisionSettings,
-    Delete,
-    Event,
-    Patch,
-    keys,
-)
-from lifecycle_controller.core import events as ev
+from lifecycle_controller.core import NEVER, Decision, DecisionSettings, Delete, Event, Patch
+from lifecycle_controller.core.decision import events as ev
+from lifecycle_controller.core.objects import keys
 
 from .support import CONFIGMAP, DAY, DEPLOYMENT, NOW, run
 
@@ -286,7 +279,7 @@ def test_never_without_observation_skips_with_exact_instant() -> None:
 
 
 def test_blast_radius_events() -> None:
-    from lifecycle_controller.core import events as ev
+    from lifecycle_controller.core.decision import events as ev
 
     halted = ev.actions_halted(5, 600 * 10**9, "2027-01-01T00:00:00Z")
     assert (halted.type, halted.reason) == ("Warning", "ActionsHalted")

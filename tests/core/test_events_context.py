@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.events import Event, about
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.events import Event, about
 
 NS = 1_000_000_000
 

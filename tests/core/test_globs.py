@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle_controller.core.globs import (
+from lifecycle_controller.core.text.globs import (
     BadPatternError,
     example_with_suffix,
     filepath_match,

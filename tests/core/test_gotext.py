@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core.gotext import (
+from lifecycle_controller.core.text.gotext import (
     GoNumError,
     go_atoi,
     go_fields,

@@ -1,4 +1,4 @@
-"""The one decision whether a due deletion or restart goes now (core/guardrails.py).
+"""The one decision whether a due deletion or restart goes now (core/decision/guardrails.py).
 
 Tables over the facts each control gives, with injected time: which hold wins (the order of
 docs/behaviour.md#blast-radius-controls), what it waits for, which Event it carries, and that
@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core import Action, Delete, Operation, Patch
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.guardrails import (
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.guardrails import (
     BREAKER_SETTLE_NS,
     HELD_RECHECK_NS,
     BreakerFacts,
@@ -27,7 +27,7 @@ from lifecycle_controller.core.guardrails import (
     acting_operation,
     check,
 )
-from lifecycle_controller.core.pacing import restart_jitter_ns
+from lifecycle_controller.core.decision.pacing import restart_jitter_ns
 
 S = 1_000_000_000
 NOW = 1_767_225_600 * S  # 2026-01-01T00:00:00Z

@@ -1,5 +1,6 @@
 """The pure rules of the blast-radius controls: the breaker's window and latch, the restart
-guard and jitter (core/pacing.py), and rollout completion per kind (core/rollout_progress.py).
+guard and jitter (core/decision/pacing.py), and rollout completion per kind
+(core/objects/rollout_progress.py).
 
 docs/behaviour.md#circuit-breaker, #restart-guard, #restart-jitter, #rollout-verification.
 """
@@ -12,13 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core.breaker import ActionWindow, BreakerState
-from lifecycle_controller.core.pacing import (
+from lifecycle_controller.core.decision.breaker import ActionWindow, BreakerState
+from lifecycle_controller.core.decision.pacing import (
     last_restart_ns,
     restart_jitter_ns,
     restart_not_before_ns,
 )
-from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.core.objects.rollout_progress import rollout_progress
 
 S = 1_000_000_000
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core.label_selector import (
+from lifecycle_controller.core.text.label_selector import (
     LabelSelector,
     SelectorError,
     parse_label_selector,

@@ -19,19 +19,19 @@ from lifecycle_controller.core import (
     ObjectFacts,
     Patch,
     Wait,
-    keys,
     parse_catch_up_policy,
 )
-from lifecycle_controller.core.decision import Decision
-from lifecycle_controller.core.namespace_defaults import (
+from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceSource,
     decide_in_namespace,
     namespace_defaults_changed,
     parse_namespace_defaults,
     resolve_inputs,
 )
-from lifecycle_controller.core.plan import explain
-from lifecycle_controller.core.windows import parse_windows
+from lifecycle_controller.core.decision.outcomes import Decision
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.schedule.windows import parse_windows
+from lifecycle_controller.core.tooling.plan import explain
 
 from .support import CONFIGMAP, DEPLOYMENT, HOUR, MINUTE, NAMESPACE, NOW, ts
 

@@ -22,11 +22,9 @@ from lifecycle_controller.core import (
     Identity,
     Patch,
     Wait,
-    keys,
     parse_catch_up_policy,
 )
-from lifecycle_controller.core.decision import Decision
-from lifecycle_controller.core.observed import (
+from lifecycle_controller.core.decision.observed import (
     ObservationError,
     check_record,
     decode_observation,
@@ -34,8 +32,10 @@ from lifecycle_controller.core.observed import (
     identity_fingerprint,
     record_matches,
 )
-from lifecycle_controller.core.relevance import should_enqueue_on_update
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.decision.outcomes import Decision
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.relevance import should_enqueue_on_update
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from tests.core.support import CONFIGMAP, DEPLOYMENT, HOUR, MINUTE, NOW, SECOND, World, reasons, ts
 
 PERSIST = DecisionSettings(persist_observations=True)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey, keys
-from lifecycle_controller.core.guardrails import BreakerFacts
-from lifecycle_controller.core.plan import GuardrailView, explain
-from lifecycle_controller.core.policy_match import ObjectView
-from lifecycle_controller.core.policy_model import PolicyKind, parse_policy
-from lifecycle_controller.core.policy_precedence import Resolution
-from lifecycle_controller.core.policy_set import PolicySet
-from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core import DecisionSettings, ObjectFacts, ObjectKey
+from lifecycle_controller.core.decision.guardrails import BreakerFacts
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.in_force import PolicySet
+from lifecycle_controller.core.policy.match import ObjectView
+from lifecycle_controller.core.policy.model import PolicyKind, parse_policy
+from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.tooling.plan import GuardrailView, explain
 
 NOW = parse_rfc3339("2027-03-27T12:00:00Z")
 

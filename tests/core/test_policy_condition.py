@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lifecycle_controller.core import policy_condition
-from lifecycle_controller.core.condition_cost import Sizes, analyse
-from lifecycle_controller.core.policy_condition import (
+from lifecycle_controller.core.policy import condition as policy_condition
+from lifecycle_controller.core.policy.condition import (
     MAX_CONDITION_LENGTH,
     MAX_EVALUATION_COST,
     ConditionError,
@@ -20,6 +19,7 @@ from lifecycle_controller.core.policy_condition import (
     OwnerReference,
     compile_condition,
 )
+from lifecycle_controller.core.policy.condition_cost import Sizes, analyse
 
 from .support import ts
 
@@ -152,11 +152,11 @@ def test_within_the_cost_bound(source: str) -> None:
 def test_only_the_compiled_extension_loads_and_only_with_the_first_condition() -> None:
     probe = (
         "import json, sys\n"
-        "from lifecycle_controller.core import policy_model, policy_match, policy_precedence\n"
-        "policy_model.parse_policy(policy_model.PolicyKind.CLUSTER, None, 'p', 1,"
+        "from lifecycle_controller.core.policy import match, model, precedence\n"
+        "model.parse_policy(model.PolicyKind.CLUSTER, None, 'p', 1,"
         " {'resources': ['configmaps'], 'lifecycle': {'delete-after': '1h'}})\n"
         "before = 'cel.cel' in sys.modules\n"
-        "from lifecycle_controller.core.policy_condition import compile_condition\n"
+        "from lifecycle_controller.core.policy.condition import compile_condition\n"
         "compile_condition('true')\n"
         "loaded = ['cel.cel' in sys.modules, 'cel' in sys.modules, 'typer' in sys.modules]\n"
         "import cel\n"  # the whole package still imports afterwards, sharing the extension

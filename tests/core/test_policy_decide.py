@@ -6,16 +6,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lifecycle_controller.core import DecisionSettings, Delete, DryRun, Ledger, Patch, Wait, keys
-from lifecycle_controller.core.decision import Operation
-from lifecycle_controller.core.policy_decide import (
+from lifecycle_controller.core import DecisionSettings, Delete, DryRun, Ledger, Patch, Wait
+from lifecycle_controller.core.decision.outcomes import Operation
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.decide import (
     PolicyDecision,
     attribution,
     decide_with_policies,
 )
-from lifecycle_controller.core.policy_model import Policy, PolicyKind, parse_policy
-from lifecycle_controller.core.policy_precedence import resolve_policies
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
+from lifecycle_controller.core.policy.precedence import resolve_policies
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 
 from .support import CONFIGMAP, DAY, DEPLOYMENT, HOUR, MINUTE, NOW
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.policy_condition import OwnerReference
-from lifecycle_controller.core.policy_match import (
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.condition import OwnerReference
+from lifecycle_controller.core.policy.match import (
     MatchReason,
     ObjectView,
     is_exempt,
@@ -18,8 +19,7 @@ from lifecycle_controller.core.policy_match import (
     matches,
     unwatched_resources,
 )
-from lifecycle_controller.core.policy_model import Policy, PolicyKind, parse_policy
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True)
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False)

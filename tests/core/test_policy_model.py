@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.decision import Action
-from lifecycle_controller.core.policy_model import (
+from lifecycle_controller.core.decision.outcomes import Action
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import resource_key
+from lifecycle_controller.core.policy.model import (
     LIFECYCLE_KEYS,
     RESTARTABLE_RESOURCES,
     Policy,
@@ -17,7 +18,6 @@ from lifecycle_controller.core.policy_model import (
     PolicyRef,
     parse_policy,
 )
-from lifecycle_controller.core.resources import resource_key
 
 CLUSTER = PolicyKind.CLUSTER
 NAMESPACED = PolicyKind.NAMESPACED

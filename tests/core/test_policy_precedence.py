@@ -21,25 +21,25 @@ from lifecycle_controller.core import (
     ObjectFacts,
     Patch,
     Wait,
-    keys,
 )
-from lifecycle_controller.core.decision import Decision
-from lifecycle_controller.core.events import DELETE_TTL_EXCEEDED
-from lifecycle_controller.core.namespace_defaults import (
+from lifecycle_controller.core.decision.events import DELETE_TTL_EXCEEDED
+from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceSource,
     decide_in_namespace,
     parse_namespace_defaults,
     resolve_inputs,
 )
-from lifecycle_controller.core.policy_contenders import best_policy
-from lifecycle_controller.core.policy_model import Policy, PolicyKind, PolicyRef, parse_policy
-from lifecycle_controller.core.policy_precedence import (
+from lifecycle_controller.core.decision.outcomes import Decision
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.contenders import best_policy
+from lifecycle_controller.core.policy.model import Policy, PolicyKind, PolicyRef, parse_policy
+from lifecycle_controller.core.policy.precedence import (
     InputSource,
     Resolution,
     recurring_anchor,
     resolve_policies,
 )
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 
 from .support import CONFIGMAP, DAY, DEPLOYMENT, HOUR, MINUTE, NOW, ts
 

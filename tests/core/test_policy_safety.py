@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core import DecisionSettings, Ledger, keys
-from lifecycle_controller.core.decision import (
+from lifecycle_controller.core import DecisionSettings, Ledger
+from lifecycle_controller.core.decision.namespace_defaults import parse_namespace_defaults
+from lifecycle_controller.core.decision.outcomes import (
     Action,
     Decision,
     Delete,
@@ -23,20 +24,20 @@ from lifecycle_controller.core.decision import (
     Patch,
     Wait,
 )
-from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
-from lifecycle_controller.core.policy_contenders import PolicyHoldReason
-from lifecycle_controller.core.policy_decide import PolicyDecision, decide_with_policies
-from lifecycle_controller.core.policy_match import MatchReason, Protection, match
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.policy_precedence import Resolution
-from lifecycle_controller.core.policy_set import (
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.contenders import PolicyHoldReason
+from lifecycle_controller.core.policy.decide import PolicyDecision, decide_with_policies
+from lifecycle_controller.core.policy.in_force import (
     POLICY_API_VERSION,
     PolicySet,
     object_view,
     policy_from_manifest,
 )
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.policy.match import MatchReason, Protection, match
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
+from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)

@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.policy_match import static_filters
-from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.policy_set import (
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.in_force import (
     POLICY_API_VERSION,
     PolicySet,
     is_policy_manifest,
     object_view,
     policy_from_manifest,
 )
-from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.policy.match import static_filters
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 SECRETS = ResourceType("", "v1", "secrets", "Secret", namespaced=True)

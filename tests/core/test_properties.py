@@ -25,9 +25,9 @@ from lifecycle_controller.core import (
     Wait,
     decide,
     format_rfc3339_seconds,
-    keys,
     parse_rfc3339,
 )
+from lifecycle_controller.core.objects import keys
 
 from .support import CONFIGMAP, DAY, DEPLOYMENT, MINUTE, NOW, merge_annotations
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core import keys, should_enqueue_on_create, should_enqueue_on_update
+from lifecycle_controller.core import should_enqueue_on_create, should_enqueue_on_update
+from lifecycle_controller.core.objects import keys
 
 DELETE_AT = {keys.DELETE_AT: "2026-10-05T03:00:00Z"}
 DELETE_AFTER = {keys.DELETE_AFTER: "1h"}

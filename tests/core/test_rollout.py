@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.core.events import EventType, rollout_blocked
-from lifecycle_controller.core.rollout import restart_marker_of, rollout_blockers
+from lifecycle_controller.core.decision.events import EventType, rollout_blocked
+from lifecycle_controller.core.objects.rollout import restart_marker_of, rollout_blockers
 
 
 @pytest.mark.parametrize(

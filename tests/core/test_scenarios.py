@@ -15,9 +15,9 @@ from lifecycle_controller.core import (
     Patch,
     Wait,
     format_rfc3339_seconds,
-    keys,
     parse_catch_up_policy,
 )
+from lifecycle_controller.core.objects import keys
 
 from .support import HOUR, MINUTE, NOW, SECOND, World, reasons, run, ts
 

@@ -17,7 +17,7 @@ from lifecycle_controller.core import (
     plan_recurring,
     requeue_after,
 )
-from lifecycle_controller.core.timestamps import GO_ZERO_TIME_NS
+from lifecycle_controller.core.text.timestamps import GO_ZERO_TIME_NS
 
 from .support import DAY, HOUR, MINUTE, SECOND, ts
 

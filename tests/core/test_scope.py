@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.core.scope import (
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.objects.scope import (
     REQUIRED_VERBS,
     DiscoveredGroup,
     DiscoveredResource,

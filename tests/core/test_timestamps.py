@@ -17,7 +17,7 @@ from lifecycle_controller.core import (
     format_rfc3339_seconds,
     parse_rfc3339,
 )
-from lifecycle_controller.core.timestamps import GO_ZERO_TIME_NS, days_from_civil
+from lifecycle_controller.core.text.timestamps import GO_ZERO_TIME_NS, days_from_civil
 
 LAYOUT = '"2006-01-02T15:04:05Z07:00"'
 

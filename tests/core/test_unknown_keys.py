@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.unknown_keys import describe_unknown, unknown_keys
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.unknown_keys import describe_unknown, unknown_keys
 
 P = keys.PREFIX
 

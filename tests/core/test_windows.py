@@ -1,11 +1,12 @@
-"""Maintenance windows (core/windows.py): grammar, openings across DST, midnight crossing."""
+"""Maintenance windows (core/schedule/windows.py): grammar, openings across DST, midnight
+crossing."""
 
 from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core.timestamps import format_rfc3339_seconds
-from lifecycle_controller.core.windows import WindowError, defer, parse_windows
+from lifecycle_controller.core.schedule.windows import WindowError, defer, parse_windows
+from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
 
 from .support import MINUTE, ts
 

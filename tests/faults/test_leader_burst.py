@@ -24,7 +24,7 @@ import time
 from collections import Counter
 
 from lifecycle_controller.config import JITTER_FACTOR
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import DEPLOYMENTS, REPLICASETS

@@ -16,7 +16,7 @@ import signal
 from collections import Counter
 from typing import Any
 
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import DEPLOYMENTS, LEASES, REPLICASETS

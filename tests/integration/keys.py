@@ -1,6 +1,7 @@
 """The annotation keys and the controller's name, as the tests expect them.
 
-Spelled out here on purpose instead of imported from ``lifecycle_controller.core.keys``: a typo
+Spelled out here on purpose instead of imported from ``lifecycle_controller.core.objects.keys``: a
+typo
 in the production spelling must make the tests fail, not travel into them.
 """
 

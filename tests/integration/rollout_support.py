@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifecycle_controller.core.rollout_progress import rollout_progress
+from lifecycle_controller.core.objects.rollout_progress import rollout_progress
 from lifecycle_controller.devcluster.nodes import UNREADY_LABEL
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.resources import PODS

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from tests.integration.controller import RunningController, StartController

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from lifecycle_controller.core.breaker import BreakerState
+from lifecycle_controller.core.decision.breaker import BreakerState
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.breaker_store import write_breaker

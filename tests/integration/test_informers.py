@@ -33,7 +33,7 @@ from lifecycle_controller.controller.informers import (
     MetadataSource,
 )
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (
     KubeClient,

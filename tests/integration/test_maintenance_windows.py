@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import StartController
 from tests.integration.events import events_of, wait_event

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from lifecycle_controller.core import DecisionSettings
-from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.core.objects.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import NAMESPACES

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import StartController

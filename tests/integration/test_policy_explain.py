@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from lifecycle_controller.core.policy_match import MatchReason
-from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.policy.match import MatchReason
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.keys import P

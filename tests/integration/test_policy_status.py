@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import POLICIES

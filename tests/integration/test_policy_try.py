@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lifecycle_controller.core.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import ResourceType
 from tests.integration.controller import RunningController, StartController
 from tests.integration.events import events_of, wait_event

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
 from tests.integration.controller import StartController
 from tests.integration.events import event_records, reasons, wait_for_event

@@ -15,8 +15,8 @@ import pytest
 
 from lifecycle_controller.controller.background_events import BackgroundRecorder
 from lifecycle_controller.controller.recorder import Recorded
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from tests.doubles.fakeapi import CONFIGMAPS
 from tests.doubles.fakeclock import FakeClock
 

@@ -22,7 +22,7 @@ from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.informers import ChangeKind, InformerSet, InformerSettings
 from lifecycle_controller.controller.reflector import Informer, WatchEnd
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import (
     NAMESPACES,
     EventFilter,

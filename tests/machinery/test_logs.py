@@ -15,7 +15,7 @@ import structlog
 from lifecycle_controller.controller.accounting import Accounting, NoActionMetrics
 from lifecycle_controller.controller.recorder import Recorded
 from lifecycle_controller.core import Action, DryRun, Ledger, ObjectKey, ObjectRef, Operation, Wait
-from lifecycle_controller.core.events import Event
+from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.machinery.log_context import LazyFields, item_fields
 from lifecycle_controller.machinery.logs import configure_logging
 from tests.doubles.fakeapi import CONFIGMAPS

@@ -8,8 +8,8 @@ import asyncio
 from lifecycle_controller.app.loop_activity import LoopActivity
 from lifecycle_controller.controller.background_events import BackgroundRecorder
 from lifecycle_controller.controller.recorder import Recorded
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter
 from lifecycle_controller.machinery.workqueue import NoopQueueMetrics, WorkQueue
 from tests.doubles.fakeapi import CONFIGMAPS

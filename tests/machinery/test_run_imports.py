@@ -33,7 +33,7 @@ def test_the_lazy_libraries_still_load_when_needed() -> None:
         "import json, sys\n"
         "from lifecycle_controller.machinery.tls import self_signed_certificate\n"
         "from datetime import UTC\n"
-        "from lifecycle_controller.core.cron import cron_next, parse_cron\n"
+        "from lifecycle_controller.core.text.cron import cron_next, parse_cron\n"
         "cert, key = self_signed_certificate()\n"
         "due = cron_next(parse_cron('30 2 * * *'), UTC, 0)\n"
         "print(json.dumps([cert.startswith(b'-----BEGIN'), due,"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lifecycle_controller.controller.accounting import Accounting, NoActionMetrics
 from lifecycle_controller.controller.recorder import Recorded
 from lifecycle_controller.core import Action, Idle, Ledger, ObjectKey, ObjectRef, Wait
-from lifecycle_controller.core.events import Event
+from lifecycle_controller.core.decision.events import Event
 from tests.doubles.fakeapi import CONFIGMAPS
 
 S = 1_000_000_000

@@ -21,7 +21,7 @@ from lifecycle_controller.app import EXIT_FAILURE, EXIT_OK, Controller, run_asyn
 from lifecycle_controller.config import RawFlags, Settings, build_settings
 from lifecycle_controller.controller.discovery import DiscoveryFatal
 from lifecycle_controller.controller.leader import LeadershipLost
-from lifecycle_controller.core import keys
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import EVENTS, LEASES, KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
 from tests.doubles.fakeclock import FakeClock

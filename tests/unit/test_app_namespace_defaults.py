@@ -13,7 +13,7 @@ import aiohttp
 from structlog.testing import capture_logs
 
 from lifecycle_controller.app import Controller
-from lifecycle_controller.core import keys
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import EVENTS, KubeClient
 from lifecycle_controller.kube.resources import NAMESPACES
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer

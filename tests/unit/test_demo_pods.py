@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle_controller.core.keys import RESTARTED_AT
+from lifecycle_controller.core.objects.keys import RESTARTED_AT
 from lifecycle_controller.tools.demo_pods import DemoPods, PodSighting
 
 FIRST = "2026-12-03T10:00:15Z"

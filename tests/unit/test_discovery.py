@@ -18,7 +18,7 @@ from lifecycle_controller.controller.discovery import (
     DiscoveryFatal,
 )
 from lifecycle_controller.controller.informers import InformerSettings
-from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.core.objects.scope import ScopeConfig
 from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery
 from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer

@@ -22,9 +22,10 @@ from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import NotLeading
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.writes import ObjectWriter
-from lifecycle_controller.core import Action, Delete, Ledger, ObjectKey, Operation, Patch, keys
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core.decision import Outcome
+from lifecycle_controller.core import Action, Delete, Ledger, ObjectKey, Operation, Patch
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.outcomes import Outcome
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
 from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer
 from tests.doubles.fakeclock import FakeClock

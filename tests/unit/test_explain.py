@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.core import DecisionSettings, keys
-from lifecycle_controller.core.scope import DiscoveredResource, ScopeConfig
+from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.scope import DiscoveredResource, ScopeConfig
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
 from lifecycle_controller.tools.explain import (

@@ -24,11 +24,12 @@ from lifecycle_controller.controller.rollouts import (
     MAX_FORCED_READ_TICKS,
     RolloutTracker,
 )
-from lifecycle_controller.core import Action, DecisionSettings, Delete, Failure, Ledger, keys
-from lifecycle_controller.core.guardrails import GuardrailFacts, HoldReason, check
-from lifecycle_controller.core.pacing import restart_jitter_ns
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core import Action, DecisionSettings, Delete, Failure, Ledger
+from lifecycle_controller.core.decision.guardrails import GuardrailFacts, HoldReason, check
+from lifecycle_controller.core.decision.pacing import restart_jitter_ns
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.kube import EVENTS, KubeClient
 from lifecycle_controller.kube.breaker_store import read_breaker, reset_breaker
 from tests.doubles.fakeapi import CONFIGMAPS, DEPLOYMENTS, FakeApiServer

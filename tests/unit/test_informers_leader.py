@@ -21,7 +21,7 @@ from lifecycle_controller.controller.informers import (
     InformerSettings,
 )
 from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import LEASES, KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
 from tests.doubles.fakeapi.faults import RecordedRequest

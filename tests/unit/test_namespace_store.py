@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.events import Event
-from lifecycle_controller.core.resources import ObjectRef
+from lifecycle_controller.core.decision.events import Event
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectRef
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.tasks import cancel_and_wait

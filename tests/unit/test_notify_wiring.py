@@ -21,11 +21,11 @@ from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
 from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
 from lifecycle_controller.controller.recorder import KubeEventRecorder, Recorded
-from lifecycle_controller.core import events as catalogue
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
-from lifecycle_controller.core.timestamps import format_rfc3339_nano
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
 from tests.doubles.fakeclock import FakeClock

@@ -19,9 +19,10 @@ from lifecycle_controller.controller.observations import garbled_observation
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
-from lifecycle_controller.core import Action, DecisionSettings, Ledger, keys
-from lifecycle_controller.core.observed import decode_observation
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core import Action, DecisionSettings, Ledger
+from lifecycle_controller.core.decision.observed import decode_observation
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.machinery.budget import ActionBudget
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer

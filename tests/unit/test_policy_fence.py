@@ -23,10 +23,10 @@ from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
-from lifecycle_controller.core.decision import Action, Delete
-from lifecycle_controller.core.events import DELETION_FAILURE
-from lifecycle_controller.core.guardrails import HoldReason
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.decision.events import DELETION_FAILURE
+from lifecycle_controller.core.decision.guardrails import HoldReason
+from lifecycle_controller.core.decision.outcomes import Action, Delete
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
 from lifecycle_controller.machinery.tasks import cancel_and_wait

@@ -22,8 +22,8 @@ from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
-from lifecycle_controller.core.resources import ObjectKey
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.doubles.fakeapi import DEPLOYMENTS, FakeApiServer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lifecycle_controller.controller.policy_status import _with_transitions
-from lifecycle_controller.core.timestamps import parse_rfc3339
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
 
 READY = {"type": "Ready", "status": "True", "reason": "Matching", "message": ""}
 

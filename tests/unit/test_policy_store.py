@@ -10,8 +10,8 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.core.policy_set import PolicySet
-from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.kube import NotFound
 from lifecycle_controller.kube.resources import POLICIES
 from lifecycle_controller.machinery.tasks import cancel_and_wait

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.core import DecisionSettings
-from lifecycle_controller.core.scope import ScopeConfig
-from lifecycle_controller.core.windows import parse_windows
+from lifecycle_controller.core.objects.scope import ScopeConfig
+from lifecycle_controller.core.schedule.windows import parse_windows
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
 from lifecycle_controller.tools.policies import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle_controller.core.policy_model import Policy
-from lifecycle_controller.core.policy_set import POLICY_API_VERSION, policy_from_manifest
+from lifecycle_controller.core.policy.in_force import POLICY_API_VERSION, policy_from_manifest
+from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.tools.policies import _list_selected
 

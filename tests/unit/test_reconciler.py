@@ -19,8 +19,9 @@ from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import NotLeading, Result
 from lifecycle_controller.controller.workers import run_workers
-from lifecycle_controller.core import Action, DecisionSettings, Event, Ledger, ObjectRef, keys
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
+from lifecycle_controller.core import Action, DecisionSettings, Event, Ledger, ObjectRef
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import EVENTS, Conflict, KubeClient, ServerError
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.ratelimit import default_controller_rate_limiter

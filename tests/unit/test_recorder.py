@@ -7,8 +7,8 @@ import dataclasses
 from typing import Any
 
 from lifecycle_controller.controller.recorder import KubeEventRecorder, truncate_note
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import EVENTS, NAMESPACES, KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
 from tests.doubles.fakeclock import FakeClock

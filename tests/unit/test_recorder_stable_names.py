@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.core.events import Event, EventType
-from lifecycle_controller.core.resources import ObjectKey, ObjectRef
+from lifecycle_controller.core.decision.events import Event, EventType
+from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import EVENTS, KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer
 from tests.doubles.fakeclock import FakeClock

@@ -20,8 +20,8 @@ from lifecycle_controller.controller.rollouts import (
     MAX_WATCH_WAITS,
     RolloutTracker,
 )
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.resources import ObjectKey
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
 from tests.doubles.fakeapi import DEPLOYMENTS, STATEFULSETS, FakeApiServer
 from tests.doubles.fakeclock import FakeClock

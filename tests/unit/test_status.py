@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.core import DecisionSettings, keys
-from lifecycle_controller.core.scope import ScopeConfig
+from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.scope import ScopeConfig
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, NAMESPACES
 from lifecycle_controller.tools.status import collect_status

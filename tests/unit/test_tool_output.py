@@ -12,9 +12,10 @@ import json
 import pytest
 
 from lifecycle_controller.cli import main
-from lifecycle_controller.core import DecisionSettings, keys
-from lifecycle_controller.core.scope import ScopeConfig
-from lifecycle_controller.core.shorten import TEXT_LIMIT
+from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.scope import ScopeConfig
+from lifecycle_controller.core.text.shorten import TEXT_LIMIT
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, NAMESPACES, POLICIES
 from lifecycle_controller.tools import kubectl_plugin

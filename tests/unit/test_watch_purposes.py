@@ -28,8 +28,8 @@ from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.controller.rollout_watch import RolloutWatch
-from lifecycle_controller.core import keys
-from lifecycle_controller.core.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import NAMESPACES, KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.tasks import cancel_and_wait

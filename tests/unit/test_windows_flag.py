@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifecycle_controller.config import ConfigError, RawFlags, build_settings
-from lifecycle_controller.core.windows import parse_windows
+from lifecycle_controller.core.schedule.windows import parse_windows
 
 WARSAW_NIGHTS = "Mon-Fri 01:00-05:00 Europe/Warsaw, Sat-Sun 00:00-24:00 Europe/Warsaw"
 

@@ -8,7 +8,7 @@ backslashes, so they need no escaping inside CEL string literals.
 
 {{/*
 The keys the controller reads or writes at the top level of metadata.annotations: the same list,
-in the same order, as KNOWN_KEYS in lifecycle_controller/core/keys.py (a chart test compares
+in the same order, as KNOWN_KEYS in lifecycle_controller/core/objects/keys.py (a chart test compares
 them). inputKeys: the ones users write (the keys before last-restart-timestamp).
 */}}
 {{- define "lifecycle-controller.cel.keyNames" -}}

@@ -1,0 +1,274 @@
+"""Whether a due deletion or restart goes now: the guardrails, as one pure decision.
+
+:func:`~lifecycle_controller.core.decision.decide` says what an object needs (a ``Delete``, a
+restart
+``Patch``, ...). Before a deletion or a restart is sent, the blast-radius controls
+(docs/behaviour.md#blast-radius-controls) may hold it. :func:`check` is the one place that
+decides that: it takes the facts each control's state gives (:class:`GuardrailFacts`, read
+by the controller without any API call) and answers ``None`` (go now) or a :class:`Hold`, a
+decision the reconciler treats like a ``Wait``. The controls, in the order they are checked:
+
+1. the **open circuit breaker** holds every action until an operator resets it (Warning
+   ``ActionsHalted``, once per object and trip); an action that was held when the breaker
+   was reset goes, and is not counted in the window (docs/behaviour.md#circuit-breaker);
+2. for restarts, the **restart guard** (``--min-restart-interval``): not before the last
+   restart plus the interval (Normal ``RestartDeferred``, once per occurrence);
+3. for restarts, the **restart jitter** (``--restart-jitter``): not before the due time
+   plus a delay drawn from the object's UID (no Event);
+4. for restarts, a **rollout slot** (``--max-concurrent-rollouts``): wait for the turn, in
+   due-time order (Normal ``RestartQueued``, once per occurrence);
+5. the **per-minute budgets** (``--max-deletes-per-minute``, ``--max-restarts-per-minute``):
+   wait for a token (Normal ``ActionThrottled``, once per occurrence);
+6. the **breaker's window**: the (N+1)th action within the window trips the breaker and is
+   held like the rest; a window full only with actions still in flight makes the action
+   look again in a moment, since one of them may fail and give its place back.
+
+Writes that are not actions (converting ``*-after`` to ``*-at``, acknowledging a skipped
+occurrence) are never held. Time is injected (nanoseconds); nothing here reserves anything:
+the controller takes the token, the slot and the window's place only for a write this
+module let go.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.outcomes import Action, Decision, Delete, Operation, Patch
+from lifecycle_controller.core.decision.pacing import restart_not_before_ns
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
+from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
+
+__all__ = [
+    "BREAKER_SETTLE_NS",
+    "HELD_RECHECK_NS",
+    "BreakerFacts",
+    "GuardrailFacts",
+    "Hold",
+    "HoldReason",
+    "acting_operation",
+    "check",
+]
+
+#: How soon an action looks again when the breaker's window is full only with actions in flight.
+BREAKER_SETTLE_NS = NS_PER_SECOND // 5
+#: How soon an action held by the breaker or waiting for a rollout slot is looked at again
+#: when nothing wakes it earlier (a reset and a freed slot both requeue it at once).
+HELD_RECHECK_NS = 30 * NS_PER_SECOND
+
+
+class HoldReason(enum.StrEnum):
+    """Which control holds the action."""
+
+    BREAKER_OPEN = "breaker_open"
+    BREAKER_TRIPPED = "breaker_tripped"  # this action would exceed the window: trip, then hold
+    BREAKER_SETTLING = "breaker_settling"
+    RESTART_GUARD = "restart_guard"
+    RESTART_JITTER = "restart_jitter"
+    ROLLOUT_SLOT = "rollout_slot"
+    BUDGET = "budget"
+    #: A policy deletion whose policy changed since the decision, or could not be read
+    #: (the controller's policy fence, controller/policy_fence.py).
+    POLICY_UNCONFIRMED = "policy_unconfirmed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerFacts:
+    """The circuit breaker as the leader sees it now (present only when it is configured).
+
+    ``in_window`` counts the actions admitted within the window ending now, those still in
+    flight (``in_flight``) included. ``released`` says this object's action was held when the
+    breaker was last reset: the operator reviewed it, so it goes outside the window.
+    """
+
+    open: bool
+    limit: int
+    window_ns: int
+    in_window: int = 0
+    in_flight: int = 0
+    tripped_at: str = ""
+    tripped_actions: int = 0
+    released: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailFacts:
+    """Everything :func:`check` needs, read from the controls' state at ``now_ns``.
+
+    ``last_restart_ns`` is the latest restart of the workload known to this controller (its
+    annotations, the Pod template's marker, this process's own restarts); ``rollout_turn``
+    says a rollout slot is free for this object in due-time order (always True without a
+    limit); ``budget_wait_ns`` is how long until the action's budget has a token (0: now).
+    """
+
+    now_ns: int
+    uid: str = ""
+    breaker: BreakerFacts | None = None
+    last_restart_ns: int | None = None
+    min_restart_interval_ns: int = 0
+    restart_jitter_ns: int = 0
+    rollout_limit: int = 0
+    rollout_turn: bool = True
+    budget_wait_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hold(Decision):
+    """A due action held by a guardrail: requeue after ``requeue_after_ns``, like a ``Wait``.
+
+    ``events`` holds the control's Event (if any); ``held`` is the write that waits;
+    ``until_ns`` is when it may go, when that is known (the guard, the jitter, the budget),
+    None when something else must happen first (a reset, a freed rollout slot).
+    ``tripped_at`` is the instant a ``BREAKER_TRIPPED`` hold trips the breaker at.
+    """
+
+    reason: HoldReason
+    held: Patch | Delete = field(repr=False)
+    requeue_after_ns: int
+    until_ns: int | None = None
+    tripped_at: str = ""
+
+
+def acting_operation(decision: Patch | Delete) -> Operation | None:
+    """The deletion or restart ``decision`` carries out, None for any other write."""
+    if decision.action is None:
+        return None
+    if isinstance(decision, Delete):
+        return Operation.DELETE
+    return Operation.RESTART if decision.operation is Operation.RESTART else None
+
+
+def check(decision: Patch | Delete, facts: GuardrailFacts) -> Hold | None:
+    """None when ``decision``'s write may go now, else the :class:`Hold` that stops it."""
+    operation = acting_operation(decision)
+    if operation is None:
+        return None
+    breaker = facts.breaker
+    if breaker is not None and breaker.open and not breaker.released:
+        return _breaker_hold(decision, HoldReason.BREAKER_OPEN, breaker, breaker.tripped_at)
+    if operation is Operation.RESTART:
+        paced = _paced(decision, facts)
+        if paced is not None:
+            return paced
+        if facts.rollout_limit > 0 and not facts.rollout_turn:
+            return _hold(
+                decision,
+                HoldReason.ROLLOUT_SLOT,
+                HELD_RECHECK_NS,
+                event=catalogue.restart_queued(facts.rollout_limit, decision.due_ns),
+                log=f"restart queued for a rollout slot (limit {facts.rollout_limit})",
+            )
+    if facts.budget_wait_ns > 0:
+        action = _action(decision)
+        return _hold(
+            decision,
+            HoldReason.BUDGET,
+            facts.budget_wait_ns,
+            until_ns=facts.now_ns + facts.budget_wait_ns,
+            event=catalogue.action_throttled(action.value, decision.due_ns),
+            log="action throttled by budget",
+        )
+    if breaker is not None and not breaker.released and breaker.in_window >= breaker.limit:
+        if breaker.in_flight > 0:
+            return _hold(
+                decision,
+                HoldReason.BREAKER_SETTLING,
+                BREAKER_SETTLE_NS,
+                log="breaker window full with actions in flight; looking again shortly",
+            )
+        tripped_at = format_rfc3339_seconds(facts.now_ns)
+        return _breaker_hold(
+            decision,
+            HoldReason.BREAKER_TRIPPED,
+            BreakerFacts(
+                open=True,
+                limit=breaker.limit,
+                window_ns=breaker.window_ns,
+                tripped_at=tripped_at,
+                tripped_actions=breaker.limit,
+            ),
+            tripped_at,
+        )
+    return None
+
+
+def _paced(decision: Patch | Delete, facts: GuardrailFacts) -> Hold | None:
+    """The restart guard and the jitter (docs/behaviour.md#restart-guard, #restart-jitter)."""
+    if facts.min_restart_interval_ns <= 0 and facts.restart_jitter_ns <= 0:
+        return None
+    last = facts.last_restart_ns if facts.min_restart_interval_ns > 0 else None
+    jittered, guarded = restart_not_before_ns(
+        due_ns=decision.due_ns,
+        uid=facts.uid,
+        last_restart=last,
+        min_interval_ns=facts.min_restart_interval_ns,
+        jitter_max_ns=facts.restart_jitter_ns,
+    )
+    now = facts.now_ns
+    run_at = max(t for t in (jittered, guarded, now) if t is not None)
+    if run_at <= now:
+        return None
+    if guarded is not None and last is not None and guarded > now:
+        return _hold(
+            decision,
+            HoldReason.RESTART_GUARD,
+            run_at - now,
+            until_ns=run_at,
+            event=catalogue.restart_deferred(
+                last_ns=last, run_at_ns=run_at, due_ns=decision.due_ns
+            ),
+            log="restart deferred by the minimum restart interval",
+        )
+    return _hold(
+        decision,
+        HoldReason.RESTART_JITTER,
+        run_at - now,
+        until_ns=run_at,
+        log="restart delayed by its jitter",
+    )
+
+
+def _breaker_hold(
+    decision: Patch | Delete, reason: HoldReason, breaker: BreakerFacts, tripped_at: str
+) -> Hold:
+    halted = catalogue.about(
+        catalogue.actions_halted(breaker.tripped_actions, breaker.window_ns, tripped_at),
+        action=_action(decision).value,
+        due_ns=decision.due_ns,
+        dry_run=False,
+    )
+    hold = _hold(
+        decision,
+        reason,
+        HELD_RECHECK_NS,
+        event=halted,
+        log=f"action held by the open circuit breaker (tripped at {tripped_at})",
+    )
+    return replace(hold, tripped_at=tripped_at)
+
+
+def _hold(
+    decision: Patch | Delete,
+    reason: HoldReason,
+    requeue_after_ns: int,
+    *,
+    until_ns: int | None = None,
+    event: catalogue.Event | None = None,
+    log: str,
+) -> Hold:
+    return Hold(
+        reason=reason,
+        held=decision,
+        requeue_after_ns=max(requeue_after_ns, 1),
+        until_ns=until_ns,
+        events=() if event is None else (event,),
+        action=decision.action,
+        due_ns=decision.due_ns,
+        log=log,
+    )
+
+
+def _action(decision: Patch | Delete) -> Action:
+    assert decision.action is not None  # acting_operation() said it acts
+    return decision.action

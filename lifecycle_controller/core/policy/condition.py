@@ -1,0 +1,277 @@
+"""A policy's ``condition``: a CEL expression over the object's metadata, compiled once.
+
+CEL is the language of Kubernetes' validation rules and admission policies, so users already
+know it. The expression sees one variable, ``object``, holding only ``object.metadata``:
+``name``, ``namespace``, ``labels``, ``annotations`` (maps, empty when absent),
+``creationTimestamp`` (a CEL timestamp; absent from a manifest that has none, so
+``has(object.metadata.creationTimestamp)`` tells) and ``ownerReferences`` (a list of maps
+with ``apiVersion``, ``kind``, ``name``, ``uid`` and ``controller``).
+
+The implementation is ``common-expression-language`` (Rust, package ``cel``): it compiled the
+issue's example about 20 times faster and evaluated it about 7 times faster per object than
+the pure-Python ``cel-python``. It is loaded lazily, by the first :func:`compile_condition`,
+so a controller without conditions never loads it; and only its compiled extension is loaded
+(about 3 MB and 10 ms), not the package, whose ``__init__`` also imports a command-line
+interface (typer, rich: about 25 MB and 0.3 s). Should the package's layout change, the
+whole package is imported instead.
+
+Cost is bounded on the parsed expression (:mod:`lifecycle_controller.core.policy.condition_cost`),
+never on its text: an expression longer than :data:`MAX_CONDITION_LENGTH` characters (the
+CRD's ``maxLength`` too), with a comprehension macro (``all``, ``exists``, ``exists_one``,
+``map``, ``filter``) inside another one's body, or whose estimated cost over metadata of
+:data:`COMPILE_SIZES` exceeds :data:`MAX_EVALUATION_COST` is refused. Before each evaluation
+over larger metadata, the estimate is taken again for that object's sizes, and an evaluation
+over the budget is not run: it is an evaluation problem. So no evaluation costs more than the
+budget, and none can hold the event loop for long. Evaluation never raises: an error (a
+missing map key, a type mismatch, the budget...) or a result that is not a boolean means "does
+not match", with the problem in :attr:`ConditionResult.problem` for the policy's status.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+
+from lifecycle_controller.core.policy.condition_cost import (
+    CostError,
+    CostModel,
+    NestedMacroError,
+    Sizes,
+    analyse,
+)
+from lifecycle_controller.core.text.units import NS_PER_SECOND
+
+if TYPE_CHECKING:
+    import cel
+
+__all__ = [
+    "COMPILE_SIZES",
+    "MAX_CONDITION_LENGTH",
+    "MAX_EVALUATION_COST",
+    "Condition",
+    "ConditionError",
+    "ConditionResult",
+    "OwnerReference",
+    "compile_condition",
+]
+
+#: The longest condition accepted, in characters (a selector does the heavy lifting). The
+#: CRDs' ``spec.condition`` has the same ``maxLength`` (a chart test compares them).
+MAX_CONDITION_LENGTH: Final = 1024
+#: The most estimated steps one evaluation may take (tens of milliseconds at most).
+MAX_EVALUATION_COST: Final = 1_000_000
+#: The metadata a condition must fit the budget for to be accepted at all: a long name, 32
+#: labels, annotations of 8 KiB (a kubectl last-applied-configuration), 4 owners. Larger
+#: metadata is estimated again, object by object, before each evaluation.
+COMPILE_SIZES: Final = Sizes(
+    name=253,
+    namespace=63,
+    labels_entries=32,
+    labels_bytes=32 * 128,
+    annotations_entries=32,
+    annotations_bytes=8192,
+    owner_entries=4,
+    owner_bytes=4 * 256,
+)
+_NS_PER_MICROSECOND: Final = 1000
+
+
+class ConditionError(ValueError):
+    """A condition that is refused before it runs; ``str()`` is the exact problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    """One ``metadata.ownerReferences`` entry, as much of it as matching needs."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionResult:
+    """Whether the condition holds; ``problem`` says why it could not be evaluated."""
+
+    matched: bool
+    problem: str | None = None
+
+
+def _check_cost(source: str) -> CostModel:
+    if len(source) > MAX_CONDITION_LENGTH:
+        raise ConditionError(
+            f"is {len(source)} characters long; at most {MAX_CONDITION_LENGTH} are allowed"
+        )
+    try:
+        model = analyse(source)
+    except NestedMacroError as nested:
+        raise ConditionError(
+            f"nests the {nested.macro}() macro inside another comprehension; "
+            "at most one level is allowed, to bound its cost"
+        ) from None
+    except CostError as error:
+        _compiler().compile(source)  # a syntax error: the compiler's message says it best
+        raise ConditionError(f"cannot be analysed for its cost: {error}") from None
+    cost = model.cost(COMPILE_SIZES)
+    if cost > MAX_EVALUATION_COST:
+        raise ConditionError(
+            f"has an estimated cost of {cost} steps over typical metadata; "
+            f"at most {MAX_EVALUATION_COST} are allowed"
+        )
+    return model
+
+
+def _within(sizes: Sizes, bound: Sizes) -> bool:
+    return (
+        sizes.name <= bound.name
+        and sizes.namespace <= bound.namespace
+        and sizes.labels_entries <= bound.labels_entries
+        and sizes.labels_bytes <= bound.labels_bytes
+        and sizes.annotations_entries <= bound.annotations_entries
+        and sizes.annotations_bytes <= bound.annotations_bytes
+        and sizes.owner_entries <= bound.owner_entries
+        and sizes.owner_bytes <= bound.owner_bytes
+    )
+
+
+def _map_bytes(entries: Mapping[str, str]) -> int:
+    return sum(len(key) + len(value) for key, value in entries.items())
+
+
+class _Compiler(Protocol):
+    def compile(self, expression: str) -> cel.Program: ...
+
+
+def _extension() -> ModuleType | None:
+    """The library's compiled ``cel.cel`` module, loaded without the package's ``__init__``."""
+    package = importlib.util.find_spec("cel")  # finds the package; does not run it
+    if package is None or not package.submodule_search_locations:
+        return None
+    for folder in package.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / f"cel{suffix}"
+            if not path.is_file():
+                continue
+            spec = importlib.util.spec_from_file_location("cel.cel", path)
+            if spec is None or spec.loader is None:
+                return None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            # Registered, so that a later ``import cel`` reuses it (an extension loads once).
+            sys.modules["cel.cel"] = module
+            return module
+    return None
+
+
+@functools.cache
+def _compiler() -> _Compiler:
+    try:
+        module = _extension()
+    except ImportError:
+        module = None
+    if module is None or not callable(getattr(module, "compile", None)):
+        import cel as module  # the layout changed: the whole package, CLI and all
+
+    return cast(_Compiler, module)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Condition:
+    """A compiled condition; build it with :func:`compile_condition`."""
+
+    source: str
+    _program: cel.Program = field(repr=False)
+    _cost: CostModel = field(repr=False)
+
+    def evaluate(
+        self,
+        *,
+        name: str,
+        namespace: str | None,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        creation_ns: int | None,
+        owner_references: Sequence[OwnerReference],
+    ) -> ConditionResult:
+        """Evaluate over one object's metadata, within :data:`MAX_EVALUATION_COST`; never
+        raises."""
+        sizes = Sizes(
+            name=len(name),
+            namespace=len(namespace or ""),
+            labels_entries=len(labels),
+            labels_bytes=_map_bytes(labels),
+            annotations_entries=len(annotations),
+            annotations_bytes=_map_bytes(annotations),
+            owner_entries=len(owner_references),
+            owner_bytes=sum(
+                len(r.api_version) + len(r.kind) + len(r.name) + len(r.uid) + 1
+                for r in owner_references
+            ),
+        )
+        if not _within(sizes, COMPILE_SIZES):  # within them, the compile-time check holds
+            cost = self._cost.cost(sizes)
+            if cost > MAX_EVALUATION_COST:
+                return ConditionResult(
+                    False,
+                    f"condition failed: estimated cost {cost} over this object's metadata "
+                    f"exceeds the budget of {MAX_EVALUATION_COST} steps",
+                )
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace or "",
+            "labels": dict(labels),
+            "annotations": dict(annotations),
+            "ownerReferences": [
+                {
+                    "apiVersion": ref.api_version,
+                    "kind": ref.kind,
+                    "name": ref.name,
+                    "uid": ref.uid,
+                    "controller": ref.controller,
+                }
+                for ref in owner_references
+            ],
+        }
+        if creation_ns is not None:
+            seconds, rest = divmod(creation_ns, NS_PER_SECOND)
+            metadata["creationTimestamp"] = datetime.fromtimestamp(seconds, UTC).replace(
+                microsecond=rest // _NS_PER_MICROSECOND
+            )
+        try:
+            result = self._program.execute({"object": {"metadata": metadata}})
+        except Exception as error:  # the library raises several types; none may escape
+            return ConditionResult(False, f"condition failed: {_first_line(error)}")
+        if not isinstance(result, bool):
+            return ConditionResult(
+                False, f"condition returned {type(result).__name__} {result!r}, not a boolean"
+            )
+        return ConditionResult(result)
+
+
+def compile_condition(source: str) -> Condition:
+    """Check the cost bound and compile; raise :class:`ConditionError` with the problem."""
+    if not source.strip():
+        raise ConditionError("is empty")
+    try:
+        model = _check_cost(source)
+        program = _compiler().compile(source)
+    except ConditionError:
+        raise
+    except Exception as error:
+        raise ConditionError(f"does not compile: {_first_line(error)}") from None
+    return Condition(source, program, model)

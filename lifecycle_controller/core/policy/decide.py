@@ -1,0 +1,232 @@
+"""Deciding for one object with policies: the merged inputs in, a decision that writes nothing
+a policy may not write, and names the policy, out.
+
+The controller's reconciler and the tools (``plan``, ``explain``, ``policies try``) call
+:func:`decide_with_policies`, so they agree. For an object no policy decides it is exactly
+:func:`~lifecycle_controller.core.decision.namespace_defaults.decide_in_namespace` on the object's
+own
+annotations. For a policy-driven decision (docs/policies.md#what-a-policy-writes):
+
+* **No annotation writes.** A policy is declared in Git beside the objects it covers, so it
+  never writes their annotations: a restart's patch keeps only the Pod template marker
+  (``lifecycle.cezary.dev/restartedAt``), and the acknowledgement a skipped occurrence would
+  write becomes a guarded no-op patch whose acknowledged instant the controller keeps in
+  memory (:attr:`PolicyDecision.acknowledged`). A ``never`` observation record is not
+  persisted on the object either (the in-memory ledger still has it).
+* **Events name the policy.** Each Event's message ends with
+  ``(based on ClusterLifecyclePolicy/preview-namespaces: delete-after 48h)``; the texts of
+  annotation-driven Events are unchanged.
+
+**One decision per action family** (:class:`~.policy_precedence.Resolution`): a family won
+by the object's own annotations is decided on them, one won by a policy on the merged
+inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold). Under an
+enforced deletion the sooner of the enforced deadline and the next contender's deletion
+goes. :attr:`PolicyDecision.decisions` has every family's decision, the one to carry out
+this pass first (:func:`first_to_act`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lifecycle_controller.core.decision.events import Event
+from lifecycle_controller.core.decision.namespace_defaults import (
+    NamespaceDefaults,
+    decide_in_namespace,
+)
+from lifecycle_controller.core.decision.outcomes import (
+    Action,
+    Decision,
+    DecisionSettings,
+    Delete,
+    DryRun,
+    Idle,
+    Invalid,
+    ObjectFacts,
+    Patch,
+    Wait,
+)
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.contenders import Family
+from lifecycle_controller.core.policy.model import Policy
+from lifecycle_controller.core.policy.precedence import PolicyInputs, Resolution
+from lifecycle_controller.core.schedule.catchup import LedgerView
+
+__all__ = ["PolicyDecision", "attribution", "decide_with_policies", "first_to_act"]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    """The decisions (the one to carry out first), the inputs they were made on, and for a
+    policy's skipped occurrence the ``last-restart-timestamp`` it acknowledged (kept in
+    memory, never written)."""
+
+    decisions: tuple[Decision, ...]
+    inputs: Resolution
+    acknowledged: str | None = None
+
+    @property
+    def decision(self) -> Decision:
+        """The decision this pass carries out (the tools show it)."""
+        return self.decisions[0]
+
+
+def _urgency(decision: Decision) -> tuple[int, int]:
+    if isinstance(decision, Delete):
+        return (0, 0)
+    if isinstance(decision, Patch):
+        return (1, 0)
+    if isinstance(decision, DryRun):
+        return (2, 0)
+    if isinstance(decision, Wait):
+        return (3, decision.due_ns or 0)
+    return (4 if isinstance(decision, Invalid) else 5, 0)
+
+
+def first_to_act(decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
+    """The decisions, the one to carry out first in front: a deletion, a patch, a dry run,
+    the earliest wait, a misconfiguration, then nothing to do."""
+    return tuple(sorted(decisions, key=_urgency))
+
+
+def _sooner(enforced: Decision, other: Decision) -> Decision:
+    """Under an enforced deletion (a deadline): the other contender's deletion if it goes
+    first, else the enforced one."""
+    if isinstance(other, Delete):
+        return other
+    if isinstance(enforced, (Delete, DryRun)):
+        return enforced
+    if (
+        isinstance(other, Wait)
+        and isinstance(enforced, Wait)
+        and other.action is Action.DELETE
+        and other.due_ns is not None
+        and enforced.due_ns is not None
+        and other.due_ns < enforced.due_ns
+    ):
+        return other
+    return enforced
+
+
+def attribution(policy: Policy) -> str:
+    """``based on ClusterLifecyclePolicy/name: delete-after 48h`` (the action key and value),
+    with ``, enforced`` for an enforced policy."""
+    actions = [
+        f"{key} {value}"
+        for key, value in policy.lifecycle.items()
+        if keys.PREFIX + key in keys.ACTION_KEYS
+    ]
+    action = actions[0] if actions else ""
+    said = f"based on {policy.ref}: {action}" if action else f"based on {policy.ref}"
+    return f"{said}, enforced" if policy.enforce else said
+
+
+def _named(events: tuple[Event, ...], suffix: str) -> tuple[Event, ...]:
+    return tuple(dataclasses.replace(e, message=f"{e.message} ({suffix})") for e in events)
+
+
+def _without_annotations(body: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The patch without its top-level annotation changes, and the acknowledged anchor."""
+    patch = {key: value for key, value in body.items() if key != "metadata"}
+    metadata = dict(body.get("metadata") or {})
+    annotations = metadata.pop("annotations", None) or {}
+    acknowledged = annotations.get(keys.LAST_RESTART_TIMESTAMP)
+    if metadata:
+        patch["metadata"] = metadata
+    return patch, acknowledged if isinstance(acknowledged, str) else None
+
+
+def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | None]:
+    suffix = attribution(policy)
+    changes: dict[str, Any] = {"events": _named(decision.events, suffix), "policy": str(policy.ref)}
+    acknowledged: str | None = None
+    if isinstance(decision, (Patch, Delete)):
+        changes["on_success"] = dataclasses.replace(
+            decision.on_success, events=_named(decision.on_success.events, suffix)
+        )
+        failure = decision.failure
+        if failure is not None:
+            prefix = failure.message_prefix.removesuffix(": ")
+            changes["failure"] = dataclasses.replace(
+                failure, message_prefix=f"{prefix} ({suffix}): "
+            )
+    if isinstance(decision, Delete) and policy.deletion_propagation is not None:
+        changes["propagation"] = policy.deletion_propagation
+    if isinstance(decision, Patch):
+        changes["body"], acknowledged = _without_annotations(decision.body)
+    elif isinstance(decision, Wait):
+        changes["record"] = None
+    if decision.log:
+        changes["log"] = f"{decision.log} ({suffix})"
+        if "propagation" in changes:
+            changes["log"] += f"; propagation {changes['propagation']}"
+    return dataclasses.replace(decision, **changes), acknowledged
+
+
+def _decide_family(
+    inputs: PolicyInputs,
+    *,
+    facts: ObjectFacts,
+    now_ns: int,
+    settings: DecisionSettings,
+    ledger: LedgerView,
+    defaults: NamespaceDefaults | None,
+) -> tuple[Decision, str | None]:
+    """One family's decision and, for a policy's skipped restart, what it acknowledged."""
+    if inputs.held is not None:
+        return Idle(log=inputs.held.describe(), policy=str(inputs.held.ref)), None
+    decision = decide_in_namespace(
+        annotations=inputs.annotations,
+        facts=facts,
+        now_ns=now_ns,
+        settings=settings,
+        ledger=ledger,
+        defaults=defaults,
+    )
+    policy = inputs.decided_by
+    if policy is None:
+        return decision, None
+    if inputs.left_alone is not None and isinstance(decision, Idle):
+        decision = dataclasses.replace(decision, log=f"left alone: {inputs.left_alone}")
+    attributed, acknowledged = _attributed(decision, policy)
+    if inputs.sooner is not None:
+        other, _ = _decide_family(
+            inputs.sooner,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            ledger=ledger,
+            defaults=defaults,
+        )
+        attributed = _sooner(attributed, other)
+    return attributed, acknowledged
+
+
+def decide_with_policies(
+    *,
+    inputs: Resolution,
+    facts: ObjectFacts,
+    now_ns: int,
+    settings: DecisionSettings,
+    ledger: LedgerView,
+    defaults: NamespaceDefaults | None,
+) -> PolicyDecision:
+    """Decide on ``inputs`` (from :meth:`~.policy_set.PolicySet.resolve`); see the module."""
+    decisions: list[Decision] = []
+    acknowledged: str | None = None
+    for family_inputs in inputs.families:
+        decision, acked = _decide_family(
+            family_inputs,
+            facts=facts,
+            now_ns=now_ns,
+            settings=settings,
+            ledger=ledger,
+            defaults=defaults,
+        )
+        decisions.append(decision)
+        if family_inputs.family is Family.RESTART and acked is not None:
+            acknowledged = acked
+    return PolicyDecision(first_to_act(tuple(decisions)), inputs, acknowledged)

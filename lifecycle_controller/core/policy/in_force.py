@@ -1,0 +1,249 @@
+"""The policies in force, as one immutable snapshot that answers "which decide this object?".
+
+The controller builds a :class:`PolicySet` from the policy objects its informers see, the
+tools (``plan -f``, ``policies try``) from manifests; both then ask it the same questions, so
+that what a tool predicts is what the controller does:
+
+* :meth:`PolicySet.candidate`: could any policy match this object, judged on what is cheap
+  to see (resource, scope, names, label selector)? The informers keep the metadata of such
+  objects; an object that is no candidate and has no lifecycle annotation is dropped while
+  listing, as before policies existed.
+* :meth:`PolicySet.matching`: the contenders for the object, best first: the valid policies
+  that match (every filter, the CEL condition included) and the holds (an invalid policy that
+  would match it, a policy whose condition failed on it).
+* :meth:`PolicySet.resolve`: every action family's inputs for the decision
+  (:func:`~lifecycle_controller.core.policy.precedence.resolve_policies`).
+
+The set carries the :class:`~.policy_match.Protection` in force (the controller's own
+namespace and objects, the system namespaces), so every question is asked with it.
+
+:func:`policy_from_manifest` reads one ``ClusterLifecyclePolicy``/``LifecyclePolicy`` object
+(an API object or a YAML document) into a :class:`~.policy_model.Policy` or a
+:class:`~.policy_model.PolicyInvalid`; it never raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lifecycle_controller.core.decision.outcomes import Action
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.condition import OwnerReference
+from lifecycle_controller.core.policy.contenders import PolicyHold, contender_order
+from lifecycle_controller.core.policy.match import (
+    DEFAULT_PROTECTION,
+    MatchReason,
+    ObjectView,
+    Protection,
+    holds,
+    match,
+    matches_statically,
+    selects_resource,
+)
+from lifecycle_controller.core.policy.model import (
+    Policy,
+    PolicyInvalid,
+    PolicyKind,
+    PolicyRef,
+    parse_policy,
+)
+from lifecycle_controller.core.policy.precedence import Resolution, resolve_policies
+from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
+
+__all__ = [
+    "POLICY_API_VERSION",
+    "PolicySet",
+    "is_policy_manifest",
+    "object_view",
+    "policy_from_manifest",
+    "reported_schedule_since",
+]
+
+#: ``apiVersion`` of both policy kinds.
+POLICY_API_VERSION: Final = "lifecycle.cezary.dev/v1alpha1"
+_KINDS: Final = {kind.value: kind for kind in PolicyKind}
+
+
+def is_policy_manifest(doc: Mapping[str, Any]) -> bool:
+    """A document of one of the two policy kinds (any version of the group)."""
+    api_version = str(doc.get("apiVersion", ""))
+    return api_version.split("/")[0] == "lifecycle.cezary.dev" and doc.get("kind") in _KINDS
+
+
+def policy_from_manifest(doc: Mapping[str, Any]) -> Policy | PolicyInvalid:
+    """One policy object (``is_policy_manifest`` must hold) as a model; never raises."""
+    kind = _KINDS[str(doc["kind"])]
+    metadata = doc.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = str(metadata.get("name") or "")
+    namespace = metadata.get("namespace") or None
+    generation = metadata.get("generation")
+    generation = generation if isinstance(generation, int) else 0
+    if str(doc.get("apiVersion")) != POLICY_API_VERSION:
+        ref = PolicyRef(kind, namespace if kind is PolicyKind.NAMESPACED else None, name)
+        problem = f"apiVersion: {doc.get('apiVersion')} is not served; use {POLICY_API_VERSION}"
+        return PolicyInvalid(ref, generation, (problem,))
+    return parse_policy(kind, namespace, name, generation, doc.get("spec"))
+
+
+def _creation_ns(value: object) -> int | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None
+
+
+def _owner_references(raw: object) -> tuple[OwnerReference, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        OwnerReference(
+            api_version=str(ref.get("apiVersion", "")),
+            kind=str(ref.get("kind", "")),
+            name=str(ref.get("name", "")),
+            uid=str(ref.get("uid", "")),
+            controller=ref.get("controller") is True,
+        )
+        for ref in raw
+        if isinstance(ref, Mapping)
+    )
+
+
+def _strings(raw: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+
+
+def object_view(resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView:
+    """What matching reads of an object, from its ``metadata`` (an API object's or a manifest's)."""
+    return ObjectView(
+        resource=resource,
+        namespace=(metadata.get("namespace") or None) if resource.namespaced else None,
+        name=str(metadata.get("name", "")),
+        labels=_strings(metadata.get("labels")),
+        annotations=_strings(metadata.get("annotations")),
+        creation_ns=_creation_ns(metadata.get("creationTimestamp")),
+        owner_references=_owner_references(metadata.get("ownerReferences")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """Valid and invalid policies of one moment; cheap to ask per object."""
+
+    valid: tuple[Policy, ...] = ()
+    invalid: tuple[PolicyInvalid, ...] = ()
+    protection: Protection = DEFAULT_PROTECTION
+    _by_resource: dict[str, tuple[Policy, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    @classmethod
+    def of(
+        cls,
+        policies: Iterable[Policy | PolicyInvalid],
+        protection: Protection = DEFAULT_PROTECTION,
+    ) -> PolicySet:
+        """Split parsed policies into the valid and the invalid ones (name order)."""
+        parsed = sorted(policies, key=lambda p: (p.ref.kind, p.ref.namespace or "", p.ref.name))
+        return cls(
+            valid=tuple(p for p in parsed if isinstance(p, Policy)),
+            invalid=tuple(p for p in parsed if isinstance(p, PolicyInvalid)),
+            protection=protection,
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.valid or self.invalid)
+
+    def for_resource(self, resource: ResourceType) -> tuple[Policy, ...]:
+        """The valid policies that may act on this type (memoised per type)."""
+        found = self._by_resource.get(resource.key)
+        if found is None:
+            # A restart policy whose globs also select kinds that cannot restart leaves them
+            # alone, silently: "*.apps" means the Deployments, StatefulSets and DaemonSets.
+            found = tuple(
+                p
+                for p in self.valid
+                if selects_resource(p.resources, resource)
+                and (p.action is not Action.RESTART or resource.restartable)
+            )
+            self._by_resource[resource.key] = found
+        return found
+
+    def resource_patterns(self) -> tuple[str, ...]:
+        """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
+        return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))
+
+    def candidate(self, view: ObjectView) -> bool:
+        """Whether a policy could match, on resource, scope, names and selector alone (a
+        protected object too: it is kept, so that what protection refuses is counted), or an
+        invalid policy holds it."""
+        return any(matches_statically(p, view) for p in self.for_resource(view.resource)) or any(
+            holds(p, view, self.protection) for p in self.invalid
+        )
+
+    def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
+        """The contenders for the object (see the module docstring), best first."""
+        found: list[Policy | PolicyHold] = []
+        for policy in self.for_resource(view.resource):
+            result = match(policy, view, self.protection)
+            if result.matched:
+                found.append(policy)
+            elif result.reason is MatchReason.CONDITION_ERROR:
+                found.append(PolicyHold.condition_error(policy, result.problem or ""))
+        found.extend(PolicyHold.invalid(p) for p in self.invalid if holds(p, view, self.protection))
+        return sorted(found, key=contender_order)
+
+    def protected_from(self, view: ObjectView) -> tuple[PolicyRef, ...]:
+        """The policies that would match the object but for its protection."""
+        return tuple(
+            p.ref
+            for p in self.for_resource(view.resource)
+            if match(p, view, self.protection).reason is MatchReason.PROTECTED
+            and match(p, view, _UNPROTECTED).matched
+        )
+
+    def resolve(
+        self,
+        annotations: Mapping[str, str],
+        view: ObjectView,
+        *,
+        restart_marker: str | None,
+        now_ns: int,
+        schedule_since_ns: Mapping[PolicyRef, int] | None = None,
+    ) -> Resolution:
+        """The decision's inputs for an object whose lifecycle annotations are ``annotations``."""
+        return resolve_policies(
+            annotations,
+            self.matching(view),
+            creation_ns=view.creation_ns,
+            restart_marker=restart_marker,
+            now_ns=now_ns,
+            schedule_since_ns=schedule_since_ns,
+            protected=self.protected_from(view),
+        )
+
+
+#: Matching without protection (to tell what protection refused).
+_UNPROTECTED: Final = Protection(namespaces=frozenset())
+
+
+def reported_schedule_since(status: Mapping[str, Any], generation: int) -> int | None:
+    """A policy's ``status.scheduleSince`` (ns) when the status is about ``generation``.
+
+    The controller writes it when it first accepts a generation; reading it back lets a new
+    leader, and the tools, anchor recurring schedules where the old leader did
+    (docs/policies.md#how-a-policy-is-anchored). None when absent, stale or unreadable.
+    """
+    if status.get("observedGeneration") != generation:
+        return None
+    value = status.get("scheduleSince")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None

@@ -1,0 +1,462 @@
+"""Which policy decides for an object, per action family, and the inputs
+:func:`decide_in_namespace` then takes (docs/policies.md#safety-rules).
+
+**Per action family.** Deletion (``delete-*``) and restart (``restart-*``) are separate
+families; each has its own winner, the first of its contenders in this order:
+
+1. enforced ``ClusterLifecyclePolicy`` objects (``enforce: true``), by priority then name;
+2. the object's own action annotations of that family;
+3. ``LifecyclePolicy`` objects of its namespace, by priority then name;
+4. the other ``ClusterLifecyclePolicy`` objects, by priority then name.
+
+``exempt`` on the object removes layers 3 and 4. The contenders after the winner are
+*overlapped*. A **hold** contends at its policy's place: an invalid policy that would match
+the object (:func:`~.policy_match.holds`), or a policy whose condition could not be
+evaluated for it. A hold that wins means nothing acts in that family (fail closed): no lower
+policy takes over.
+
+When every family is won by the object's own annotations (or has no contender) the object is
+decided on its own annotations exactly as without policies, so an object annotated with both
+families is still the reference's conflict.
+
+**Merging a policy's inputs.** The winner's ``lifecycle`` applies; the object's own
+``catch-up``, ``warn-before`` and ``maintenance-window`` override it key by key (not for an
+enforced policy), and **caution composes**: ``dry-run`` is true when the policy or the object
+says true (then the namespace default and ``--dry-run`` can still say true). A policy's
+``delete-at`` and ``restart-at`` cover only objects that existed before that time.
+
+**An enforced deletion is a deadline**: when the next contender of the deletion family is a
+real one (the object's own annotations or a policy), :attr:`PolicyInputs.sooner` carries its
+inputs, and the decision takes whichever deletes first.
+
+**Anchors: a policy writes nothing onto an object to schedule it.**
+
+* ``delete-after`` counts from the object's ``creationTimestamp`` (the pass's time for a
+  manifest without one, as ``plan`` reads it): the merged map carries the ``delete-at`` it
+  amounts to, which the cap measures from the creation as well, so the deletion is never
+  converted (no write) and a refused one stays refused.
+* ``restart-every`` and ``restart-cron`` count from :func:`recurring_anchor`: the latest of
+  the Pod template's ``lifecycle.cezary.dev/restartedAt`` marker, the object's creation, and
+  the time the policy's current generation was first accepted. It goes in as
+  ``last-restart-timestamp``, so the recurring schedule never initializes (no write).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.contenders import (
+    ENFORCED_LAYER,
+    FAMILY_KEYS,
+    NAMESPACED_LAYER,
+    Family,
+    PolicyHold,
+    contender_order,
+    family_of,
+)
+from lifecycle_controller.core.policy.match import is_exempt
+from lifecycle_controller.core.policy.model import Policy, PolicyRef
+from lifecycle_controller.core.text.durations import parse_duration
+from lifecycle_controller.core.text.gotext import go_parse_bool
+from lifecycle_controller.core.text.timestamps import (
+    TimestampError,
+    format_rfc3339_nano,
+    parse_rfc3339,
+)
+
+__all__ = [
+    "InputSource",
+    "PolicyInputs",
+    "Resolution",
+    "recurring_anchor",
+    "resolve_policies",
+]
+
+#: The object's own keys a deciding policy leaves out (they belong to annotation actions).
+_REPLACED: Final = frozenset(
+    {
+        *keys.ACTION_KEYS,
+        keys.CRON_TIMEZONE,
+        keys.REFERENCE_POINT,
+        keys.LAST_RESTART_TIMESTAMP,
+        keys.MANAGED_BY,
+    }
+)
+#: The object's modifiers a (not enforced) policy lets it override, key by key.
+_OVERRIDDEN: Final = frozenset(keys.MODIFIER_KEYS) - {keys.DRY_RUN}
+
+
+class InputSource(enum.StrEnum):
+    """Where a lifecycle key of the merged inputs came from."""
+
+    OBJECT = "object"
+    POLICY = "policy"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInputs:
+    """One family's merged inputs, who decided, who was overlapped (best first).
+
+    ``family`` None: no policy decides any family and ``annotations`` are the object's own,
+    unchanged. ``held``: a hold won the family (nothing acts). ``left_alone``: the winning
+    policy does not cover the object (it was created after the policy's ``delete-at``, or
+    restarted after its ``restart-at``). ``sooner``: under an enforced deletion, the next
+    contender's inputs (the decision takes whichever deletes first).
+    """
+
+    annotations: Mapping[str, str]
+    decided_by: Policy | None = None
+    overlapped: tuple[PolicyRef, ...] = ()
+    #: For each lifecycle key in ``annotations`` set by the object or the policy.
+    sources: Mapping[str, InputSource] = field(default_factory=lambda: MappingProxyType({}))
+    exempt: bool = False
+    family: Family | None = None
+    held: PolicyHold | None = None
+    left_alone: str | None = None
+    sooner: PolicyInputs | None = None
+    #: Policies that would match but for protection (docs/policies.md).
+    protected: tuple[PolicyRef, ...] = ()
+
+    @property
+    def annotation_driven(self) -> bool:
+        """Policies matched, but the object's own action annotations replaced them all."""
+        return self.decided_by is None and self.held is None and bool(self.overlapped)
+
+    @property
+    def own(self) -> bool:
+        """The object's own annotations decide this family."""
+        return self.decided_by is None and self.held is None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Every family's inputs for one object (one entry, ``family`` None, when no policy
+    decides or holds any family)."""
+
+    families: tuple[PolicyInputs, ...]
+
+    @property
+    def primary(self) -> PolicyInputs:
+        """The inputs the tools describe first: a policy's, else a hold's, else the own."""
+        for inputs in self.families:
+            if inputs.decided_by is not None:
+                return inputs
+        for inputs in self.families:
+            if inputs.held is not None:
+                return inputs
+        return self.families[0]
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.primary.annotations
+
+    @property
+    def decided_by(self) -> Policy | None:
+        return self.primary.decided_by
+
+    @property
+    def sources(self) -> Mapping[str, InputSource]:
+        return self.primary.sources
+
+    @property
+    def exempt(self) -> bool:
+        return self.primary.exempt
+
+    @property
+    def held(self) -> PolicyHold | None:
+        return self.primary.held
+
+    @property
+    def protected(self) -> tuple[PolicyRef, ...]:
+        return self.primary.protected
+
+    @property
+    def deciders(self) -> tuple[PolicyRef, ...]:
+        """Every policy that decides a family for the object (under an enforced deletion,
+        the next contender too: the deletion is the sooner of the two)."""
+        found = []
+        for inputs in self.families:
+            if inputs.decided_by is not None:
+                found.append(inputs.decided_by.ref)
+            if inputs.sooner is not None and inputs.sooner.decided_by is not None:
+                found.append(inputs.sooner.decided_by.ref)
+        return tuple(found)
+
+    @property
+    def holds(self) -> tuple[PolicyHold, ...]:
+        return tuple(i.held for i in self.families if i.held is not None)
+
+    @property
+    def overlapped(self) -> tuple[PolicyRef, ...]:
+        """Policies matched that decide no family (best first, once each)."""
+        deciders = set(self.deciders) | {h.ref for h in self.holds}
+        seen: dict[PolicyRef, None] = {}
+        for inputs in self.families:
+            for ref in inputs.overlapped:
+                if ref not in deciders:
+                    seen.setdefault(ref, None)
+        return tuple(seen)
+
+    @property
+    def annotation_driven(self) -> bool:
+        return not self.deciders and not self.holds and bool(self.overlapped)
+
+
+def _instant(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None  # not a marker we wrote; the other anchors stand
+
+
+def recurring_anchor(
+    *,
+    restart_marker: str | None,
+    creation_ns: int | None,
+    schedule_since_ns: int | None,
+    now_ns: int,
+) -> int:
+    """The ``last-restart-timestamp`` a policy's recurring restart counts from.
+
+    The latest of the known instants among the template marker (ignored when it is not an
+    RFC 3339 time), the object's creation and the policy generation's acceptance; the pass's
+    time when none is known.
+    """
+    known = [
+        instant
+        for instant in (_instant(restart_marker), creation_ns, schedule_since_ns)
+        if instant is not None
+    ]
+    return max(known, default=now_ns)
+
+
+def _own_family(annotations: Mapping[str, str], family: Family) -> bool:
+    return any(annotations.get(key) for key in FAMILY_KEYS[family])
+
+
+def _existed_before(at: str, *instants: int | None) -> bool:
+    """A policy's ``*-at`` covers an object none of whose ``instants`` (its creation, its
+    last restart) is at or after that time; unknown instants do not count."""
+    when = parse_rfc3339(at)  # validated by parse_policy
+    return not any(i is not None and i >= when for i in instants)
+
+
+def _compose_dry_run(
+    merged: dict[str, str], sources: dict[str, InputSource], policy: Policy, own: str | None
+) -> None:
+    """Caution composes: true when the policy or the object says true; an object's value Go
+    cannot read stays, so the decision reports it; otherwise the key is left out, so the
+    namespace default and ``--dry-run`` still apply."""
+    merged.pop(keys.DRY_RUN, None)
+    sources.pop(keys.DRY_RUN, None)
+    said = policy.lifecycle.get("dry-run")
+    if said is not None and go_parse_bool(said) is True:
+        merged[keys.DRY_RUN], sources[keys.DRY_RUN] = "true", InputSource.POLICY
+    elif own is not None and go_parse_bool(own) is None:
+        merged[keys.DRY_RUN], sources[keys.DRY_RUN] = own, InputSource.OBJECT
+    elif own is not None and go_parse_bool(own) is True:
+        merged[keys.DRY_RUN], sources[keys.DRY_RUN] = "true", InputSource.OBJECT
+
+
+def _merge(
+    annotations: Mapping[str, str],
+    policy: Policy,
+    *,
+    creation_ns: int | None,
+    restart_marker: str | None,
+    schedule_since_ns: int | None,
+    now_ns: int,
+) -> tuple[dict[str, str], dict[str, InputSource], str | None]:
+    """The merged map, its sources, and why the policy leaves the object alone (or None)."""
+    if policy.enforce:
+        merged: dict[str, str] = {}  # the administrator's rule: the object's keys do not count
+    else:
+        merged = {key: value for key, value in annotations.items() if key not in _REPLACED}
+    sources: dict[str, InputSource] = {
+        key: InputSource.OBJECT for key in _OVERRIDDEN if key in merged
+    }
+    for key, value in policy.annotations.items():
+        if key in _OVERRIDDEN and key in merged:
+            continue  # the object's own modifier wins, key by key
+        merged[key] = value
+        sources[key] = InputSource.POLICY
+    _compose_dry_run(
+        merged, sources, policy, None if policy.enforce else annotations.get(keys.DRY_RUN)
+    )
+    left_alone = None
+    if keys.DELETE_AT in merged and not _existed_before(merged[keys.DELETE_AT], creation_ns):
+        del merged[keys.DELETE_AT], sources[keys.DELETE_AT]
+        left_alone = "created at or after the policy's delete-at"
+    if keys.DELETE_AFTER in merged:
+        start = now_ns if creation_ns is None else creation_ns
+        due = start + parse_duration(merged[keys.DELETE_AFTER])  # validated by parse_policy
+        merged[keys.DELETE_AT] = format_rfc3339_nano(due)
+        sources[keys.DELETE_AT] = InputSource.POLICY
+        del merged[keys.DELETE_AFTER], sources[keys.DELETE_AFTER]
+    if keys.RESTART_AT in merged and not _existed_before(
+        merged[keys.RESTART_AT], _instant(restart_marker), creation_ns
+    ):
+        del merged[keys.RESTART_AT], sources[keys.RESTART_AT]
+        left_alone = "created or restarted at or after the policy's restart-at"
+    if keys.RESTART_EVERY in merged or keys.RESTART_CRON in merged:
+        anchor = recurring_anchor(
+            restart_marker=restart_marker,
+            creation_ns=creation_ns,
+            schedule_since_ns=schedule_since_ns,
+            now_ns=now_ns,
+        )
+        merged[keys.LAST_RESTART_TIMESTAMP] = format_rfc3339_nano(anchor)
+        sources[keys.LAST_RESTART_TIMESTAMP] = InputSource.POLICY
+    return merged, sources, left_alone
+
+
+@dataclass(frozen=True, slots=True)
+class _Own:
+    """The object's own annotations as a contender."""
+
+
+_OWN_CONTENDER: Final = _Own()
+
+
+def _family_inputs(
+    family: Family,
+    annotations: Mapping[str, str],
+    contenders: Sequence[Policy | PolicyHold | _Own],
+    *,
+    exempt: bool,
+    protected: tuple[PolicyRef, ...],
+    creation_ns: int | None,
+    restart_marker: str | None,
+    schedule_since_ns: Mapping[PolicyRef, int],
+    now_ns: int,
+) -> PolicyInputs | None:
+    if not contenders:
+        return None
+    winner, rest = contenders[0], contenders[1:]
+    overlapped = tuple(c.ref for c in rest if not isinstance(c, _Own))
+    if isinstance(winner, _Own):
+        return PolicyInputs(
+            annotations, overlapped=overlapped, exempt=exempt, family=family, protected=protected
+        )
+    if isinstance(winner, PolicyHold):
+        return PolicyInputs(
+            MappingProxyType({}),
+            overlapped=overlapped,
+            exempt=exempt,
+            family=family,
+            held=winner,
+            protected=protected,
+        )
+    merged, sources, left_alone = _merge(
+        annotations,
+        winner,
+        creation_ns=creation_ns,
+        restart_marker=restart_marker,
+        schedule_since_ns=schedule_since_ns.get(winner.ref),
+        now_ns=now_ns,
+    )
+    sooner = None
+    if winner.enforce and family is Family.DELETE and left_alone is None:
+        below = [c for c in rest if not isinstance(c, PolicyHold)]
+        if below:
+            sooner = _family_inputs(
+                family,
+                annotations,
+                below,
+                exempt=exempt,
+                protected=protected,
+                creation_ns=creation_ns,
+                restart_marker=restart_marker,
+                schedule_since_ns=schedule_since_ns,
+                now_ns=now_ns,
+            )
+    return PolicyInputs(
+        MappingProxyType(merged),
+        decided_by=winner,
+        overlapped=overlapped,
+        sources=MappingProxyType(sources),
+        exempt=exempt,
+        family=family,
+        left_alone=left_alone,
+        sooner=sooner,
+        protected=protected,
+    )
+
+
+def _in_family(contender: Policy | PolicyHold, family: Family) -> bool:
+    if isinstance(contender, PolicyHold):
+        return family in contender.families
+    return family_of(contender.action) is family
+
+
+def resolve_policies(
+    annotations: Mapping[str, str],
+    matched: Iterable[Policy | PolicyHold],
+    *,
+    creation_ns: int | None,
+    restart_marker: str | None,
+    now_ns: int,
+    schedule_since_ns: Mapping[PolicyRef, int] | None = None,
+    protected: Iterable[PolicyRef] = (),
+) -> Resolution:
+    """Every family's inputs from the object's annotations and its contenders.
+
+    ``matched``: the valid policies :func:`~.policy_match.match` accepted (exempt and
+    protection already applied) and the holds (invalid policies that would match, policies
+    whose condition failed on the object). ``schedule_since_ns`` maps a policy to when its
+    current generation was first accepted (see the module docstring); a missing entry is
+    unknown. ``protected``: the policies that would match but for protection (reported).
+    """
+    exempt = is_exempt(annotations)
+    shielded = tuple(protected)
+    families: list[PolicyInputs] = []
+    all_contenders = list(matched)
+    for family in Family:
+        ranked = sorted(
+            (
+                c
+                for c in all_contenders
+                if _in_family(c, family)
+                and not (exempt and contender_order(c)[0] >= NAMESPACED_LAYER)
+            ),
+            key=contender_order,
+        )
+        contenders: list[Policy | PolicyHold | _Own] = list(ranked)
+        if _own_family(annotations, family):
+            place = sum(1 for c in ranked if contender_order(c)[0] == ENFORCED_LAYER)
+            contenders.insert(place, _OWN_CONTENDER)
+        inputs = _family_inputs(
+            family,
+            annotations,
+            contenders,
+            exempt=exempt,
+            protected=shielded,
+            creation_ns=creation_ns,
+            restart_marker=restart_marker,
+            schedule_since_ns=schedule_since_ns or {},
+            now_ns=now_ns,
+        )
+        if inputs is not None:
+            families.append(inputs)
+    if all(inputs.own for inputs in families):
+        overlapped: dict[PolicyRef, None] = {}
+        for inputs in families:
+            overlapped.update(dict.fromkeys(inputs.overlapped))
+        return Resolution(
+            (
+                PolicyInputs(
+                    annotations,
+                    overlapped=tuple(overlapped),
+                    exempt=exempt,
+                    protected=shielded,
+                ),
+            )
+        )
+    return Resolution(tuple(families))
