@@ -4,7 +4,8 @@ Creating a million ConfigMaps through the API takes about 45 minutes on the 2-co
 development machine (each create is admitted, validated, encoded and audited one by one);
 written into etcd as the API server itself stores them they take a few minutes. Each object
 goes to ``/registry/configmaps/<namespace>/<name>`` in the API server's storage encoding
-(:mod:`benchmarks.protobuf_encode`), through etcd's HTTP/JSON gateway (``POST /v3/kv/txn``,
+(:mod:`lifecycle_controller.devcluster.storage_encoding`), through etcd's HTTP/JSON gateway
+(``POST /v3/kv/txn``,
 ``per_txn`` puts per transaction, several transactions in flight). The API server's watch
 cache sees every put on its etcd watch, as it would see another API server's writes, and
 serves the objects with etcd's revisions as their resourceVersions. :func:`verify_seeded`
@@ -24,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.protobuf_encode import configmap_data, configmap_storage_bytes
+from lifecycle_controller.devcluster.storage_encoding import configmap_data, configmap_storage_bytes
 from lifecycle_controller.kube import KubeClient, ResourceType
 
 __all__ = ["etcd_db_bytes", "seed_configmaps", "served_count", "transactions", "verify_seeded"]

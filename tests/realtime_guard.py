@@ -28,12 +28,18 @@ TESTS = Path(__file__).resolve().parent
 FAST_TIER = tuple(TESTS / name for name in ("core", "machinery", "unit"))
 #: Where waiting for real time is the point: the tests of the real clock itself.
 ALLOWED = frozenset({TESTS / "machinery" / "test_clock.py", Path(__file__).resolve()})
+#: The in-process profiling harnesses run on the real clock by design (they measure CPU).
+HARNESSES = TESTS / "profiling"
 _WAITS = re.compile(r"\btime\.sleep\(|\bRealClock\(|from asyncio import .*\bsleep\b")
 
 
 def _from_a_test(depth: int) -> bool:
     caller = Path(sys._getframe(depth).f_code.co_filename)
-    return caller.is_relative_to(TESTS) and caller.resolve() not in ALLOWED
+    return (
+        caller.is_relative_to(TESTS)
+        and not caller.is_relative_to(HARNESSES)
+        and caller.resolve() not in ALLOWED
+    )
 
 
 def _guarded(real: Callable[..., Any], name: str) -> Callable[..., Any]:

@@ -1,17 +1,14 @@
-"""The benchmarks' protobuf encoder and etcd seeder: a seeded ConfigMap reads back as written.
+"""The local control plane's protobuf encoder: a ConfigMap reads back as written.
 
-A ConfigMap in the API server's storage encoding (``benchmarks/protobuf_encode.py``) is what
-a protobuf watch event carries as its object, so the project's own decoder
-(``kube/watch_protobuf.py``) reads it back; the etcd transactions are checked as JSON.
+A ConfigMap in the API server's storage encoding (``devcluster/storage_encoding.py``) is what a
+protobuf watch event carries as its object, so the project's own decoder
+(``kube/watch_protobuf.py``) reads it back. The etcd transactions that carry such objects are
+checked beside the benchmark that sends them (``tests/integration/test_etcd_seed.py``).
 """
 
 from __future__ import annotations
 
-import base64
-import json
-
-from benchmarks.etcd_seed import transactions
-from benchmarks.protobuf_encode import (
+from lifecycle_controller.devcluster.storage_encoding import (
     STORAGE_MAGIC,
     configmap_data,
     configmap_storage_bytes,
@@ -64,21 +61,3 @@ def test_a_stored_configmap_reads_back_with_the_projects_decoder() -> None:
             },
         },
     }
-
-
-def test_the_etcd_transactions_put_each_object_under_its_registry_key() -> None:
-    objects = [(f"ns-{i % 2}", f"cm-{i:06d}", {"k": "v"} if i == 0 else {}) for i in range(5)]
-    bodies = [json.loads(body) for body in transactions(objects, {"payload": "x"}, per_txn=2)]
-    puts = [op["requestPut"] for body in bodies for op in body["success"]]
-    assert [len(body["success"]) for body in bodies] == [2, 2, 1]
-    assert [base64.b64decode(put["key"]).decode() for put in puts] == [
-        f"/registry/configmaps/ns-{i % 2}/cm-{i:06d}" for i in range(5)
-    ]
-    first = decode_watch_event(_as_watch_event(base64.b64decode(puts[0]["value"])))
-    assert first["object"]["metadata"]["annotations"] == {"k": "v"}
-    assert (
-        "annotations"
-        not in decode_watch_event(_as_watch_event(base64.b64decode(puts[1]["value"])))["object"][
-            "metadata"
-        ]
-    )

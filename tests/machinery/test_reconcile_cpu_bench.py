@@ -1,8 +1,8 @@
-"""``benchmarks.reconcile_cpu`` keeps working: a small run deletes every object it queued."""
+"""``tests.profiling.reconcile_cpu`` keeps working: a small run deletes every object it queued."""
 
 from __future__ import annotations
 
-from benchmarks.reconcile_cpu import measure
+from tests.profiling.reconcile_cpu import measure
 
 
 async def test_a_small_run_schedules_and_deletes_every_object() -> None:

@@ -1,6 +1,7 @@
 """Reading protobuf watch frames (kube.watch_protobuf): messages, framing, broken input.
 
-The frames are built with the benchmarks' small encoder (``benchmarks/protobuf_encode.py``),
+The frames are built with the local control plane's small encoder
+(``devcluster/storage_encoding.py``),
 following the field numbers of Kubernetes' generated.proto files; one frame is a bookmark
 captured from a real API server. Random metadata is checked against its JSON form, and
 corrupted frames against a plain reference decoder written here (every message parsed whole
@@ -23,7 +24,7 @@ from aiohttp.base_protocol import BaseProtocol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.protobuf_encode import field_bytes, field_varint, varint
+from lifecycle_controller.devcluster.storage_encoding import field_bytes, field_varint, varint
 from lifecycle_controller.kube import TransportError, is_added_event
 from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP
 from lifecycle_controller.kube.watch_protobuf import (

@@ -1,13 +1,14 @@
 """A tiny protobuf encoder: a ConfigMap in the API server's own storage encoding.
 
-The million-object benchmark writes its ConfigMaps straight into etcd
+It belongs to the local control plane because it writes what the API server itself would have
+stored: the million-object benchmark writes its ConfigMaps straight into etcd
 (:mod:`benchmarks.etcd_seed`), as the API server would have stored them: the bytes ``k8s\\0``
 and a ``runtime.Unknown`` (``typeMeta`` (1) with ``apiVersion`` (1) and ``kind`` (2); ``raw``
 (2), the protobuf ``v1.ConfigMap``). Only what the benchmark's objects hold is encoded:
 ``metadata`` (1: name 1, namespace 3, uid 5, creationTimestamp 8 as ``Time`` {seconds 1,
 nanos 2}, labels 11 and annotations 12 as map entries {key 1, value 2}) and ``data`` (2, map
 entries). The project's decoder (:mod:`lifecycle_controller.kube.watch_protobuf`) reads it
-back in the unit test.
+back in the unit test, and the protobuf watch tests build their frames with it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The controller's own CPU per deletion, the API left out: what the package adds to a request.
 
-    python -m benchmarks.reconcile_cpu [--objects 4000] [--rounds 5] [--profile PREFIX]
+    python -m tests.profiling.reconcile_cpu [--objects 4000] [--rounds 5] [--profile PREFIX]
 
 The reconciles of a deletion burst, run in one process through the controller's real
 pieces (work queue and its metrics, workers, reconciler, guardrails, accounting, Event

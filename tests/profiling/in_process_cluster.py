@@ -5,7 +5,7 @@ Creates N ConfigMaps in one namespace (every 10th carries a far-future ``delete-
 time to ready (list + cache sync), objects kept in the cache, Python heap growth while
 syncing (tracemalloc), and how long the due deletions take.
 
-Run: python benchmarks/bench_cluster.py [N]      (default 5000; needs Go for the first build)
+Run: python -m tests.profiling.in_process_cluster [N]   (default 5000; Go for the first build)
 """
 
 from __future__ import annotations
