@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from lifecycle_controller.core.schedule.catchup import CatchUpPolicy, parse_catch_up_policy
+from lifecycle_controller.core.schedule.catchup import CatchUpRule, parse_catch_up_rule
 from lifecycle_controller.core.schedule.windows import MaintenanceWindows, parse_windows
 from lifecycle_controller.core.text.durations import DurationError
 from lifecycle_controller.core.text.gotext import go_parse_bool
@@ -160,9 +160,9 @@ def globs(flag: str, values: Sequence[str]) -> tuple[str, ...]:
     return tuple(value.strip() for value in values if value.strip())
 
 
-def catch_up_policy(flag: str, value: str) -> CatchUpPolicy:
+def catch_up_rule(flag: str, value: str) -> CatchUpRule:
     """``always``, ``never`` or a positive duration of the annotation grammar."""
-    return _checked(flag, parse_catch_up_policy, value)
+    return _checked(flag, parse_catch_up_rule, value)
 
 
 def _non_negative_ns(flag: str, value: str) -> int:

@@ -24,7 +24,7 @@ from lifecycle_controller.config.flags import DEFAULT_LEASE_NAME, RUN_FLAGS, Log
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.core.decision.outcomes import DecisionSettings
 from lifecycle_controller.core.objects.scope import ScopeConfig
-from lifecycle_controller.core.schedule.catchup import CatchUpPolicy
+from lifecycle_controller.core.schedule.catchup import CatchUpRule
 from lifecycle_controller.core.schedule.windows import MaintenanceWindows
 from lifecycle_controller.machinery.logs import LogFormat
 
@@ -79,8 +79,8 @@ class ActionSettings:
     """What the decision core needs besides the object: global dry-run, defaults, guardrails."""
 
     dry_run: bool = field(default_factory=_flag("actions.dry_run"))
-    delete_catch_up: CatchUpPolicy = field(default_factory=_flag("actions.delete_catch_up"))
-    restart_catch_up: CatchUpPolicy = field(default_factory=_flag("actions.restart_catch_up"))
+    delete_catch_up: CatchUpRule = field(default_factory=_flag("actions.delete_catch_up"))
+    restart_catch_up: CatchUpRule = field(default_factory=_flag("actions.restart_catch_up"))
     max_delete_ttl_ns: int | None = field(default_factory=_flag("actions.max_delete_ttl_ns"))
     max_deletes_per_minute: int = field(default_factory=_flag("actions.max_deletes_per_minute"))
     max_restarts_per_minute: int = field(default_factory=_flag("actions.max_restarts_per_minute"))

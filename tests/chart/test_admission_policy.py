@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle_controller.core.schedule.catchup import CatchUpError, parse_catch_up_policy
+from lifecycle_controller.core.schedule.catchup import CatchUpError, parse_catch_up_rule
 from lifecycle_controller.core.text.cron import CronError, parse_cron
 from lifecycle_controller.core.text.durations import (
     DurationError,
@@ -485,7 +485,7 @@ GRAMMARS: dict[
     "delete-after": (configmap, _action(_accepts(parse_duration, DurationError))),
     "restart-every": (deployment, _action(_accepts(parse_restart_every, DurationError))),
     "delete-at": (configmap, _action(_accepts(parse_rfc3339, TimestampError))),
-    "catch-up": (configmap, _accepts(parse_catch_up_policy, CatchUpError)),
+    "catch-up": (configmap, _accepts(parse_catch_up_rule, CatchUpError)),
     "dry-run": (configmap, lambda value: go_parse_bool(value) is not None),
     "restart-cron": (deployment, _action(_cron_accepts)),
 }

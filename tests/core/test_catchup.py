@@ -11,7 +11,7 @@ from lifecycle_controller.core import (
     NEVER,
     CatchUpError,
     CatchUpMode,
-    CatchUpPolicy,
+    CatchUpRule,
     DecisionSettings,
     Delete,
     DryRun,
@@ -21,7 +21,7 @@ from lifecycle_controller.core import (
     Ledger,
     Patch,
     Wait,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.schedule.catchup import Forget, Observe, observe_outcome
@@ -44,7 +44,7 @@ from .support import (
 GLOBAL_NEVER = DecisionSettings(delete_catch_up=NEVER, restart_catch_up=NEVER)
 DUE = NOW + MINUTE
 DUE_TEXT = "2026-10-05T03:01:00Z"
-WINDOW_15M = CatchUpPolicy(CatchUpMode.WINDOW, 15 * MINUTE)
+WINDOW_15M = CatchUpRule(CatchUpMode.WINDOW, 15 * MINUTE)
 
 
 def one_time(action: str, value: str = DUE_TEXT) -> dict[str, str]:
@@ -75,14 +75,14 @@ def skipped(world: World, action: str) -> bool:
     [
         ("always", ALWAYS),
         ("never", NEVER),
-        ("1s", CatchUpPolicy(CatchUpMode.WINDOW, SECOND)),
+        ("1s", CatchUpRule(CatchUpMode.WINDOW, SECOND)),
         ("15m", WINDOW_15M),
-        ("2h", CatchUpPolicy(CatchUpMode.WINDOW, 2 * HOUR)),
-        ("7d", CatchUpPolicy(CatchUpMode.WINDOW, 7 * DAY)),
+        ("2h", CatchUpRule(CatchUpMode.WINDOW, 2 * HOUR)),
+        ("7d", CatchUpRule(CatchUpMode.WINDOW, 7 * DAY)),
     ],
 )
-def test_ref_011_catch_up_policy_parsing_accepts(value: str, policy: CatchUpPolicy) -> None:
-    assert parse_catch_up_policy(value) == policy
+def test_ref_011_catch_up_rule_parsing_accepts(value: str, policy: CatchUpRule) -> None:
+    assert parse_catch_up_rule(value) == policy
 
 
 @pytest.mark.parametrize(
@@ -101,9 +101,9 @@ def test_ref_011_catch_up_policy_parsing_accepts(value: str, policy: CatchUpPoli
         ("999999999999999999d", "number of days is too large: 999999999999999999d"),
     ],
 )
-def test_ref_011_catch_up_policy_parsing_rejects(value: str, detail: str) -> None:
+def test_ref_011_catch_up_rule_parsing_rejects(value: str, detail: str) -> None:
     with pytest.raises(CatchUpError) as caught:
-        parse_catch_up_policy(value)
+        parse_catch_up_rule(value)
     prefix = 'invalid catch-up policy "' + value + '"'
     assert (
         str(caught.value) == f"{prefix}: expected always, never, or a positive duration: {detail}"

@@ -10,7 +10,7 @@ from lifecycle_controller.core import (
     DryRun,
     Patch,
     Wait,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.decision.warnings import (
@@ -219,8 +219,8 @@ def test_lead_time_grammar_and_policy_text() -> None:
     assert parse_lead_time({keys.WARN_BEFORE: "00m"}, 5, "u").lead_ns == 0
     assert parse_lead_time({keys.WARN_BEFORE: "2d"}, 5, "u").lead_ns == 48 * HOUR
     assert parse_lead_time({keys.WARN_BEFORE: "x"}, 5, "u").problem is not None
-    assert policy_text(parse_catch_up_policy("never")) == "never"
-    assert policy_text(parse_catch_up_policy("90s")) == "1m30s"
+    assert policy_text(parse_catch_up_rule("never")) == "never"
+    assert policy_text(parse_catch_up_rule("90s")) == "1m30s"
 
 
 def test_windows_across_dst_shift_the_warning_with_the_opening() -> None:

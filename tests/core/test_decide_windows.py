@@ -13,7 +13,7 @@ from lifecycle_controller.core import (
     Invalid,
     Patch,
     Wait,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.decision.outcomes import ObjectFacts
 from lifecycle_controller.core.objects import keys
@@ -238,7 +238,7 @@ def test_without_windows_nothing_changes() -> None:
     assert plain.due_ns == ts(DUE)
     assert "maintenance" not in plain.log
     assert isinstance(run({keys.DELETE_AT: DUE}, now=ts(DUE)), Delete)
-    assert parse_catch_up_policy("15m").window_ns == 15 * MINUTE
+    assert parse_catch_up_rule("15m").window_ns == 15 * MINUTE
 
 
 def test_explain_shows_the_effective_due_time() -> None:

@@ -19,7 +19,7 @@ from lifecycle_controller.core import (
     ObjectFacts,
     Patch,
     Wait,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceSource,
@@ -76,7 +76,7 @@ def test_parses_every_default_and_ignores_other_annotations() -> None:
         },
     )
     assert defaults.problems == ()
-    assert defaults.catch_up == parse_catch_up_policy("15m")
+    assert defaults.catch_up == parse_catch_up_rule("15m")
     assert defaults.dry_run is True
     assert defaults.warn_before_ns == 10 * MINUTE
     assert defaults.windows == parse_windows(WINDOW)
@@ -153,7 +153,7 @@ def test_dry_run_precedence(
 
 def test_namespace_catch_up_beats_the_flag_and_the_object_beats_the_namespace() -> None:
     late = {keys.DELETE_AT: "2026-10-05T01:00:00Z"}  # two hours late
-    flag = DecisionSettings(delete_catch_up=parse_catch_up_policy("always"))
+    flag = DecisionSettings(delete_catch_up=parse_catch_up_rule("always"))
     assert isinstance(decide_ns(late, {}, settings=flag), Delete)
     skipped = decide_ns(late, {keys.CATCH_UP: "15m"}, settings=flag)
     assert isinstance(skipped, Patch)

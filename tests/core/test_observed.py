@@ -22,7 +22,7 @@ from lifecycle_controller.core import (
     Identity,
     Patch,
     Wait,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.decision.observed import (
     ObservationError,
@@ -103,7 +103,7 @@ def test_identity_parts_each_change_the_fingerprint() -> None:
     variants = [
         dataclasses.replace(IDENTITY, uid="uid-2"),
         dataclasses.replace(IDENTITY, action="restart"),
-        dataclasses.replace(IDENTITY, policy=parse_catch_up_policy("15m")),
+        dataclasses.replace(IDENTITY, policy=parse_catch_up_rule("15m")),
         dataclasses.replace(IDENTITY, config=(keys.DELETE_AT, "2026-10-05T03:10:01Z")),
         dataclasses.replace(IDENTITY, config=(keys.RESTART_AT, DUE)),
         dataclasses.replace(IDENTITY, config=(keys.RESTART_EVERY, "1h", "")),

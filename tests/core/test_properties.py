@@ -11,7 +11,7 @@ from lifecycle_controller.core import (
     ALWAYS,
     NEVER,
     CatchUpMode,
-    CatchUpPolicy,
+    CatchUpRule,
     Decision,
     DecisionSettings,
     Delete,
@@ -86,7 +86,7 @@ VALUES = st.one_of(PLAUSIBLE, st.text(max_size=30))
 ANNOTATIONS = st.dictionaries(
     st.one_of(st.sampled_from(INPUT_KEYS), st.text(max_size=20)), VALUES, max_size=7
 )
-POLICIES = st.sampled_from([ALWAYS, NEVER, CatchUpPolicy(CatchUpMode.WINDOW, 15 * MINUTE)])
+POLICIES = st.sampled_from([ALWAYS, NEVER, CatchUpRule(CatchUpMode.WINDOW, 15 * MINUTE)])
 SETTINGS = st.builds(
     DecisionSettings,
     dry_run=st.booleans(),

@@ -15,7 +15,7 @@ from lifecycle_controller.core import (
     Patch,
     Wait,
     format_rfc3339_seconds,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.objects import keys
 
@@ -165,7 +165,7 @@ def test_ref_142_dry_run_annotation_keeps_the_object() -> None:
 def test_as_09_invalid_global_catch_up_flags_are_rejected() -> None:
     for value in ("", "sometimes", "0s", "-5m"):
         with pytest.raises(CatchUpError):
-            parse_catch_up_policy(value)
+            parse_catch_up_rule(value)
 
 
 def test_as_47_dry_run_due_delete() -> None:

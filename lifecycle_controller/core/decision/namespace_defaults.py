@@ -42,10 +42,10 @@ from lifecycle_controller.core.decision.warnings import parse_warn_before
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.schedule.catchup import (
     CatchUpError,
-    CatchUpPolicy,
+    CatchUpRule,
     Forget,
     LedgerView,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.schedule.windows import (
     MaintenanceWindows,
@@ -111,7 +111,7 @@ class NamespaceDefaults:
     namespace: str
     #: The raw default annotations present on the Namespace (the five keys only).
     values: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    catch_up: CatchUpPolicy | None = None
+    catch_up: CatchUpRule | None = None
     dry_run: bool | None = None
     warn_before_ns: int | None = None
     windows: MaintenanceWindows | None = None
@@ -140,7 +140,7 @@ def parse_namespace_defaults(namespace: str, annotations: Mapping[str, str]) -> 
 
     if keys.CATCH_UP in values:
         try:
-            parsed["catch_up"] = parse_catch_up_policy(values[keys.CATCH_UP])
+            parsed["catch_up"] = parse_catch_up_rule(values[keys.CATCH_UP])
         except CatchUpError as error:
             problem(keys.CATCH_UP, str(error), _BOTH)
     if keys.DRY_RUN in values:

@@ -25,7 +25,7 @@ from typing import Any
 
 from lifecycle_controller.core.decision.events import Event, Failure
 from lifecycle_controller.core.objects.resources import ObjectKey
-from lifecycle_controller.core.schedule.catchup import ALWAYS, CatchUpPolicy, LedgerOp
+from lifecycle_controller.core.schedule.catchup import ALWAYS, CatchUpRule, LedgerOp
 from lifecycle_controller.core.schedule.windows import MaintenanceWindows
 
 __all__ = [
@@ -110,8 +110,8 @@ class DecisionSettings:
     """
 
     dry_run: bool = False
-    delete_catch_up: CatchUpPolicy = ALWAYS
-    restart_catch_up: CatchUpPolicy = ALWAYS
+    delete_catch_up: CatchUpRule = ALWAYS
+    restart_catch_up: CatchUpRule = ALWAYS
     max_delete_ttl_ns: int | None = None
     #: The Namespace whose ``max-delete-ttl`` annotation set the cap (None: the flag's).
     max_delete_ttl_namespace: str | None = None

@@ -48,14 +48,14 @@ from lifecycle_controller.core.schedule.catchup import (
     ALWAYS,
     CatchUpError,
     CatchUpMode,
-    CatchUpPolicy,
+    CatchUpRule,
     Forget,
     Identity,
     LedgerOp,
     LedgerView,
     Observe,
     observe_outcome,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.schedule.schedules import requeue_after
 from lifecycle_controller.core.schedule.windows import (
@@ -104,7 +104,7 @@ class DecisionPass:
     events: list[Event]
     ops: list[LedgerOp] = field(default_factory=list)
     action: Action = Action.DELETE
-    policy: CatchUpPolicy = ALWAYS
+    policy: CatchUpRule = ALWAYS
     windows: MaintenanceWindows | None = None
     lead: LeadTime = NO_LEAD
     record: str | None = None  # an ``observed`` value for the Wait to persist
@@ -118,7 +118,7 @@ class DecisionPass:
 
     # --- catch-up ------------------------------------------------------------------------
 
-    def begin(self, action: Action, default_policy: CatchUpPolicy) -> Invalid | None:
+    def begin(self, action: Action, default_policy: CatchUpRule) -> Invalid | None:
         """What every action path does first: its catch-up policy, the maintenance windows
         and the lead-time warning; an Invalid blocks the action."""
         self.action = action
@@ -129,12 +129,12 @@ class DecisionPass:
             self.resolve_warning()
         return problem
 
-    def resolve_policy(self, default: CatchUpPolicy) -> Invalid | None:
+    def resolve_policy(self, default: CatchUpRule) -> Invalid | None:
         """docs/behaviour.md#catch-up-resolution; an Invalid decision for a bad annotation."""
         policy = default
         if keys.CATCH_UP in self.annotations:
             try:
-                policy = parse_catch_up_policy(self.annotations[keys.CATCH_UP])
+                policy = parse_catch_up_rule(self.annotations[keys.CATCH_UP])
             except CatchUpError as error:
                 return self.invalid(
                     events.invalid_catch_up(str(error)), "invalid catch-up", str(error)

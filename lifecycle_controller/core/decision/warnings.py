@@ -20,7 +20,7 @@ from typing import Final
 from lifecycle_controller.core.decision import events
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.objects import keys
-from lifecycle_controller.core.schedule.catchup import CatchUpMode, CatchUpPolicy
+from lifecycle_controller.core.schedule.catchup import CatchUpMode, CatchUpRule
 from lifecycle_controller.core.text.durations import DurationError, parse_duration
 from lifecycle_controller.core.text.gotext import format_go_duration
 
@@ -76,7 +76,7 @@ def occurrence_name(uid: str, action: str, scheduled_ns: int) -> str:
     return f"upcoming-{digest[:16]}"
 
 
-def policy_text(policy: CatchUpPolicy) -> str:
+def policy_text(policy: CatchUpRule) -> str:
     """The catch-up policy as the warning names it: ``always``, ``never`` or a duration."""
     if policy.mode is CatchUpMode.WINDOW:
         return format_go_duration(policy.window_ns)

@@ -45,7 +45,7 @@ from lifecycle_controller.core.policy.condition import (
     ConditionError,
     compile_condition,
 )
-from lifecycle_controller.core.schedule.catchup import parse_catch_up_policy
+from lifecycle_controller.core.schedule.catchup import parse_catch_up_rule
 from lifecycle_controller.core.schedule.windows import parse_windows
 from lifecycle_controller.core.text.cron import load_zone, parse_cron
 from lifecycle_controller.core.text.durations import parse_duration, parse_restart_every
@@ -137,7 +137,7 @@ _PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "restart-every": parse_restart_every,
     "restart-cron": parse_cron,
     "cron-timezone": _parse_zone,
-    "catch-up": parse_catch_up_policy,
+    "catch-up": parse_catch_up_rule,
     "dry-run": _parse_dry_run,
     "warn-before": parse_warn_before,
     "maintenance-window": parse_windows,

@@ -1,12 +1,14 @@
-"""Catch-up policies and the in-memory "observed before due" ledger.
+"""Catch-up rules and the in-memory "observed before due" ledger.
 
 The contract: docs/behaviour.md#occurrence-check and
-docs/annotations.md#missed-actions-catch-up-policies.
+docs/annotations.md#missed-actions-catch-up-policies. The user docs and the annotation say
+"catch-up policy", the reference's word; in code it is a :class:`CatchUpRule`, so that
+"policy" means one thing there: a lifecycle policy.
 
-A policy says whether an occurrence may still run after its scheduled time: ``always``, a
+A catch-up rule says whether an occurrence may still run after its scheduled time: ``always``, a
 window (``15m``: at most that late, inclusive), or ``never`` (only if this process saw it
 coming). ``never`` needs memory: the Ledger maps each work item to the one occurrence it
-has "armed", identified by the object UID, the action, the policy and the configuration
+has "armed", identified by the object UID, the action, the catch-up rule and the configuration
 that produced it, plus the due instant. It lives in process memory only, so a restart or a
 leader failover forgets every arm, and an overdue occurrence first seen afterwards is
 skipped.
@@ -30,7 +32,7 @@ __all__ = [
     "Arm",
     "CatchUpError",
     "CatchUpMode",
-    "CatchUpPolicy",
+    "CatchUpRule",
     "Forget",
     "Identity",
     "Ledger",
@@ -38,7 +40,7 @@ __all__ = [
     "LedgerView",
     "Observe",
     "observe_outcome",
-    "parse_catch_up_policy",
+    "parse_catch_up_rule",
 ]
 
 
@@ -49,8 +51,8 @@ class CatchUpMode(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class CatchUpPolicy:
-    """A parsed policy; ``window_ns`` is set for WINDOW only."""
+class CatchUpRule:
+    """A parsed catch-up rule; ``window_ns`` is set for WINDOW only."""
 
     mode: CatchUpMode
     window_ns: int = 0
@@ -60,15 +62,15 @@ class CatchUpPolicy:
         return now_ns <= due_ns + self.window_ns
 
 
-ALWAYS = CatchUpPolicy(CatchUpMode.ALWAYS)
-NEVER = CatchUpPolicy(CatchUpMode.NEVER)
+ALWAYS = CatchUpRule(CatchUpMode.ALWAYS)
+NEVER = CatchUpRule(CatchUpMode.NEVER)
 
 
 class CatchUpError(ValueError):
     """An invalid policy; ``str()`` is the reference's message."""
 
 
-def parse_catch_up_policy(value: str) -> CatchUpPolicy:
+def parse_catch_up_rule(value: str) -> CatchUpRule:
     """``always``, ``never`` or a strict positive duration (case-sensitive).
 
     Used for the ``catch-up`` annotation and the ``--delete-catch-up`` /
@@ -85,7 +87,7 @@ def parse_catch_up_policy(value: str) -> CatchUpPolicy:
             f"invalid catch-up policy {go_quote(value)}: "
             f"expected always, never, or a positive duration: {error}"
         ) from None
-    return CatchUpPolicy(CatchUpMode.WINDOW, window)
+    return CatchUpRule(CatchUpMode.WINDOW, window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +101,7 @@ class Identity:
 
     uid: str
     action: str
-    policy: CatchUpPolicy
+    policy: CatchUpRule
     config: tuple[str, ...]
 
 

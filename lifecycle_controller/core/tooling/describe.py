@@ -17,7 +17,7 @@ from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.schedule.catchup import (
     CatchUpError,
     CatchUpMode,
-    parse_catch_up_policy,
+    parse_catch_up_rule,
 )
 from lifecycle_controller.core.schedule.windows import WindowError, parse_windows
 from lifecycle_controller.core.text.cron import CronError, ZoneError, load_zone, parse_cron
@@ -54,7 +54,7 @@ def relative(instant_ns: int, now_ns: int) -> str:
 
 def catch_up_meaning(value: str) -> str:
     """What a catch-up policy does with an action that comes due while nobody watches."""
-    policy = parse_catch_up_policy(value)
+    policy = parse_catch_up_rule(value)
     if policy.mode is CatchUpMode.ALWAYS:
         return "a missed action runs however late it is noticed"
     if policy.mode is CatchUpMode.NEVER:
