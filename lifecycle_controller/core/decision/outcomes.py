@@ -106,7 +106,11 @@ class DecisionSettings:
     ``--maintenance-window`` default for objects without the annotation (None: always open).
     ``warn_before_ns`` is the ``--warn-before`` default lead time (0: no warnings).
     ``persist_observations`` also records ``never`` observations on the object
-    (docs/behaviour.md#persisted-observations).
+    (docs/behaviour.md#persisted-observations). ``writes_annotations`` False is the form of a
+    lifecycle policy's writes (docs/policies.md#what-a-policy-writes): no annotation changes
+    at all, so a restart patches only the Pod template marker, an acknowledgement or a
+    conversion is an empty guarded patch whose acknowledged instant is the
+    :attr:`Patch.acknowledges`, and no observation is persisted.
     """
 
     dry_run: bool = False
@@ -120,6 +124,7 @@ class DecisionSettings:
     maintenance_windows: MaintenanceWindows | None = None
     warn_before_ns: int = 0
     persist_observations: bool = False
+    writes_annotations: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,13 +188,15 @@ class Patch(Decision):
     """One JSON merge patch (RFC 7386) guarded by the observed resourceVersion.
 
     ``body`` does not contain ``metadata.resourceVersion``; use :meth:`body_with` to get a
-    fresh copy that does.
+    fresh copy that does. ``acknowledges``: in a policy's form (no annotation writes), the
+    ``last-restart-timestamp`` this write stands for, which the controller keeps in memory.
     """
 
     operation: Operation
     body: Mapping[str, Any] = field(default_factory=dict)
     on_success: Outcome = field(default_factory=Outcome)
     failure: Failure | None = None
+    acknowledges: str | None = None
 
     def body_with(self, resource_version: str) -> dict[str, Any]:
         patch: dict[str, Any] = copy.deepcopy(dict(self.body))

@@ -34,7 +34,7 @@ from lifecycle_controller.core.decision.patches import (
     AnnotationChanges,
     annotation_patch,
     next_restart_marker,
-    restart_patch,
+    write_body,
 )
 from lifecycle_controller.core.decision.warnings import (
     NO_LEAD,
@@ -303,7 +303,11 @@ class DecisionPass:
             due_ns=effective,
             scheduled_ns=due_ns if occurrence_ns is None else occurrence_ns,
             log=log,
-            record=None if self.record is None else annotation_patch({keys.OBSERVED: self.record}),
+            record=(
+                None
+                if self.record is None or not self.settings.writes_annotations
+                else annotation_patch({keys.OBSERVED: self.record})
+            ),
         )
 
     def dry(
@@ -332,16 +336,21 @@ class DecisionPass:
     def patch(
         self,
         operation: Operation,
-        body: dict[str, object],
+        changes: AnnotationChanges,
         *,
+        marker: str | None = None,
         on_success: Outcome,
         failure: Failure | None,
         due_ns: int | None,
         log: str,
     ) -> Patch:
+        """One write: ``changes`` to the annotations (and a restart's template ``marker``),
+        in the form the settings ask for (:func:`~.patches.write_body`)."""
+        annotations = self.settings.writes_annotations
         return Patch(
             operation=operation,
-            body=body,
+            body=write_body(changes, marker, annotations=annotations),
+            acknowledges=None if annotations else changes.get(keys.LAST_RESTART_TIMESTAMP),
             on_success=on_success,
             failure=failure,
             events=tuple(self.events),
@@ -369,7 +378,7 @@ class DecisionPass:
             )
         return self.patch(
             Operation.SKIP,
-            annotation_patch(acknowledgement),
+            acknowledgement,
             on_success=self.outcome(
                 (events.action_skipped(self.action.value, scheduled_ns),),
                 (FORGET, *then),
@@ -400,7 +409,8 @@ class DecisionPass:
         marker = next_restart_marker(self.now, self.facts.restart_marker)
         return self.patch(
             Operation.RESTART,
-            restart_patch(acknowledgement, marker),
+            acknowledgement,
+            marker=marker,
             on_success=self.outcome((events.restart_triggered(),), then, requeue_ns),
             failure=events.RESTART_FAILURE,
             due_ns=self.opening(scheduled_ns),  # lateness counts from a window's opening
@@ -443,7 +453,7 @@ def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
         arm = run.arm_ops(run.identity(changes), existing_due) if existing_due is not None else ()
         return run.patch(
             Operation.CLEANUP,
-            annotation_patch(changes),
+            changes,
             on_success=run.outcome((), arm, 1),
             failure=None,
             due_ns=existing_due,
@@ -489,7 +499,7 @@ def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
     changes = run.recorded({relative.at_key: at_value, relative.after_key: None}, due)
     return run.patch(
         Operation.CONVERT,
-        annotation_patch(changes),
+        changes,
         on_success=run.outcome((), run.arm_ops(run.identity(changes), due), 1),
         failure=None,
         due_ns=due,

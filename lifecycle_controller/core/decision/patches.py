@@ -28,7 +28,7 @@ from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339,
 )
 
-__all__ = ["annotation_patch", "next_restart_marker", "restart_patch"]
+__all__ = ["annotation_patch", "next_restart_marker", "restart_patch", "write_body"]
 
 AnnotationChanges = Mapping[str, str | None]
 
@@ -40,10 +40,8 @@ def annotation_patch(changes: AnnotationChanges) -> dict[str, Any]:
     return {"metadata": {"annotations": annotations}}
 
 
-def restart_patch(acknowledgement: AnnotationChanges, marker: str) -> dict[str, Any]:
-    """The restart: acknowledgement and markers, top level and Pod template, in one patch."""
-    patch = annotation_patch(acknowledgement)
-    patch["spec"] = {
+def _template_marker(marker: str) -> dict[str, Any]:
+    return {
         "template": {
             "metadata": {
                 "annotations": {
@@ -53,7 +51,25 @@ def restart_patch(acknowledgement: AnnotationChanges, marker: str) -> dict[str, 
             }
         }
     }
+
+
+def restart_patch(acknowledgement: AnnotationChanges, marker: str) -> dict[str, Any]:
+    """The restart: acknowledgement and markers, top level and Pod template, in one patch."""
+    patch = annotation_patch(acknowledgement)
+    patch["spec"] = _template_marker(marker)
     return patch
+
+
+def write_body(
+    changes: AnnotationChanges, marker: str | None, *, annotations: bool
+) -> dict[str, Any]:
+    """The body of one write in its form: with ``annotations`` the annotation changes (and
+    ``managed-by``) plus, for a restart, the template marker; without (a lifecycle policy's
+    form) only the template marker, or nothing: an empty patch, still guarded by the
+    resourceVersion."""
+    if annotations:
+        return annotation_patch(changes) if marker is None else restart_patch(changes, marker)
+    return {} if marker is None else {"spec": _template_marker(marker)}
 
 
 def next_restart_marker(now_ns: int, previous: str | None) -> str:

@@ -13,7 +13,6 @@ from lifecycle_controller.core.decision.passes import (
     DecisionPass,
     convert_relative,
 )
-from lifecycle_controller.core.decision.patches import annotation_patch
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.schedule.catchup import CatchUpMode
 from lifecycle_controller.core.schedule.schedules import (
@@ -129,7 +128,7 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
         changes = run.recorded({keys.LAST_RESTART_TIMESTAMP: new_anchor}, following)
         return run.patch(
             Operation.INITIALIZE,
-            annotation_patch(changes),
+            changes,
             on_success=run.outcome(
                 (),
                 run.arm_ops(run.identity(changes), following),

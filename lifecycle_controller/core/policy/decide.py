@@ -8,7 +8,9 @@ own
 annotations. For a policy-driven decision (docs/policies.md#what-a-policy-writes):
 
 * **No annotation writes.** A policy is declared in Git beside the objects it covers, so it
-  never writes their annotations: a restart's patch keeps only the Pod template marker
+  never writes their annotations; its family is decided in that form from the start
+  (``DecisionSettings.writes_annotations`` False), nothing is built and then taken out: a
+  restart's patch keeps only the Pod template marker
   (``lifecycle.cezary.dev/restartedAt``), and the acknowledgement a skipped occurrence would
   write becomes a guarded no-op patch whose acknowledged instant the controller keeps in
   memory (:attr:`PolicyDecision.acknowledged`). A ``never`` observation record is not
@@ -28,7 +30,6 @@ this pass first (:func:`first_to_act`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,15 +129,8 @@ def _named(events: tuple[Event, ...], suffix: str) -> tuple[Event, ...]:
     return tuple(dataclasses.replace(e, message=f"{e.message} ({suffix})") for e in events)
 
 
-def _without_annotations(body: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The patch without its top-level annotation changes, and the acknowledged anchor."""
-    patch = {key: value for key, value in body.items() if key != "metadata"}
-    metadata = dict(body.get("metadata") or {})
-    annotations = metadata.pop("annotations", None) or {}
-    acknowledged = annotations.get(keys.LAST_RESTART_TIMESTAMP)
-    if metadata:
-        patch["metadata"] = metadata
-    return patch, acknowledged if isinstance(acknowledged, str) else None
+def _in_policy_form(settings: DecisionSettings) -> DecisionSettings:
+    return dataclasses.replace(settings, writes_annotations=False)
 
 
 def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | None]:
@@ -156,9 +150,7 @@ def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | Non
     if isinstance(decision, Delete) and policy.deletion_propagation is not None:
         changes["propagation"] = policy.deletion_propagation
     if isinstance(decision, Patch):
-        changes["body"], acknowledged = _without_annotations(decision.body)
-    elif isinstance(decision, Wait):
-        changes["record"] = None
+        acknowledged = decision.acknowledges
     if decision.log:
         changes["log"] = f"{decision.log} ({suffix})"
         if "propagation" in changes:
@@ -178,15 +170,16 @@ def _decide_family(
     """One family's decision and, for a policy's skipped restart, what it acknowledged."""
     if inputs.held is not None:
         return Idle(log=inputs.held.describe(), policy=str(inputs.held.ref)), None
+    policy = inputs.decided_by
     decision = decide_in_namespace(
         annotations=inputs.annotations,
         facts=facts,
         now_ns=now_ns,
-        settings=settings,
+        # A policy's writes come in its form: no annotation changes.
+        settings=settings if policy is None else _in_policy_form(settings),
         ledger=ledger,
         defaults=defaults,
     )
-    policy = inputs.decided_by
     if policy is None:
         return decision, None
     if inputs.left_alone is not None and isinstance(decision, Idle):
