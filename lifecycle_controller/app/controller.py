@@ -28,10 +28,11 @@ from lifecycle_controller.app.policies import PolicyPipeline, policy_protection
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.assembly import build_reconciler
 from lifecycle_controller.controller.background_events import BackgroundRecorder
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.change_filter import ChangeFilter
 from lifecycle_controller.controller.discovery import Discovery
 from lifecycle_controller.controller.guardrail_state import RestartPacing
-from lifecycle_controller.controller.informers import ChangeHandler, ChangeKind, InformerSet
+from lifecycle_controller.controller.informers import ChangeHandler, InformerSet
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
@@ -41,11 +42,6 @@ from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRec
 from lifecycle_controller.controller.result import ReconcileFunc, Result
 from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
-from lifecycle_controller.core.objects.copies import is_annotation_copy
-from lifecycle_controller.core.objects.relevance import (
-    should_enqueue_on_create,
-    should_enqueue_on_update,
-)
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.machinery.budget import ActionBudget
@@ -446,33 +442,10 @@ class Controller:
         moved: Callable[[ObjectKey], None],
     ) -> ChangeHandler:
         """Every cache change: ``moved`` (the rollout tracker's hint) first, then the queue."""
-        scope = self.settings.scope
-        ignore_copies = not self.settings.actions.act_on_annotation_copies
-
-        def on_object_change(
-            kind: ChangeKind, key: ObjectKey, old: CachedObject | None, new: CachedObject | None
-        ) -> None:
-            moved(key)
-            if kind == "delete":
-                reconciler.object_gone(key)
-                return
-            if new is None:
-                return
-            resource = key.resource
-            if not scope.allows_object(resource, key.namespace, key.name):
-                return
-            if ignore_copies and is_annotation_copy(resource, new.controller_owner):
-                return  # docs/annotations.md#annotation-copies
-            reconciler.accounting.note_unknown_keys(key, new.uid, new.annotations)
-            if kind == "add":
-                relevant = should_enqueue_on_create(new.annotations) or new.view is not None
-            else:  # a policy view that changed (labels, owners, annotations) counts too
-                previous = old.annotations if old is not None else {}
-                relevant = (
-                    should_enqueue_on_update(previous, new.annotations)
-                    or (None if old is None else old.view) != new.view
-                )
-            if relevant:
-                queue.add(key)
-
-        return on_object_change
+        return ChangeFilter(
+            scope=self.settings.scope,
+            act_on_copies=self.settings.actions.act_on_annotation_copies,
+            reconciler=reconciler,
+            enqueue=queue.add,
+            moved=moved,
+        )

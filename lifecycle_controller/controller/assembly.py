@@ -16,6 +16,7 @@ from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.guardrail_state import Guardrails, RestartPacing
 from lifecycle_controller.controller.observations import ObservationMetrics, ObservationWriter
+from lifecycle_controller.controller.pass_facts import PassFacts
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_fence import FenceMetrics, PolicyFence
 from lifecycle_controller.controller.policy_store import PolicyStore
@@ -74,14 +75,18 @@ def build_reconciler(
     return Reconciler(
         cache=cache,
         writer=writer,
-        executor=Executor(writer, accounting, recorder, rollouts),
+        facts=PassFacts(
+            cache,
+            writer,
+            settings,
+            ledger,
+            namespace_defaults=namespace_defaults,
+            policies=None if policies is None else PolicyDecisions(policies, cache, writer),
+            fence=fence,
+        ),
+        executor=Executor(writer, accounting, recorder, rollouts, guardrails.breaker),
         guardrails=guardrails,
         accounting=accounting,
-        ledger=ledger,
-        settings=settings,
         clock=clock,
-        namespace_defaults=namespace_defaults,
         observations=observations,
-        policies=None if policies is None else PolicyDecisions(policies, cache, writer),
-        policy_fence=fence,
     )

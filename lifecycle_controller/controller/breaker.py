@@ -154,8 +154,14 @@ class CircuitBreaker:
 
     async def trip(self, at: str) -> None:
         """Open the breaker now, tripped at ``at`` (in memory at once, then in the cluster)."""
+        if self.open_now(at):
+            await self.save()
+
+    def open_now(self, at: str) -> bool:
+        """Open the breaker in memory, tripped at ``at``; True when it opened now (its state
+        is then to be saved with :meth:`save`)."""
         if self.state.open:
-            return
+            return False
         self.state = self.state.tripped(
             at=at,
             actions=self.limit,
@@ -170,6 +176,10 @@ class CircuitBreaker:
             window=self.state.window,
             configmap=f"{self.namespace}/{self.name}",
         )
+        return True
+
+    async def save(self) -> None:
+        """Write the breaker's state to its ConfigMap (when it has changed)."""
         await self._save()
 
     # ------------------------------------------------------------------ the cluster's side

@@ -17,7 +17,10 @@ executor:
   Pods from changing and hands the rollout to the
   :class:`~lifecycle_controller.controller.rollouts.RolloutTracker`;
 * after a failure, records the decision's failure Warning and the error metric, unless the
-  caller retries a conflict quietly, and gives the reservation back.
+  caller retries a conflict quietly, and gives the reservation back;
+* saves the circuit breaker's state when a hold tripped it (:meth:`Executor.save_breaker`):
+  the guardrails open it in memory at once, and writing that to its ConfigMap is a write like
+  any other.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifecycle_controller.controller.accounting import Accounting
+from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.controller.guardrail_state import Reservation
 from lifecycle_controller.controller.recorder import EventRecorder
@@ -63,6 +67,12 @@ class Executor:
     accounting: Accounting
     recorder: EventRecorder
     rollouts: RolloutTracker | None = None
+    breaker: CircuitBreaker | None = None
+
+    async def save_breaker(self) -> None:
+        """The breaker tripped: write its state to its ConfigMap."""
+        if self.breaker is not None:
+            await self.breaker.save()
 
     async def carry_out(
         self,

@@ -41,6 +41,7 @@ from lifecycle_controller.core.decision.guardrails import (
 from lifecycle_controller.core.decision.pacing import last_restart_ns
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
+from lifecycle_controller.core.verdict.pass_verdict import ObjectGuardrails
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
@@ -94,13 +95,9 @@ class Guardrails:
     rollouts: RolloutTracker | None = None
     pacing: RestartPacing = field(default_factory=RestartPacing)
 
-    def needs_restart_marker(self, obj: CachedObject, decision: Patch | Delete) -> bool:
-        """The restart guard needs the Pod template's marker, which nothing has told yet."""
-        return (
-            self.pacing.min_interval_ns > 0
-            and acting_operation(decision) is Operation.RESTART
-            and self.cache.restart_fact(obj.uid) is None
-        )
+    def view(self, key: ObjectKey, obj: CachedObject) -> ObjectGuardrails:
+        """Their state for one object, as the pure verdict asks for it."""
+        return _ObjectView(self, key, obj)
 
     def facts(self, key: ObjectKey, obj: CachedObject, decision: Patch | Delete) -> GuardrailFacts:
         """The state :func:`~lifecycle_controller.core.decision.guardrails.check` decides on,
@@ -136,14 +133,18 @@ class Guardrails:
             return exact
         return last
 
-    async def apply(self, key: ObjectKey, hold: Hold) -> None:
-        """What a hold implies beyond its requeue (and its Event, which accounting records)."""
+    def apply(self, key: ObjectKey, hold: Hold) -> bool:
+        """What a hold implies beyond its requeue (and its Event, which accounting records),
+        in memory at once; True when the breaker tripped and its state must be saved (a
+        write, which the executor makes)."""
+        tripped = False
         if hold.reason is HoldReason.BREAKER_TRIPPED and self.breaker is not None:
-            await self.breaker.trip(hold.tripped_at)
+            tripped = self.breaker.open_now(hold.tripped_at)
         if hold.reason in (HoldReason.BREAKER_OPEN, HoldReason.BREAKER_TRIPPED) and self.breaker:
             self.breaker.hold(key)
         elif hold.reason is HoldReason.ROLLOUT_SLOT and self.rollouts is not None:
             self.rollouts.wait(key, hold.due_ns)
+        return tripped
 
     def reserve(self, key: ObjectKey, decision: Patch | Delete) -> Reservation:
         """Take what an action :func:`check` let go uses (nothing for other writes)."""
@@ -174,3 +175,19 @@ class Guardrails:
             self.rollouts.object_gone(key)
         if self.breaker is not None:
             self.breaker.release(key)
+
+
+@dataclass(frozen=True, slots=True)
+class _ObjectView:
+    """:class:`Guardrails` for one object (the verdict's :class:`ObjectGuardrails`)."""
+
+    guardrails: Guardrails
+    key: ObjectKey
+    obj: CachedObject
+
+    @property
+    def min_restart_interval_ns(self) -> int:
+        return self.guardrails.pacing.min_interval_ns
+
+    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
+        return self.guardrails.facts(self.key, self.obj, decision)

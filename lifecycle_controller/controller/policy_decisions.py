@@ -1,25 +1,19 @@
-"""The reconciler's policy step: resolve an object's policies, decide, and keep the tallies.
+"""The reconciler's policy side: resolve an object's policies, and keep what a verdict said.
 
 For an object the cache keeps because a policy could match it (``CachedObject.view``), the
-reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations alone:
+pass's facts include its policies, resolved once per pass:
 
-* :meth:`PolicyDecisions.prepare` makes the one read a policy restart needs: the workload's
-  Pod template marker, once per workload and process, so that a recurring policy restart
-  counts from the last restart after a controller restart too (the metadata-only cache never
-  holds templates);
-* :meth:`PolicyDecisions.decide` resolves the policies
-  (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.resolve`) and decides with
-  :func:`~lifecycle_controller.core.policy.decide.decide_with_policies`; an occurrence a
-  policy skipped (catch-up) is acknowledged in memory, instead of on the object: a restart
-  fact of the cache, written back through the writer like the marker, so what a recurring
-  restart counts from has one owner (``MetadataCache.restart_anchor``) and goes with the
-  object;
-* the tallies (which policies decide each object, which they overlapped, which hold it or
-  are kept from it by its protection, the next action) are what the policies' ``status``
-  reports (:mod:`~lifecycle_controller.controller.policy_status`).
-
-A decision per action family comes back, the one to carry out first in front
-(:func:`~lifecycle_controller.core.policy.decide.first_to_act`).
+* :meth:`PolicyDecisions.resolve` resolves them
+  (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.resolve`) with what a recurring
+  restart counts from (``MetadataCache.restart_anchor``: the template marker, or an occurrence
+  a policy skipped); the pure verdict
+  (:func:`~lifecycle_controller.core.verdict.pass_verdict.decide_pass`) decides on them;
+* :meth:`PolicyDecisions.record` keeps what the verdict said: an occurrence a policy skipped
+  (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
+  written back through the writer like the marker, so it goes with the object), and the
+  tallies (which policies decide each object, which they overlapped, which hold it or are kept
+  from it by its protection, the next action) are what the policies' ``status`` reports
+  (:mod:`~lifecycle_controller.controller.policy_status`).
 """
 
 from __future__ import annotations
@@ -31,16 +25,13 @@ import structlog
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.writes import ObjectWriter
-from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
-from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
 from lifecycle_controller.core.policy.contenders import PolicyHoldReason
-from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.model import PolicyRef
 from lifecycle_controller.core.policy.precedence import Resolution
-from lifecycle_controller.core.schedule.catchup import LedgerView
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
-from lifecycle_controller.kube import KubeError
+from lifecycle_controller.core.verdict.pass_verdict import Verdict
 
 __all__ = ["PolicyDecisions", "Tally"]
 
@@ -83,7 +74,10 @@ class PolicyDecisions:
         """The object is one a policy could match (else: annotations alone decide)."""
         return obj.view is not None and bool(self.store.current)
 
-    def _inputs(self, obj: CachedObject, now_ns: int) -> Resolution:
+    def resolve(self, obj: CachedObject, now_ns: int) -> Resolution | None:
+        """The object's policies resolved now (None: its annotations alone decide)."""
+        if not self.applies(obj):
+            return None
         assert obj.view is not None
         return self.store.current.resolve(
             obj.annotations,
@@ -93,56 +87,23 @@ class PolicyDecisions:
             schedule_since_ns=self.store.schedule_since(),
         )
 
-    async def prepare(self, key: ObjectKey, obj: CachedObject, now_ns: int) -> None:
-        """Read the workload's restart marker once, if a policy restart may decide it."""
-        if not key.resource.restartable or self._cache.restart_fact(obj.uid) is not None:
-            return
-        inputs = self._inputs(obj, now_ns)
-        if not any(
-            family.decided_by is not None and family.decided_by.action is Action.RESTART
-            for family in inputs.families
-        ):
-            return
-        try:
-            await self._writer.read_restart_marker(key, obj)
-        except KubeError as error:
-            _log.warning("workload unreadable for its policy's restart anchor", error=str(error))
-
-    def decide(
-        self,
-        key: ObjectKey,
-        obj: CachedObject,
-        *,
-        facts: ObjectFacts,
-        now_ns: int,
-        settings: DecisionSettings,
-        ledger: LedgerView,
-        defaults: NamespaceDefaults | None,
-    ) -> tuple[Decision, ...]:
-        """The decisions for an object :meth:`applies` holds for; see the module docstring."""
-        inputs = self._inputs(obj, now_ns)
-        result = decide_with_policies(
-            inputs=inputs,
-            facts=facts,
-            now_ns=now_ns,
-            settings=settings,
-            ledger=ledger,
-            defaults=defaults,
-        )
-        acknowledged = _instant(result.acknowledged)
+    def record(
+        self, key: ObjectKey, obj: CachedObject, resolution: Resolution, verdict: Verdict
+    ) -> None:
+        """Keep what the verdict over ``resolution`` said; see the module docstring."""
+        acknowledged = _instant(verdict.acknowledged)
         if acknowledged is not None:
             self._writer.acknowledge(key, obj, acknowledged)
-        decision = result.decision
+        decision = verdict.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
         self.tallies[key] = Tally(
-            decided_by=inputs.deciders,
-            overlapped=inputs.overlapped,
+            decided_by=resolution.deciders,
+            overlapped=resolution.overlapped,
             action=decision.action if pending else None,
             due_ns=decision.due_ns if pending else None,
-            held_by=tuple((hold.ref, hold.reason) for hold in inputs.holds),
-            protected_from=inputs.protected,
+            held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
+            protected_from=resolution.protected,
         )
-        return result.decisions
 
     def gone(self, key: ObjectKey) -> None:
         """The object is gone or no policy can match it any more: forget its tally (what is

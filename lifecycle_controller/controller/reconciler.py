@@ -33,43 +33,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
 from lifecycle_controller.controller.accounting import Accounting
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.execution import Executor, WriteOutcome
 from lifecycle_controller.controller.guardrail_state import Guardrails, Reservation
 from lifecycle_controller.controller.observations import ObservationWriter, RecordResult
+from lifecycle_controller.controller.pass_facts import PassFacts
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
-from lifecycle_controller.controller.policy_fence import PolicyBasis, PolicyFence
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import (
     Decision,
-    DecisionSettings,
     Delete,
-    Ledger,
     ObjectKey,
     ObjectRef,
     Patch,
     Wait,
     should_enqueue_on_update,
 )
-from lifecycle_controller.core.decision.guardrails import Hold, check
-from lifecycle_controller.core.decision.namespace_defaults import (
-    NamespaceDefaults,
-    decide_in_namespace,
-)
+from lifecycle_controller.core.decision.guardrails import Hold
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
-from lifecycle_controller.kube import Conflict, KubeError
+from lifecycle_controller.core.verdict.pass_verdict import (
+    MissingFact,
+    PolicyConfirmation,
+    decide_pass,
+)
+from lifecycle_controller.kube import Conflict
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["Reconciler"]
 
 _log = structlog.get_logger(__name__)
+
+#: How many times one pass asks the verdict again with a fact it lacked (the marker once,
+#: the fence's confirmation, and again if the deciding policy changed in between).
+_MAX_ASKS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +90,21 @@ class Reconciler:
 
     cache: MetadataCache
     writer: ObjectWriter
+    facts: PassFacts
     executor: Executor
     guardrails: Guardrails
     accounting: Accounting
-    ledger: Ledger
-    settings: DecisionSettings
     clock: Clock
     conflict_retries: int = 3
     #: Passes one reconcile may run back to back after writes that changed what decides.
     max_passes: int = 8
-    #: The defaults of a namespace (docs/annotations.md#namespace-defaults); None: none.
-    namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None
     #: ``--persist-observations``: writes a Wait's ``never`` record (None: off).
     observations: ObservationWriter | None = None
-    #: Lifecycle policies (docs/policies.md); None: annotations alone decide.
-    policies: PolicyDecisions | None = None
-    #: Confirms the deciding policy before a policy deletion (None: not confirmed).
-    policy_fence: PolicyFence | None = None
+
+    @property
+    def policies(self) -> PolicyDecisions | None:
+        """Lifecycle policies (docs/policies.md); None: annotations alone decide."""
+        return self.facts.policies
 
     async def __call__(self, key: ObjectKey) -> Result | None:
         try:
@@ -179,66 +179,48 @@ class Reconciler:
     async def _decide(
         self, key: ObjectKey, obj: CachedObject, now_ns: int
     ) -> tuple[Decision, Decision, Reservation | None, tuple[Decision, ...]]:
-        """Core's decision, the one that stands after the guardrails, for a write that goes
-        what it reserved (facts read, checked and reserved with no await between), and the
-        other action family's decision when policies decide the families apart."""
+        """The facts, the one pure verdict on them (asked again with a fact it lacked, read
+        once), then what the verdict implies: for a write that goes, what it reserves (checked
+        and reserved with no await between); for a hold, its effects."""
         if self.observations is not None:
             self.observations.check(obj)
-        lookup = self.namespace_defaults
-        defaults = None if lookup is None else lookup(key.namespace)
-        policies = self.policies
-        basis: PolicyBasis | None = None
-        if policies is not None and policies.applies(obj):
-            await policies.prepare(key, obj, now_ns)
-            decision, *rest = policies.decide(
-                key,
-                obj,
-                facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
-                now_ns=now_ns,
-                settings=self.settings,
-                ledger=self.ledger,
-                defaults=defaults,
+        facts = self.facts
+        marker_tried = False
+        confirmation: PolicyConfirmation | None = None
+        view = self.guardrails.view(key, obj)
+        for ask in range(_MAX_ASKS + 1):
+            inputs = facts.inputs(
+                key, obj, now_ns, marker_tried=marker_tried, confirmation=confirmation
             )
-            others = tuple(rest)
-            if self.policy_fence is not None and isinstance(decision, Delete) and decision.policy:
-                tally = policies.tallies.get(key)  # what this decision was made on, just now
-                deciders = () if tally is None else tally.decided_by
-                ref = next((r for r in deciders if str(r) == decision.policy), None)
-                basis = self.policy_fence.basis(ref)
-        else:
-            if policies is not None:
-                policies.gone(key)
-            others = ()
-            decision = decide_in_namespace(
-                annotations=obj.annotations,
-                facts=object_facts(key.resource, obj, restart_marker=self._marker(obj)),
-                now_ns=now_ns,
-                settings=self.settings,
-                ledger=self.ledger,
-                defaults=defaults,
-            )
-        if isinstance(decision, Delete):
-            others = ()  # the object goes: the other family has nothing left to do
-        if not isinstance(decision, (Patch, Delete)):
-            return decision, decision, None, others
-        if self.policy_fence is not None and isinstance(decision, Delete) and decision.policy:
-            fenced = await self.policy_fence.check(basis, decision)  # docs/reliability.md
-            if fenced is not None:
-                return decision, fenced, None, others
-        if self.guardrails.needs_restart_marker(obj, decision):
-            try:
-                await self.writer.read_restart_marker(key, obj)
-            except KubeError as error:
-                _log.warning("workload unreadable for the restart guard", error=str(error))
-        hold = check(decision, self.guardrails.facts(key, obj, decision))
-        if hold is None:
-            return decision, decision, self.guardrails.reserve(key, decision), others
-        await self.guardrails.apply(key, hold)  # its state changes before its first await
-        return decision, hold, None, others
-
-    def _marker(self, obj: CachedObject) -> str | None:
-        fact = self.cache.restart_fact(obj.uid)
-        return None if fact is None else fact.marker
+            verdict = decide_pass(inputs, view)
+            if verdict.missing is None or ask == _MAX_ASKS:
+                break
+            if verdict.missing is MissingFact.TEMPLATE_MARKER:
+                await facts.read_marker(key, obj)
+                marker_tried = True  # once: a failed read is not tried again in this pass
+            else:
+                assert isinstance(verdict.decision, Delete)
+                confirmation = await facts.confirm(verdict.decision, inputs.resolution)
+        if verdict.missing is not None:  # the deciding policy kept changing under the fence
+            decision = verdict.decision
+            assert isinstance(decision, Delete)
+            assert facts.fence is not None
+            hold = await facts.fence.check(None, decision)
+            verdict = replace(verdict, final=hold or decision, missing=None)
+        if self.policies is not None:
+            if inputs.resolution is None:
+                self.policies.gone(key)
+            else:
+                self.policies.record(key, obj, inputs.resolution, verdict)
+        final = verdict.final
+        if isinstance(final, Hold):
+            if self.guardrails.apply(key, final):  # in memory at once; the save is a write
+                await self.executor.save_breaker()
+            return verdict.decision, final, None, verdict.others
+        reservation = (
+            self.guardrails.reserve(key, final) if isinstance(final, (Patch, Delete)) else None
+        )
+        return verdict.decision, final, reservation, verdict.others
 
     async def _write(
         self,

@@ -1,0 +1,217 @@
+"""The one pure call of a reconcile pass (core/verdict/pass_verdict.py): the final decision,
+a guardrail's hold included, or the one fact it still lacks; never a read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from lifecycle_controller.core import DecisionSettings, Ledger
+from lifecycle_controller.core.decision.guardrails import (
+    GuardrailFacts,
+    Hold,
+    HoldReason,
+)
+from lifecycle_controller.core.decision.outcomes import (
+    Delete,
+    Idle,
+    ObjectFacts,
+    Operation,
+    Patch,
+    Wait,
+)
+from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.in_force import (
+    POLICY_API_VERSION,
+    PolicySet,
+    object_view,
+    policy_from_manifest,
+)
+from lifecycle_controller.core.policy.match import Protection
+from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
+from lifecycle_controller.core.verdict.pass_verdict import (
+    MissingFact,
+    PassInputs,
+    PolicyConfirmation,
+    Verdict,
+    decide_pass,
+)
+
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
+NOW = parse_rfc3339("2026-12-02T10:00:00Z")
+HOUR = 3600 * 10**9
+CREATED = NOW - 72 * HOUR
+PAST = format_rfc3339_nano(NOW - HOUR)
+
+
+@dataclass
+class Guardrails:
+    """A guardrails' state that records what the verdict asked of it."""
+
+    min_restart_interval_ns: int = 0
+    facts_given: GuardrailFacts = field(default_factory=lambda: GuardrailFacts(now_ns=NOW))
+    asked: list[Operation | None] = field(default_factory=list)
+
+    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
+        self.asked.append(getattr(decision, "operation", None))
+        return self.facts_given
+
+
+def _policy(name: str, resources: list[str], lifecycle: Mapping[str, str]) -> PolicySet:
+    doc: dict[str, Any] = {
+        "apiVersion": POLICY_API_VERSION,
+        "kind": "ClusterLifecyclePolicy",
+        "metadata": {"name": name, "generation": 1},
+        "spec": {"resources": resources, "lifecycle": dict(lifecycle)},
+    }
+    return PolicySet.of([policy_from_manifest(doc)], Protection())
+
+
+def _inputs(
+    resource: ResourceType,
+    annotations: Mapping[str, str],
+    *,
+    policies: PolicySet | None = None,
+    marker_known: bool = True,
+    fenced: bool = False,
+    confirmation: PolicyConfirmation | None = None,
+) -> PassInputs:
+    meta = {
+        "name": "obj",
+        "namespace": "team-a",
+        "annotations": dict(annotations),
+        "creationTimestamp": format_rfc3339_nano(CREATED),
+    }
+    resolution: Resolution | None = None
+    if policies is not None:
+        resolution = policies.resolve(
+            annotations, object_view(resource, meta), restart_marker=None, now_ns=NOW
+        )
+    return PassInputs(
+        annotations=annotations,
+        facts=ObjectFacts(
+            key=ObjectKey(resource, "team-a", "obj"),
+            uid="uid-1",
+            resource_version="7",
+            creation_ns=CREATED,
+            has_pod_template=resource.restartable,
+        ),
+        now_ns=NOW,
+        settings=DecisionSettings(),
+        ledger=Ledger(),
+        resolution=resolution,
+        marker_known=marker_known,
+        fenced=fenced,
+        confirmation=confirmation,
+    )
+
+
+def test_a_due_annotation_deletion_goes_after_the_guardrails_were_asked() -> None:
+    guardrails = Guardrails()
+    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}), guardrails)
+    assert isinstance(verdict.final, Delete)
+    assert verdict.final is verdict.decision
+    assert verdict.missing is None
+    assert guardrails.asked == [None]
+
+
+def test_a_hold_of_the_guardrails_is_the_final_decision() -> None:
+    guardrails = Guardrails(
+        facts_given=GuardrailFacts(now_ns=NOW, budget_wait_ns=5 * 10**9),
+    )
+    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}), guardrails)
+    assert isinstance(verdict.decision, Delete)
+    assert isinstance(verdict.final, Hold)
+    assert verdict.final.reason is HoldReason.BUDGET
+
+
+def test_nothing_due_never_asks_the_guardrails() -> None:
+    guardrails = Guardrails()
+    later = format_rfc3339_nano(NOW + HOUR)
+    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: later}), guardrails)
+    assert isinstance(verdict.final, Wait)
+    assert guardrails.asked == []
+
+
+@pytest.mark.parametrize(
+    ("interval_ns", "missing"), [(0, None), (HOUR, MissingFact.TEMPLATE_MARKER)]
+)
+def test_the_restart_guard_asks_for_the_marker_only_when_it_measures(
+    interval_ns: int, missing: MissingFact | None
+) -> None:
+    guardrails = Guardrails(min_restart_interval_ns=interval_ns)
+    inputs = _inputs(DEPLOYMENTS, {keys.RESTART_AT: PAST}, marker_known=False)
+    verdict = decide_pass(inputs, guardrails)
+    assert verdict.missing is missing
+    assert guardrails.asked == ([Operation.RESTART] if missing is None else [])
+
+
+def test_a_policy_restart_asks_for_the_marker_before_deciding() -> None:
+    policies = _policy("nightly", ["deployments.apps"], {"restart-cron": "0 3 * * *"})
+    unknown = decide_pass(
+        _inputs(DEPLOYMENTS, {}, policies=policies, marker_known=False), Guardrails()
+    )
+    assert unknown.missing is MissingFact.TEMPLATE_MARKER
+    assert isinstance(unknown.final, Idle)
+    known = decide_pass(_inputs(DEPLOYMENTS, {}, policies=policies), Guardrails())
+    assert known.missing is None
+    assert known.final.policy == "ClusterLifecyclePolicy/nightly"
+
+
+def test_a_policy_deletion_waits_for_the_fence_and_takes_its_answer() -> None:
+    policies = _policy("tmp", ["configmaps"], {"delete-after": "1h"})
+    guardrails = Guardrails()
+    asked = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies, fenced=True), guardrails)
+    assert asked.missing is MissingFact.POLICY_CONFIRMATION
+    assert isinstance(asked.decision, Delete)
+    assert guardrails.asked == []  # nothing reserved-to-be before the policy is confirmed
+    policy = asked.decision.policy
+    assert policy == "ClusterLifecyclePolicy/tmp"
+    confirmed = PolicyConfirmation(policy, None)
+    goes = decide_pass(
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=confirmed), guardrails
+    )
+    assert isinstance(goes.final, Delete)
+    assert guardrails.asked == [None]
+    hold = Hold(reason=HoldReason.POLICY_UNCONFIRMED, requeue_after_ns=10**9, held=goes.final)
+    refused = PolicyConfirmation(policy, hold)
+    held = decide_pass(
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=refused), guardrails
+    )
+    assert held.final is hold
+    other = PolicyConfirmation("ClusterLifecyclePolicy/other", None)
+    again = decide_pass(
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=other), guardrails
+    )
+    assert again.missing is MissingFact.POLICY_CONFIRMATION
+
+
+def test_an_unfenced_or_annotation_deletion_needs_no_confirmation() -> None:
+    policies = _policy("tmp", ["configmaps"], {"delete-after": "1h"})
+    unfenced = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies), Guardrails())
+    assert isinstance(unfenced.final, Delete)
+    own = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}, fenced=True), Guardrails())
+    assert isinstance(own.final, Delete)
+
+
+def test_a_deletion_leaves_the_other_family_nothing_to_do() -> None:
+    policies = _policy("nightly", ["deployments.apps"], {"restart-cron": "0 3 * * *"})
+    verdict = decide_pass(
+        _inputs(DEPLOYMENTS, {keys.DELETE_AT: PAST}, policies=policies), Guardrails()
+    )
+    assert isinstance(verdict.final, Delete)
+    assert verdict.others == ()
+
+
+def test_a_verdict_is_a_value_of_its_inputs() -> None:
+    """Asked twice with the same facts, the same verdict: nothing is read or kept between."""
+    inputs = _inputs(CONFIGMAPS, {keys.DELETE_AT: PAST})
+    first: Verdict = decide_pass(inputs, Guardrails())
+    second = decide_pass(inputs, Guardrails())
+    assert first == second
