@@ -1,8 +1,8 @@
 """One decision pass: its state, the decisions it builds, and the relative timers.
 
 :func:`~lifecycle_controller.core.decision.decide.decide` runs the top-level gate and hands a
-:class:`DecisionPass` to the deletion path (:mod:`~lifecycle_controller.core.decision.delete`)
-or the restart path (:mod:`~lifecycle_controller.core.decision.restart`). Both use what is here:
+:class:`DecisionPass` to the deletion path or the restart path (both in
+:mod:`~lifecycle_controller.core.decision.decide`). Both use what is here:
 catch-up resolution, the occurrence check, the decisions (Invalid, Wait, DryRun, Patch) with
 their Events and ledger operations, skips, the restart patch, and the ``*-after`` to ``*-at``
 conversion (docs/behaviour.md#deletion step 1, docs/behaviour.md#restart step 4).
