@@ -16,11 +16,10 @@ from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.guardrail_state import Guardrails, RestartPacing
 from lifecycle_controller.controller.observations import ObservationMetrics, ObservationWriter
-from lifecycle_controller.controller.pass_facts import PassFacts
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_fence import FenceMetrics, PolicyFence
 from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.controller.reconciler import Reconciler
+from lifecycle_controller.controller.reconciler import PassFacts, Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.writes import ObjectApi, ObjectWriter
@@ -80,6 +79,7 @@ def build_reconciler(
             writer,
             settings,
             ledger,
+            guardrails,
             namespace_defaults=namespace_defaults,
             policies=None if policies is None else PolicyDecisions(policies, cache, writer),
             fence=fence,

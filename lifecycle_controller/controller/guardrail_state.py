@@ -33,15 +33,15 @@ from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.core import Action, Delete, ObjectKey, Operation, Patch
 from lifecycle_controller.core.decision.guardrails import (
-    GuardrailFacts,
+    GuardrailState,
     Hold,
     HoldReason,
+    RolloutQueue,
     acting_operation,
 )
 from lifecycle_controller.core.decision.pacing import last_restart_ns
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
-from lifecycle_controller.core.verdict.pass_verdict import ObjectGuardrails
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
@@ -95,29 +95,26 @@ class Guardrails:
     rollouts: RolloutTracker | None = None
     pacing: RestartPacing = field(default_factory=RestartPacing)
 
-    def view(self, key: ObjectKey, obj: CachedObject) -> ObjectGuardrails:
-        """Their state for one object, as the pure verdict asks for it."""
-        return _ObjectView(self, key, obj)
-
-    def facts(self, key: ObjectKey, obj: CachedObject, decision: Patch | Delete) -> GuardrailFacts:
-        """The state :func:`~lifecycle_controller.core.decision.guardrails.check` decides on,
-        now."""
-        now = self.clock.now_ns()
-        restart = acting_operation(decision) is Operation.RESTART
-        budget = self.budgets.get(decision.action) if decision.action is not None else None
-        wait_s = budget.wait() if budget is not None else 0.0
-        return GuardrailFacts(
-            now_ns=now,
+    def state(self, key: ObjectKey, obj: CachedObject) -> GuardrailState:
+        """Their state for one object now, before its decision (no API call)."""
+        restartable = key.resource.restartable
+        budget_wait_ns = {
+            action: max(0, int(budget.wait() * NS_PER_SECOND))
+            for action, budget in self.budgets.items()
+        }
+        return GuardrailState(
+            now_ns=self.clock.now_ns(),
             uid=obj.uid,
             breaker=None if self.breaker is None else self.breaker.facts(key),
-            last_restart_ns=self._last_restart(obj) if restart else None,
+            last_restart_ns=self._last_restart(obj) if restartable else None,
             min_restart_interval_ns=self.pacing.min_interval_ns,
             restart_jitter_ns=self.pacing.jitter_ns,
-            rollout_limit=0 if self.rollouts is None else self.rollouts.limit,
-            rollout_turn=(
-                self.rollouts is None or not restart or self.rollouts.has_turn(key, decision.due_ns)
+            rollouts=(
+                self.rollouts.queue(key)
+                if restartable and self.rollouts is not None
+                else RolloutQueue()
             ),
-            budget_wait_ns=max(0, int(wait_s * NS_PER_SECOND)),
+            budget_wait_ns=budget_wait_ns,
         )
 
     def _last_restart(self, obj: CachedObject) -> int | None:
@@ -175,19 +172,3 @@ class Guardrails:
             self.rollouts.object_gone(key)
         if self.breaker is not None:
             self.breaker.release(key)
-
-
-@dataclass(frozen=True, slots=True)
-class _ObjectView:
-    """:class:`Guardrails` for one object (the verdict's :class:`ObjectGuardrails`)."""
-
-    guardrails: Guardrails
-    key: ObjectKey
-    obj: CachedObject
-
-    @property
-    def min_restart_interval_ns(self) -> int:
-        return self.guardrails.pacing.min_interval_ns
-
-    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
-        return self.guardrails.facts(self.key, self.obj, decision)

@@ -1,29 +1,31 @@
-"""One work item, decided once per pass: read → decide → account → write → result.
+"""One work item, decided once per pass: the facts → one pure verdict → account → write.
 
-``Reconciler.__call__(key)`` is what the workers run. Each pass over the object:
+``Reconciler.__call__(key)`` is what the workers run (docs/architecture.md#decision-path).
+Each pass over the object:
 
-1. **read** it from the metadata cache (gone: forget it, done);
-2. **decide**, in one place:
-   :func:`~lifecycle_controller.core.decision.namespace_defaults.decide_in_namespace`
-   (core, with the namespace's defaults) answers what the object needs, or, for an object a
-   lifecycle policy could match,
-   :class:`~lifecycle_controller.controller.policy_decisions.PolicyDecisions` (the same, on
-   the inputs its policies resolve to); for a deletion or a
-   restart the guardrails (:func:`lifecycle_controller.core.decision.guardrails.check`, on the facts
-   :class:`~lifecycle_controller.controller.guardrail_state.Guardrails` reads) may turn it
-   into a :class:`~lifecycle_controller.core.decision.guardrails.Hold`, which is treated like a
-   ``Wait``. The one read a decision may need, the Pod template's restart marker for the
-   restart guard, is made here before deciding, once per workload and process. A deletion
-   a policy decided is first confirmed by the
-   :class:`~lifecycle_controller.controller.policy_fence.PolicyFence` (the policy on the
-   API server is still the one decided on), else held the same way;
+1. **the facts**: the object from the metadata cache (gone: forget it, done), and
+   :class:`PassFacts` puts together from memory everything its decision needs: the
+   namespace's defaults, the lifecycle policies resolved for it (once per pass, by
+   :class:`~lifecycle_controller.controller.policy_decisions.PolicyDecisions`), the ledger,
+   what is known of the workload's restarts, the guardrails' state
+   (:class:`~lifecycle_controller.controller.guardrail_state.Guardrails`);
+2. **one pure verdict**:
+   :func:`~lifecycle_controller.core.verdict.pass_verdict.decide_pass` answers the final
+   decision, the guardrails' :class:`~lifecycle_controller.core.decision.guardrails.Hold`
+   included (treated like a ``Wait``), or the one fact it lacks that is not in memory: the
+   workload's Pod template marker (read once per workload and process) or the
+   :class:`~lifecycle_controller.controller.policy_fence.PolicyFence`'s confirmation of the
+   policy that decided a deletion. The pass reads that fact, once, and asks again: those are
+   its only reads;
 3. **account** for the final decision
    (:class:`~lifecycle_controller.controller.accounting.Accounting`:
    ledger, Events, the metrics that describe decisions, one log line);
 4. **write**: a ``Patch`` or ``Delete`` goes to the
-   :class:`~lifecycle_controller.controller.execution.Executor` with its reservation; a
-   ``Wait`` may carry its ``never`` record (docs/behaviour.md#persisted-observations), which
-   the :class:`~lifecycle_controller.controller.observations.ObservationWriter` sends;
+   :class:`~lifecycle_controller.controller.execution.Executor` with what it reserved (taken
+   right after the verdict, with no await between); a hold's effects are in memory at once,
+   and a tripped breaker's state is saved by the executor; a ``Wait`` may carry its
+   ``never`` record (docs/behaviour.md#persisted-observations), which the
+   :class:`~lifecycle_controller.controller.observations.ObservationWriter` sends;
 5. **result**: the requeue the decision asked for, or **another pass** at once, on the state
    the pass left, in exactly two cases: a write hit a 409 Conflict (re-read that one object
    and decide again, a few times, before the failure Warning and the rate-limited retry:
@@ -33,22 +35,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import structlog
 
 from lifecycle_controller.controller.accounting import Accounting
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
 from lifecycle_controller.controller.execution import Executor, WriteOutcome
 from lifecycle_controller.controller.guardrail_state import Guardrails, Reservation
 from lifecycle_controller.controller.observations import ObservationWriter, RecordResult
-from lifecycle_controller.controller.pass_facts import PassFacts
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_fence import PolicyFence
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import (
     Decision,
+    DecisionSettings,
     Delete,
+    Ledger,
     ObjectKey,
     ObjectRef,
     Patch,
@@ -56,22 +61,86 @@ from lifecycle_controller.core import (
     should_enqueue_on_update,
 )
 from lifecycle_controller.core.decision.guardrails import Hold
+from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.core.verdict.pass_verdict import (
     MissingFact,
+    PassInputs,
     PolicyConfirmation,
     decide_pass,
 )
-from lifecycle_controller.kube import Conflict
+from lifecycle_controller.kube import Conflict, KubeError
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["Reconciler"]
+__all__ = ["PassFacts", "Reconciler"]
 
 _log = structlog.get_logger(__name__)
 
 #: How many times one pass asks the verdict again with a fact it lacked (the marker once,
 #: the fence's confirmation, and again if the deciding policy changed in between).
 _MAX_ASKS = 4
+
+
+@dataclass
+class PassFacts:
+    """Gathers what one pass decides on, from memory; and, when the verdict asks, the one
+    fact that is not there (see the module docstring)."""
+
+    cache: MetadataCache
+    writer: ObjectWriter
+    settings: DecisionSettings
+    ledger: Ledger
+    guardrails: Guardrails
+    #: The defaults of a namespace (docs/annotations.md#namespace-defaults); None: none.
+    namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None
+    #: Lifecycle policies (docs/policies.md); None: annotations alone decide.
+    policies: PolicyDecisions | None = None
+    #: Confirms the deciding policy before a policy deletion (None: not confirmed).
+    fence: PolicyFence | None = None
+
+    def inputs(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        now_ns: int,
+        *,
+        marker_tried: bool = False,
+        confirmation: PolicyConfirmation | None = None,
+    ) -> PassInputs:
+        """Every fact in memory, the policies resolved once; no request."""
+        lookup = self.namespace_defaults
+        fact = self.cache.restart_fact(obj.uid)
+        marker = None if fact is None else fact.marker
+        return PassInputs(
+            annotations=obj.annotations,
+            facts=object_facts(key.resource, obj, restart_marker=marker),
+            now_ns=now_ns,
+            settings=self.settings,
+            ledger=self.ledger,
+            defaults=None if lookup is None else lookup(key.namespace),
+            resolution=None if self.policies is None else self.policies.resolve(obj, now_ns),
+            marker_known=marker_tried or fact is not None,
+            fenced=self.fence is not None,
+            confirmation=confirmation,
+            guardrails=self.guardrails.state(key, obj),
+        )
+
+    async def read_marker(self, key: ObjectKey, obj: CachedObject) -> None:
+        """Read the workload's Pod template marker into the cache's restart facts. A failed
+        read is logged and the pass goes on without it (as a controller that never knew it)."""
+        try:
+            await self.writer.read_restart_marker(key, obj)
+        except KubeError as error:
+            _log.warning("workload unreadable for its restart marker", error=str(error))
+
+    async def confirm(self, decision: Delete, resolution: Resolution | None) -> PolicyConfirmation:
+        """What the fence says of the policy that decided ``decision`` (docs/reliability.md)."""
+        assert self.fence is not None
+        deciders = () if resolution is None else resolution.deciders
+        ref = next((r for r in deciders if str(r) == decision.policy), None)
+        basis = self.fence.basis(ref)  # the store's view, with no await since the decision
+        return PolicyConfirmation(decision.policy or "", await self.fence.check(basis, decision))
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +256,11 @@ class Reconciler:
         facts = self.facts
         marker_tried = False
         confirmation: PolicyConfirmation | None = None
-        view = self.guardrails.view(key, obj)
         for ask in range(_MAX_ASKS + 1):
             inputs = facts.inputs(
                 key, obj, now_ns, marker_tried=marker_tried, confirmation=confirmation
             )
-            verdict = decide_pass(inputs, view)
+            verdict = decide_pass(inputs)
             if verdict.missing is None or ask == _MAX_ASKS:
                 break
             if verdict.missing is MissingFact.TEMPLATE_MARKER:

@@ -54,6 +54,7 @@ from lifecycle_controller.controller.rollout_reads import RolloutReads
 from lifecycle_controller.controller.rollout_watch import RolloutWatch
 from lifecycle_controller.core import ObjectKey, ObjectRef
 from lifecycle_controller.core.decision import events as catalogue
+from lifecycle_controller.core.decision.guardrails import RolloutQueue
 from lifecycle_controller.core.objects.rollout_progress import rollout_progress
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import KubeError, NotFound
@@ -140,18 +141,23 @@ class RolloutTracker:
         across a conflict); otherwise when a slot is free and ``key`` is among the earliest
         due waiters that fit into the free slots, and its own previous rollout has ended.
         """
+        return self.queue(key).turn(due_ns)
+
+    def queue(self, key: ObjectKey) -> RolloutQueue:
+        """The queue as ``key`` sees it now (what the guardrails decide its turn on)."""
         if self.limit <= 0:
-            return True
-        if key in self._tasks:
-            return False  # its own previous rollout is still in progress
-        if key in self._slots:
-            return True  # its slot, kept across a conflict while it decides again
-        free = self.limit - len(self._slots)
-        if free <= 0:
-            return False
+            return RolloutQueue()
         waiting = self._live_waiters()
-        waiting[key] = self._entry(key, due_ns)
-        return key in sorted(waiting, key=lambda k: waiting[k][:2])[:free]
+        own = waiting.pop(key, None)
+        return RolloutQueue(
+            limit=self.limit,
+            rolling=key in self._tasks,
+            holds_slot=key in self._slots,
+            free=self.limit - len(self._slots),
+            key_id=key.id,
+            waited_since_ns=None if own is None else own[0],
+            others=tuple(entry[:2] for entry in waiting.values()),
+        )
 
     def wait(self, key: ObjectKey, due_ns: int | None) -> None:
         """``key``'s due restart waits for its turn; wake those whose turn it is."""

@@ -4,22 +4,22 @@ a guardrail's hold included, or the one fact it still lacks; never a read."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from lifecycle_controller.core import DecisionSettings, Ledger
 from lifecycle_controller.core.decision.guardrails import (
-    GuardrailFacts,
+    GuardrailState,
     Hold,
     HoldReason,
+    RolloutQueue,
 )
 from lifecycle_controller.core.decision.outcomes import (
+    Action,
     Delete,
     Idle,
     ObjectFacts,
-    Operation,
     Patch,
     Wait,
 )
@@ -50,17 +50,7 @@ CREATED = NOW - 72 * HOUR
 PAST = format_rfc3339_nano(NOW - HOUR)
 
 
-@dataclass
-class Guardrails:
-    """A guardrails' state that records what the verdict asked of it."""
-
-    min_restart_interval_ns: int = 0
-    facts_given: GuardrailFacts = field(default_factory=lambda: GuardrailFacts(now_ns=NOW))
-    asked: list[Operation | None] = field(default_factory=list)
-
-    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
-        self.asked.append(getattr(decision, "operation", None))
-        return self.facts_given
+THROTTLED = GuardrailState(now_ns=NOW, budget_wait_ns={Action.DELETE: 5 * 10**9})
 
 
 def _policy(name: str, resources: list[str], lifecycle: Mapping[str, str]) -> PolicySet:
@@ -81,6 +71,7 @@ def _inputs(
     marker_known: bool = True,
     fenced: bool = False,
     confirmation: PolicyConfirmation | None = None,
+    guardrails: GuardrailState | None = None,
 ) -> PassInputs:
     meta = {
         "name": "obj",
@@ -109,34 +100,28 @@ def _inputs(
         marker_known=marker_known,
         fenced=fenced,
         confirmation=confirmation,
+        guardrails=guardrails or GuardrailState(now_ns=NOW),
     )
 
 
-def test_a_due_annotation_deletion_goes_after_the_guardrails_were_asked() -> None:
-    guardrails = Guardrails()
-    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}), guardrails)
+def test_a_due_annotation_deletion_goes_when_the_guardrails_let_it() -> None:
+    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}))
     assert isinstance(verdict.final, Delete)
     assert verdict.final is verdict.decision
     assert verdict.missing is None
-    assert guardrails.asked == [None]
 
 
 def test_a_hold_of_the_guardrails_is_the_final_decision() -> None:
-    guardrails = Guardrails(
-        facts_given=GuardrailFacts(now_ns=NOW, budget_wait_ns=5 * 10**9),
-    )
-    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}), guardrails)
+    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}, guardrails=THROTTLED))
     assert isinstance(verdict.decision, Delete)
     assert isinstance(verdict.final, Hold)
     assert verdict.final.reason is HoldReason.BUDGET
 
 
-def test_nothing_due_never_asks_the_guardrails() -> None:
-    guardrails = Guardrails()
+def test_nothing_due_is_never_held() -> None:
     later = format_rfc3339_nano(NOW + HOUR)
-    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: later}), guardrails)
+    verdict = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: later}, guardrails=THROTTLED))
     assert isinstance(verdict.final, Wait)
-    assert guardrails.asked == []
 
 
 @pytest.mark.parametrize(
@@ -145,66 +130,73 @@ def test_nothing_due_never_asks_the_guardrails() -> None:
 def test_the_restart_guard_asks_for_the_marker_only_when_it_measures(
     interval_ns: int, missing: MissingFact | None
 ) -> None:
-    guardrails = Guardrails(min_restart_interval_ns=interval_ns)
-    inputs = _inputs(DEPLOYMENTS, {keys.RESTART_AT: PAST}, marker_known=False)
-    verdict = decide_pass(inputs, guardrails)
+    state = GuardrailState(now_ns=NOW, min_restart_interval_ns=interval_ns)
+    inputs = _inputs(DEPLOYMENTS, {keys.RESTART_AT: PAST}, marker_known=False, guardrails=state)
+    verdict = decide_pass(inputs)
     assert verdict.missing is missing
-    assert guardrails.asked == ([Operation.RESTART] if missing is None else [])
+    if missing is None:
+        assert isinstance(verdict.final, Patch)
+
+
+def test_a_restart_waits_for_its_turn_in_the_rollout_queue() -> None:
+    ahead = RolloutQueue(limit=1, free=1, key_id="z", others=((NOW - 2 * HOUR, "a"),))
+    state = GuardrailState(now_ns=NOW, rollouts=ahead)
+    verdict = decide_pass(_inputs(DEPLOYMENTS, {keys.RESTART_AT: PAST}, guardrails=state))
+    assert isinstance(verdict.final, Hold)
+    assert verdict.final.reason is HoldReason.ROLLOUT_SLOT
+    first = RolloutQueue(limit=1, free=1, key_id="z", others=((NOW, "a"),))
+    state = GuardrailState(now_ns=NOW, rollouts=first)
+    assert isinstance(
+        decide_pass(_inputs(DEPLOYMENTS, {keys.RESTART_AT: PAST}, guardrails=state)).final, Patch
+    )
 
 
 def test_a_policy_restart_asks_for_the_marker_before_deciding() -> None:
     policies = _policy("nightly", ["deployments.apps"], {"restart-cron": "0 3 * * *"})
-    unknown = decide_pass(
-        _inputs(DEPLOYMENTS, {}, policies=policies, marker_known=False), Guardrails()
-    )
+    unknown = decide_pass(_inputs(DEPLOYMENTS, {}, policies=policies, marker_known=False))
     assert unknown.missing is MissingFact.TEMPLATE_MARKER
     assert isinstance(unknown.final, Idle)
-    known = decide_pass(_inputs(DEPLOYMENTS, {}, policies=policies), Guardrails())
+    known = decide_pass(_inputs(DEPLOYMENTS, {}, policies=policies))
     assert known.missing is None
     assert known.final.policy == "ClusterLifecyclePolicy/nightly"
 
 
 def test_a_policy_deletion_waits_for_the_fence_and_takes_its_answer() -> None:
     policies = _policy("tmp", ["configmaps"], {"delete-after": "1h"})
-    guardrails = Guardrails()
-    asked = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies, fenced=True), guardrails)
+    asked = decide_pass(
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, guardrails=THROTTLED)
+    )
     assert asked.missing is MissingFact.POLICY_CONFIRMATION
-    assert isinstance(asked.decision, Delete)
-    assert guardrails.asked == []  # nothing reserved-to-be before the policy is confirmed
+    assert isinstance(asked.final, Delete)  # not held by the budget before it is confirmed
     policy = asked.decision.policy
     assert policy == "ClusterLifecyclePolicy/tmp"
     confirmed = PolicyConfirmation(policy, None)
     goes = decide_pass(
-        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=confirmed), guardrails
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=confirmed)
     )
     assert isinstance(goes.final, Delete)
-    assert guardrails.asked == [None]
     hold = Hold(reason=HoldReason.POLICY_UNCONFIRMED, requeue_after_ns=10**9, held=goes.final)
     refused = PolicyConfirmation(policy, hold)
     held = decide_pass(
-        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=refused), guardrails
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=refused)
     )
     assert held.final is hold
     other = PolicyConfirmation("ClusterLifecyclePolicy/other", None)
-    again = decide_pass(
-        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=other), guardrails
-    )
+    again = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=other))
     assert again.missing is MissingFact.POLICY_CONFIRMATION
 
 
 def test_an_unfenced_or_annotation_deletion_needs_no_confirmation() -> None:
     policies = _policy("tmp", ["configmaps"], {"delete-after": "1h"})
-    unfenced = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies), Guardrails())
+    unfenced = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies))
     assert isinstance(unfenced.final, Delete)
-    own = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}, fenced=True), Guardrails())
+    own = decide_pass(_inputs(CONFIGMAPS, {keys.DELETE_AT: PAST}, fenced=True))
     assert isinstance(own.final, Delete)
 
 
 def test_a_deletion_leaves_the_other_family_nothing_to_do() -> None:
     policies = _policy("nightly", ["deployments.apps"], {"restart-cron": "0 3 * * *"})
-    verdict = decide_pass(
-        _inputs(DEPLOYMENTS, {keys.DELETE_AT: PAST}, policies=policies), Guardrails()
-    )
+    verdict = decide_pass(_inputs(DEPLOYMENTS, {keys.DELETE_AT: PAST}, policies=policies))
     assert isinstance(verdict.final, Delete)
     assert verdict.others == ()
 
@@ -212,6 +204,5 @@ def test_a_deletion_leaves_the_other_family_nothing_to_do() -> None:
 def test_a_verdict_is_a_value_of_its_inputs() -> None:
     """Asked twice with the same facts, the same verdict: nothing is read or kept between."""
     inputs = _inputs(CONFIGMAPS, {keys.DELETE_AT: PAST})
-    first: Verdict = decide_pass(inputs, Guardrails())
-    second = decide_pass(inputs, Guardrails())
-    assert first == second
+    first: Verdict = decide_pass(inputs)
+    assert decide_pass(inputs) == first

@@ -32,6 +32,7 @@ module let go.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from lifecycle_controller.core.decision import events as catalogue
@@ -45,8 +46,10 @@ __all__ = [
     "HELD_RECHECK_NS",
     "BreakerFacts",
     "GuardrailFacts",
+    "GuardrailState",
     "Hold",
     "HoldReason",
+    "RolloutQueue",
     "acting_operation",
     "check",
 ]
@@ -111,6 +114,72 @@ class GuardrailFacts:
     rollout_limit: int = 0
     rollout_turn: bool = True
     budget_wait_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutQueue:
+    """The ``--max-concurrent-rollouts`` queue as one workload sees it now.
+
+    ``rolling``: its own previous rollout is still followed; ``holds_slot``: it holds a slot
+    kept across a conflict; ``free``: slots nobody holds; ``others``: the other live waiters
+    as ``(due instant, key id)``; ``waited_since_ns``: the due instant it already waits with.
+    :meth:`turn` is whether a restart due at an instant may take a slot now: the earliest due
+    waiters that fit into the free slots go first, ties by key.
+    """
+
+    limit: int = 0
+    rolling: bool = False
+    holds_slot: bool = False
+    free: int = 0
+    key_id: str = ""
+    waited_since_ns: int | None = None
+    others: tuple[tuple[int, str], ...] = ()
+
+    def turn(self, due_ns: int | None) -> bool:
+        if self.limit <= 0:
+            return True
+        if self.rolling:
+            return False
+        if self.holds_slot:
+            return True
+        if self.free <= 0:
+            return False
+        due = due_ns if due_ns is not None else 0
+        if self.waited_since_ns is not None:
+            due = min(due, self.waited_since_ns)
+        mine = (due, self.key_id)
+        return sum(1 for other in self.others if other < mine) < self.free
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailState:
+    """The controls' state for one object, read before its decision (nothing in it depends on
+    the decision); :meth:`facts` is what :func:`check` takes for one write."""
+
+    now_ns: int
+    uid: str = ""
+    breaker: BreakerFacts | None = None
+    last_restart_ns: int | None = None
+    min_restart_interval_ns: int = 0
+    restart_jitter_ns: int = 0
+    rollouts: RolloutQueue = field(default_factory=RolloutQueue)
+    #: How long until each action's budget has a token (absent or 0: now).
+    budget_wait_ns: Mapping[Action, int] = field(default_factory=dict)
+
+    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
+        restart = acting_operation(decision) is Operation.RESTART
+        action = decision.action
+        return GuardrailFacts(
+            now_ns=self.now_ns,
+            uid=self.uid,
+            breaker=self.breaker,
+            last_restart_ns=self.last_restart_ns if restart else None,
+            min_restart_interval_ns=self.min_restart_interval_ns,
+            restart_jitter_ns=self.restart_jitter_ns,
+            rollout_limit=self.rollouts.limit,
+            rollout_turn=not restart or self.rollouts.turn(decision.due_ns),
+            budget_wait_ns=0 if action is None else self.budget_wait_ns.get(action, 0),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,8 +2,8 @@
 
 The controller gathers the facts of a pass first (docs/architecture.md#decision-path): the
 cached object, its namespace's defaults, the policies resolved for it, whether the workload's
-Pod template marker is known, what the policy fence said, and a view of the guardrails'
-state. :func:`decide_pass` then answers, without reading anything:
+Pod template marker is known, what the policy fence said, and the guardrails' state (none of
+it depends on the decision). :func:`decide_pass` then answers, without reading anything:
 
 * the decision of the object's own annotations
   (:func:`~lifecycle_controller.core.decision.namespace_defaults.decide_in_namespace`), or of
@@ -24,10 +24,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 from lifecycle_controller.core.decision.guardrails import (
-    GuardrailFacts,
+    GuardrailState,
     Hold,
     acting_operation,
     check,
@@ -52,7 +51,6 @@ from lifecycle_controller.core.schedule.catchup import LedgerView
 
 __all__ = [
     "MissingFact",
-    "ObjectGuardrails",
     "PassInputs",
     "PolicyConfirmation",
     "Verdict",
@@ -67,19 +65,6 @@ class MissingFact(enum.Enum):
     TEMPLATE_MARKER = "template_marker"
     #: The policy that decided a deletion, confirmed on the API server (the policy fence).
     POLICY_CONFIRMATION = "policy_confirmation"
-
-
-class ObjectGuardrails(Protocol):
-    """The guardrails' state for one object, as :func:`check` needs it."""
-
-    @property
-    def min_restart_interval_ns(self) -> int:
-        """The restart guard's interval (0: off)."""
-        ...
-
-    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
-        """Their state now, for this write."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +93,8 @@ class PassInputs:
     #: A policy's deletion is confirmed by the fence before it goes.
     fenced: bool = False
     confirmation: PolicyConfirmation | None = None
+    #: The guardrails' state for the object (the breaker, pacing, rollout slots, budgets).
+    guardrails: GuardrailState
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +120,7 @@ def _policy_restarts(resolution: Resolution) -> bool:
     )
 
 
-def decide_pass(inputs: PassInputs, guardrails: ObjectGuardrails) -> Verdict:
+def decide_pass(inputs: PassInputs) -> Verdict:
     """The final decision of one pass over ``inputs``; see the module."""
     resolution = inputs.resolution
     acknowledged: str | None = None
@@ -176,9 +163,9 @@ def decide_pass(inputs: PassInputs, guardrails: ObjectGuardrails) -> Verdict:
             return Verdict(decision, confirmation.hold, others, acknowledged)
     if (
         not inputs.marker_known
-        and guardrails.min_restart_interval_ns > 0
+        and inputs.guardrails.min_restart_interval_ns > 0
         and acting_operation(decision) is Operation.RESTART
     ):
         return Verdict(decision, decision, others, acknowledged, MissingFact.TEMPLATE_MARKER)
-    hold = check(decision, guardrails.facts(decision))
+    hold = check(decision, inputs.guardrails.facts(decision))
     return Verdict(decision, decision if hold is None else hold, others, acknowledged)
