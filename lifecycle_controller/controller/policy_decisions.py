@@ -7,7 +7,7 @@ pass's facts include its policies, resolved once per pass:
   (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.resolve`) with what a recurring
   restart counts from (``MetadataCache.restart_anchor``: the template marker, or an occurrence
   a policy skipped); the pure verdict
-  (:func:`~lifecycle_controller.core.verdict.pass_verdict.decide_pass`) decides on them;
+  (:func:`~lifecycle_controller.core.policy.decide.decide_pass`) decides on them;
 * :meth:`PolicyDecisions.record` keeps what the verdict said: an occurrence a policy skipped
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
@@ -28,10 +28,10 @@ from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
 from lifecycle_controller.core.policy.contenders import PolicyHoldReason
+from lifecycle_controller.core.policy.decide import Verdict
 from lifecycle_controller.core.policy.model import PolicyRef
 from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
-from lifecycle_controller.core.verdict.pass_verdict import Verdict
 
 __all__ = ["PolicyDecisions", "Tally"]
 

@@ -10,7 +10,7 @@ Each pass over the object:
    what is known of the workload's restarts, the guardrails' state
    (:class:`~lifecycle_controller.controller.guardrail_state.Guardrails`);
 2. **one pure verdict**:
-   :func:`~lifecycle_controller.core.verdict.pass_verdict.decide_pass` answers the final
+   :func:`~lifecycle_controller.core.policy.decide.decide_pass` answers the final
    decision, the guardrails' :class:`~lifecycle_controller.core.decision.guardrails.Hold`
    included (treated like a ``Wait``), or the one fact it lacks that is not in memory: the
    workload's Pod template marker (read once per workload and process) or the
@@ -62,14 +62,14 @@ from lifecycle_controller.core import (
 )
 from lifecycle_controller.core.decision.guardrails import Hold
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
-from lifecycle_controller.core.policy.precedence import Resolution
-from lifecycle_controller.core.text.durations import NS_PER_SECOND
-from lifecycle_controller.core.verdict.pass_verdict import (
+from lifecycle_controller.core.policy.decide import (
     MissingFact,
     PassInputs,
     PolicyConfirmation,
     decide_pass,
 )
+from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import Conflict, KubeError
 from lifecycle_controller.machinery.clock import Clock
 
@@ -110,6 +110,7 @@ class PassFacts:
     ) -> PassInputs:
         """Every fact in memory, the policies resolved once; no request."""
         lookup = self.namespace_defaults
+        guardrails = self.guardrails.state(key, obj)  # the controller's state first, then core
         fact = self.cache.restart_fact(obj.uid)
         marker = None if fact is None else fact.marker
         return PassInputs(
@@ -123,7 +124,7 @@ class PassFacts:
             marker_known=marker_tried or fact is not None,
             fenced=self.fence is not None,
             confirmation=confirmation,
-            guardrails=self.guardrails.state(key, obj),
+            guardrails=guardrails,
         )
 
     async def read_marker(self, key: ObjectKey, obj: CachedObject) -> None:

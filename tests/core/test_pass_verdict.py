@@ -1,4 +1,4 @@
-"""The one pure call of a reconcile pass (core/verdict/pass_verdict.py): the final decision,
+"""The one pure call of a reconcile pass (core/policy/decide.py): the final decision,
 a guardrail's hold included, or the one fact it still lacks; never a read."""
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ from lifecycle_controller.core.decision.outcomes import (
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.decide import (
+    MissingFact,
+    PassInputs,
+    PolicyConfirmation,
+    Verdict,
+    decide_pass,
+)
 from lifecycle_controller.core.policy.in_force import (
     POLICY_API_VERSION,
     PolicySet,
@@ -34,13 +41,6 @@ from lifecycle_controller.core.policy.in_force import (
 from lifecycle_controller.core.policy.match import Protection
 from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
-from lifecycle_controller.core.verdict.pass_verdict import (
-    MissingFact,
-    PassInputs,
-    PolicyConfirmation,
-    Verdict,
-    decide_pass,
-)
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)

@@ -25,15 +25,35 @@ inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold).
 enforced deletion the sooner of the enforced deadline and the next contender's deletion
 goes. :attr:`PolicyDecision.decisions` has every family's decision, the one to carry out
 this pass first (:func:`first_to_act`).
+
+**One reconcile pass, one pure call** (:func:`decide_pass`): the controller gathers a pass's
+facts first (docs/architecture.md#decision-path): the object, its namespace's defaults, the
+policies resolved for it (None: its annotations alone decide), whether the workload's Pod
+template marker is known, what the policy fence said, the guardrails' state (none of it
+depends on the decision). :func:`decide_pass` answers, reading nothing: the decision (above),
+for a due deletion or restart the guardrails' verdict
+(:func:`~lifecycle_controller.core.decision.guardrails.check`: the write, or the ``Hold`` that
+stops it), or the one fact it still lacks (:class:`MissingFact`): the workload's template
+marker (a policy restart counts from it, the restart guard measures from it), or the fence's
+confirmation of the policy that decided a deletion. The controller reads it, once, and asks
+again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lifecycle_controller.core.decision.events import Event
+from lifecycle_controller.core.decision.guardrails import (
+    GuardrailState,
+    Hold,
+    acting_operation,
+    check,
+)
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,
     decide_in_namespace,
@@ -47,6 +67,7 @@ from lifecycle_controller.core.decision.outcomes import (
     Idle,
     Invalid,
     ObjectFacts,
+    Operation,
     Patch,
     Wait,
 )
@@ -56,7 +77,17 @@ from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.core.policy.precedence import PolicyInputs, Resolution
 from lifecycle_controller.core.schedule.catchup import LedgerView
 
-__all__ = ["PolicyDecision", "attribution", "decide_with_policies", "first_to_act"]
+__all__ = [
+    "MissingFact",
+    "PassInputs",
+    "PolicyConfirmation",
+    "PolicyDecision",
+    "Verdict",
+    "attribution",
+    "decide_pass",
+    "decide_with_policies",
+    "first_to_act",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,3 +254,116 @@ def decide_with_policies(
         if family_inputs.family is Family.RESTART and acked is not None:
             acknowledged = acked
     return PolicyDecision(first_to_act(tuple(decisions)), inputs, acknowledged)
+
+
+class MissingFact(enum.Enum):
+    """A fact the verdict needs and the pass has not read yet."""
+
+    #: The workload's Pod template restart marker (never in the metadata-only cache).
+    TEMPLATE_MARKER = "template_marker"
+    #: The policy that decided a deletion, confirmed on the API server (the policy fence).
+    POLICY_CONFIRMATION = "policy_confirmation"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfirmation:
+    """What the fence said of ``policy``: None, the deletion may go; else the hold."""
+
+    policy: str
+    hold: Hold | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PassInputs:
+    """Every fact one pass decides on (see the module)."""
+
+    annotations: Mapping[str, str]
+    facts: ObjectFacts
+    now_ns: int
+    settings: DecisionSettings
+    ledger: LedgerView
+    defaults: NamespaceDefaults | None = None
+    #: The policies resolved for the object; None: its annotations alone decide.
+    resolution: Resolution | None = None
+    #: The workload's template marker was read or written by this process (or a read was
+    #: tried in this reconcile), so a restart need not wait for it.
+    marker_known: bool = True
+    #: A policy's deletion is confirmed by the fence before it goes.
+    fenced: bool = False
+    confirmation: PolicyConfirmation | None = None
+    #: The guardrails' state for the object (the breaker, pacing, rollout slots, budgets).
+    guardrails: GuardrailState
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision, the one that stands after the guardrails, the other action family's
+    decision (policies decide the families apart), a policy restart's acknowledged
+    occurrence, or the fact still ``missing`` (then nothing else is meaningful)."""
+
+    decision: Decision
+    final: Decision
+    others: tuple[Decision, ...] = ()
+    acknowledged: str | None = None
+    missing: MissingFact | None = None
+
+
+_ASK = Idle()
+
+
+def _policy_restarts(resolution: Resolution) -> bool:
+    return any(
+        family.decided_by is not None and family.decided_by.action is Action.RESTART
+        for family in resolution.families
+    )
+
+
+def decide_pass(inputs: PassInputs) -> Verdict:
+    """The final decision of one pass over ``inputs``; see the module."""
+    resolution = inputs.resolution
+    acknowledged: str | None = None
+    if resolution is None:
+        decision = decide_in_namespace(
+            annotations=inputs.annotations,
+            facts=inputs.facts,
+            now_ns=inputs.now_ns,
+            settings=inputs.settings,
+            ledger=inputs.ledger,
+            defaults=inputs.defaults,
+        )
+        others: tuple[Decision, ...] = ()
+    else:
+        restartable = inputs.facts.key.resource.restartable
+        if restartable and not inputs.marker_known and _policy_restarts(resolution):
+            return Verdict(_ASK, _ASK, missing=MissingFact.TEMPLATE_MARKER)
+        result = decide_with_policies(
+            inputs=resolution,
+            facts=inputs.facts,
+            now_ns=inputs.now_ns,
+            settings=inputs.settings,
+            ledger=inputs.ledger,
+            defaults=inputs.defaults,
+        )
+        decision, *rest = result.decisions
+        others = tuple(rest)
+        acknowledged = result.acknowledged
+    if isinstance(decision, Delete):
+        others = ()  # the object goes: the other family has nothing left to do
+    if not isinstance(decision, (Patch, Delete)):
+        return Verdict(decision, decision, others, acknowledged)
+    if inputs.fenced and isinstance(decision, Delete) and decision.policy:
+        confirmation = inputs.confirmation
+        if confirmation is None or confirmation.policy != decision.policy:
+            return Verdict(
+                decision, decision, others, acknowledged, MissingFact.POLICY_CONFIRMATION
+            )
+        if confirmation.hold is not None:
+            return Verdict(decision, confirmation.hold, others, acknowledged)
+    if (
+        not inputs.marker_known
+        and inputs.guardrails.min_restart_interval_ns > 0
+        and acting_operation(decision) is Operation.RESTART
+    ):
+        return Verdict(decision, decision, others, acknowledged, MissingFact.TEMPLATE_MARKER)
+    hold = check(decision, inputs.guardrails.facts(decision))
+    return Verdict(decision, decision if hold is None else hold, others, acknowledged)
