@@ -120,7 +120,11 @@ class PassFacts:
             settings=self.settings,
             ledger=self.ledger,
             defaults=None if lookup is None else lookup(key.namespace),
-            resolution=None if self.policies is None else self.policies.resolve(obj, now_ns),
+            resolution=(
+                None
+                if self.policies is None or obj.view is None  # not kept for any policy
+                else self.policies.resolve(obj, now_ns)
+            ),
             marker_known=marker_tried or fact is not None,
             fenced=self.fence is not None,
             confirmation=confirmation,
@@ -276,11 +280,12 @@ class Reconciler:
             assert facts.fence is not None
             hold = await facts.fence.check(None, decision)
             verdict = replace(verdict, final=hold or decision, missing=None)
-        if self.policies is not None:
-            if inputs.resolution is None:
-                self.policies.gone(key)
-            else:
-                self.policies.record(key, obj, inputs.resolution, verdict)
+        policies = self.policies
+        if policies is not None:
+            if inputs.resolution is not None:
+                policies.record(key, obj, inputs.resolution, verdict)
+            elif key in policies.tallies:  # no policy decides it any more
+                policies.gone(key)
         final = verdict.final
         if isinstance(final, Hold):
             if self.guardrails.apply(key, final):  # in memory at once; the save is a write
