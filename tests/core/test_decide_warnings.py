@@ -14,9 +14,9 @@ from lifecycle_controller.core import (
 )
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.decision.warnings import (
+    catch_up_text,
     occurrence_name,
     parse_lead_time,
-    policy_text,
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.relevance import should_enqueue_on_update
@@ -219,8 +219,8 @@ def test_lead_time_grammar_and_policy_text() -> None:
     assert parse_lead_time({keys.WARN_BEFORE: "00m"}, 5, "u").lead_ns == 0
     assert parse_lead_time({keys.WARN_BEFORE: "2d"}, 5, "u").lead_ns == 48 * HOUR
     assert parse_lead_time({keys.WARN_BEFORE: "x"}, 5, "u").problem is not None
-    assert policy_text(parse_catch_up_rule("never")) == "never"
-    assert policy_text(parse_catch_up_rule("90s")) == "1m30s"
+    assert catch_up_text(parse_catch_up_rule("never")) == "never"
+    assert catch_up_text(parse_catch_up_rule("90s")) == "1m30s"
 
 
 def test_windows_across_dst_shift_the_warning_with_the_opening() -> None:

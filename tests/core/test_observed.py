@@ -103,7 +103,7 @@ def test_identity_parts_each_change_the_fingerprint() -> None:
     variants = [
         dataclasses.replace(IDENTITY, uid="uid-2"),
         dataclasses.replace(IDENTITY, action="restart"),
-        dataclasses.replace(IDENTITY, policy=parse_catch_up_rule("15m")),
+        dataclasses.replace(IDENTITY, catch_up=parse_catch_up_rule("15m")),
         dataclasses.replace(IDENTITY, config=(keys.DELETE_AT, "2026-10-05T03:10:01Z")),
         dataclasses.replace(IDENTITY, config=(keys.RESTART_AT, DUE)),
         dataclasses.replace(IDENTITY, config=(keys.RESTART_EVERY, "1h", "")),
@@ -145,7 +145,7 @@ identities = st.builds(
     Identity,
     uid=st.text(max_size=40),
     action=st.sampled_from(["delete", "restart"]),
-    policy=st.just(NEVER),
+    catch_up=st.just(NEVER),
     config=st.lists(st.text(max_size=30), min_size=1, max_size=4).map(tuple),
 )
 instants = st.integers(min_value=0, max_value=ts("9999-12-31T23:59:59Z"))

@@ -301,12 +301,14 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
     plan = plan_recurring(schedule, last, run.now)
     scheduled = plan.scheduled_ns
     allowed = run.allowed(run.opening(scheduled), run.identity())
-    if plan.due and run.policy.mode is CatchUpMode.WINDOW:
+    if plan.due and run.catch_up.mode is CatchUpMode.WINDOW:
         if run.windows is None:
-            recent, allowed = schedule.recent_occurrence(last, run.now, run.policy.window_ns)
+            recent, allowed = schedule.recent_occurrence(last, run.now, run.catch_up.window_ns)
         else:  # lateness from the latest occurrence's window opening
             latest = _latest_occurrence(schedule, last, run.now)
-            allowed = latest is not None and run.policy.within_window(run.opening(latest), run.now)
+            allowed = latest is not None and run.catch_up.within_window(
+                run.opening(latest), run.now
+            )
             recent = scheduled if latest is None else latest
         if allowed:
             scheduled = recent

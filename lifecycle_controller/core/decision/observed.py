@@ -66,8 +66,8 @@ def identity_fingerprint(identity: Identity) -> str:
         [
             identity.uid,
             identity.action,
-            identity.policy.mode.value,
-            identity.policy.window_ns,
+            identity.catch_up.mode.value,
+            identity.catch_up.window_ns,
             *identity.config,
         ],
         separators=(",", ":"),

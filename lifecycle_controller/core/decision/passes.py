@@ -39,9 +39,9 @@ from lifecycle_controller.core.decision.patches import (
 from lifecycle_controller.core.decision.warnings import (
     NO_LEAD,
     LeadTime,
+    catch_up_text,
     occurrence_name,
     parse_lead_time,
-    policy_text,
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.schedule.catchup import (
@@ -104,7 +104,7 @@ class DecisionPass:
     events: list[Event]
     ops: list[LedgerOp] = field(default_factory=list)
     action: Action = Action.DELETE
-    policy: CatchUpRule = ALWAYS
+    catch_up: CatchUpRule = ALWAYS
     windows: MaintenanceWindows | None = None
     lead: LeadTime = NO_LEAD
     record: str | None = None  # an ``observed`` value for the Wait to persist
@@ -114,32 +114,32 @@ class DecisionPass:
 
     @property
     def never(self) -> bool:
-        return self.policy.mode is CatchUpMode.NEVER
+        return self.catch_up.mode is CatchUpMode.NEVER
 
     # --- catch-up ------------------------------------------------------------------------
 
-    def begin(self, action: Action, default_policy: CatchUpRule) -> Invalid | None:
+    def begin(self, action: Action, default_rule: CatchUpRule) -> Invalid | None:
         """What every action path does first: its catch-up policy, the maintenance windows
         and the lead-time warning; an Invalid blocks the action."""
         self.action = action
-        problem = self.resolve_policy(default_policy)
+        problem = self.resolve_catch_up(default_rule)
         if problem is None:
             problem = self.resolve_windows()
         if problem is None:
             self.resolve_warning()
         return problem
 
-    def resolve_policy(self, default: CatchUpRule) -> Invalid | None:
+    def resolve_catch_up(self, default: CatchUpRule) -> Invalid | None:
         """docs/behaviour.md#catch-up-resolution; an Invalid decision for a bad annotation."""
-        policy = default
+        rule = default
         if keys.CATCH_UP in self.annotations:
             try:
-                policy = parse_catch_up_rule(self.annotations[keys.CATCH_UP])
+                rule = parse_catch_up_rule(self.annotations[keys.CATCH_UP])
             except CatchUpError as error:
                 return self.invalid(
                     events.invalid_catch_up(str(error)), "invalid catch-up", str(error)
                 )
-        self.policy = policy
+        self.catch_up = rule
         if not self.never or self.dry_run:
             self.ops.append(FORGET)  # the ledger serves `never` outside dry-run only
         return None
@@ -180,7 +180,7 @@ class DecisionPass:
             events.upcoming(
                 delete=self.action is Action.DELETE,
                 due_ns=effective_ns,
-                policy=policy_text(self.policy),
+                policy=catch_up_text(self.catch_up),
                 dry_run=self.dry_run,
                 lead_ns=self.lead.lead_ns,
                 name=occurrence_name(self.facts.uid, self.action.value, scheduled_ns),
@@ -234,14 +234,14 @@ class DecisionPass:
                 current.get(keys.RESTART_EVERY, ""),
                 current.get(keys.LAST_RESTART_TIMESTAMP, ""),
             )
-        return Identity(self.facts.uid, self.action.value, self.policy, config)
+        return Identity(self.facts.uid, self.action.value, self.catch_up, config)
 
     def allowed(self, due_ns: int, identity: Identity) -> bool:
         """The occurrence check (docs/behaviour.md#occurrence-check): may ``due_ns`` run?"""
-        if self.policy.mode is CatchUpMode.ALWAYS:
+        if self.catch_up.mode is CatchUpMode.ALWAYS:
             return True
-        if self.policy.mode is CatchUpMode.WINDOW:
-            return self.policy.within_window(due_ns, self.now)
+        if self.catch_up.mode is CatchUpMode.WINDOW:
+            return self.catch_up.within_window(due_ns, self.now)
         if self.dry_run:
             return False
         ok, _ = observe_outcome(self.ledger.peek(self.facts.key), identity, due_ns, self.now)

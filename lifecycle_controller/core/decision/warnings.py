@@ -27,10 +27,10 @@ from lifecycle_controller.core.text.gotext import format_go_duration
 __all__ = [
     "NO_LEAD",
     "LeadTime",
+    "catch_up_text",
     "occurrence_name",
     "parse_lead_time",
     "parse_warn_before",
-    "policy_text",
 ]
 
 #: ``0s``, ``00m`` ...: the annotation's way to turn a ``--warn-before`` default off.
@@ -76,8 +76,8 @@ def occurrence_name(uid: str, action: str, scheduled_ns: int) -> str:
     return f"upcoming-{digest[:16]}"
 
 
-def policy_text(policy: CatchUpRule) -> str:
+def catch_up_text(rule: CatchUpRule) -> str:
     """The catch-up policy as the warning names it: ``always``, ``never`` or a duration."""
-    if policy.mode is CatchUpMode.WINDOW:
-        return format_go_duration(policy.window_ns)
-    return str(policy.mode.value)
+    if rule.mode is CatchUpMode.WINDOW:
+        return format_go_duration(rule.window_ns)
+    return str(rule.mode.value)

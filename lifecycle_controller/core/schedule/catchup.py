@@ -101,7 +101,7 @@ class Identity:
 
     uid: str
     action: str
-    policy: CatchUpRule
+    catch_up: CatchUpRule
     config: tuple[str, ...]
 
 
