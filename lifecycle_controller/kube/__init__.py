@@ -28,8 +28,8 @@ from lifecycle_controller.kube.errors import (
     Unauthorized,
     Unprocessable,
 )
+from lifecycle_controller.kube.exchanges import EventFilter, is_added_event
 from lifecycle_controller.kube.resources import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
-from lifecycle_controller.kube.watch_events import EventFilter, is_added_event
 
 __all__ = [
     "ACCEPT_AGGREGATED_DISCOVERY",

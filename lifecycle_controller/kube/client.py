@@ -26,12 +26,12 @@ from lifecycle_controller.kube.exchanges import (
     JSON,
     USER_AGENT,
     ApiExchanges,
+    EventFilter,
     RequestObserver,
     Timeouts,
 )
 from lifecycle_controller.kube.resources import ResourceType
 from lifecycle_controller.kube.transport import Pool, Transport
-from lifecycle_controller.kube.watch_events import EventFilter
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF, ProtobufError
 
 __all__ = [

@@ -6,6 +6,12 @@ turns a non-2xx answer into the error :mod:`.errors` names. :class:`.client.Kube
 adds the typed helpers (lists, watches, patches) on top. Whole exchanges (:meth:`request`,
 :meth:`send`) skip the context-manager layers a stream needs: every write of an action goes
 through them (docs/architecture.md#raw-requests).
+
+A watch answer's events are read in whichever encoding the API server chose
+(:func:`watch_events`): watches ask for protobuf first and JSON second
+(docs/architecture.md#protobuf-watches), and the answer's ``Content-Type`` says which came
+back: protobuf frames are read by :mod:`.watch_protobuf`, JSON lines by :mod:`.watch_lines`.
+Both yield the same dicts.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from lifecycle_controller import __version__
@@ -26,12 +32,24 @@ from lifecycle_controller.kube.transport import (
     HttpRequest,
     HttpResponse,
     Pool,
+    ResponseBody,
     Transport,
 )
 from lifecycle_controller.kube.transport_aiohttp import AiohttpTransport
-from lifecycle_controller.kube.watch_events import EventFilter, watch_events
+from lifecycle_controller.kube.watch_lines import EventFilter, is_added_line, json_lines
+from lifecycle_controller.kube.watch_protobuf import PROTOBUF, is_added_frame, protobuf_events
 
-__all__ = ["JSON", "USER_AGENT", "ApiExchanges", "RequestObserver", "Timeouts"]
+__all__ = [
+    "JSON",
+    "USER_AGENT",
+    "ApiExchanges",
+    "EventFilter",
+    "RequestObserver",
+    "StreamedAnswer",
+    "Timeouts",
+    "is_added_event",
+    "watch_events",
+]
 
 JSON = "application/json"
 USER_AGENT = f"lifecycle-controller/{__version__}"
@@ -248,7 +266,7 @@ class ApiExchanges:
         """Open a watch and yield each event; a silence over ``idle_timeout`` ends it.
 
         The events are read as the server sent them, JSON lines or protobuf frames; those
-        refused by ``decode_if`` are dropped undecoded (:mod:`.watch_events`). Ends
+        refused by ``decode_if`` are dropped undecoded (:func:`watch_events`). Ends
         normally when the server closes the stream; raises TransportError when the
         connection breaks or stays silent too long, and KubeError for a non-2xx answer.
         """
@@ -263,3 +281,27 @@ class ApiExchanges:
         ) as response:
             async for event in watch_events(response, what=f"watch {path}", decode_if=decode_if):
                 yield event
+
+
+class StreamedAnswer(Protocol):
+    """What the readers need of an answer (a transport's response; aiohttp's fits too)."""
+
+    @property
+    def content_type(self) -> str: ...
+
+    @property
+    def content(self) -> ResponseBody: ...
+
+
+def is_added_event(raw: bytes | bytearray, start: int = 0) -> bool:
+    """True when the raw event at ``start`` (a JSON line or a protobuf frame) is an ADDED."""
+    return is_added_line(raw, start) or is_added_frame(raw, start)
+
+
+def watch_events(
+    response: StreamedAnswer, *, what: str, decode_if: EventFilter | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """The events of a watch answer, read as the server encoded them."""
+    if response.content_type == PROTOBUF:
+        return protobuf_events(response.content, what=what, decode_if=decode_if)
+    return json_lines(response.content, what=what, decode_if=decode_if)

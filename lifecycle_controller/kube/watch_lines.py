@@ -1,7 +1,7 @@
 """Splitting a watch response into its events, one network chunk at a time.
 
 JSON lines are split here, protobuf frames in :mod:`.watch_protobuf`;
-:mod:`.watch_events` reads an answer in whichever encoding the server chose.
+:func:`.exchanges.watch_events` reads an answer in whichever encoding the server chose.
 
 A watch answers with one JSON document per line. Reading it line by line with
 ``StreamReader.readline()`` has two costs that matter for a streaming list (the initial

@@ -22,8 +22,7 @@ from lifecycle_controller.kube.client import (
     ACCEPT_METADATA_WATCH,
 )
 from lifecycle_controller.kube.discovery import fetch_discovery
-from lifecycle_controller.kube.exchanges import USER_AGENT
-from lifecycle_controller.kube.watch_events import watch_events
+from lifecycle_controller.kube.exchanges import USER_AGENT, watch_events
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF
 from tests.compat.matrix import CompatResult
 from tests.integration.controller import StartController

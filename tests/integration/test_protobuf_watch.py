@@ -19,8 +19,8 @@ import pytest
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import CRDS, KubeClient, NotFound, ResourceType, load_configuration
 from lifecycle_controller.kube.client import ACCEPT_METADATA, ACCEPT_METADATA_WATCH
+from lifecycle_controller.kube.exchanges import watch_events
 from lifecycle_controller.kube.resources import DEPLOYMENTS, NAMESPACES
-from lifecycle_controller.kube.watch_events import watch_events
 from lifecycle_controller.kube.watch_protobuf import PROTOBUF
 from tests.integration.support import CONFIGMAPS, configmap, crd_manifest, deployment, eventually
 
