@@ -101,7 +101,7 @@ class CacheWriter(Keeper):
 
     def holds(self, namespace: str, name: str) -> bool:
         scope = namespace if self._resource.namespaced else None
-        return self._cache.get(ObjectKey(self._resource, scope, name)) is not None
+        return self._cache.holds(self._resource, scope, name)
 
     def _key(self, obj: CachedObject) -> ObjectKey:
         namespace = obj.namespace if self._resource.namespaced else None
