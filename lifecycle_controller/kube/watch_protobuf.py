@@ -147,13 +147,42 @@ def _next(buf: bytes | bytearray, pos: int) -> tuple[int, int, int]:
     return _field(buf, pos)
 
 
-def _identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str] | None:
-    pos, end = _inside(buf, pos, end, 0x12)  # WatchEvent.object, a RawExtension
-    pos, end = _inside(buf, pos, end, 0x0A)  # its raw: k8s\0 and a runtime.Unknown
-    if buf[pos : pos + 4] != _MAGIC:
+def _metadata_as_go_writes_it(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int] | None:
+    """The bounds of the object's metadata when the frame is laid out as Go writes it (each
+    message's fields in order: the type, then the object; the magic; the TypeMeta, then the
+    object; its metadata first), found without a loop; None otherwise."""
+    if buf[pos] != 0x0A or buf[pos + 1] >= 0x80:  # WatchEvent.type, a short string
         return None
-    pos, end = _inside(buf, pos + 4, end, 0x12)  # Unknown.raw: the object
-    pos, end = _inside(buf, pos, end, 0x0A)  # its metadata
+    pos += 2 + buf[pos + 1]
+    if buf[pos] != 0x12:  # WatchEvent.object
+        return None
+    _, pos = _varint(buf, pos + 1)
+    if buf[pos] != 0x0A:  # RawExtension.raw
+        return None
+    _, pos = _varint(buf, pos + 1)
+    if buf[pos : pos + 4] != _MAGIC or buf[pos + 4] != 0x0A or buf[pos + 5] >= 0x80:
+        return None
+    pos += 6 + buf[pos + 5]  # past the magic and a short TypeMeta
+    if buf[pos] != 0x12:  # Unknown.raw: the object
+        return None
+    _, pos = _varint(buf, pos + 1)
+    if buf[pos] != 0x0A:  # ObjectMeta, the object's first field
+        return None
+    size, pos = _varint(buf, pos + 1)
+    return (pos, pos + size) if pos + size <= end else None
+
+
+def _identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str] | None:
+    located = _metadata_as_go_writes_it(buf, pos, end)
+    if located is None:
+        pos, end = _inside(buf, pos, end, 0x12)  # WatchEvent.object, a RawExtension
+        pos, end = _inside(buf, pos, end, 0x0A)  # its raw: k8s\0 and a runtime.Unknown
+        if buf[pos : pos + 4] != _MAGIC:
+            return None
+        pos, end = _inside(buf, pos + 4, end, 0x12)  # Unknown.raw: the object
+        pos, end = _inside(buf, pos, end, 0x0A)  # its metadata
+    else:
+        pos, end = located
     name = namespace = version = ""
     while pos < end:  # name (1), namespace (3), resourceVersion (6): Go writes them in order
         key, size = buf[pos], buf[pos + 1]
