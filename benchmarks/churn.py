@@ -217,8 +217,13 @@ async def _round(
         "cpu_s": {name: round(value, 3) for name, value in cpu.items()},
         "idle_cpu_per_s": {name: round(value, 5) for name, value in idle_rate.items()},
         "us_per_event": {name: round(value, 1) for name, value in per_event.items()},
-        "ratio": round(per_event["controller"] / per_event["floor"], 3),
+        "ratio": _ratio(per_event["controller"], per_event["floor"]),
     }
+
+
+def _ratio(controller: float, floor: float) -> float | None:
+    """None when the floor's CPU is below what /proc can tell (a tick is 10 ms)."""
+    return round(controller / floor, 3) if floor > 0 else None
 
 
 async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, Any]:
@@ -255,10 +260,15 @@ async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, An
         "populate_s": round(populate_s, 1),
         "controller_us_per_event": round(controller, 1),
         "floor_us_per_event": round(floor_us, 1),
-        "ratio": round(statistics.median(r["ratio"] for r in rounds), 3),
+        "ratio": _median_ratio([r["ratio"] for r in rounds]),
         "events_per_core_s": round(1e6 / controller) if controller > 0 else None,
         "rounds": rounds,
     }
+
+
+def _median_ratio(ratios: list[float | None]) -> float | None:
+    known = [ratio for ratio in ratios if ratio is not None]
+    return round(statistics.median(known), 3) if known else None
 
 
 def _report(result: dict[str, Any]) -> str:
