@@ -147,6 +147,9 @@ class _Floor:
             self.process.wait(10)
         if self.process.poll() is None:
             self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 async def _controller_events(session: aiohttp.ClientSession, url: str, kind: str) -> float:
