@@ -255,6 +255,8 @@ class MetadataCache:
 
     def __init__(self, policy_views: PolicyViews | None = None) -> None:
         self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
+        #: (namespace, name) of every stored object, per type: :meth:`holds` without a key.
+        self._names: dict[ResourceType, set[tuple[str | None, str]]] = {}
         self._synced: dict[ResourceType, dict[Scope, bool]] = {}
         self._restarts = RestartFacts()
         self._views = policy_views
@@ -280,16 +282,26 @@ class MetadataCache:
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)
 
+    def holds(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Whether an object is stored under this key (asked for every watch event of an
+        object without a lifecycle annotation: no :class:`ObjectKey` is built)."""
+        names = self._names.get(resource)
+        return names is not None and (namespace, name) in names
+
     def put(self, key: ObjectKey, obj: CachedObject) -> None:
         """Store ``obj`` under ``key`` (callers store annotated objects only)."""
         self._objects.setdefault(key.resource, {})[key] = obj
+        self._names.setdefault(key.resource, set()).add((key.namespace, key.name))
 
     def delete(self, key: ObjectKey) -> CachedObject | None:
         """Remove ``key``; return what was stored, or ``None``."""
         by_type = self._objects.get(key.resource)
         if by_type is None:
             return None
-        return by_type.pop(key, None)
+        old = by_type.pop(key, None)
+        if old is not None:
+            self._names[key.resource].discard((key.namespace, key.name))
+        return old
 
     def forget(self, key: ObjectKey, uid: str | None = None) -> CachedObject | None:
         """The object left the API server (deleted, or another one took its name): remove
@@ -415,6 +427,7 @@ class MetadataCache:
     def drop_type(self, resource: ResourceType) -> None:
         """Forget a resource type entirely: its objects and its synced flags."""
         self._objects.pop(resource, None)
+        self._names.pop(resource, None)
         self._synced.pop(resource, None)
 
 

@@ -37,9 +37,11 @@ from lifecycle_controller.controller.informer_ports import (
     ChangeKind,
     ChangeSeen,
     Keeper,
+    Skipped,
 )
+from lifecycle_controller.controller.unkept_events import UnkeptEvents
 from lifecycle_controller.core.objects.resources import ObjectKey
-from lifecycle_controller.kube import ResourceType
+from lifecycle_controller.kube import EventFilter, ResourceType
 
 __all__ = ["CacheWriter"]
 
@@ -88,6 +90,18 @@ class CacheWriter(Keeper):
 
     def skips_unannotated(self) -> bool:
         return not self._cache.keeps_unannotated(self._resource)
+
+    def unkept_filter(self, on_skipped: Skipped) -> EventFilter | None:
+        return UnkeptEvents(self, on_skipped)
+
+    def skips_unheld(self) -> bool:
+        """Unannotated objects are dropped while no policy selects the type, and nobody
+        hears of every change (discovery's CRD informer, the Namespaces' defaults)."""
+        return self._on_change_seen is None and self.skips_unannotated()
+
+    def holds(self, namespace: str, name: str) -> bool:
+        scope = namespace if self._resource.namespaced else None
+        return self._cache.holds(self._resource, scope, name)
 
     def _key(self, obj: CachedObject) -> ObjectKey:
         namespace = obj.namespace if self._resource.namespaced else None

@@ -41,6 +41,9 @@ ChangeHandler = Callable[[ChangeKind, ObjectKey, CachedObject | None, CachedObje
 ChangeSeen = Callable[[], None]
 """Called after every completed list and every ADDED/MODIFIED/DELETED event, cached or not."""
 
+Skipped = Callable[[str, str], None]
+"""Told of each watch event dropped undecoded: its type and the object's resourceVersion."""
+
 ResourceGoneHandler = Callable[[ResourceType], None]
 """Called when the API server no longer serves a watched type (404): rediscover."""
 
@@ -67,6 +70,7 @@ class MetadataSource(Protocol):
         resource_version: str,
         timeout_seconds: int,
         field_selector: str | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]: ...
 
     def watch_list_metadata(
@@ -145,6 +149,12 @@ class Keeper:
 
     def watch_filter(self) -> EventFilter | None:
         """Which raw lines of a watch are decoded at all (None: every line)."""
+        return None
+
+    def unkept_filter(self, on_skipped: Skipped) -> EventFilter | None:
+        """A filter that drops, undecoded, the watch events of objects this keeper would keep
+        nothing of, telling ``on_skipped`` of each
+        (:mod:`~lifecycle_controller.controller.unkept_events`); None: none is dropped."""
         return None
 
 

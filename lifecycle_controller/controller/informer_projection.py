@@ -117,13 +117,12 @@ class MetadataProjection:
         field_selector: str | None,
         decode_if: EventFilter | None,
     ) -> AsyncIterator[dict[str, Any]]:
-        if decode_if is not None:
-            raise ValueError("a metadata-only watch decodes every line")
         return self.source.watch_metadata(
             resource,
             namespace=namespace,
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
+            decode_if=decode_if,
             **_selected(field_selector),
         )
 

@@ -376,9 +376,12 @@ class Informer:
         stale = self._keeper.listing()
         skip_unannotated = not stale and self._keeper.skips_unannotated()
         listing = True
+        unkept = self._keeper.unkept_filter(self._skipped)
 
         def decode_if(raw: bytes | bytearray, start: int, end: int) -> bool:
-            if listing and skip_unannotated and is_added_event(raw, start):
+            if not listing:
+                return unkept is None or unkept(raw, start, end)
+            if skip_unannotated and is_added_event(raw, start):
                 return raw.find(_PREFIX_BYTES, start, end) >= 0
             return True
 
@@ -434,13 +437,21 @@ class Informer:
         timeout = self._watch_timeout()
         started = self._clock.monotonic()
         received = False
+
+        def skipped(event_type: str, version: str) -> None:
+            nonlocal received
+            if not received:
+                self._succeeded()
+                received = True
+            self._skipped(event_type, version)
+
         stream = self._projection.watch(
             self.resource,
             namespace=self.namespace,
             resource_version=self._resource_version,
             timeout_seconds=timeout,
             field_selector=self._field_selector,
-            decode_if=self._keeper.watch_filter(),
+            decode_if=self._keeper.watch_filter() or self._keeper.unkept_filter(skipped),
         )
         try:
             async for event in stream:
@@ -463,6 +474,14 @@ class Informer:
     def _watch_timeout(self) -> int:
         """A random ``timeoutSeconds`` (so many informers do not reconnect in lockstep)."""
         return self._rng.randint(self._settings.watch_timeout_min, self._settings.watch_timeout_max)
+
+    def _skipped(self, event_type: str, version: str) -> None:
+        """An event dropped undecoded (:meth:`~lifecycle_controller.controller.informer_ports.
+        Keeper.unkept_filter`): what applying it would have changed, its resourceVersion and
+        the counts."""
+        self._resource_version = version
+        self._delivering = True
+        self._metrics.event_received(self.resource, event_type)
 
     def _apply_event(self, event_type: str, obj: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata") or {}

@@ -162,15 +162,17 @@ class KubeClient(ApiExchanges):
         resource_version: str,
         timeout_seconds: int,
         field_selector: str | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """A metadata-only watch with bookmarks, from ``resource_version``."""
+        """A metadata-only watch with bookmarks, from ``resource_version``; events
+        ``decode_if`` refuses are dropped undecoded."""
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
-        return self._watch(resource, namespace, query, field_selector)
+        return self._watch(resource, namespace, query, field_selector, decode_if)
 
     def watch_list_metadata(
         self,

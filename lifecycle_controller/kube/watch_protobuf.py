@@ -32,6 +32,7 @@ __all__ = [
     "PROTOBUF",
     "ProtobufError",
     "decode_watch_event",
+    "object_identity",
     "protobuf_events",
 ]
 
@@ -39,6 +40,8 @@ __all__ = [
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 #: The largest frame accepted (the API server limits one object to about 1.5 MB).
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: The most bytes read between two yields to the event loop (see :func:`protobuf_events`).
+BYTES_PER_STEP = 64 * 1024
 _MAGIC = b"k8s\x00"
 _ADDED = b"\n\x05ADDED"  # field 1 (type), length 5, "ADDED": how every ADDED event starts
 
@@ -60,12 +63,16 @@ async def protobuf_events(
     """Yield each event of a protobuf watch until the server ends the stream.
 
     ``decode_if`` is asked about each frame first, in place; a frame it refuses is dropped
-    undecoded (and never copied). Every network chunk, and every :data:`EVENTS_PER_STEP`
-    frames, ends with a yield to the event loop (buffered data never suspends
-    ``readany()``). Raises TransportError when reading fails, a frame grows past
-    MAX_FRAME_BYTES or the stream ends inside a frame, and ProtobufError for a bad frame.
+    undecoded (and never copied). Every :data:`EVENTS_PER_STEP` frames, and every
+    :data:`BYTES_PER_STEP` bytes read, end with a yield to the event loop: buffered data
+    never suspends ``readany()``, while a watch whose events trickle in, one small chunk at
+    a time, suspends on every read anyway (a yield after each of its chunks was a fifth of
+    the CPU of an event dropped undecoded). Raises TransportError when reading fails, a
+    frame grows past MAX_FRAME_BYTES or the stream ends inside a frame, and ProtobufError
+    for a bad frame.
     """
     buffer = bytearray()
+    unyielded = 0
     while True:
         chunk = await next_chunk(content, what)
         if not chunk:
@@ -86,7 +93,10 @@ async def protobuf_events(
             if frames % EVENTS_PER_STEP == 0:
                 await asyncio.sleep(0)
         del buffer[:start]
-        await asyncio.sleep(0)  # buffered chunks never suspend readany(): let the loop run
+        unyielded += len(chunk)
+        if unyielded >= BYTES_PER_STEP:
+            unyielded = 0
+            await asyncio.sleep(0)  # buffered chunks never suspend readany(): let the loop run
     if buffer:
         raise TransportError(f"{what}: the stream ended inside a frame")
 
@@ -103,6 +113,97 @@ def decode_watch_event(
         raise ProtobufError(f"{what}: a frame is not a protobuf watch event") from error
 
 
+def object_identity(raw: bytes | bytearray, start: int, end: int) -> tuple[str, str, str] | None:
+    """The name, namespace and resourceVersion of the object in the frame ``raw[start:end]``,
+    read in place without decoding anything else (an informer's test of an event it may drop,
+    docs/architecture.md#informer-loop).
+
+    None when the frame does not hold them where the API server writes them (no object, no
+    resourceVersion, a frame that does not parse): the caller then decodes the frame, which
+    reports a broken one.
+    """
+    try:
+        return _identity(raw, start, end)
+    except (IndexError, ValueError):
+        return None
+
+
+def _inside(buf: bytes | bytearray, pos: int, end: int, wanted: int) -> tuple[int, int]:
+    """The bounds of the first field ``wanted`` (a length-delimited key) in ``buf[pos:end]``."""
+    while pos < end:
+        key, a, pos = _next(buf, pos)
+        if key == wanted:
+            if pos > end:
+                raise _past(pos, end)
+            return a, pos
+    raise ValueError(f"no field {wanted >> 3}")
+
+
+def _next(buf: bytes | bytearray, pos: int) -> tuple[int, int, int]:
+    """:func:`_field`, without a call for a one-byte key of a field with a one-byte length."""
+    key, size = buf[pos], buf[pos + 1]
+    if key & 0x87 == 2 and size < 0x80:
+        return key, pos + 2, pos + 2 + size
+    return _field(buf, pos)
+
+
+def _metadata_as_go_writes_it(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int] | None:
+    """The bounds of the object's metadata when the frame is laid out as Go writes it (each
+    message's fields in order: the type, then the object; the magic; the TypeMeta, then the
+    object; its metadata first), found without a loop; None otherwise."""
+    if buf[pos] != 0x0A or buf[pos + 1] >= 0x80:  # WatchEvent.type, a short string
+        return None
+    pos += 2 + buf[pos + 1]
+    if buf[pos] != 0x12:  # WatchEvent.object
+        return None
+    _, pos = _varint(buf, pos + 1)
+    if buf[pos] != 0x0A:  # RawExtension.raw
+        return None
+    _, pos = _varint(buf, pos + 1)
+    if buf[pos : pos + 4] != _MAGIC or buf[pos + 4] != 0x0A or buf[pos + 5] >= 0x80:
+        return None
+    pos += 6 + buf[pos + 5]  # past the magic and a short TypeMeta
+    if buf[pos] != 0x12:  # Unknown.raw: the object
+        return None
+    _, pos = _varint(buf, pos + 1)
+    if buf[pos] != 0x0A:  # ObjectMeta, the object's first field
+        return None
+    size, pos = _varint(buf, pos + 1)
+    return (pos, pos + size) if pos + size <= end else None
+
+
+def _identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str] | None:
+    located = _metadata_as_go_writes_it(buf, pos, end)
+    if located is None:
+        pos, end = _inside(buf, pos, end, 0x12)  # WatchEvent.object, a RawExtension
+        pos, end = _inside(buf, pos, end, 0x0A)  # its raw: k8s\0 and a runtime.Unknown
+        if buf[pos : pos + 4] != _MAGIC:
+            return None
+        pos, end = _inside(buf, pos + 4, end, 0x12)  # Unknown.raw: the object
+        pos, end = _inside(buf, pos, end, 0x0A)  # its metadata
+    else:
+        pos, end = located
+    name = namespace = version = ""
+    while pos < end:  # name (1), namespace (3), resourceVersion (6): Go writes them in order
+        key, size = buf[pos], buf[pos + 1]
+        if key & 0x87 == 2 and size < 0x80:
+            a, pos = pos + 2, pos + 2 + size
+        else:
+            key, a, pos = _field(buf, pos)
+        if pos > end:
+            return None
+        if key == 0x0A:
+            name = buf[a:pos].decode()
+        elif key == 0x1A:
+            namespace = buf[a:pos].decode()
+        elif key == 0x32:
+            version = buf[a:pos].decode()
+            break
+        elif key > 0x32:
+            break
+    return (name, namespace, version) if version and name else None
+
+
 # ---------------------------------------------------------------------- wire format
 #
 # Each message is read by a loop of its own that compares whole keys (``number << 3 | wire
@@ -110,7 +211,7 @@ def decode_watch_event(
 # generator for every message, yielding a tuple per field, cost a fifth of the decode.
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     byte = buf[pos]
     if byte < 0x80:
         return byte, pos + 1
@@ -127,7 +228,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def _field(buf: bytes, pos: int) -> tuple[int, int, int]:
+def _field(buf: bytes | bytearray, pos: int) -> tuple[int, int, int]:
     """The key, value and end of the field at ``pos``.
 
     The value is a varint's, 0 for a fixed-size field, and the start of a length-delimited

@@ -67,3 +67,25 @@ def test_the_cluster_benchmark_measures_every_row(tmp_path: Path) -> None:
     assert len(run["storm"]["rounds"]) == len(run["action_floor_rounds"]) == 2
     assert all(r["first_request_s"] is not None for r in run["startup_rounds"])
     assert "| 1,000 |" in (tmp_path / "cluster.md").read_text()
+
+
+@pytest.mark.timeout(300)
+def test_the_churn_benchmark_measures_the_controller_and_its_floor(tmp_path: Path) -> None:
+    from benchmarks.churn import main as churn
+
+    churn(
+        [
+            "--objects=200",
+            "--patches=600",
+            "--rounds=1",
+            "--idle=1",
+            "--settle=1",
+            f"--output={tmp_path}",
+        ]
+    )
+    result = json.loads((tmp_path / "churn.json").read_text())
+    (one,) = result["rounds"]
+    assert one["events"]["floor"] >= 600
+    assert one["events"]["controller"] >= 600
+    assert result["controller_us_per_event"] > 0  # a floor of 600 events can be under a tick
+    assert (tmp_path / "churn.md").read_text().startswith("Churn of 600 label patches")

@@ -121,9 +121,11 @@ class FakeSource:
         resource_version: str,
         timeout_seconds: int,
         field_selector: str | None = None,
+        decode_if: EventFilter | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         self.watch_calls.append({"ns": namespace, "rv": resource_version, "t": timeout_seconds})
-        return self._stream(self.watches.popleft() if self.watches else None)
+        events = self._stream(self.watches.popleft() if self.watches else None)
+        return self._filtered(events, decode_if)
 
     def watch_list_metadata(
         self,

@@ -1,0 +1,262 @@
+"""Watch events of objects the informer keeps nothing of are dropped undecoded (churn).
+
+The filter (controller/unkept_events.py) is checked frame by frame against a scripted holder,
+``object_identity`` against the full decoder on random metadata, and the informer end to
+end on protobuf frames read by the real frame reader: what it drops still moves its
+resourceVersion and its counts, and an object that loses its last lifecycle annotation, an
+object a policy could keep, and a keeper that hears of every change still see every event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.cache_writer import CacheWriter
+from lifecycle_controller.controller.informer_projection import MetadataProjection
+from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.controller.unkept_events import UnkeptEvents
+from lifecycle_controller.core.objects.keys import PREFIX
+from lifecycle_controller.core.policy.match import ObjectView
+from lifecycle_controller.kube import EventFilter, ResourceType
+from lifecycle_controller.kube.watch_protobuf import (
+    decode_watch_event,
+    object_identity,
+    protobuf_events,
+)
+from tests.doubles.fakeclock import FakeClock
+from tests.machinery.test_informers import CONFIGMAPS, SETTINGS, CountingMetrics, Recorder
+from tests.machinery.test_watch_lines import reader
+from tests.machinery.test_watch_protobuf import REAL_BOOKMARK, frame, metadata_frame
+
+ANNOTATION = PREFIX + "delete-after"
+
+
+def body(raw: bytes) -> tuple[bytearray, int, int]:
+    """A frame as the reader offers it: the buffer and the body's bounds (past the length)."""
+    return bytearray(raw), 4, len(raw)
+
+
+def plain(name: str, rv: str, ns: str = "ns", **annotations: str) -> dict[str, Any]:
+    return {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv,
+            "annotations": annotations, "labels": {"churn": rv}}  # fmt: skip
+
+
+# ---------------------------------------------------------------------- object_identity
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.", min_size=1, max_size=300)
+
+
+@given(name=names, ns=st.text(max_size=70), rv=st.integers(1, 2**63).map(str))
+def test_identity_is_what_the_decoder_reads(name: str, ns: str, rv: str) -> None:
+    raw = metadata_frame("MODIFIED", {"name": name, "namespace": ns, "resourceVersion": rv})
+    metadata = decode_watch_event(*body(raw))["object"]["metadata"]
+    assert object_identity(*body(raw)) == (
+        metadata["name"],
+        metadata.get("namespace", ""),
+        metadata["resourceVersion"],
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        metadata_frame("MODIFIED", {"name": "a", "namespace": "ns"}),  # no resourceVersion
+        metadata_frame("MODIFIED", {"namespace": "ns", "resourceVersion": "5"}),  # no name
+        frame("MODIFIED", b"k9s\x00" + b"\x0a\x00"),  # not the protobuf magic
+        metadata_frame("MODIFIED", {"name": "a", "resourceVersion": "5"})[:30],  # cut short
+        len(b"\x0a\x08MODIFIED").to_bytes(4, "big") + b"\x0a\x08MODIFIED",  # no object
+        REAL_BOOKMARK,  # a bookmark has no name
+    ],
+)
+def test_identity_is_none_unless_the_frame_holds_it(raw: bytes) -> None:
+    assert object_identity(*body(raw)) is None
+
+
+# ---------------------------------------------------------------------- the filter
+
+
+@dataclass
+class Holder:
+    held: set[tuple[str, str]] = field(default_factory=set)
+    skips: bool = True
+
+    def skips_unheld(self) -> bool:
+        return self.skips
+
+    def holds(self, namespace: str, name: str) -> bool:
+        return (namespace, name) in self.held
+
+
+CASES = [
+    # (what, frame, holder, dropped)
+    ("modified, unannotated", metadata_frame("MODIFIED", plain("a", "7")), Holder(), True),
+    ("added, unannotated", metadata_frame("ADDED", plain("a", "7")), Holder(), True),
+    ("deleted", metadata_frame("DELETED", plain("a", "7")), Holder(), False),
+    ("bookmark", REAL_BOOKMARK, Holder(), False),
+    (
+        "annotated",
+        metadata_frame("MODIFIED", plain("a", "7", **{ANNOTATION: "1h"})),
+        Holder(),
+        False,
+    ),
+    ("held", metadata_frame("MODIFIED", plain("a", "7")), Holder({("ns", "a")}), False),
+    ("held elsewhere", metadata_frame("MODIFIED", plain("a", "7")), Holder({("b", "a")}), True),
+    ("a policy selects", metadata_frame("MODIFIED", plain("a", "7")), Holder(skips=False), False),
+    ("a JSON line", b'....{"type":"MODIFIED","object":{}}', Holder(), False),
+    ("broken", metadata_frame("MODIFIED", plain("a", "7"))[:40], Holder(), False),
+]
+
+
+@pytest.mark.parametrize(("what", "raw", "holder", "dropped"), CASES, ids=[c[0] for c in CASES])
+def test_the_filter_drops_only_events_that_change_nothing_kept(
+    what: str, raw: bytes, holder: Holder, dropped: bool
+) -> None:
+    skipped: list[tuple[str, str]] = []
+    decode = UnkeptEvents(holder, lambda kind, rv: skipped.append((kind, rv)))(*body(raw))
+    assert decode is not dropped
+    if dropped:
+        assert skipped == [(raw[6 : 6 + raw[5]].decode(), "7")]
+    else:
+        assert skipped == []
+
+
+# ---------------------------------------------------------------------- the informer
+
+
+@dataclass
+class FrameSource:
+    """A metadata source whose watches are protobuf frames read by the real reader."""
+
+    lists: list[dict[str, Any]]
+    watches: list[list[bytes]]
+    decoded: list[str] = field(default_factory=list)
+
+    async def list_metadata(self, resource: ResourceType, **kwargs: Any) -> dict[str, Any]:
+        return self.lists.pop(0)
+
+    def watch_metadata(
+        self, resource: ResourceType, *, decode_if: EventFilter | None = None, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self._read(self.watches.pop(0), decode_if)
+
+    def watch_list_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        raise AssertionError("paged lists only")
+
+    async def _read(
+        self, frames: list[bytes], decode_if: EventFilter | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        events = protobuf_events(reader(*frames), what="watch", decode_if=decode_if)
+        async for event in events:
+            self.decoded.append(event["object"].get("metadata", {}).get("name", ""))
+            yield event
+
+
+class Selecting:
+    """Policy views that select ConfigMaps (judging no object a candidate)."""
+
+    def watches(self, resource: ResourceType) -> bool:
+        return resource == CONFIGMAPS
+
+    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+        return None
+
+
+def informer_on(
+    source: FrameSource, cache: MetadataCache, recorder: Recorder, seen: list[int] | None = None
+) -> tuple[Informer, CountingMetrics]:
+    metrics = CountingMetrics()
+    on_seen = None if seen is None else (lambda: seen.append(1))
+    keeper = CacheWriter(CONFIGMAPS, None, cache, recorder, on_seen)
+    informer = Informer(
+        resource=CONFIGMAPS,
+        namespace=None,
+        projection=MetadataProjection(source),
+        keeper=keeper,
+        clock=FakeClock(),
+        metrics=metrics,
+        settings=SETTINGS,
+        rng=random.Random(1),
+    )
+    return informer, metrics
+
+
+LISTED = {
+    "metadata": {"resourceVersion": "10"},
+    "items": [{"metadata": plain("kept", "9", **{ANNOTATION: "1h"})}],
+}
+CHURN = [
+    metadata_frame("MODIFIED", plain("other", "11")),
+    metadata_frame("MODIFIED", plain("kept", "12")),  # its last annotation removed
+    metadata_frame("MODIFIED", plain("kept", "13")),  # no longer held
+    metadata_frame("ADDED", plain("new", "14")),
+    metadata_frame("MODIFIED", plain("other", "15")),
+]
+
+
+async def test_dropped_events_move_the_version_and_the_counts_and_nothing_else() -> None:
+    source = FrameSource([dict(LISTED)], [CHURN])
+    cache, recorder = MetadataCache(), Recorder()
+    informer, metrics = informer_on(source, cache, recorder)
+    await informer.list_once()
+    await informer.watch_once()
+    assert source.decoded == ["kept"]  # only the event that drops it from the cache
+    assert recorder.summary() == [("add", "kept", None, "9"), ("update", "kept", "9", "12")]
+    assert cache.count(CONFIGMAPS) == 0
+    assert informer.resource_version == "15"
+    assert metrics.events == ["MODIFIED", "MODIFIED", "MODIFIED", "ADDED", "MODIFIED"]
+    assert informer.delivering
+
+
+@pytest.mark.parametrize("who", ["a policy selects the type", "a keeper hears every change"])
+async def test_every_event_is_decoded_when_something_could_keep_or_hear_it(who: str) -> None:
+    source = FrameSource([dict(LISTED)], [CHURN])
+    seen: list[int] = []
+    cache = MetadataCache(Selecting()) if who.startswith("a policy") else MetadataCache()
+    informer, _ = informer_on(source, cache, Recorder(), seen if "hears" in who else None)
+    await informer.list_once()
+    await informer.watch_once()
+    assert source.decoded == ["other", "kept", "kept", "new", "other"]
+    assert informer.resource_version == "15"
+    if "hears" in who:
+        assert len(seen) == 1 + len(CHURN)  # the list, then every event
+
+
+async def test_a_watch_of_dropped_events_only_counts_as_answered() -> None:
+    source = FrameSource([dict(LISTED)], [CHURN[:1] * 3])
+    informer, _ = informer_on(source, MetadataCache(), Recorder())
+    await informer.list_once()
+    informer._failures = 2  # as after two failed watches
+    await asyncio.wait_for(informer.watch_once(), 5)
+    assert informer.failures == 0
+    assert source.decoded == []
+
+
+def test_the_cache_holds_exactly_what_it_stores() -> None:
+    from lifecycle_controller.controller.cache import CachedObject
+    from lifecycle_controller.core.objects.resources import ObjectKey
+
+    cache = MetadataCache()
+    key = ObjectKey(CONFIGMAPS, "ns", "a")
+    stored = CachedObject.from_metadata(plain("a", "1", **{ANNOTATION: "1h"}))
+    assert not cache.holds(CONFIGMAPS, "ns", "a")
+    cache.put(key, stored)
+    assert cache.holds(CONFIGMAPS, "ns", "a")
+    assert not cache.holds(CONFIGMAPS, "other", "a")
+    cache.delete(ObjectKey(CONFIGMAPS, "ns", "b"))  # not stored: changes nothing
+    assert cache.holds(CONFIGMAPS, "ns", "a")
+    cache.forget(key)
+    assert not cache.holds(CONFIGMAPS, "ns", "a")
+    cache.put(key, stored)
+    cache.drop_type(CONFIGMAPS)
+    assert not cache.holds(CONFIGMAPS, "ns", "a")
