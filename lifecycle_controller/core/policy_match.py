@@ -14,8 +14,9 @@ A policy matches an object when every one of its filters accepts it, checked che
    then the **namespaceSelector** over the labels of the object's Namespace
    (:attr:`ObjectView.namespace_labels`): a cluster-scoped object never matches it, and an
    object whose Namespace is not known (yet) is :attr:`MatchReason.NAMESPACE_UNKNOWN`, which
-   precedence turns into a hold, as a condition error; the selector never names a namespace,
-   so a protected one stays protected whatever its labels;
+   precedence turns into a hold, as a condition error (checked after protection, so an
+   object in a protected namespace is protected, never held); the selector never names a
+   namespace, so a protected one stays protected whatever its labels;
 4. **protected** (:class:`Protection`): objects in ``kube-system``, ``kube-public``,
    ``kube-node-lease``, the controller's own namespace and any ``--policy-protected-namespace``
    (and those Namespace objects) are matched only by a cluster policy whose ``namespaces``
@@ -262,11 +263,14 @@ def match(
 ) -> PolicyMatch:
     """Check the filters in the module's order; never raises. An enforced policy is not
     stopped by ``exempt``."""
-    refusal = _static_refusal(policy, view) or namespace_refusal(policy, view)
+    refusal = _static_refusal(policy, view)
     if refusal is not None:
         return _refused(refusal)
     if protection.refuses(policy, view):
         return _refused(MatchReason.PROTECTED)
+    refusal = namespace_refusal(policy, view)  # after protection: a protected one is not held
+    if refusal is not None:
+        return _refused(refusal)
     if not policy.enforce and is_exempt(view.annotations):
         return _refused(MatchReason.EXEMPT)
     if view.has_controller and not policy.include_owned:
