@@ -21,7 +21,7 @@ and listed by :meth:`NamespaceDefaultsStore.missing` for readiness
 The same caches keep every Namespace's labels
 (:class:`~lifecycle_controller.controller.namespace_labels.NamespaceLabelViews`), which a
 policy's ``namespaceSelector`` reads (:meth:`NamespaceDefaultsStore.labels`); a change of
-them calls ``on_labels_change(name)``.
+them once the store has synced (a new Namespace too) calls ``on_labels_change(name)``.
 
 Reading Namespaces is not granted by older installations: when it is forbidden (or the API
 does not serve Namespaces), the store logs an error, counts as synced with no defaults for
@@ -274,7 +274,11 @@ class NamespaceDefaultsStore:
                 self._reports.put_nowait((ref, problem.event(new.uid)))
         if namespace_defaults_changed(before, after) and self._on_change is not None:
             self._on_change(name)
-        if self._on_labels_change is not None and labels_changed(
-            old, None if kind == "delete" else new
+        # Not while first listing: no worker acts before then (wait_synced), so what is queued
+        # meanwhile is decided with every label known, and N Namespaces do not rescan the cache.
+        if (
+            self._on_labels_change is not None
+            and self._ready.is_set()
+            and labels_changed(old, None if kind == "delete" else new)
         ):
             self._on_labels_change(name)
