@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
+from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AFTER
-from tests.integration.policy_tools import cluster_policy, labelled
+from tests.integration.policy_tools import cluster_policy, labelled, run_tool, tool_json
 from tests.integration.scenario_support import create, gone, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, eventually
 
@@ -232,3 +233,36 @@ async def test_the_documented_recipe_schedules_previews_by_namespace_label(
     assert status["nextAction"]["namespace"] == preview
     assert status["nextAction"]["name"] == "settings"
     assert status["nextAction"]["action"] == "delete"
+
+
+async def test_policies_try_and_explain_show_the_namespace_selectors_part(
+    policy_crds: None,
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    preview = await namespaces(env="preview")
+    other = await namespaces()
+    for space in (preview, other):
+        await create(kube, CONFIGMAPS, space, labelled("settings", {}))
+    policy = cluster_policy(
+        f"try-{preview}",
+        resources=["configmaps"],
+        names=["settings"],
+        namespaceSelector=PREVIEW,
+        lifecycle={"delete-after": "72h"},
+    )
+    args = ("policies", "try", "-f", "-", "--watch-resource", "configmaps")
+    report = tool_json(control_plane, *args, stdin=yaml.safe_dump(policy))
+    rows = [row for row in report["objects"] if row["namespace"] in (preview, other)]
+    assert [row["namespace"] for row in rows] == [preview]
+    assert rows[0]["namespace_selection"] == f"namespace {preview} labels match env=preview"
+
+    await cluster_policies(policy)
+    explained = run_tool(control_plane, "explain", "configmap/settings", "-n", preview)
+    assert explained.returncode == 0, explained.stderr
+    assert f"namespace {preview} labels match env=preview (namespaceSelector)" in explained.stdout
+    refused = run_tool(control_plane, "explain", "configmap/settings", "-n", other)
+    assert refused.returncode == 0, refused.stderr
+    assert f"namespace {other} labels do not match env=preview" in refused.stdout
