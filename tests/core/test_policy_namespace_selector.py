@@ -218,3 +218,27 @@ def test_the_namespace_selector_is_the_label_selector_over_the_namespace(
     assert with_it.namespace_selector is not None
     expected = match(without, obj).matched and with_it.namespace_selector.matches(namespace_labels)
     assert match(with_it, obj).matched is expected
+
+
+@given(
+    selector_labels=_LABELS,
+    namespace_labels=st.none() | _LABELS,
+    namespace=st.sampled_from(["team-a", "kube-system", None]),
+)
+def test_an_invalid_policy_holds_at_least_what_it_would_match(
+    selector_labels: dict[str, str],
+    namespace_labels: dict[str, str] | None,
+    namespace: str | None,
+) -> None:
+    """Fail closed: breaking a policy's action never frees an object its namespaceSelector
+    selects, and an unknown Namespace is held by both forms."""
+    fields: dict[str, Any] = {"namespaceSelector": {"matchLabels": selector_labels}}
+    valid = policy(**fields)
+    invalid = parsed(**fields, lifecycle={"delete-after": "soon"})
+    assert isinstance(invalid, PolicyInvalid)
+    obj = view(namespace_labels, namespace=namespace)
+    result = match(valid, obj)
+    if result.matched or result.reason is MatchReason.NAMESPACE_UNKNOWN:
+        assert holds(invalid, obj)
+    if result.reason is MatchReason.PROTECTED or namespace is None:
+        assert not holds(invalid, obj)
