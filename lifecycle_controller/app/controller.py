@@ -290,9 +290,11 @@ class Controller:
             clock=self.clock,
             names=settings.scope.informer_namespaces(),
             on_change=self._namespace_changed(cache, queue),
+            on_labels_change=self._namespace_relabelled(cache, queue, policies),
             report=recorder.record,
             metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
+        policies.store.namespace_labels = namespaces.labels
         reconciler = build_reconciler(
             api=self.kube,
             cache=cache,
@@ -415,9 +417,10 @@ class Controller:
             _log.info("watching", resources=[str(r) for r in started])
 
     def _namespace_changed(
-        self, cache: MetadataCache, queue: WorkQueue[ObjectKey]
+        self, cache: MetadataCache, queue: WorkQueue[ObjectKey], what: str = "defaults"
     ) -> Callable[[str], None]:
-        """A Namespace's defaults changed: re-evaluate its annotated objects in scope."""
+        """A Namespace's defaults (or ``what``) changed: re-evaluate its cached objects in
+        scope."""
         scope = self.settings.scope
 
         def enqueue(namespace: str) -> None:
@@ -429,11 +432,24 @@ class Controller:
                 if scope.allows_object(resource, namespace, key.name)
             ]
             if keys:
-                _log.info("namespace defaults changed", namespace=namespace, objects=len(keys))
+                _log.info(f"namespace {what} changed", namespace=namespace, objects=len(keys))
             for key in keys:
                 queue.add(key)
 
         return enqueue
+
+    def _namespace_relabelled(
+        self, cache: MetadataCache, queue: WorkQueue[ObjectKey], policies: PolicyPipeline
+    ) -> Callable[[str], None]:
+        """A Namespace's labels changed: while a policy selects namespaces by label,
+        re-evaluate its objects (docs/policies.md#namespaceselector)."""
+        enqueue = self._namespace_changed(cache, queue, "labels")
+
+        def relabelled(namespace: str) -> None:
+            if policies.store.current.selects_namespaces_by_label():
+                enqueue(namespace)
+
+        return relabelled
 
     def _make_handler(
         self,

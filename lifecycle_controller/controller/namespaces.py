@@ -4,7 +4,7 @@ Namespace defaults (docs/annotations.md#namespace-defaults) need a Namespace's a
 whether or not Namespaces are in the watch list, so this store runs informers of its own on
 Namespaces: the same metadata-only reflector loop as every other informer
 (:class:`~lifecycle_controller.controller.reflector.Informer`), each into a cache of its own
-(which keeps only lifecycle annotations, and only annotated Namespaces). Cluster-wide, one
+(which keeps only lifecycle annotations and labels). Cluster-wide, one
 informer reads every Namespace; with exact ``--watch-namespace`` names, one informer per name
 lists and watches with ``fieldSelector=metadata.name=<name>``, so RBAC on just those
 Namespace objects suffices.
@@ -17,6 +17,11 @@ Warning Events on the Namespace (``report``) and a log line.
 A named Namespace that does not exist (a typo in ``--watch-namespace``) is logged at warning
 and listed by :meth:`NamespaceDefaultsStore.missing` for readiness
 (:mod:`~lifecycle_controller.controller.namespace_presence`, the keeper of that informer).
+
+The same caches keep every Namespace's labels
+(:class:`~lifecycle_controller.controller.namespace_labels.NamespaceLabelViews`), which a
+policy's ``namespaceSelector`` reads (:meth:`NamespaceDefaultsStore.labels`); a change of
+them once the store has synced (a new Namespace too) calls ``on_labels_change(name)``.
 
 Reading Namespaces is not granted by older installations: when it is forbidden (or the API
 does not serve Namespaces), the store logs an error, counts as synced with no defaults for
@@ -42,6 +47,11 @@ from lifecycle_controller.controller.informer_ports import (
     MetadataSource,
 )
 from lifecycle_controller.controller.informer_projection import MetadataProjection
+from lifecycle_controller.controller.namespace_labels import (
+    NamespaceLabelViews,
+    labels_changed,
+    labels_of,
+)
 from lifecycle_controller.controller.namespace_presence import PresenceKeeper
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.decision.events import Event
@@ -74,6 +84,7 @@ class NamespaceDefaultsStore:
         clock: Clock,
         names: Sequence[str] | None = None,
         on_change: Callable[[str], None] | None = None,
+        on_labels_change: Callable[[str], None] | None = None,
         report: Report | None = None,
         settings: InformerSettings | None = None,
         retry_after: float = 60.0,
@@ -86,6 +97,7 @@ class NamespaceDefaultsStore:
         #: None: one cluster-wide informer; else one per exact name.
         self._scopes: list[str | None] = [None] if names is None else [*sorted(set(names))]
         self._on_change = on_change
+        self._on_labels_change = on_labels_change
         self._report = report
         base = settings or InformerSettings()
         # No quick-retry cap after connection errors: while the API server is unreachable
@@ -97,7 +109,8 @@ class NamespaceDefaultsStore:
         )
         self._retry_after = retry_after
         self._rng = random.Random() if rng is None else rng
-        self._caches = {scope: MetadataCache() for scope in self._scopes}
+        views = NamespaceLabelViews()
+        self._caches = {scope: MetadataCache(policy_views=views) for scope in self._scopes}
         self._informers: dict[str | None, Informer] = {}
         self._presence: dict[str, PresenceKeeper] = {}
         self._unavailable: set[str | None] = set()
@@ -110,6 +123,17 @@ class NamespaceDefaultsStore:
     def get(self, namespace: str | None) -> NamespaceDefaults | None:
         """The defaults of ``namespace`` (None: none known, or a cluster-scoped object)."""
         return None if namespace is None else self._defaults.get(namespace)
+
+    def labels(self, name: str) -> Mapping[str, str] | None:
+        """The labels of Namespace ``name``; None while unknown: not listed yet, not
+        readable, or not there (a namespaceSelector then holds rather than guess)."""
+        key = ObjectKey(NAMESPACES, None, name)
+        for scope, cache in self._caches.items():
+            if scope in (None, name) and cache.is_synced(NAMESPACES, None):
+                found = labels_of(cache.get(key))
+                if found is not None:
+                    return found
+        return None
 
     def synced(self) -> bool:
         """Every scope has listed once, or cannot be read (forbidden, not served)."""
@@ -250,3 +274,11 @@ class NamespaceDefaultsStore:
                 self._reports.put_nowait((ref, problem.event(new.uid)))
         if namespace_defaults_changed(before, after) and self._on_change is not None:
             self._on_change(name)
+        # Not while first listing: no worker acts before then (wait_synced), so what is queued
+        # meanwhile is decided with every label known, and N Namespaces do not rescan the cache.
+        if (
+            self._on_labels_change is not None
+            and self._ready.is_set()
+            and labels_changed(old, None if kind == "delete" else new)
+        ):
+            self._on_labels_change(name)

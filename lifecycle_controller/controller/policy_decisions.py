@@ -81,7 +81,7 @@ class PolicyDecisions:
         assert obj.view is not None
         return self.store.current.resolve(
             obj.annotations,
-            obj.view,
+            self.store.with_namespace(obj.view),
             restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),

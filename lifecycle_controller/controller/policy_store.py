@@ -133,6 +133,9 @@ class PolicyStore:
         self._running: list[Informer] = []
         self._changed = asyncio.Event()
         self.available = False
+        #: The labels of a Namespace, None while unknown (the namespace store's, set by the
+        #: composition root); a namespaceSelector holds what it cannot judge.
+        self.namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None
 
     # ------------------------------------------------------------------ reading
 
@@ -159,6 +162,13 @@ class PolicyStore:
 
     def watches(self, resource: ResourceType) -> bool:
         return bool(self.current.for_resource(resource))
+
+    def with_namespace(self, view: ObjectView) -> ObjectView:
+        """``view`` with its Namespace's labels, when a namespaceSelector reads them (the
+        cached view leaves them out: they change without the object changing)."""
+        if view.namespace is None or not self.current.selects_namespaces_by_label():
+            return view
+        return replace(view, namespace_labels=self.namespace_labels(view.namespace))
 
     def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
         if not self.current.for_resource(resource):

@@ -39,6 +39,8 @@ class PolicyReport:
     also_decided_by: list[str] = field(default_factory=list)
     #: The deciding policy's ``deletionPropagation`` (None: the server's default).
     propagation: str | None = None
+    #: What its ``namespaceSelector`` made of the Namespace (None: it has none).
+    namespace_selection: str | None = None
 
 
 def policy_report(
@@ -66,6 +68,7 @@ def policy_report(
         protected=list(verdict.protected),
         also_decided_by=list(verdict.also_decided_by),
         propagation=verdict.propagation or None,
+        namespace_selection=verdict.namespace_selection or None,
     )
 
 
@@ -81,6 +84,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         return [_field("Policies", f"not read ({report.unreadable}); judged without them")]
     if report.decided_by:
         lines = [_field("Policy", f"{report.decided_by} decides ({report.based_on})")]
+        if report.namespace_selection:
+            lines.append(_field("Namespace", f"{report.namespace_selection} (namespaceSelector)"))
         if report.propagation:
             lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
         lines += [

@@ -200,7 +200,7 @@ def plan_report(
         [o for o in everything if is_policy_manifest(o)],
         now_ns=now_ns,
         protection=controller.protection,
-    )
+    ).with_namespaces(everything)  # their labels, for a namespaceSelector
     objects = [o for o in everything if not is_policy_manifest(o)]
     # docs/annotations.md#namespace-defaults: the Namespace manifests in the input.
     namespaces = [

@@ -32,7 +32,12 @@ from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.kube.discovery import fetch_discovery
-from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
+from lifecycle_controller.tools.policy_live import (
+    RestartMarkers,
+    judge_live,
+    read_policies,
+    with_live_namespaces,
+)
 from lifecycle_controller.tools.policy_view import PolicyDocs, policy_docs
 from lifecycle_controller.tools.report import Row, render, row_for, shortened
 from lifecycle_controller.tools.status import list_kept, namespace_defaults
@@ -297,12 +302,14 @@ async def _try_one(
     obj = CachedObject.from_metadata(metadata)
     if not run.scope.allows_object(resource, obj.namespace, obj.name):
         return  # the controller never sees it
-    view = object_view(resource, metadata)
+    view = run.docs.view(resource, metadata)
     protection = run.docs.policies.protection
     results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]
-    failing = [
-        ref for ref, result in results.items() if result.reason is MatchReason.CONDITION_ERROR
+    failing = [  # a condition error, or a Namespace whose labels are not known: held
+        ref
+        for ref, result in results.items()
+        if result.reason in (MatchReason.CONDITION_ERROR, MatchReason.NAMESPACE_UNKNOWN)
     ]
     for ref, result in results.items():
         if result.reason is MatchReason.EXEMPT:
@@ -393,7 +400,7 @@ async def try_policies(
     read = await read_policies(kube, now_ns=now_ns)
     if read.problem is not None:
         report.unreadable.append(f"lifecycle policies (judged without them): {read.problem}")
-    docs = _combined(manifests, read.manifests, now_ns)
+    docs = await with_live_namespaces(kube, _combined(manifests, read.manifests, now_ns))
     namespaces = {ref.namespace for ref in refs}
     # Only one namespace to read when every tried policy is a LifecyclePolicy of it.
     where = next(iter(namespaces)) if len(namespaces) == 1 else None

@@ -29,10 +29,17 @@ from lifecycle_controller.core.policy.in_force import PolicySet, object_view
 from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.paging import list_whole
-from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES
 from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, judge, policy_docs
 
-__all__ = ["PolicyRead", "RestartMarkers", "judge_live", "needs_marker", "read_policies"]
+__all__ = [
+    "PolicyRead",
+    "RestartMarkers",
+    "judge_live",
+    "needs_marker",
+    "read_policies",
+    "with_live_namespaces",
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,21 @@ async def read_policies(kube: KubeClient, *, now_ns: int) -> PolicyRead:
             return PolicyRead(problem=f"{resource.key}: {error}")
         for item in items:
             manifests.append({**item, "apiVersion": resource.api_version, "kind": resource.kind})
-    return PolicyRead(policy_docs(manifests, now_ns=now_ns), tuple(manifests))
+    docs = await with_live_namespaces(kube, policy_docs(manifests, now_ns=now_ns))
+    return PolicyRead(docs, tuple(manifests))
+
+
+async def with_live_namespaces(kube: KubeClient, docs: PolicyDocs) -> PolicyDocs:
+    """``docs`` knowing the cluster's Namespaces' labels, when a policy selects namespaces
+    by label (unreadable Namespaces stay unknown: their objects are held, as the controller
+    holds them)."""
+    if not docs.policies.selects_namespaces_by_label():
+        return docs
+    try:
+        items, _ = await list_whole(partial(_page, kube, NAMESPACES))
+    except KubeError:
+        return docs
+    return docs.with_namespaces({**item, "apiVersion": "v1", "kind": "Namespace"} for item in items)
 
 
 async def _page(kube: KubeClient, resource: ResourceType, token: str | None) -> dict[str, Any]:

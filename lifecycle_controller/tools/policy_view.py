@@ -15,7 +15,7 @@ Pod template marker.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts
@@ -31,10 +31,12 @@ from lifecycle_controller.core.policy.in_force import (
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     MatchReason,
+    ObjectView,
     Protection,
     match,
 )
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyRef
+from lifecycle_controller.core.policy.namespace_selection import namespace_selection
 from lifecycle_controller.core.policy.precedence import InputSource, Resolution
 from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView, explain
 
@@ -59,6 +61,29 @@ class PolicyDocs:
     policies: PolicySet = field(default_factory=PolicySet)
     schedule_since: Mapping[PolicyRef, int] = field(default_factory=dict)
     statuses: Mapping[PolicyRef, Mapping[str, Any]] = field(default_factory=dict)
+    #: Each known Namespace's labels, for a ``namespaceSelector`` (the Namespace manifests
+    #: among ``plan``'s input, or the cluster's); a Namespace not in it is not known.
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView:
+        """What matching reads of the object, its Namespace's labels included."""
+        view = object_view(resource, metadata)
+        if view.namespace is None:
+            return view
+        return replace(view, namespace_labels=self.namespace_labels.get(view.namespace))
+
+    def with_namespaces(self, manifests: Iterable[Mapping[str, Any]]) -> PolicyDocs:
+        """These docs, knowing the labels of the Namespace objects among ``manifests``."""
+        labels = dict(self.namespace_labels)
+        for obj in manifests:
+            if obj.get("kind") != "Namespace" or obj.get("apiVersion") != "v1":
+                continue
+            metadata = obj.get("metadata")
+            metadata = metadata if isinstance(metadata, Mapping) else {}
+            raw = metadata.get("labels")
+            found = raw if isinstance(raw, Mapping) else {}
+            labels[str(metadata.get("name", ""))] = {str(k): str(v) for k, v in found.items()}
+        return replace(self, namespace_labels=labels)
 
     @property
     def any(self) -> bool:
@@ -118,6 +143,9 @@ class PolicyVerdict:
     also_decided_by: tuple[str, ...] = ()
     #: The deciding policy's ``deletionPropagation`` ("" the server's default).
     propagation: str = ""
+    #: What the deciding policy's ``namespaceSelector`` made of the object's Namespace
+    #: (``namespace team-a labels match env=preview``; "" none).
+    namespace_selection: str = ""
 
     @property
     def concerned(self) -> bool:
@@ -128,7 +156,7 @@ class PolicyVerdict:
         )
 
 
-def _verdict(inputs: Resolution, candidate: bool) -> PolicyVerdict:
+def _verdict(inputs: Resolution, candidate: bool, view: ObjectView) -> PolicyVerdict:
     policy = inputs.decided_by
     held = inputs.held
     deciders = tuple(str(ref) for ref in inputs.deciders)
@@ -144,6 +172,7 @@ def _verdict(inputs: Resolution, candidate: bool) -> PolicyVerdict:
         protected=tuple(str(ref) for ref in inputs.protected),
         also_decided_by=deciders[1:],
         propagation=(policy.deletion_propagation or "") if policy is not None else "",
+        namespace_selection="" if policy is None else namespace_selection(policy, view),
     )
 
 
@@ -188,7 +217,7 @@ def judge(
     template's ``restartedAt`` (recurring policy restarts count from it).
     """
     policies = docs.policies
-    view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    view = docs.view(resource, metadata) if policies.for_resource(resource) else None
     candidate = view is not None and policies.candidate(view)
     inputs = None
     if view is not None and candidate:
@@ -209,7 +238,9 @@ def judge(
         guardrails=guardrails,
         policy_inputs=inputs,
     )
-    return explanation, PolicyVerdict() if inputs is None else _verdict(inputs, candidate)
+    if inputs is None or view is None:
+        return explanation, PolicyVerdict()
+    return explanation, _verdict(inputs, candidate, view)
 
 
 def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
@@ -226,7 +257,7 @@ def refusals(
     object (the first of core's filters that refused it; ``explain`` prints them), and every
     invalid one, leaving out the ``LifecyclePolicy`` objects of other namespaces."""
     policies = docs.policies
-    view = object_view(resource, metadata)
+    view = docs.view(resource, metadata)
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
         if policy.ref.namespace not in (None, view.namespace):
@@ -237,6 +268,9 @@ def refusals(
         why = str(result.reason)
         if result.reason is MatchReason.CONDITION_ERROR and result.problem:
             why = f"{why}: {result.problem}"
+        elif result.reason in (MatchReason.NAMESPACE_SELECTOR, MatchReason.NAMESPACE_UNKNOWN):
+            words = namespace_selection(policy, view)
+            why = f"{why}: {words}" if words else why
         out.append((str(policy.ref), why))
     for invalid in policies.invalid:
         if invalid.ref.namespace not in (None, view.namespace):

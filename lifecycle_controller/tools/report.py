@@ -81,6 +81,8 @@ class Row:
     also_decided_by: list[str] = field(default_factory=list)
     #: The deciding policy's ``deletionPropagation`` ("" the server's default).
     propagation: str = ""
+    #: What its ``namespaceSelector`` made of the Namespace ("" none).
+    namespace_selection: str = ""
 
 
 def row_for(
@@ -106,6 +108,7 @@ def row_for(
             protected=list(verdict.protected),
             also_decided_by=list(verdict.also_decided_by),
             propagation=verdict.propagation,
+            namespace_selection=verdict.namespace_selection,
         )
     return shortened(row)
 
@@ -133,6 +136,8 @@ def _row(
 def _policy_words(row: Row) -> str:
     """What a row's DETAIL says of the policies that match it ("" nothing)."""
     words = []
+    if row.namespace_selection:
+        words.append(row.namespace_selection)
     if row.propagation:
         words.append(f"deletes with propagation {row.propagation}")
     if row.held:

@@ -86,6 +86,11 @@ def test_both_files_define_one_schema_apart_from_the_namespaced_rules() -> None:
     cluster = without_descriptions(schema_of("ClusterLifecyclePolicy"))
     # Only an administrator's cluster policy may enforce (docs/policies.md#safety-rules).
     assert cluster["properties"]["spec"]["properties"].pop("enforce") == {"type": "boolean"}
+    # Only a cluster policy selects namespaces by label (docs/policies.md#namespaceselector).
+    namespace_selector = cluster["properties"]["spec"]["properties"].pop("namespaceSelector")
+    items = namespace_selector["properties"]["matchExpressions"]["items"]
+    assert len(items.pop("x-kubernetes-validations")) == 1
+    assert namespace_selector == spec["properties"]["selector"]
     assert namespaced == cluster
     columns = [manifests[kind]["spec"]["versions"][0]["additionalPrinterColumns"] for kind in KINDS]
     assert columns[0] == columns[1]
@@ -371,6 +376,28 @@ REFUSED: list[tuple[str, tuple[str, ...], dict[str, Any], str]] = [
         BOTH,
         lifecycle(delete_after="1h", cron_timezone="UTC"),
         "cron-timezone is only meaningful with restart-cron",
+    ),
+    (
+        "namespace-selector-values",
+        ("ClusterLifecyclePolicy",),
+        changed(namespaceSelector={"matchExpressions": [{"key": "env", "operator": "In"}]}),
+        "values must be non-empty for operator In",
+    ),
+    (
+        "namespace-selector-exists-values",
+        ("ClusterLifecyclePolicy",),
+        changed(
+            namespaceSelector={
+                "matchExpressions": [{"key": "env", "operator": "Exists", "values": ["x"]}]
+            }
+        ),
+        "values must be empty for operator Exists",
+    ),
+    (
+        "namespace-selector-namespaced",
+        ("LifecyclePolicy",),
+        changed(namespaceSelector={"matchLabels": {"env": "preview"}}),
+        'unknown field "spec.namespaceSelector"',
     ),
     (
         "namespaces",

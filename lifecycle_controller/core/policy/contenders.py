@@ -2,7 +2,8 @@
 
 A contender is a valid policy that matches the object, or a **hold**
 (:class:`PolicyHold`): an invalid policy that would match it, or a policy whose condition
-could not be evaluated on it. Contenders are ranked by layer (enforced cluster policies, the
+could not be evaluated on it, or whose namespaceSelector cannot be judged because the
+object's Namespace is not known yet. Contenders are ranked by layer (enforced cluster policies, the
 object's own annotations, namespaced policies, the other cluster policies), then by
 ``priority`` (higher first; a hold whose priority cannot be read comes first of its layer),
 then by name. :mod:`.policy_precedence` takes the first of each family as its winner.
@@ -53,6 +54,7 @@ class PolicyHoldReason(enum.StrEnum):
 
     INVALID = "invalid"
     CONDITION_ERROR = "condition-error"
+    NAMESPACE_UNKNOWN = "namespace-unknown"
 
 
 #: Precedence layers, best first.
@@ -90,10 +92,16 @@ class PolicyHold:
         )
 
     @classmethod
-    def condition_error(cls, policy: Policy, problem: str) -> PolicyHold:
+    def condition_error(
+        cls,
+        policy: Policy,
+        problem: str,
+        reason: PolicyHoldReason = PolicyHoldReason.CONDITION_ERROR,
+    ) -> PolicyHold:
+        """Its condition failed on the object (or, ``reason``, its namespace is unknown)."""
         return cls(
             policy.ref,
-            PolicyHoldReason.CONDITION_ERROR,
+            reason,
             problem,
             frozenset({family_of(policy.action)}),
             _layer(policy),
@@ -104,6 +112,8 @@ class PolicyHold:
         """``held: LifecyclePolicy/team-a/keep is invalid`` and the like."""
         if self.reason is PolicyHoldReason.INVALID:
             return f"held: {self.ref} is invalid"
+        if self.reason is PolicyHoldReason.NAMESPACE_UNKNOWN:
+            return f"held: {self.ref} selects namespaces by label: {self.problem}"
         return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
 
 

@@ -31,7 +31,11 @@ from typing import Any, Final
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
-from lifecycle_controller.core.policy.contenders import PolicyHold, contender_order
+from lifecycle_controller.core.policy.contenders import (
+    PolicyHold,
+    PolicyHoldReason,
+    contender_order,
+)
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     MatchReason,
@@ -140,6 +144,7 @@ class PolicySet:
     _by_resource: dict[str, tuple[Policy, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _by_label: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @classmethod
     def of(
@@ -173,6 +178,16 @@ class PolicySet:
             self._by_resource[resource.key] = found
         return found
 
+    def selects_namespaces_by_label(self) -> bool:
+        """Some policy (valid or invalid) has a namespaceSelector: a Namespace's labels
+        matter to its objects."""
+        if not self._by_label:  # memoised: asked once per object decided
+            self._by_label.append(
+                any(p.namespace_selector is not None for p in self.valid)
+                or any(p.scope.namespace_selector is not None for p in self.invalid)
+            )
+        return self._by_label[0]
+
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
         return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))
@@ -194,6 +209,12 @@ class PolicySet:
                 found.append(policy)
             elif result.reason is MatchReason.CONDITION_ERROR:
                 found.append(PolicyHold.condition_error(policy, result.problem or ""))
+            elif result.reason is MatchReason.NAMESPACE_UNKNOWN:
+                found.append(
+                    PolicyHold.condition_error(
+                        policy, result.reason.value, PolicyHoldReason.NAMESPACE_UNKNOWN
+                    )
+                )
         found.extend(PolicyHold.invalid(p) for p in self.invalid if holds(p, view, self.protection))
         return sorted(found, key=contender_order)
 

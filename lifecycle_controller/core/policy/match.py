@@ -11,6 +11,12 @@ A policy matches an object when every one of its filters accepts it, checked che
    a matching namespace, a Namespace whose own name matches, and no other cluster-scoped
    object;
 3. **names** (globs; none: every name) and the label **selector** (none: every object);
+   then the **namespaceSelector** over the labels of the object's Namespace
+   (:attr:`ObjectView.namespace_labels`): a cluster-scoped object never matches it, and an
+   object whose Namespace is not known (yet) is :attr:`MatchReason.NAMESPACE_UNKNOWN`, which
+   precedence turns into a hold, as a condition error (checked after protection, so an
+   object in a protected namespace is protected, never held); the selector never names a
+   namespace, so a protected one stays protected whatever its labels;
 4. **protected** (:class:`Protection`): objects in ``kube-system``, ``kube-public``,
    ``kube-node-lease``, the controller's own namespace and any ``--policy-protected-namespace``
    (and those Namespace objects) are matched only by a cluster policy whose ``namespaces``
@@ -60,6 +66,7 @@ __all__ = [
     "match",
     "matches",
     "matches_statically",
+    "namespace_refusal",
     "selects_resource",
     "unwatched_resources",
 ]
@@ -83,6 +90,8 @@ class MatchReason(enum.StrEnum):
     NAMESPACE = "its namespace is outside the policy's"
     NAME = "its name matches none of the policy's names"
     SELECTOR = "its labels do not match the policy's selector"
+    NAMESPACE_SELECTOR = "its namespace's labels do not match the policy's namespaceSelector"
+    NAMESPACE_UNKNOWN = "its namespace's labels are not known yet"
     EXEMPT = "it is exempt (lifecycle.cezary.dev/exempt)"
     PROTECTED = "it is protected from policies"
     OWNED = "it has a controller owner and the policy does not include owned objects"
@@ -101,6 +110,8 @@ class ObjectView:
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     creation_ns: int | None = None
     owner_references: tuple[OwnerReference, ...] = ()
+    #: The labels of the object's Namespace; None: not known (not read, or not synced yet).
+    namespace_labels: Mapping[str, str] | None = None
 
     @property
     def is_namespace(self) -> bool:
@@ -211,6 +222,20 @@ def _static_refusal(policy: Policy, view: ObjectView) -> MatchReason | None:
         return MatchReason.NAME
     if policy.selector is not None and not policy.selector.matches(view.labels):
         return MatchReason.SELECTOR
+    if policy.namespace_selector is not None and view.namespace is None:
+        return MatchReason.NAMESPACE_SELECTOR
+    return None
+
+
+def namespace_refusal(policy: Policy, view: ObjectView) -> MatchReason | None:
+    """The namespaceSelector over the labels of the object's Namespace (not a static
+    filter: a Namespace's labels change while its objects stay the same)."""
+    if policy.namespace_selector is None:
+        return None
+    if view.namespace_labels is None:
+        return MatchReason.NAMESPACE_UNKNOWN
+    if not policy.namespace_selector.matches(view.namespace_labels):
+        return MatchReason.NAMESPACE_SELECTOR
     return None
 
 
@@ -224,6 +249,7 @@ def static_filters(policy: Policy) -> tuple[object, ...]:
         policy.namespaces,
         policy.names,
         policy.selector,
+        policy.namespace_selector is not None,
     )
 
 
@@ -242,6 +268,9 @@ def match(
         return _refused(refusal)
     if protection.refuses(policy, view):
         return _refused(MatchReason.PROTECTED)
+    refusal = namespace_refusal(policy, view)  # after protection: a protected one is not held
+    if refusal is not None:
+        return _refused(refusal)
     if not policy.enforce and is_exempt(view.annotations):
         return _refused(MatchReason.EXEMPT)
     if view.has_controller and not policy.include_owned:
@@ -289,6 +318,12 @@ def holds(
         return False
     if scope.selector is not None and not scope.selector.matches(view.labels):
         return False
+    if scope.namespace_selector is not None:
+        if view.namespace is None:
+            return False
+        labels = view.namespace_labels
+        if labels is not None and not scope.namespace_selector.matches(labels):
+            return False  # an unknown Namespace: held, as it may match
     if protection.refuses(invalid, view):
         return False
     return scope.enforce or not is_exempt(view.annotations)

@@ -17,6 +17,8 @@ Rules of the model (docs/architecture.md#policy-anchors has how its actions are 
   ``restart-cron``; ``restart-after`` and ``reference-point`` count from when an annotation
   was applied, which a rule does not have, so they are refused;
 * the condition is compiled here, once per generation (:mod:`.policy_condition`);
+* ``namespaceSelector`` (over the labels of the object's Namespace, ANDed with
+  ``namespaces``) is a ``ClusterLifecyclePolicy`` field only;
 * ``enforce`` is a ``ClusterLifecyclePolicy`` field only (an administrator's rule that wins
   over namespaced policies, the objects' own annotations and ``exempt``);
 * an invalid policy still says what it can of its selection (:class:`HeldScope`): it acts on
@@ -108,7 +110,7 @@ _REFUSED: Final = {
 }
 _SPEC_FIELDS: Final = frozenset(
     {"resources", "namespaces", "selector", "names", "condition", "includeOwned", "priority"}
-    | {"lifecycle", "enforce", "deletionPropagation"}
+    | {"lifecycle", "enforce", "deletionPropagation", "namespaceSelector"}
 )
 #: ``deletionPropagation``: the DELETE's propagationPolicy (how the owned objects go).
 PROPAGATIONS: Final = ("Background", "Foreground", "Orphan")
@@ -165,6 +167,9 @@ class Policy:
     #: How the objects it deletes take their dependents (``PROPAGATIONS``); None: the
     #: server's default (Background for most kinds).
     deletion_propagation: str | None = None
+    #: Over the labels of the object's Namespace (a ``ClusterLifecyclePolicy`` only; ANDed
+    #: with ``namespaces``); None: every namespace.
+    namespace_selector: LabelSelector | None = None
 
     @property
     def kind(self) -> PolicyKind:
@@ -196,6 +201,7 @@ class HeldScope:
     priority: int | None = None
     action: Action | None = None
     enforce: bool = False
+    namespace_selector: LabelSelector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +311,31 @@ def _lifecycle(raw: object, problems: list[str]) -> tuple[dict[str, str], Action
     return lifecycle, _ACTIONS[actions[0]] if len(actions) == 1 else None
 
 
-def _selector_problem(problem: str) -> str:
-    """A selector problem with its path under ``spec.selector``."""
+def _selector_problem(problem: str, field: str = "selector") -> str:
+    """A selector problem with its path under ``spec.selector`` (or ``field``)."""
     joiner = ": " if problem.startswith("must") else "."
-    return f"spec.selector{joiner}{problem}"
+    return f"spec.{field}{joiner}{problem}"
+
+
+def _namespace_selector(
+    kind: PolicyKind, spec: Mapping[str, object], problems: list[str]
+) -> LabelSelector | None:
+    """``spec.namespaceSelector`` (None: absent, or unreadable, which selects every namespace
+    for what an invalid policy holds)."""
+    raw = spec.get("namespaceSelector")
+    if raw is None:
+        return None
+    if kind is PolicyKind.NAMESPACED:
+        problems.append(
+            "spec.namespaceSelector: only a ClusterLifecyclePolicy may select namespaces by "
+            "label; a LifecyclePolicy matches objects in its own namespace"
+        )
+        return None
+    try:
+        return parse_label_selector(raw)
+    except SelectorError as error:
+        problems.extend(_selector_problem(p, "namespaceSelector") for p in error.problems)
+        return None
 
 
 def parse_policy(
@@ -352,6 +379,8 @@ def parse_policy(
         except SelectorError as error:
             problems.extend(map(_selector_problem, error.problems))
             readable["selector"] = False
+
+    namespace_selector = _namespace_selector(kind, spec, problems)
 
     before = len(problems)
     names = _string_list(spec, "names", problems)
@@ -406,6 +435,7 @@ def parse_policy(
             priority=int(priority) if priority_ok else None,
             action=action,
             enforce=bool(enforce),
+            namespace_selector=namespace_selector,
         )
         return PolicyInvalid(ref, generation, tuple(problems), scope)
     return Policy(
@@ -422,4 +452,5 @@ def parse_policy(
         priority=int(priority),
         enforce=bool(enforce),
         deletion_propagation=str(propagation) if propagation is not None else None,
+        namespace_selector=namespace_selector,
     )

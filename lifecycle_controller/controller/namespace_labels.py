@@ -1,0 +1,57 @@
+"""The labels of every Namespace, kept by the namespace store for ``namespaceSelector``.
+
+A ``ClusterLifecyclePolicy``'s ``namespaceSelector`` is judged over the labels of the
+object's Namespace. The namespace-defaults store already watches Namespaces (metadata only,
+through the reflector); :class:`NamespaceLabelViews` is the policy-views side of its cache,
+so that every Namespace is kept with its labels alone (no annotations beyond the lifecycle
+ones, no other metadata): a few hundred bytes per Namespace, a small number in any cluster.
+
+:func:`labels_changed` tells the store when a Namespace's labels changed, so that the
+objects in it are re-evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.match import ObjectView
+
+__all__ = ["NamespaceLabelViews", "labels_changed", "labels_of"]
+
+_EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+class NamespaceLabelViews:
+    """Keeps every Namespace, with a view holding only its name and labels."""
+
+    def watches(self, resource: ResourceType) -> bool:
+        return resource.group == "" and resource.kind == "Namespace"
+
+    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+        if not self.watches(resource):
+            return None
+        raw = metadata.get("labels")
+        labels = (
+            MappingProxyType({str(k): str(v) for k, v in raw.items()})
+            if isinstance(raw, Mapping) and raw
+            else _EMPTY
+        )
+        return ObjectView(
+            resource=resource, namespace=None, name=str(metadata.get("name", "")), labels=labels
+        )
+
+
+def labels_of(obj: CachedObject | None) -> Mapping[str, str] | None:
+    """A cached Namespace's labels (None: not cached)."""
+    if obj is None or obj.view is None:
+        return None
+    return obj.view.labels
+
+
+def labels_changed(old: CachedObject | None, new: CachedObject | None) -> bool:
+    """Whether a Namespace's labels differ between two states (a new or gone one: yes)."""
+    return labels_of(old) != labels_of(new)

@@ -1,0 +1,268 @@
+"""A ClusterLifecyclePolicy's ``namespaceSelector`` on the real control plane
+(docs/policies.md#namespaceselector).
+
+The controller reads the Namespaces' labels through its namespace informers; a test that
+shows something is *not* done first waits until a sentinel with its own short TTL, created
+after the object under test, is gone (see test_policy_safety.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import KubeClient, NotFound
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES
+from tests.integration.controller import StartController
+from tests.integration.keys import DELETE_AFTER
+from tests.integration.policy_tools import cluster_policy, labelled, run_tool, tool_json
+from tests.integration.scenario_support import create, gone, start_for, wait_gone
+from tests.integration.support import CONFIGMAPS, eventually
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
+PREVIEW = {"matchLabels": {"env": "preview"}}
+
+Namespaces = Callable[..., Awaitable[str]]
+ClusterPolicies = Callable[..., Awaitable[None]]
+
+
+@pytest.fixture
+async def namespaces(kube: KubeClient) -> AsyncIterator[Namespaces]:
+    """Creates a Namespace with the given labels; deleted when the test ends."""
+    names: list[str] = []
+
+    async def add(**labels: str) -> str:
+        name = f"t-{uuid.uuid4().hex[:10]}"
+        names.append(name)
+        metadata: dict[str, Any] = {"name": name, "labels": labels}
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+        await create(kube, NAMESPACES, None, body)
+        return name
+
+    yield add
+    for name in names:
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", NAMESPACES.object_path(None, name))
+
+
+@pytest.fixture
+async def cluster_policies(kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
+    """Creates a cluster policy (a whole manifest or a name and spec fields); deleted when the
+    test ends, so the controllers of later tests never see it."""
+    names: list[str] = []
+
+    async def add(name_or_manifest: str | dict[str, Any], **spec: Any) -> None:
+        body = (
+            name_or_manifest
+            if isinstance(name_or_manifest, dict)
+            else cluster_policy(name_or_manifest, **spec)
+        )
+        names.append(body["metadata"]["name"])
+        await create(kube, CLUSTER_POLICIES, None, body)
+
+    yield add
+    for name in names:
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
+
+
+async def relabel(kube: KubeClient, namespace: str, labels: dict[str, str | None]) -> None:
+    await kube.merge_patch(NAMESPACES, None, namespace, {"metadata": {"labels": labels}})
+
+
+async def sentinel_gone(kube: KubeClient, namespace: str, name: str = "sentinel") -> None:
+    """Create an object with its own 1 s TTL and wait until the controller deleted it."""
+    await create(kube, CONFIGMAPS, namespace, labelled(name, {}, **{DELETE_AFTER: "1s"}))
+    await wait_gone(kube, CONFIGMAPS, namespace, name, within=30)
+
+
+async def status_of(kube: KubeClient, name: str) -> dict[str, Any]:
+    policy = await kube.get(CLUSTER_POLICIES, None, name)
+    return dict(policy.get("status") or {})
+
+
+async def wait_matched(kube: KubeClient, name: str, count: int) -> None:
+    async def matched() -> bool:
+        return (await status_of(kube, name)).get("matched") == count
+
+    await eventually(matched, within=30, what=f"status.matched == {count} of {name}")
+
+
+def documented_recipe(marker: str) -> dict[str, Any]:
+    """The YAML block after ``<!-- recipe: MARKER -->`` in docs/policies.md, as written."""
+    found = re.search(
+        rf"<!-- recipe: {re.escape(marker)} -->\n```yaml\n(.*?)```", DOCS.read_text(), re.S
+    )
+    assert found is not None, f"no recipe {marker} in docs/policies.md"
+    manifest = yaml.safe_load(found.group(1))
+    assert isinstance(manifest, dict)
+    return manifest
+
+
+async def test_acts_in_a_labelled_namespace_and_not_in_an_unlabelled_one(
+    policy_crds: None,
+    start_controller: StartController,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    labelled_ns = await namespaces(env="preview")
+    other = await namespaces(env="prod")
+    await cluster_policies(
+        f"previews-{labelled_ns}",
+        resources=["configmaps"],
+        namespaceSelector=PREVIEW,
+        lifecycle={"delete-after": "1s"},
+    )
+    await start_controller(watch_resource=["configmaps"], watch_namespace=[labelled_ns, other])
+    await create(kube, CONFIGMAPS, labelled_ns, labelled("tmp", {}))
+    await create(kube, CONFIGMAPS, other, labelled("tmp", {}))
+    await wait_gone(kube, CONFIGMAPS, labelled_ns, "tmp", within=30)
+    await sentinel_gone(kube, other)
+    assert not await gone(kube, CONFIGMAPS, other, "tmp")
+
+
+async def test_relabelling_a_namespace_starts_and_stops_the_policy_within_seconds(
+    policy_crds: None,
+    start_controller: StartController,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    """Adding the label makes the namespace's objects match (one deleted, one scheduled);
+    removing it makes them stop (``status.matched`` back to 0)."""
+    space = await namespaces()
+    quick, slow = f"quick-{space}", f"slow-{space}"
+    await cluster_policies(
+        quick,
+        resources=["configmaps"],
+        names=["quick-*"],
+        namespaceSelector=PREVIEW,
+        lifecycle={"delete-after": "1s"},
+    )
+    await cluster_policies(
+        slow,
+        resources=["configmaps"],
+        names=["slow-*"],
+        namespaceSelector=PREVIEW,
+        lifecycle={"delete-after": "1h"},
+    )
+    await start_for(start_controller, space)
+    await create(kube, CONFIGMAPS, space, labelled("quick-1", {}))
+    await create(kube, CONFIGMAPS, space, labelled("slow-1", {}))
+    await sentinel_gone(kube, space)
+    assert not await gone(kube, CONFIGMAPS, space, "quick-1")
+    await wait_matched(kube, slow, 0)
+
+    await relabel(kube, space, {"env": "preview"})
+    await wait_gone(kube, CONFIGMAPS, space, "quick-1", within=30)
+    await wait_matched(kube, slow, 1)
+    assert (await status_of(kube, slow))["nextAction"]["name"] == "slow-1"
+
+    await relabel(kube, space, {"env": None})
+    await wait_matched(kube, slow, 0)
+    assert not await gone(kube, CONFIGMAPS, space, "slow-1")
+
+
+async def test_kube_system_labelled_as_a_preview_stays_untouched(
+    policy_crds: None,
+    start_controller: StartController,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    space = await namespaces(env="preview")
+    name = f"previews-{space}"
+    await cluster_policies(
+        name,
+        resources=["configmaps"],
+        names=[f"{space}-*"],
+        namespaceSelector=PREVIEW,
+        lifecycle={"delete-after": "1s"},
+    )
+    victim = f"{space}-system"
+    await relabel(kube, "kube-system", {"env": "preview"})
+    try:
+        await start_controller(
+            watch_resource=["configmaps"], watch_namespace=[space, "kube-system"]
+        )
+        await create(kube, CONFIGMAPS, "kube-system", labelled(victim, {}))
+        await create(kube, CONFIGMAPS, space, labelled(f"{space}-team", {}))
+        await wait_gone(kube, CONFIGMAPS, space, f"{space}-team", within=30)
+        await sentinel_gone(kube, space)
+        assert not await gone(kube, CONFIGMAPS, "kube-system", victim)
+
+        async def counted() -> bool:
+            return (await status_of(kube, name)).get("protected") == 1
+
+        await eventually(counted, within=30, what="status.protected of the preview policy")
+    finally:
+        await relabel(kube, "kube-system", {"env": None})
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", CONFIGMAPS.object_path("kube-system", victim))
+
+
+async def test_the_documented_recipe_schedules_previews_by_namespace_label(
+    policy_crds: None,
+    start_controller: StartController,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    """The recipe "previews by namespace label", applied exactly as docs/policies.md has it:
+    the ConfigMap in the labelled namespace is scheduled 72 hours after its creation; the one
+    in an unlabelled namespace is not matched."""
+    recipe = documented_recipe("previews-by-namespace-label")
+    name = recipe["metadata"]["name"]
+    preview = await namespaces(env="preview")
+    other = await namespaces()
+    await cluster_policies(recipe)
+    await start_controller(watch_resource=["configmaps"], watch_namespace=[preview, other])
+    await create(kube, CONFIGMAPS, other, labelled("settings", {}))
+    await create(kube, CONFIGMAPS, preview, labelled("settings", {}))
+    await wait_matched(kube, name, 1)
+    status = await status_of(kube, name)
+    assert status["nextAction"]["namespace"] == preview
+    assert status["nextAction"]["name"] == "settings"
+    assert status["nextAction"]["action"] == "delete"
+
+
+async def test_policies_try_and_explain_show_the_namespace_selectors_part(
+    policy_crds: None,
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    preview = await namespaces(env="preview")
+    other = await namespaces()
+    for space in (preview, other):
+        await create(kube, CONFIGMAPS, space, labelled("settings", {}))
+    policy = cluster_policy(
+        f"try-{preview}",
+        resources=["configmaps"],
+        names=["settings"],
+        namespaceSelector=PREVIEW,
+        lifecycle={"delete-after": "72h"},
+    )
+    args = ("policies", "try", "-f", "-", "--watch-resource", "configmaps")
+    report = tool_json(control_plane, *args, stdin=yaml.safe_dump(policy))
+    rows = [row for row in report["objects"] if row["namespace"] in (preview, other)]
+    assert [row["namespace"] for row in rows] == [preview]
+    assert rows[0]["namespace_selection"] == f"namespace {preview} labels match env=preview"
+
+    await cluster_policies(policy)
+    explained = run_tool(control_plane, "explain", "configmap/settings", "-n", preview)
+    assert explained.returncode == 0, explained.stderr
+    assert f"namespace {preview} labels match env=preview (namespaceSelector)" in explained.stdout
+    refused = run_tool(control_plane, "explain", "configmap/settings", "-n", other)
+    assert refused.returncode == 0, refused.stderr
+    assert f"namespace {other} labels do not match env=preview" in refused.stdout
