@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from lifecycle_controller.core.catchup import CatchUpPolicy, parse_catch_up_policy
 from lifecycle_controller.core.durations import DurationError
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.policy_limit import PolicyLimit, parse_limit_flag
 from lifecycle_controller.core.units import NS_PER_DAY, NS_PER_HOUR, NS_PER_MINUTE, NS_PER_SECOND
 from lifecycle_controller.core.windows import MaintenanceWindows, parse_windows
 
@@ -234,3 +235,11 @@ def choice(*choices: str) -> Parser:
         raise ConfigError(f"{flag}: expected one of {', '.join(choices)}, got {value!r}")
 
     return parse
+
+
+def policy_limit(flag: str, value: str) -> PolicyLimit | None:
+    """``ACTIONS/WINDOW`` (``100/1h``); ``0`` or empty: none."""
+    try:
+        return parse_limit_flag(value)
+    except ValueError as error:
+        raise ConfigError(f"{flag}: {error}") from None

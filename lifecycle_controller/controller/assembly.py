@@ -25,6 +25,7 @@ from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.writes import ObjectApi, ObjectWriter
 from lifecycle_controller.core import Action, DecisionSettings, Ledger
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.policy_limit import PolicyLimit
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
@@ -49,6 +50,7 @@ def build_reconciler(
     observation_metrics: ObservationMetrics | None = None,
     policies: PolicyStore | None = None,
     fence_metrics: FenceMetrics | None = None,
+    policy_default_limit: PolicyLimit | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
     the ``never`` record writer; ``policies`` turns on lifecycle policies and the fence of
@@ -82,6 +84,8 @@ def build_reconciler(
         clock=clock,
         namespace_defaults=namespace_defaults,
         observations=observations,
-        policies=None if policies is None else PolicyDecisions(policies, cache, writer),
+        policies=None
+        if policies is None
+        else PolicyDecisions(policies, cache, writer, default_limit=policy_default_limit),
         policy_fence=fence,
     )

@@ -14,6 +14,8 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
   fact of the cache, written back through the writer like the marker, so what a recurring
   restart counts from has one owner (``MetadataCache.restart_anchor``) and goes with the
   object;
+* :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
+  of their actions (:mod:`~lifecycle_controller.controller.policy_limits`);
 * the tallies (which policies decide each object, which they overlapped, which hold it or
   are kept from it by its protection, the next action) are what the policies' ``status``
   reports (:mod:`~lifecycle_controller.controller.policy_status`).
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.policy_limits import PolicyLimits
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
@@ -37,7 +40,8 @@ from lifecycle_controller.core.decision import Action, Delete, DryRun, Patch, Wa
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_decide import decide_with_policies
-from lifecycle_controller.core.policy_model import PolicyRef
+from lifecycle_controller.core.policy_limit import PolicyLimit
+from lifecycle_controller.core.policy_model import Policy, PolicyRef
 from lifecycle_controller.core.policy_precedence import Resolution
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.kube import KubeError
@@ -73,11 +77,31 @@ def _instant(value: str | None) -> int | None:
 class PolicyDecisions:
     """See the module docstring; one per pipeline."""
 
-    def __init__(self, store: PolicyStore, cache: MetadataCache, writer: ObjectWriter) -> None:
+    def __init__(
+        self,
+        store: PolicyStore,
+        cache: MetadataCache,
+        writer: ObjectWriter,
+        *,
+        default_limit: PolicyLimit | None = None,
+    ) -> None:
         self.store = store
         self._cache = cache
         self._writer = writer
         self.tallies: dict[ObjectKey, Tally] = {}
+        self.limits = PolicyLimits(default_limit, policy_of=self._policy_of)
+        self._by_name: tuple[object, dict[str, Policy]] = (None, {})
+
+    def _policy_of(self, name: str) -> tuple[Policy, dict[str, object]] | None:
+        """The valid policy ``Kind/namespace/name`` and its status as last seen."""
+        current = self.store.current
+        if self._by_name[0] is not current:
+            self._by_name = (current, {str(p.ref): p for p in current.valid})
+        policy = self._by_name[1].get(name)
+        if policy is None:
+            return None
+        doc = self.store.doc(policy.ref)
+        return policy, dict(doc.status) if doc is not None else {}
 
     def applies(self, obj: CachedObject) -> bool:
         """The object is one a policy could match (else: annotations alone decide)."""
@@ -148,3 +172,4 @@ class PolicyDecisions:
         """The object is gone or no policy can match it any more: forget its tally (what is
         known of its restarts goes with the object, from the cache)."""
         self.tallies.pop(key, None)
+        self.limits.gone(key)

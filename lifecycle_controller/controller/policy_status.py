@@ -16,6 +16,14 @@ report changed (docs/policies.md#status):
   policy per invalid generation); ``Unwatched`` naming the ``resources`` entries that select
   no watched type. ``lastTransitionTime`` moves only when a condition's status does.
 
+* ``actions`` (``deleted``, ``restarted``, ``dryRun`` since the policy's creation, and
+  ``held``: the objects its limit holds now) and ``lastActions`` (newest first, at most 50):
+  the audit (:mod:`~lifecycle_controller.core.policy_audit`). A policy with new entries is
+  read fresh, the entries merged into what its status already shows (each counted once)
+  and patched with that read's resourceVersion (a Conflict: read and merge again next
+  time); ``Limited`` (``LimitReached`` while its limit holds objects, one Warning
+  ``PolicyLimitReached`` per trip).
+
 A condition that fails on some object gets one Warning (``PolicyConditionFailed``) per
 policy generation, naming the first such object, however many it fails on.
 """
@@ -28,15 +36,17 @@ from typing import Any, Final, Protocol
 import structlog
 
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_limits import LimitState
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core.events import INVALID_POLICY, Event, EventType
+from lifecycle_controller.core.policy_audit import merge
 from lifecycle_controller.core.policy_contenders import PolicyHoldReason
 from lifecycle_controller.core.policy_match import unwatched_resources
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.resources import ObjectKey, ObjectRef, ResourceType
 from lifecycle_controller.core.timestamps import format_rfc3339_nano, format_rfc3339_seconds
-from lifecycle_controller.kube import KubeError, NotFound
+from lifecycle_controller.kube import Conflict, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
 
@@ -45,6 +55,8 @@ __all__ = ["INVALID_POLICY", "PolicyStatusWriter", "StatusApi"]
 _log = structlog.get_logger(__name__)
 #: The Warning's reason on a policy whose condition failed on objects (once per generation).
 CONDITION_FAILED: Final = "PolicyConditionFailed"
+#: The Warning's reason when a policy's limit starts holding objects (once per trip).
+LIMIT_REACHED: Final = "PolicyLimitReached"
 
 
 class StatusApi(Protocol):
@@ -57,6 +69,10 @@ class StatusApi(Protocol):
         *,
         field_manager: str = ...,
         subresource: str = ...,
+    ) -> dict[str, Any]: ...
+
+    async def get(
+        self, resource: ResourceType, namespace: str | None, name: str
     ) -> dict[str, Any]: ...
 
 
@@ -132,6 +148,7 @@ class PolicyStatusWriter:
                 overlapped += 1
             if ref in tally.protected_from:
                 protected += 1
+        limited = self._decisions.limits.state(ref, self._clock.now_ns())
         status: dict[str, Any] = {
             "observedGeneration": parsed.generation,
             "matched": matched,
@@ -139,8 +156,10 @@ class PolicyStatusWriter:
             "held": held,
             "protected": protected,
             "nextAction": next_action,
-            "conditions": self._conditions(parsed),
+            "conditions": self._conditions(parsed) + _limited(limited, parsed.generation),
         }
+        if limited is not None:
+            status["actions"] = {"held": limited.held}
         if since is not None:
             status["scheduleSince"] = format_rfc3339_nano(since)
         return status
@@ -193,24 +212,72 @@ class PolicyStatusWriter:
                 held[(str(doc.ref), reason.value)] = report["held"]
             if report["protected"]:
                 held[(str(doc.ref), "protected")] = report["protected"]
-            if self._written.get(doc.uid) == report:
+            limited = report.get("actions", {}).get("held", 0)
+            if limited:
+                held[(str(doc.ref), "limit")] = limited
+            await self._warn_if_limited(doc)
+            pending = self._decisions.limits.pending.get(doc.ref)
+            if self._written.get(doc.uid) == report and not pending:
                 continue
-            body = {"status": _with_transitions(report, doc.status, self._clock.now_ns())}
-            ref = doc.ref
-            try:
-                await self._api.merge_patch(
-                    _resource(ref), ref.namespace, ref.name, body, subresource="status"
-                )
-            except NotFound:
-                continue  # deleted meanwhile; the store hears of it
-            except KubeError as error:
-                _log.warning("policy status not written", policy=str(ref), error=str(error))
-                continue
-            self._written[doc.uid] = report
+            if await self._write(doc, report, pending or []):
+                self._written[doc.uid] = report
         if self._on_matched is not None:
             self._on_matched(matched)
         if self._on_held is not None:
             self._on_held(held)
+
+    async def _write(self, doc: PolicyDoc, report: dict[str, Any], pending: list[Any]) -> bool:
+        """Patch the status; with audit entries, on a fresh read merged (docs/reliability.md)."""
+        ref = doc.ref
+        previous: Mapping[str, Any] = doc.status
+        body: dict[str, Any] = {}
+        try:
+            if pending:
+                fresh = await self._api.get(_resource(ref), ref.namespace, ref.name)
+                if fresh.get("metadata", {}).get("uid") != doc.uid:
+                    raise NotFound(404)
+                previous = fresh.get("status") or {}
+                actions, last, _ = merge(previous, pending)
+                body["metadata"] = {"resourceVersion": fresh["metadata"]["resourceVersion"]}
+                report = {
+                    **report,
+                    "actions": {**actions, "held": report.get("actions", {}).get("held", 0)},
+                    "lastActions": last,
+                }
+            body["status"] = _with_transitions(report, previous, self._clock.now_ns())
+            await self._api.merge_patch(
+                _resource(ref), ref.namespace, ref.name, body, subresource="status"
+            )
+        except NotFound:
+            self._decisions.limits.pending.pop(ref, None)
+            return False  # deleted meanwhile; the store hears of it
+        except Conflict:
+            return False  # written meanwhile: read and merge again next time
+        except KubeError as error:
+            _log.warning("policy status not written", policy=str(ref), error=str(error))
+            return False
+        if pending:
+            queue = self._decisions.limits.pending.get(ref, [])
+            del queue[: len(pending)]  # those merged; later ones wait for the next write
+            if not queue:
+                self._decisions.limits.pending.pop(ref, None)
+        return True
+
+    async def _warn_if_limited(self, doc: PolicyDoc) -> None:
+        """One Warning each time the policy's limit starts holding objects."""
+        limits = self._decisions.limits
+        if doc.ref not in limits.tripped:
+            return
+        limits.tripped.discard(doc.ref)
+        state = limits.state(doc.ref, self._clock.now_ns())
+        if state is None:
+            return
+        message = f"{doc.ref} reached its limit: {_limited_message(state)}"
+        _log.warning("lifecycle policy limit reached; actions held", policy=str(doc.ref))
+        ref = doc.ref
+        key = ObjectKey(_resource(ref), ref.namespace, ref.name)
+        event = Event(EventType.WARNING, LIMIT_REACHED, message)
+        await self._recorder.record(ObjectRef(key, doc.uid, doc.resource_version), event)
 
     def _condition_failures(self) -> dict[PolicyRef, ObjectKey]:
         """For each policy whose condition failed on an object, the first such object."""
@@ -272,6 +339,22 @@ def _next_action(key: ObjectKey, action: str, due_ns: int) -> dict[str, Any]:
         "name": key.name,
         "action": action,
     }
+
+
+def _limited_message(state: LimitState) -> str:
+    until = "" if state.until_ns is None else format_rfc3339_seconds(state.until_ns)[11:]
+    held = f"; {state.held} held until {until}" if state.held else ""
+    return f"{state.used} actions in the last {state.limit.window}{held}"
+
+
+def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:
+    """The ``Limited`` condition (none while the policy has no limit in force)."""
+    if state is None:
+        return []
+    if state.held:
+        return [_condition("Limited", True, "LimitReached", _limited_message(state), generation)]
+    message = f"at most {state.limit.actions} actions per {state.limit.window}"
+    return [_condition("Limited", False, "WithinLimit", message, generation)]
 
 
 def _with_transitions(

@@ -51,6 +51,7 @@ from lifecycle_controller.core import (
     Decision,
     DecisionSettings,
     Delete,
+    DryRun,
     Ledger,
     ObjectKey,
     ObjectRef,
@@ -59,7 +60,7 @@ from lifecycle_controller.core import (
     should_enqueue_on_update,
 )
 from lifecycle_controller.core.durations import NS_PER_SECOND
-from lifecycle_controller.core.guardrails import Hold, check
+from lifecycle_controller.core.guardrails import Hold, acting_operation, check
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults, decide_in_namespace
 from lifecycle_controller.kube import Conflict, KubeError
 from lifecycle_controller.machinery.clock import Clock
@@ -153,6 +154,8 @@ class Reconciler:
         quiet_conflict: bool,
     ) -> _Step:
         await self.accounting.decided(ref, decision, final)
+        if isinstance(final, DryRun) and self.policies is not None:
+            self.policies.limits.done(key, obj.uid, final, now_ns)  # the policy's audit
         if isinstance(final, Hold):
             return _Step(self._requeue(final.requeue_after_ns, since_ns=now_ns))
         if isinstance(final, (Patch, Delete)):
@@ -197,6 +200,7 @@ class Reconciler:
                 defaults=defaults,
             )
             others = tuple(rest)
+            decision = policies.limits.gate(key, decision, now_ns)  # the policy's limit
             if self.policy_fence is not None and isinstance(decision, Delete) and decision.policy:
                 tally = policies.tallies.get(key)  # what this decision was made on, just now
                 deciders = () if tally is None else tally.decided_by
@@ -255,6 +259,8 @@ class Reconciler:
                 raise
             _log.debug("conflict; re-reading and deciding again")
             return await self._reread(key)
+        if self.policies is not None and acting_operation(decision) is not None:
+            self.policies.limits.done(key, obj.uid, decision, self.clock.now_ns())
         if done.outcome is WriteOutcome.GONE or isinstance(decision, Delete):
             return _Step(gone=True)
         requeue = decision.on_success.requeue_after_ns

@@ -54,6 +54,7 @@ from lifecycle_controller.core.policy_condition import (
     ConditionError,
     compile_condition,
 )
+from lifecycle_controller.core.policy_limit import PolicyLimit, parse_limit
 from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.core.warnings import parse_warn_before
 from lifecycle_controller.core.windows import parse_windows
@@ -108,7 +109,7 @@ _REFUSED: Final = {
 }
 _SPEC_FIELDS: Final = frozenset(
     {"resources", "namespaces", "selector", "names", "condition", "includeOwned", "priority"}
-    | {"lifecycle", "enforce", "deletionPropagation"}
+    | {"lifecycle", "enforce", "deletionPropagation", "limit"}
 )
 #: ``deletionPropagation``: the DELETE's propagationPolicy (how the owned objects go).
 PROPAGATIONS: Final = ("Background", "Foreground", "Orphan")
@@ -165,6 +166,9 @@ class Policy:
     #: How the objects it deletes take their dependents (``PROPAGATIONS``); None: the
     #: server's default (Background for most kinds).
     deletion_propagation: str | None = None
+    #: ``spec.limit``: at most so many actions per sliding window (:mod:`.policy_limit`);
+    #: None: the controller's default (``--policy-default-limit``) applies.
+    limit: PolicyLimit | None = None
 
     @property
     def kind(self) -> PolicyKind:
@@ -396,6 +400,8 @@ def parse_policy(
     elif propagation is not None and action is Action.RESTART:
         problems.append("spec.deletionPropagation: only for deletions (delete-after, delete-at)")
 
+    limit = parse_limit(spec.get("limit"), problems)
+
     problems.extend(lifecycle_problems)
     if problems or action is None:
         scope = HeldScope(
@@ -422,4 +428,5 @@ def parse_policy(
         priority=int(priority),
         enforce=bool(enforce),
         deletion_propagation=str(propagation) if propagation is not None else None,
+        limit=limit,
     )

@@ -21,6 +21,7 @@ from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.core.decision import DecisionSettings
 from lifecycle_controller.core.durations import NS_PER_SECOND
 from lifecycle_controller.core.plan import GuardrailView
+from lifecycle_controller.core.policy_limit import PolicyLimit
 from lifecycle_controller.core.policy_match import (
     DEFAULT_PROTECTION,
     SYSTEM_NAMESPACES,
@@ -62,6 +63,8 @@ class ControllerView:
     #: What no policy reaches (docs/policies.md#safety-rules); the controller's own namespace
     #: is known only when ``--leader-election-namespace`` names it.
     protection: Protection = DEFAULT_PROTECTION
+    #: ``--policy-default-limit``: the limit of a policy that sets none (None: none).
+    default_limit: PolicyLimit | None = None
 
 
 def reset_command(lease: str, namespace: str | None) -> str:
@@ -91,6 +94,7 @@ def controller_view(settings: Settings) -> ControllerView:
             lease=settings.leader_election.name,
             breaker=breaker_name(settings.leader_election.name),
         ),
+        default_limit=settings.actions.policy_default_limit,
     )
 
 

@@ -24,6 +24,7 @@ from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import GuardrailView
+from lifecycle_controller.core.policy_limit import PolicyLimit
 from lifecycle_controller.core.policy_match import MatchReason, match, matches_statically
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid
 from lifecycle_controller.core.policy_set import object_view, policy_from_manifest
@@ -224,6 +225,10 @@ class Totals:
     held: int = 0
     #: It would match them but for their protection (a system namespace...).
     protected: int = 0
+    #: Its limit (``spec.limit`` or ``--policy-default-limit``), ``ACTIONS/WINDOW``; "": none.
+    limit: str = ""
+    #: The actions due now that its limit would hold at first (they go as the window frees).
+    limit_holds: int = 0
 
 
 @dataclass
@@ -384,8 +389,10 @@ async def try_policies(
     settings: DecisionSettings,
     now_ns: int,
     guardrails: GuardrailView | None = None,
+    default_limit: PolicyLimit | None = None,
 ) -> TryReport:
-    """See the module docstring; ``manifests`` are the tried policies (all valid)."""
+    """See the module docstring; ``manifests`` are the tried policies (all valid);
+    ``default_limit`` is the limit of one that sets none."""
     tried = [p for p in map(policy_from_manifest, manifests) if isinstance(p, Policy)]
     refs = {p.ref for p in tried}
     report = TryReport(policies=[str(ref) for ref in sorted(refs)])
@@ -412,6 +419,12 @@ async def try_policies(
             continue
         for metadata in objects:
             await _try_one(run, resource, metadata, mine, report)
+    for policy in tried:
+        limit = policy.limit if policy.limit is not None else default_limit
+        totals = report.totals[str(policy.ref)]
+        if limit is not None:
+            totals.limit = str(limit)
+            totals.limit_holds = max(0, totals.due_now - limit.actions)
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
     return report
 
@@ -435,6 +448,13 @@ def totals_line(ref: str, totals: Totals) -> str:
         parts.append(_plural(totals.problems, "problem"))
     if totals.held:
         parts.append(f"{totals.held} held (its condition failed on them, or an invalid policy)")
+    if totals.limit_holds:
+        parts.append(
+            f"would act on {totals.due_now} objects now; limit {totals.limit} holds "
+            f"{totals.limit_holds} (they go as its window frees up)"
+        )
+    elif totals.limit:
+        parts.append(f"limit {totals.limit}")
     left = []
     if totals.exempt:
         left.append(f"{totals.exempt} exempt")
