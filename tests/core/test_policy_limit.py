@@ -69,9 +69,18 @@ def test_parse_limit_flag(text: str, expected: PolicyLimit | None) -> None:
     assert parse_limit_flag(text) == expected
 
 
-@pytest.mark.parametrize("text", ["100", "x/1h", "100/1x", "-1/1h", "100/0s"])
-def test_parse_limit_flag_refuses(text: str) -> None:
-    with pytest.raises(ValueError, match="."):
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("100", "expected ACTIONS/WINDOW"),
+        ("x/1h", "actions must be an integer"),
+        ("100/1x", "invalid duration"),
+        ("-1/1h", "must be an integer of at least 1"),
+        ("100/0s", "must be positive"),
+    ],
+)
+def test_parse_limit_flag_refuses(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
         parse_limit_flag(text)
 
 
