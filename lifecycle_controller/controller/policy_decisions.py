@@ -18,7 +18,8 @@ reconciler asks :class:`PolicyDecisions` instead of deciding on the annotations 
   of their actions (:mod:`~lifecycle_controller.controller.policy_limits`);
 * the tallies (which policies decide each object, which they overlapped, which hold it or
   are kept from it by its protection, the next action) are what the policies' ``status``
-  reports (:mod:`~lifecycle_controller.controller.policy_status`).
+  reports (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they
+  change (:mod:`~lifecycle_controller.controller.policy_tallies`).
 
 A decision per action family comes back, the one to carry out first in front
 (:func:`~lifecycle_controller.core.policy_decide.first_to_act`).
@@ -33,6 +34,7 @@ import structlog
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_limits import PolicyLimits
 from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.policy_tallies import PolicyAggregates
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
 from lifecycle_controller.core.catchup import LedgerView
@@ -89,7 +91,11 @@ class PolicyDecisions:
         self._cache = cache
         self._writer = writer
         self.tallies: dict[ObjectKey, Tally] = {}
-        self.limits = PolicyLimits(default_limit, policy_of=self._policy_of)
+        #: Per-policy sums of the tallies, kept as they change (what the status reports).
+        self.aggregates = PolicyAggregates()
+        self.limits = PolicyLimits(
+            default_limit, policy_of=self._policy_of, on_change=self.aggregates.dirty.add
+        )
         self._by_name: tuple[object, dict[str, Policy]] = (None, {})
 
     def _policy_of(self, name: str) -> tuple[Policy, dict[str, object]] | None:
@@ -158,7 +164,7 @@ class PolicyDecisions:
             self._writer.acknowledge(key, obj, acknowledged)
         decision = result.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
-        self.tallies[key] = Tally(
+        tally = Tally(
             decided_by=inputs.deciders,
             overlapped=inputs.overlapped,
             action=decision.action if pending else None,
@@ -166,10 +172,16 @@ class PolicyDecisions:
             held_by=tuple((hold.ref, hold.reason) for hold in inputs.holds),
             protected_from=inputs.protected,
         )
+        old = self.tallies.get(key)
+        if old != tally:
+            self.tallies[key] = tally
+            self.aggregates.update(key, old, tally)
         return result.decisions
 
     def gone(self, key: ObjectKey) -> None:
         """The object is gone or no policy can match it any more: forget its tally (what is
         known of its restarts goes with the object, from the cache)."""
-        self.tallies.pop(key, None)
+        old = self.tallies.pop(key, None)
+        if old is not None:
+            self.aggregates.update(key, old, None)
         self.limits.gone(key)

@@ -101,8 +101,8 @@ class PolicyLimits:
         if verdict.go:
             window.admit(key, now_ns)
             self._admitted[key] = (ref, due)
-            if self._waits.pop(key, None) is not None:
-                self._on_change(ref)
+            self._waits.pop(key, None)
+            self._on_change(ref)  # its window's count changed
             return decision
         if self._waits.get(key) != ref:
             self._waits[key] = ref
@@ -164,6 +164,10 @@ class PolicyLimits:
     def gone(self, key: ObjectKey) -> None:
         self.forget(key)
         self._admitted.pop(key, None)
+
+    def holding(self) -> set[PolicyRef]:
+        """The policies whose limit holds objects now (their report changes as time passes)."""
+        return {ref for ref, window in self._windows.items() if window.held}
 
     def state(self, ref: PolicyRef, now_ns: int) -> LimitState | None:
         window = self._windows.get(ref)

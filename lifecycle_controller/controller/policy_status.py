@@ -1,8 +1,10 @@
 """What each lifecycle policy reports in its ``status``, and the Warning for an invalid one.
 
-Every ``interval`` seconds (leader only, like every write) the writer compares what it would
-report with what it last wrote and patches the ``status`` subresource of the policies whose
-report changed (docs/policies.md#status):
+Every ``interval`` seconds (leader only, like every write) the writer looks at the policies
+that may have changed (the per-policy aggregates of :mod:`.policy_tallies` say which: an idle
+cluster costs nothing), compares what it would report with what it last wrote and patches the
+``status`` subresource of those whose report changed, at most once per policy per interval
+(docs/policies.md#status):
 
 * ``observedGeneration`` and ``scheduleSince`` (when that generation was first accepted:
   recurring restarts count from it);
@@ -120,6 +122,12 @@ class PolicyStatusWriter:
         self._written: dict[str, dict[str, Any]] = {}
         self._warned: set[tuple[str, int]] = set()
         self._condition_warned: set[tuple[str, int]] = set()
+        #: Each policy object as last looked at (a new object from the store: look again).
+        self._seen: dict[str, PolicyDoc] = {}
+        self._watched: tuple[str, ...] | None = None
+        self._retry: set[PolicyRef] = set()
+        self._matched: dict[PolicyRef, int] = {}
+        self._held: dict[PolicyRef, dict[tuple[str, str], int]] = {}
 
     async def run(self) -> None:
         """Flush every ``interval`` seconds until cancelled."""
@@ -132,22 +140,11 @@ class PolicyStatusWriter:
         parsed = doc.parsed
         ref = parsed.ref
         since = self._store.schedule_since().get(ref)
-        matched = overlapped = held = protected = 0
-        next_action: dict[str, Any] | None = None
-        best: int | None = None
-        for key, tally in self._decisions.tallies.items():
-            if ref in tally.decided_by:
-                matched += 1
-                due, action = tally.due_ns, tally.action
-                if due is not None and action is not None and (best is None or due < best):
-                    best = due
-                    next_action = _next_action(key, action.value, due)
-            elif any(holder == ref for holder, _ in tally.held_by):
-                held += 1
-            elif ref in tally.overlapped:
-                overlapped += 1
-            if ref in tally.protected_from:
-                protected += 1
+        aggregate = self._decisions.aggregates.of(ref)
+        best = aggregate.next_action()
+        next_action = None if best is None else _next_action(best[0], best[2].value, best[1])
+        matched, held = len(aggregate.matched), len(aggregate.held)
+        overlapped, protected = len(aggregate.overlapped), len(aggregate.protected)
         limited = self._decisions.limits.state(ref, self._clock.now_ns())
         status: dict[str, Any] = {
             "observedGeneration": parsed.generation,
@@ -194,37 +191,69 @@ class PolicyStatusWriter:
         return conditions
 
     async def flush(self) -> None:
-        """Patch the status of every policy whose report changed; warn once per invalid one."""
-        matched: dict[str, int] = {}
-        held: dict[tuple[str, str], int] = {}
-        failing = self._condition_failures()
+        """Patch the status of every policy whose report changed; warn once per invalid one.
+
+        Only the policies that may have changed are looked at: a new or changed policy
+        object, one whose objects' tallies changed (:mod:`.policy_tallies`), one with audit
+        entries to write or a limit holding objects, one whose last write failed; all of
+        them when the watched types changed. An idle cluster costs nothing."""
+        watched = tuple(sorted(self._watched_keys()))
+        everything = watched != self._watched
+        self._watched = watched
+        limits = self._decisions.limits
+        dirty = self._decisions.aggregates.take_dirty() | self._retry
+        dirty |= set(limits.pending) | limits.tripped | limits.holding()
+        self._retry = set()
+        present: set[str] = set()
+        changed = False
         for doc in self._store.docs():
-            await self._warn_if_invalid(doc)
-            await self._warn_if_condition_fails(doc, failing.get(doc.ref))
-            report = self.report(doc)
-            matched[str(doc.ref)] = report["matched"]
-            reason = (
-                PolicyHoldReason.INVALID
-                if isinstance(doc.parsed, PolicyInvalid)
-                else PolicyHoldReason.CONDITION_ERROR
-            )
-            if report["held"]:
-                held[(str(doc.ref), reason.value)] = report["held"]
-            if report["protected"]:
-                held[(str(doc.ref), "protected")] = report["protected"]
-            limited = report.get("actions", {}).get("held", 0)
-            if limited:
-                held[(str(doc.ref), "limit")] = limited
-            await self._warn_if_limited(doc)
-            pending = self._decisions.limits.pending.get(doc.ref)
-            if self._written.get(doc.uid) == report and not pending:
+            present.add(doc.uid)
+            if not everything and doc.ref not in dirty and self._seen.get(doc.uid) is doc:
                 continue
-            if await self._write(doc, report, pending or []):
-                self._written[doc.uid] = report
-        if self._on_matched is not None:
-            self._on_matched(matched)
-        if self._on_held is not None:
-            self._on_held(held)
+            self._seen[doc.uid] = doc
+            changed |= await self._look_at(doc)
+        for uid in set(self._seen) - present:
+            gone = self._seen.pop(uid)
+            self._written.pop(uid, None)
+            self._matched.pop(gone.ref, None)
+            self._held.pop(gone.ref, None)
+            changed = True
+        if changed and self._on_matched is not None:
+            self._on_matched({str(ref): count for ref, count in self._matched.items()})
+        if changed and self._on_held is not None:
+            self._on_held({key: n for held in self._held.values() for key, n in held.items()})
+
+    async def _look_at(self, doc: PolicyDoc) -> bool:
+        """Warn, report and write for one policy; True when its metrics changed."""
+        ref = doc.ref
+        await self._warn_if_invalid(doc)
+        failed = self._decisions.aggregates.of(ref).condition_failed
+        await self._warn_if_condition_fails(doc, next(iter(failed), None))
+        report = self.report(doc)
+        reason = (
+            PolicyHoldReason.INVALID
+            if isinstance(doc.parsed, PolicyInvalid)
+            else PolicyHoldReason.CONDITION_ERROR
+        )
+        held: dict[tuple[str, str], int] = {}
+        if report["held"]:
+            held[(str(ref), reason.value)] = report["held"]
+        if report["protected"]:
+            held[(str(ref), "protected")] = report["protected"]
+        if limited := report.get("actions", {}).get("held", 0):
+            held[(str(ref), "limit")] = limited
+        changed = self._matched.get(ref) != report["matched"] or self._held.get(ref) != held
+        self._matched[ref] = report["matched"]
+        self._held[ref] = held
+        await self._warn_if_limited(doc)
+        pending = self._decisions.limits.pending.get(ref)
+        if self._written.get(doc.uid) == report and not pending:
+            return changed
+        if await self._write(doc, report, pending or []):
+            self._written[doc.uid] = report
+        else:
+            self._retry.add(ref)
+        return changed
 
     async def _write(self, doc: PolicyDoc, report: dict[str, Any], pending: list[Any]) -> bool:
         """Patch the status; with audit entries, on a fresh read merged (docs/reliability.md)."""
@@ -278,15 +307,6 @@ class PolicyStatusWriter:
         key = ObjectKey(_resource(ref), ref.namespace, ref.name)
         event = Event(EventType.WARNING, LIMIT_REACHED, message)
         await self._recorder.record(ObjectRef(key, doc.uid, doc.resource_version), event)
-
-    def _condition_failures(self) -> dict[PolicyRef, ObjectKey]:
-        """For each policy whose condition failed on an object, the first such object."""
-        found: dict[PolicyRef, ObjectKey] = {}
-        for key, tally in self._decisions.tallies.items():
-            for ref, reason in tally.held_by:
-                if reason is PolicyHoldReason.CONDITION_ERROR:
-                    found.setdefault(ref, key)
-        return found
 
     async def _warn_if_condition_fails(self, doc: PolicyDoc, first: ObjectKey | None) -> None:
         """One Warning per generation when the condition cannot be evaluated on an object."""
