@@ -14,7 +14,7 @@ its namespace (``delete-after`` ten years: nothing becomes due). With policies, 
 period starts once every policy has a status, and the policies whose ``resourceVersion``
 moved during it are counted: the status writes while nothing changes (the target is 0).
 
-Targets (docs/performance.md): time to ready at most 1.5 times the list floor; idle CPU at most twice the
+Targets: time to ready at most 1.5 times the list floor; idle CPU at most twice the
 no-policy idle; no status write while idle. Writes ``policies-many.json`` and
 ``policies-many.md``.
 """
