@@ -32,6 +32,8 @@ from typing import Any
 from benchmarks.cluster import IDLE_AFTER_READY, _start
 from benchmarks.cluster_measure import BENCH_AGENT, list_floor
 from benchmarks.cluster_objects import CONFIGMAPS, NAMESPACE_COUNT, gather_limited
+from benchmarks.profile_stacks import Sampler as StackSampler
+from benchmarks.profile_stacks import top_items
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.policy_crds import install_policy_crds
 from lifecycle_controller.kube import NAMESPACES, KubeClient, load_configuration
@@ -132,8 +134,16 @@ async def one_round(
 ) -> dict[str, Any]:
     floor = await list_floor(config, (CONFIGMAPS,), runs=1)
     running = _start(plane, args, resources=("configmaps",))
+    profiler = None
+    if args.profile and policies:
+        profiler = StackSampler(running.process.pid, args.output / "profile-policies-start.txt")
+        if not profiler.start():
+            profiler = None
     try:
         await running.until_ready()
+        if profiler is not None:
+            profiler.stop()
+            args.profiles["start"] = top_items(profiler.output)
         assert running.sampler.ready_at is not None
         figures: dict[str, Any] = {
             "ready_s": round(running.sampler.ready_at, 3),
@@ -145,8 +155,18 @@ async def one_round(
         await asyncio.sleep(IDLE_AFTER_READY)
         before = await policy_versions(kube)
         quiet = running.sampler.last()
+        idle_profiler = None
+        if args.profile:
+            name = "policies" if policies else "no-policy"
+            stacks = args.output / f"profile-{name}-idle.txt"
+            idle_profiler = StackSampler(running.process.pid, stacks)
+            if not idle_profiler.start():
+                idle_profiler = None
         await asyncio.sleep(args.idle)
         idle = running.sampler.last()
+        if idle_profiler is not None:
+            idle_profiler.stop()
+            args.profiles[f"idle {policies}"] = top_items(idle_profiler.output)
         after = await policy_versions(kube)
         cpu = idle.cpu_s - quiet.cpu_s
         figures["idle_cpu_percent"] = round(100 * cpu / args.idle, 3)
@@ -159,7 +179,7 @@ async def one_round(
 
 
 async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, Any]:
-    result: dict[str, Any] = {"objects": args.objects, "policies": args.policies}
+    result: dict[str, Any] = {"objects": args.objects, "policy_count": args.policies}
     config, _ = await load_configuration(str(plane.admin_kubeconfig))
     async with await KubeClient.connect(
         str(plane.admin_kubeconfig), user_agent=BENCH_AGENT
@@ -176,6 +196,8 @@ async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, An
                 if isinstance(rounds[0][key], int | float)
             }
             result[mode] = {**medians, "rounds": rounds}
+    if args.profile:
+        result["profiles"] = args.profiles
     base, many = result["no_policy"], result["policies"]
     result["idle_cpu_ratio"] = round(
         many["idle_cpu_percent"] / max(base["idle_cpu_percent"], 1e-3), 2
@@ -185,7 +207,7 @@ async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, An
 
 def _report(result: dict[str, Any]) -> str:
     lines = [
-        f"{result['objects']:,} ConfigMaps; {result['policies']:,} policies (half namespaced, "
+        f"{result['objects']:,} ConfigMaps; {result['policy_count']:,} policies (half namespaced, "
         "half cluster), each naming two of them",
         "",
         "| policies | ready (list floor) | ratio | idle CPU | status writes/min idle | RSS idle |",
@@ -193,7 +215,7 @@ def _report(result: dict[str, Any]) -> str:
     ]
     for mode in ("no_policy", "policies"):
         one = result[mode]
-        count = 0 if mode == "no_policy" else result["policies"]
+        count = 0 if mode == "no_policy" else result["policy_count"]
         lines.append(
             f"| {count:,} | {one['ready_s']} s ({one['floor_s']} s) | {one['ratio']}x | "
             f"{one['idle_cpu_percent']} % | {one['status_writes_per_minute_idle']} | "
@@ -213,12 +235,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--idle", type=float, default=30.0, help="seconds idle measured")
     parser.add_argument("--rounds", type=int, default=3, help="controller starts per mode")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the start and the idle (bench extra)"
+    )
     parser.add_argument("--controller-source", help="run the controller from this folder")
     parser.add_argument("--controller-python", help="run the controller with this interpreter")
     args = parser.parse_args(argv)
+    args.profiles = {}
+    args.output.mkdir(parents=True, exist_ok=True)
     with ControlPlane(audit_log=False, log=lambda line: None) as plane:
         result = asyncio.run(measure(plane, args))
-    print(json.dumps({k: v for k, v in result.items() if k not in ("no_policy", "policies")}))
+    figures = ("no_policy", "policies", "profiles")
+    print(json.dumps({k: v for k, v in result.items() if k not in figures}))
+    for name, profile in result.get("profiles", {}).items():
+        print("profile", name, json.dumps(profile))
     for mode in ("no_policy", "policies"):
         print(mode, {k: v for k, v in result[mode].items() if k != "rounds"}, flush=True)
     args.output.mkdir(parents=True, exist_ok=True)
