@@ -317,6 +317,7 @@ class Controller:
             observation_metrics=self.metrics,
             policies=policies.store,
             fence_metrics=self.metrics,
+            policy_default_limit=actions.policy_default_limit,
         )
         informers = InformerSet(
             source=self.kube,

@@ -133,6 +133,15 @@ RUN_FLAGS: tuple[Flag, ...] = (
         affects_decision=True,
     ),
     Flag(
+        "policy-default-limit",
+        "",
+        "The limit of a lifecycle policy that sets none, as ACTIONS/WINDOW such as 100/1h: "
+        "past it, its actions wait (0 or empty = none).",
+        p.policy_limit,
+        "actions.policy_default_limit",
+        affects_decision=True,
+    ),
+    Flag(
         "dry-run",
         "false",
         "Decide and emit Events, but never write.",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from lifecycle_controller.core.policy.limit import PolicyLimit, parse_limit_flag
 from lifecycle_controller.core.schedule.catchup import CatchUpRule, parse_catch_up_rule
 from lifecycle_controller.core.schedule.windows import MaintenanceWindows, parse_windows
 from lifecycle_controller.core.text.durations import DurationError
@@ -239,3 +240,11 @@ def choice(*choices: str) -> Parser:
         raise ConfigError(f"{flag}: expected one of {', '.join(choices)}, got {value!r}")
 
     return parse
+
+
+def policy_limit(flag: str, value: str) -> PolicyLimit | None:
+    """``ACTIONS/WINDOW`` (``100/1h``); ``0`` or empty: none."""
+    try:
+        return parse_limit_flag(value)
+    except ValueError as error:
+        raise ConfigError(f"{flag}: {error}") from None

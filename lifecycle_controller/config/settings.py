@@ -24,6 +24,7 @@ from lifecycle_controller.config.flags import DEFAULT_LEASE_NAME, RUN_FLAGS, Log
 from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.core.decision.outcomes import DecisionSettings
 from lifecycle_controller.core.objects.scope import ScopeConfig
+from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.schedule.catchup import CatchUpRule
 from lifecycle_controller.core.schedule.windows import MaintenanceWindows
 from lifecycle_controller.machinery.logs import LogFormat
@@ -96,6 +97,10 @@ class ActionSettings:
     #: (docs/policies.md#safety-rules).
     policy_protected_namespaces: tuple[str, ...] = field(
         default_factory=_flag("actions.policy_protected_namespaces")
+    )
+    #: ``--policy-default-limit``: the limit of a policy that sets none (None: none).
+    policy_default_limit: PolicyLimit | None = field(
+        default_factory=_flag("actions.policy_default_limit")
     )
 
     def decision_settings(self, zone: tzinfo | None = None) -> DecisionSettings:

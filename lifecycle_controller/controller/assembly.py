@@ -25,6 +25,7 @@ from lifecycle_controller.controller.rollouts import RolloutTracker
 from lifecycle_controller.controller.writes import ObjectApi, ObjectWriter
 from lifecycle_controller.core import Action, DecisionSettings, Ledger
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
+from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
@@ -49,6 +50,7 @@ def build_reconciler(
     observation_metrics: ObservationMetrics | None = None,
     policies: PolicyStore | None = None,
     fence_metrics: FenceMetrics | None = None,
+    policy_default_limit: PolicyLimit | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
     the ``never`` record writer; ``policies`` turns on lifecycle policies and the fence of
@@ -81,7 +83,11 @@ def build_reconciler(
             ledger,
             guardrails,
             namespace_defaults=namespace_defaults,
-            policies=None if policies is None else PolicyDecisions(policies, cache, writer),
+            policies=(
+                None
+                if policies is None
+                else PolicyDecisions(policies, cache, writer, default_limit=policy_default_limit)
+            ),
             fence=fence,
         ),
         executor=Executor(writer, accounting, recorder, rollouts, guardrails.breaker),

@@ -13,7 +13,10 @@ pass's facts include its policies, resolved once per pass:
   written back through the writer like the marker, so it goes with the object), and the
   tallies (which policies decide each object, which they overlapped, which hold it or are kept
   from it by its protection, the next action) are what the policies' ``status`` reports
-  (:mod:`~lifecycle_controller.controller.policy_status`).
+  (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
+  (:mod:`~lifecycle_controller.controller.policy_tallies`);
+* :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
+  of their actions (:mod:`~lifecycle_controller.controller.policy_limits`).
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ from dataclasses import dataclass
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.policy_limits import PolicyLimits
 from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.policy_tallies import PolicyAggregates
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
 from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.decide import Verdict
-from lifecycle_controller.core.policy.model import PolicyRef
+from lifecycle_controller.core.policy.limit import PolicyLimit
+from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 
@@ -64,11 +70,35 @@ def _instant(value: str | None) -> int | None:
 class PolicyDecisions:
     """See the module docstring; one per pipeline."""
 
-    def __init__(self, store: PolicyStore, cache: MetadataCache, writer: ObjectWriter) -> None:
+    def __init__(
+        self,
+        store: PolicyStore,
+        cache: MetadataCache,
+        writer: ObjectWriter,
+        *,
+        default_limit: PolicyLimit | None = None,
+    ) -> None:
         self.store = store
         self._cache = cache
         self._writer = writer
         self.tallies: dict[ObjectKey, Tally] = {}
+        #: Per-policy sums of the tallies, kept as they change (what the status reports).
+        self.aggregates = PolicyAggregates()
+        self.limits = PolicyLimits(
+            default_limit, policy_of=self._policy_of, on_change=self.aggregates.dirty.add
+        )
+        self._by_name: tuple[object, dict[str, Policy]] = (None, {})
+
+    def _policy_of(self, name: str) -> tuple[Policy, dict[str, object]] | None:
+        """The valid policy ``Kind/namespace/name`` and its status as last seen."""
+        current = self.store.current
+        if self._by_name[0] is not current:
+            self._by_name = (current, {str(p.ref): p for p in current.valid})
+        policy = self._by_name[1].get(name)
+        if policy is None:
+            return None
+        doc = self.store.doc(policy.ref)
+        return policy, dict(doc.status) if doc is not None else {}
 
     def applies(self, obj: CachedObject) -> bool:
         """The object is one a policy could match (else: annotations alone decide)."""
@@ -96,7 +126,7 @@ class PolicyDecisions:
             self._writer.acknowledge(key, obj, acknowledged)
         decision = verdict.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
-        self.tallies[key] = Tally(
+        tally = Tally(
             decided_by=resolution.deciders,
             overlapped=resolution.overlapped,
             action=decision.action if pending else None,
@@ -104,8 +134,15 @@ class PolicyDecisions:
             held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
             protected_from=resolution.protected,
         )
+        old = self.tallies.get(key)
+        if old != tally:
+            self.tallies[key] = tally
+            self.aggregates.update(key, old, tally)
 
     def gone(self, key: ObjectKey) -> None:
         """The object is gone or no policy can match it any more: forget its tally (what is
         known of its restarts goes with the object, from the cache)."""
-        self.tallies.pop(key, None)
+        old = self.tallies.pop(key, None)
+        if old is not None:
+            self.aggregates.update(key, old, None)
+        self.limits.gone(key)

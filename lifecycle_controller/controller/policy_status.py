@@ -1,8 +1,10 @@
 """What each lifecycle policy reports in its ``status``, and the Warning for an invalid one.
 
-Every ``interval`` seconds (leader only, like every write) the writer compares what it would
-report with what it last wrote and patches the ``status`` subresource of the policies whose
-report changed (docs/policies.md#status):
+Every ``interval`` seconds (leader only, like every write) the writer looks at the policies
+that may have changed (the per-policy aggregates of :mod:`.policy_tallies` say which: an idle
+cluster costs nothing), compares what it would report with what it last wrote and patches the
+``status`` subresource of those whose report changed, at most once per policy per interval
+(docs/policies.md#status):
 
 * ``observedGeneration`` and ``scheduleSince`` (when that generation was first accepted:
   recurring restarts count from it);
@@ -16,6 +18,14 @@ report changed (docs/policies.md#status):
   policy per invalid generation); ``Unwatched`` naming the ``resources`` entries that select
   no watched type. ``lastTransitionTime`` moves only when a condition's status does.
 
+* ``actions`` (``deleted``, ``restarted``, ``dryRun`` since the policy's creation, and
+  ``held``: the objects its limit holds now) and ``lastActions`` (newest first, at most 50):
+  the audit (:mod:`~lifecycle_controller.core.policy.audit`). A policy with new entries is
+  read fresh, the entries merged into what its status already shows (each counted once)
+  and patched with that read's resourceVersion (a Conflict: read and merge again next
+  time); ``Limited`` (``LimitReached`` while its limit holds objects, one Warning
+  ``PolicyLimitReached`` per trip).
+
 A condition that fails on some object gets one Warning (``PolicyConditionFailed``) per
 policy generation, naming the first such object, however many it fails on.
 """
@@ -28,15 +38,17 @@ from typing import Any, Final, Protocol
 import structlog
 
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_limits import LimitState
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
+from lifecycle_controller.core.policy.audit import merge
 from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.match import unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, format_rfc3339_seconds
-from lifecycle_controller.kube import KubeError, NotFound
+from lifecycle_controller.kube import Conflict, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
 
@@ -45,6 +57,8 @@ __all__ = ["INVALID_POLICY", "PolicyStatusWriter", "StatusApi"]
 _log = structlog.get_logger(__name__)
 #: The Warning's reason on a policy whose condition failed on objects (once per generation).
 CONDITION_FAILED: Final = "PolicyConditionFailed"
+#: The Warning's reason when a policy's limit starts holding objects (once per trip).
+LIMIT_REACHED: Final = "PolicyLimitReached"
 
 
 class StatusApi(Protocol):
@@ -57,6 +71,10 @@ class StatusApi(Protocol):
         *,
         field_manager: str = ...,
         subresource: str = ...,
+    ) -> dict[str, Any]: ...
+
+    async def get(
+        self, resource: ResourceType, namespace: str | None, name: str
     ) -> dict[str, Any]: ...
 
 
@@ -104,6 +122,12 @@ class PolicyStatusWriter:
         self._written: dict[str, dict[str, Any]] = {}
         self._warned: set[tuple[str, int]] = set()
         self._condition_warned: set[tuple[str, int]] = set()
+        #: Each policy object as last looked at (a new object from the store: look again).
+        self._seen: dict[str, PolicyDoc] = {}
+        self._watched: tuple[str, ...] | None = None
+        self._retry: set[PolicyRef] = set()
+        self._matched: dict[PolicyRef, int] = {}
+        self._held: dict[PolicyRef, dict[tuple[str, str], int]] = {}
 
     async def run(self) -> None:
         """Flush every ``interval`` seconds until cancelled."""
@@ -116,22 +140,12 @@ class PolicyStatusWriter:
         parsed = doc.parsed
         ref = parsed.ref
         since = self._store.schedule_since().get(ref)
-        matched = overlapped = held = protected = 0
-        next_action: dict[str, Any] | None = None
-        best: int | None = None
-        for key, tally in self._decisions.tallies.items():
-            if ref in tally.decided_by:
-                matched += 1
-                due, action = tally.due_ns, tally.action
-                if due is not None and action is not None and (best is None or due < best):
-                    best = due
-                    next_action = _next_action(key, action.value, due)
-            elif any(holder == ref for holder, _ in tally.held_by):
-                held += 1
-            elif ref in tally.overlapped:
-                overlapped += 1
-            if ref in tally.protected_from:
-                protected += 1
+        aggregate = self._decisions.aggregates.of(ref)
+        best = aggregate.next_action()
+        next_action = None if best is None else _next_action(best[0], best[2].value, best[1])
+        matched, held = len(aggregate.matched), len(aggregate.held)
+        overlapped, protected = len(aggregate.overlapped), len(aggregate.protected)
+        limited = self._decisions.limits.state(ref, self._clock.now_ns())
         status: dict[str, Any] = {
             "observedGeneration": parsed.generation,
             "matched": matched,
@@ -139,8 +153,10 @@ class PolicyStatusWriter:
             "held": held,
             "protected": protected,
             "nextAction": next_action,
-            "conditions": self._conditions(parsed),
+            "conditions": self._conditions(parsed) + _limited(limited, parsed.generation),
         }
+        if limited is not None:
+            status["actions"] = {"held": limited.held}
         if since is not None:
             status["scheduleSince"] = format_rfc3339_nano(since)
         return status
@@ -175,51 +191,122 @@ class PolicyStatusWriter:
         return conditions
 
     async def flush(self) -> None:
-        """Patch the status of every policy whose report changed; warn once per invalid one."""
-        matched: dict[str, int] = {}
-        held: dict[tuple[str, str], int] = {}
-        failing = self._condition_failures()
-        for doc in self._store.docs():
-            await self._warn_if_invalid(doc)
-            await self._warn_if_condition_fails(doc, failing.get(doc.ref))
-            report = self.report(doc)
-            matched[str(doc.ref)] = report["matched"]
-            reason = (
-                PolicyHoldReason.INVALID
-                if isinstance(doc.parsed, PolicyInvalid)
-                else PolicyHoldReason.CONDITION_ERROR
-            )
-            if report["held"]:
-                held[(str(doc.ref), reason.value)] = report["held"]
-            if report["protected"]:
-                held[(str(doc.ref), "protected")] = report["protected"]
-            if self._written.get(doc.uid) == report:
-                continue
-            body = {"status": _with_transitions(report, doc.status, self._clock.now_ns())}
-            ref = doc.ref
-            try:
-                await self._api.merge_patch(
-                    _resource(ref), ref.namespace, ref.name, body, subresource="status"
-                )
-            except NotFound:
-                continue  # deleted meanwhile; the store hears of it
-            except KubeError as error:
-                _log.warning("policy status not written", policy=str(ref), error=str(error))
-                continue
-            self._written[doc.uid] = report
-        if self._on_matched is not None:
-            self._on_matched(matched)
-        if self._on_held is not None:
-            self._on_held(held)
+        """Patch the status of every policy whose report changed; warn once per invalid one.
 
-    def _condition_failures(self) -> dict[PolicyRef, ObjectKey]:
-        """For each policy whose condition failed on an object, the first such object."""
-        found: dict[PolicyRef, ObjectKey] = {}
-        for key, tally in self._decisions.tallies.items():
-            for ref, reason in tally.held_by:
-                if reason is PolicyHoldReason.CONDITION_ERROR:
-                    found.setdefault(ref, key)
-        return found
+        Only the policies that may have changed are looked at: a new or changed policy
+        object, one whose objects' tallies changed (:mod:`.policy_tallies`), one with audit
+        entries to write or a limit holding objects, one whose last write failed; all of
+        them when the watched types changed. An idle cluster costs nothing."""
+        watched = tuple(sorted(self._watched_keys()))
+        everything = watched != self._watched
+        self._watched = watched
+        limits = self._decisions.limits
+        dirty = self._decisions.aggregates.take_dirty() | self._retry
+        dirty |= set(limits.pending) | limits.tripped | limits.holding()
+        self._retry = set()
+        present: set[str] = set()
+        changed = False
+        for doc in self._store.docs():
+            present.add(doc.uid)
+            if not everything and doc.ref not in dirty and self._seen.get(doc.uid) is doc:
+                continue
+            self._seen[doc.uid] = doc
+            changed |= await self._look_at(doc)
+        for uid in set(self._seen) - present:
+            gone = self._seen.pop(uid)
+            self._written.pop(uid, None)
+            self._matched.pop(gone.ref, None)
+            self._held.pop(gone.ref, None)
+            changed = True
+        if changed and self._on_matched is not None:
+            self._on_matched({str(ref): count for ref, count in self._matched.items()})
+        if changed and self._on_held is not None:
+            self._on_held({key: n for held in self._held.values() for key, n in held.items()})
+
+    async def _look_at(self, doc: PolicyDoc) -> bool:
+        """Warn, report and write for one policy; True when its metrics changed."""
+        ref = doc.ref
+        await self._warn_if_invalid(doc)
+        failed = self._decisions.aggregates.of(ref).condition_failed
+        await self._warn_if_condition_fails(doc, next(iter(failed), None))
+        report = self.report(doc)
+        reason = (
+            PolicyHoldReason.INVALID
+            if isinstance(doc.parsed, PolicyInvalid)
+            else PolicyHoldReason.CONDITION_ERROR
+        )
+        held: dict[tuple[str, str], int] = {}
+        if report["held"]:
+            held[(str(ref), reason.value)] = report["held"]
+        if report["protected"]:
+            held[(str(ref), "protected")] = report["protected"]
+        if limited := report.get("actions", {}).get("held", 0):
+            held[(str(ref), "limit")] = limited
+        changed = self._matched.get(ref) != report["matched"] or self._held.get(ref) != held
+        self._matched[ref] = report["matched"]
+        self._held[ref] = held
+        await self._warn_if_limited(doc)
+        pending = self._decisions.limits.pending.get(ref)
+        if self._written.get(doc.uid) == report and not pending:
+            return changed
+        if await self._write(doc, report, pending or []):
+            self._written[doc.uid] = report
+        else:
+            self._retry.add(ref)
+        return changed
+
+    async def _write(self, doc: PolicyDoc, report: dict[str, Any], pending: list[Any]) -> bool:
+        """Patch the status; with audit entries, on a fresh read merged (docs/reliability.md)."""
+        ref = doc.ref
+        previous: Mapping[str, Any] = doc.status
+        body: dict[str, Any] = {}
+        try:
+            if pending:
+                fresh = await self._api.get(_resource(ref), ref.namespace, ref.name)
+                if fresh.get("metadata", {}).get("uid") != doc.uid:
+                    raise NotFound(404)
+                previous = fresh.get("status") or {}
+                actions, last, _ = merge(previous, pending)
+                body["metadata"] = {"resourceVersion": fresh["metadata"]["resourceVersion"]}
+                report = {
+                    **report,
+                    "actions": {**actions, "held": report.get("actions", {}).get("held", 0)},
+                    "lastActions": last,
+                }
+            body["status"] = _with_transitions(report, previous, self._clock.now_ns())
+            await self._api.merge_patch(
+                _resource(ref), ref.namespace, ref.name, body, subresource="status"
+            )
+        except NotFound:
+            self._decisions.limits.pending.pop(ref, None)
+            return False  # deleted meanwhile; the store hears of it
+        except Conflict:
+            return False  # written meanwhile: read and merge again next time
+        except KubeError as error:
+            _log.warning("policy status not written", policy=str(ref), error=str(error))
+            return False
+        if pending:
+            queue = self._decisions.limits.pending.get(ref, [])
+            del queue[: len(pending)]  # those merged; later ones wait for the next write
+            if not queue:
+                self._decisions.limits.pending.pop(ref, None)
+        return True
+
+    async def _warn_if_limited(self, doc: PolicyDoc) -> None:
+        """One Warning each time the policy's limit starts holding objects."""
+        limits = self._decisions.limits
+        if doc.ref not in limits.tripped:
+            return
+        limits.tripped.discard(doc.ref)
+        state = limits.state(doc.ref, self._clock.now_ns())
+        if state is None:
+            return
+        message = f"{doc.ref} reached its limit: {_limited_message(state)}"
+        _log.warning("lifecycle policy limit reached; actions held", policy=str(doc.ref))
+        ref = doc.ref
+        key = ObjectKey(_resource(ref), ref.namespace, ref.name)
+        event = Event(EventType.WARNING, LIMIT_REACHED, message)
+        await self._recorder.record(ObjectRef(key, doc.uid, doc.resource_version), event)
 
     async def _warn_if_condition_fails(self, doc: PolicyDoc, first: ObjectKey | None) -> None:
         """One Warning per generation when the condition cannot be evaluated on an object."""
@@ -272,6 +359,22 @@ def _next_action(key: ObjectKey, action: str, due_ns: int) -> dict[str, Any]:
         "name": key.name,
         "action": action,
     }
+
+
+def _limited_message(state: LimitState) -> str:
+    until = "" if state.until_ns is None else format_rfc3339_seconds(state.until_ns)[11:]
+    held = f"; {state.held} held until {until}" if state.held else ""
+    return f"{state.used} actions in the last {state.limit.window}{held}"
+
+
+def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:
+    """The ``Limited`` condition (none while the policy has no limit in force)."""
+    if state is None:
+        return []
+    if state.held:
+        return [_condition("Limited", True, "LimitReached", _limited_message(state), generation)]
+    message = f"at most {state.limit.actions} actions per {state.limit.window}"
+    return [_condition("Limited", False, "WithinLimit", message, generation)]
 
 
 def _with_transitions(

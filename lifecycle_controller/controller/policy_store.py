@@ -30,6 +30,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -125,6 +126,7 @@ class PolicyStore:
         self._recheck = recheck
         self._docs: dict[_Key, PolicyDoc] = {}
         self._since: dict[tuple[str, int], int] = {}
+        self._since_view: Mapping[PolicyRef, int] | None = None
         self.current = PolicySet()
         self.on_change: PolicyChange | None = None
         self._off_logged: str | None = None
@@ -151,14 +153,17 @@ class PolicyStore:
     def resource_of(ref: PolicyRef) -> ResourceType:
         return CLUSTER_POLICIES if ref.kind is PolicyKind.CLUSTER else POLICIES
 
-    def schedule_since(self) -> dict[PolicyRef, int]:
-        """When each valid policy's current generation was first accepted."""
-        out: dict[PolicyRef, int] = {}
-        for doc in self._docs.values():
-            since = self._since.get((doc.uid, doc.parsed.generation))
-            if since is not None:
-                out[doc.ref] = since
-        return out
+    def schedule_since(self) -> Mapping[PolicyRef, int]:
+        """When each valid policy's current generation was first accepted (built once per
+        change of the policies, not per object decided: read-only)."""
+        if self._since_view is None:
+            out: dict[PolicyRef, int] = {}
+            for doc in self._docs.values():
+                since = self._since.get((doc.uid, doc.parsed.generation))
+                if since is not None:
+                    out[doc.ref] = since
+            self._since_view = MappingProxyType(out)
+        return self._since_view
 
     def watches(self, resource: ResourceType) -> bool:
         return bool(self.current.for_resource(resource))
@@ -203,6 +208,7 @@ class PolicyStore:
 
     def apply(self, resource: ResourceType, event_type: str, obj: Mapping[str, Any]) -> bool:
         """One list item or watch event; True when the set of policies may have changed."""
+        self._since_view = None
         doc = self._parse(resource, obj)
         if doc is None:
             return False
@@ -221,6 +227,7 @@ class PolicyStore:
 
     def _listed(self, stale: set[Hashable]) -> None:
         """A full list of one kind is in: forget what it no longer has, publish the rest."""
+        self._since_view = None
         for key in stale:
             if isinstance(key, tuple):
                 self._docs.pop(key, None)

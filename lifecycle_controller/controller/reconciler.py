@@ -53,6 +53,7 @@ from lifecycle_controller.core import (
     Decision,
     DecisionSettings,
     Delete,
+    DryRun,
     Ledger,
     ObjectKey,
     ObjectRef,
@@ -60,7 +61,7 @@ from lifecycle_controller.core import (
     Wait,
     should_enqueue_on_update,
 )
-from lifecycle_controller.core.decision.guardrails import Hold
+from lifecycle_controller.core.decision.guardrails import Hold, acting_operation
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.policy.decide import (
     MissingFact,
@@ -230,6 +231,8 @@ class Reconciler:
         quiet_conflict: bool,
     ) -> _Step:
         await self.accounting.decided(ref, decision, final)
+        if isinstance(final, DryRun) and self.policies is not None:
+            self.policies.limits.done(key, obj.uid, final, now_ns)  # the policy's audit
         if isinstance(final, Hold):
             return _Step(self._requeue(final.requeue_after_ns, since_ns=now_ns))
         if isinstance(final, (Patch, Delete)):
@@ -287,6 +290,10 @@ class Reconciler:
             elif key in policies.tallies:  # no policy decides it any more
                 policies.gone(key)
         final = verdict.final
+        if policies is not None and inputs.resolution is not None and not isinstance(final, Hold):
+            # The deciding policy's ``limit``: a place in its window, or a hold until one frees
+            # (taken like a reservation, after the guardrails let the action go).
+            final = policies.limits.gate(key, final, now_ns)
         if isinstance(final, Hold):
             if self.guardrails.apply(key, final):  # in memory at once; the save is a write
                 await self.executor.save_breaker()
@@ -314,6 +321,8 @@ class Reconciler:
                 raise
             _log.debug("conflict; re-reading and deciding again")
             return await self._reread(key)
+        if self.policies is not None and acting_operation(decision) is not None:
+            self.policies.limits.done(key, obj.uid, decision, self.clock.now_ns())
         if done.outcome is WriteOutcome.GONE or isinstance(decision, Delete):
             return _Step(gone=True)
         requeue = decision.on_success.requeue_after_ns

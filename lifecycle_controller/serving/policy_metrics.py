@@ -39,8 +39,8 @@ class PolicyMetrics:
         self.held = Gauge(
             "lifecycle_policy_held_objects",
             "Objects a lifecycle policy holds (reason invalid or condition-error: nothing acts "
-            "on them in that family until it is fixed) or would match but for their "
-            "protection (reason protected).",
+            "on them in that family until it is fixed), would match but for their "
+            "protection (reason protected), or whose actions wait for its limit (reason limit).",
             ["policy", "reason"],
             registry=registry,
         )

@@ -20,6 +20,7 @@ from lifecycle_controller.config.parsing import ConfigError
 from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.core.decision.outcomes import DecisionSettings
 from lifecycle_controller.core.objects.scope import ScopeConfig
+from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     SYSTEM_NAMESPACES,
@@ -62,6 +63,8 @@ class ControllerView:
     #: What no policy reaches (docs/policies.md#safety-rules); the controller's own namespace
     #: is known only when ``--leader-election-namespace`` names it.
     protection: Protection = DEFAULT_PROTECTION
+    #: ``--policy-default-limit``: the limit of a policy that sets none (None: none).
+    default_limit: PolicyLimit | None = None
 
 
 def reset_command(lease: str, namespace: str | None) -> str:
@@ -91,6 +94,7 @@ def controller_view(settings: Settings) -> ControllerView:
             lease=settings.leader_election.name,
             breaker=breaker_name(settings.leader_election.name),
         ),
+        default_limit=settings.actions.policy_default_limit,
     )
 
 

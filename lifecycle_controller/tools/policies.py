@@ -26,6 +26,7 @@ from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefau
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.scope import ScopeConfig, plan_resources
 from lifecycle_controller.core.policy.in_force import object_view, policy_from_manifest
+from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import MatchReason, match, matches_statically
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
@@ -229,6 +230,10 @@ class Totals:
     held: int = 0
     #: It would match them but for their protection (a system namespace...).
     protected: int = 0
+    #: Its limit (``spec.limit`` or ``--policy-default-limit``), ``ACTIONS/WINDOW``; "": none.
+    limit: str = ""
+    #: The actions due now that its limit would hold at first (they go as the window frees).
+    limit_holds: int = 0
 
 
 @dataclass
@@ -391,8 +396,10 @@ async def try_policies(
     settings: DecisionSettings,
     now_ns: int,
     guardrails: GuardrailView | None = None,
+    default_limit: PolicyLimit | None = None,
 ) -> TryReport:
-    """See the module docstring; ``manifests`` are the tried policies (all valid)."""
+    """See the module docstring; ``manifests`` are the tried policies (all valid);
+    ``default_limit`` is the limit of one that sets none."""
     tried = [p for p in map(policy_from_manifest, manifests) if isinstance(p, Policy)]
     refs = {p.ref for p in tried}
     report = TryReport(policies=[str(ref) for ref in sorted(refs)])
@@ -419,6 +426,12 @@ async def try_policies(
             continue
         for metadata in objects:
             await _try_one(run, resource, metadata, mine, report)
+    for policy in tried:
+        limit = policy.limit if policy.limit is not None else default_limit
+        totals = report.totals[str(policy.ref)]
+        if limit is not None:
+            totals.limit = str(limit)
+            totals.limit_holds = max(0, totals.due_now - limit.actions)
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
     return report
 
@@ -442,6 +455,13 @@ def totals_line(ref: str, totals: Totals) -> str:
         parts.append(_plural(totals.problems, "problem"))
     if totals.held:
         parts.append(f"{totals.held} held (its condition failed on them, or an invalid policy)")
+    if totals.limit_holds:
+        parts.append(
+            f"would act on {totals.due_now} objects now; limit {totals.limit} holds "
+            f"{totals.limit_holds} (they go as its window frees up)"
+        )
+    elif totals.limit:
+        parts.append(f"limit {totals.limit}")
     left = []
     if totals.exempt:
         left.append(f"{totals.exempt} exempt")

@@ -191,6 +191,7 @@ async def _try(
                 settings=controller.decision,
                 now_ns=now_ns,
                 guardrails=await guardrails_of(kube, controller),
+                default_limit=controller.default_limit,
             )
     except KubeError as error:
         raise click.ClickException(str(error)) from error

@@ -19,6 +19,8 @@ CHART_CHOICES = {
     "log-format": "JSON logs in the cluster",
     "watch-resource": "the explicit list that also drives the generated RBAC",
     "ignore-namespace": "the system namespaces are never acted in (kube-system, ...)",
+    "policy-default-limit": "an installed controller caps every policy (100/1h) unless the "
+    "policy sets its own limit: a new policy cannot act on an old cluster all at once",
 }
 
 

@@ -128,6 +128,7 @@ def test_default_arguments_are_exact(helm: Helm) -> None:
         "--max-restarts-per-minute=0",
         *[f"--watch-resource={resource}" for resource in DEFAULT_RESOURCES],
         *[f"--ignore-namespace={namespace}" for namespace in SYSTEM_NAMESPACES],
+        "--policy-default-limit=100/1h",
     ]
 
 
@@ -965,3 +966,10 @@ def test_namespace_defaults_read_only_the_watched_namespaces_with_namespaced_rba
         }
     ]
     assert "namespace-defaults-rbac.yaml" not in by_template(helm, {"rbac": {"create": False}})
+
+
+def test_the_policy_default_limit_is_a_value_and_can_be_turned_off(helm: Helm) -> None:
+    assert "--policy-default-limit=25/30m" in args_of(helm.render({"policyDefaultLimit": "25/30m"}))
+    off = args_of(helm.render({"policyDefaultLimit": ""}))
+    assert not any(arg.startswith("--policy-default-limit") for arg in off)
+    assert "policyDefaultLimit" in helm.render_failure({"policyDefaultLimit": "lots"})

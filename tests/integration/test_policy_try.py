@@ -3,6 +3,7 @@ shows what a policy would do before it is applied, writing nothing (real API ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -154,7 +155,7 @@ async def test_try_lists_what_a_policy_would_do_and_writes_nothing(
     assert totals[sweep] == {
         "matched": 2, "decides": 1, "deletions": 1, "restarts": 0, "due_now": 0,
         "dry_run": 0, "problems": 0, "own_annotations": 1, "other_policy": 0,
-        "exempt": 1, "owned": 0, "held": 0, "protected": 0,
+        "exempt": 1, "owned": 0, "held": 0, "protected": 0, "limit": "", "limit_holds": 0,
     }  # fmt: skip
     assert totals[low]["matched"] == 4  # matched, own, parent, web; child is owned
     assert totals[low]["decides"] == 0
@@ -208,3 +209,37 @@ async def test_try_of_an_invalid_policy_exits_1_with_its_problems(
     assert "InvalidLifecyclePolicy: spec.lifecycle: sets delete-after and restart-every" in (
         result.stdout
     )
+
+
+async def test_try_says_when_a_rollout_would_hit_the_limit(
+    policy_crds: None, control_plane: ControlPlane, kube: KubeClient, namespace: str
+) -> None:
+    """Three objects due now: a policy limited to 1 per hour holds 2; one without a limit
+    takes --policy-default-limit (2/1h) and holds 1 (docs/policies.md#limit)."""
+    for index in range(3):
+        await create_configmap(kube, namespace, labelled(f"old-{index}", {"age": "old"}))
+    await asyncio.sleep(1.5)
+    tried = _manifests(
+        _sweep("capped", selector={"matchLabels": {"age": "old"}}, priority=5,
+               limit={"actions": 1, "window": "1h"}, lifecycle={"delete-after": "1s"}),
+    )  # fmt: skip
+    capped = f"LifecyclePolicy/{namespace}/capped"
+    args = ("policies", "try", "-f", "-", "-n", namespace, "--watch-resource", "configmaps")
+    report = tool_json(control_plane, *args, "--policy-default-limit", "2/1h", stdin=tried)
+    assert report["totals"][capped]["due_now"] == 3
+    assert report["totals"][capped]["limit"] == "1/1h"
+    assert report["totals"][capped]["limit_holds"] == 2
+    table = run_tool(control_plane, *args, stdin=tried)
+    assert table.returncode == 0, table.stderr
+    assert "would act on 3 objects now; limit 1/1h holds 2" in table.stdout
+
+    default = _manifests(
+        _sweep("default", selector={"matchLabels": {"age": "old"}}, priority=5,
+               lifecycle={"delete-after": "1s"}),
+    )  # fmt: skip
+    mine = f"LifecyclePolicy/{namespace}/default"
+    report = tool_json(control_plane, *args, "--policy-default-limit", "2/1h", stdin=default)
+    assert report["totals"][mine]["limit"] == "2/1h"
+    assert report["totals"][mine]["limit_holds"] == 1
+    report = tool_json(control_plane, *args, stdin=default)  # no default: no limit
+    assert report["totals"][mine]["limit"] == ""

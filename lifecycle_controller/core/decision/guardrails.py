@@ -74,6 +74,8 @@ class HoldReason(enum.StrEnum):
     #: A policy deletion whose policy changed since the decision, or could not be read
     #: (the controller's policy fence, controller/policy_fence.py).
     POLICY_UNCONFIRMED = "policy_unconfirmed"
+    #: The deciding policy's ``limit`` is reached (controller/policy_limits.py).
+    POLICY_LIMIT = "policy_limit"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -145,6 +145,9 @@ class PolicySet:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _by_label: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
+    _by_namespace: dict[tuple[str, str | None], tuple[Policy, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def of(
@@ -188,6 +191,21 @@ class PolicySet:
             )
         return self._by_label[0]
 
+    def for_object(self, resource: ResourceType, namespace: str | None) -> tuple[Policy, ...]:
+        """:meth:`for_resource` less the ``LifecyclePolicy`` objects of other namespaces, which
+        can never match there (memoised per type and namespace): asking per object costs the
+        cluster policies and the object's own namespace's, not every policy of the cluster."""
+        key = (resource.key, namespace)
+        found = self._by_namespace.get(key)
+        if found is None:
+            found = tuple(
+                p
+                for p in self.for_resource(resource)
+                if p.ref.kind is PolicyKind.CLUSTER or p.ref.namespace == namespace
+            )
+            self._by_namespace[key] = found
+        return found
+
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
         return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))
@@ -196,14 +214,15 @@ class PolicySet:
         """Whether a policy could match, on resource, scope, names and selector alone (a
         protected object too: it is kept, so that what protection refuses is counted), or an
         invalid policy holds it."""
-        return any(matches_statically(p, view) for p in self.for_resource(view.resource)) or any(
+        policies = self.for_object(view.resource, view.namespace)
+        return any(matches_statically(p, view) for p in policies) or any(
             holds(p, view, self.protection) for p in self.invalid
         )
 
     def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
         """The contenders for the object (see the module docstring), best first."""
         found: list[Policy | PolicyHold] = []
-        for policy in self.for_resource(view.resource):
+        for policy in self.for_object(view.resource, view.namespace):
             result = match(policy, view, self.protection)
             if result.matched:
                 found.append(policy)
@@ -222,7 +241,7 @@ class PolicySet:
         """The policies that would match the object but for its protection."""
         return tuple(
             p.ref
-            for p in self.for_resource(view.resource)
+            for p in self.for_object(view.resource, view.namespace)
             if match(p, view, self.protection).reason is MatchReason.PROTECTED
             and match(p, view, _UNPROTECTED).matched
         )

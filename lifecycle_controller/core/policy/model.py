@@ -47,6 +47,7 @@ from lifecycle_controller.core.policy.condition import (
     ConditionError,
     compile_condition,
 )
+from lifecycle_controller.core.policy.limit import PolicyLimit, parse_limit
 from lifecycle_controller.core.schedule.catchup import parse_catch_up_rule
 from lifecycle_controller.core.schedule.windows import parse_windows
 from lifecycle_controller.core.text.cron import load_zone, parse_cron
@@ -110,7 +111,7 @@ _REFUSED: Final = {
 }
 _SPEC_FIELDS: Final = frozenset(
     {"resources", "namespaces", "selector", "names", "condition", "includeOwned", "priority"}
-    | {"lifecycle", "enforce", "deletionPropagation", "namespaceSelector"}
+    | {"lifecycle", "enforce", "deletionPropagation", "namespaceSelector", "limit"}
 )
 #: ``deletionPropagation``: the DELETE's propagationPolicy (how the owned objects go).
 PROPAGATIONS: Final = ("Background", "Foreground", "Orphan")
@@ -170,6 +171,9 @@ class Policy:
     #: Over the labels of the object's Namespace (a ``ClusterLifecyclePolicy`` only; ANDed
     #: with ``namespaces``); None: every namespace.
     namespace_selector: LabelSelector | None = None
+    #: ``spec.limit``: at most so many actions per sliding window (:mod:`.policy_limit`);
+    #: None: the controller's default (``--policy-default-limit``) applies.
+    limit: PolicyLimit | None = None
 
     @property
     def kind(self) -> PolicyKind:
@@ -425,6 +429,8 @@ def parse_policy(
     elif propagation is not None and action is Action.RESTART:
         problems.append("spec.deletionPropagation: only for deletions (delete-after, delete-at)")
 
+    limit = parse_limit(spec.get("limit"), problems)
+
     problems.extend(lifecycle_problems)
     if problems or action is None:
         scope = HeldScope(
@@ -453,4 +459,5 @@ def parse_policy(
         enforce=bool(enforce),
         deletion_propagation=str(propagation) if propagation is not None else None,
         namespace_selector=namespace_selector,
+        limit=limit,
     )

@@ -213,6 +213,9 @@ The resource list is the same effective list that feeds the RBAC rules.
 {{- range .Values.policyProtectedNamespaces }}
 {{- $args = append $args (printf "--policy-protected-namespace=%s" .) }}
 {{- end }}
+{{- with .Values.policyDefaultLimit }}
+{{- $args = append $args (printf "--policy-default-limit=%s" (toString .)) }}
+{{- end }}
 {{- range .Values.extraArgs }}
 {{- $args = append $args (toString .) }}
 {{- end }}

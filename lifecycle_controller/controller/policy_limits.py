@@ -1,0 +1,183 @@
+"""Each policy's ``limit`` in force, and the audit entries of what its actions did.
+
+The reconciler asks :meth:`PolicyLimits.gate` about every due action a policy decided (a
+deletion, a restart, a dry-run report): it goes, and takes its place in the policy's
+sliding window (:class:`~lifecycle_controller.core.policy.limit.LimitWindow`), or it is
+held (a deletion or a restart as a ``Hold`` with reason ``policy_limit``, a dry-run report
+as a ``Wait``) and requeued at the instant the window frees the place it waits for. A
+policy without ``spec.limit`` has the controller's default (``--policy-default-limit``).
+
+A window is created when the policy is first gated, seeded from the instants its
+``status.lastActions`` shows, so that a controller restart or a leader change does not
+reset the cap (bounded by what ``lastActions`` keeps: docs/policies.md#limit). An action
+admitted once for an occurrence is not counted again when a later control (a budget) held
+it and it comes back.
+
+:meth:`done` records the audit entry of an action carried out (or reported, for a dry
+run), which the status writer merges into the policy's ``status`` (:mod:`.policy_status`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
+from lifecycle_controller.core.decision.outcomes import (
+    Decision,
+    Delete,
+    DryRun,
+    Operation,
+    Patch,
+    Wait,
+)
+from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.audit import AuditEntry, seed_instants
+from lifecycle_controller.core.policy.limit import LimitWindow, PolicyLimit
+from lifecycle_controller.core.policy.model import Policy, PolicyRef
+
+__all__ = ["LimitState", "PolicyLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitState:
+    """What the policy's status says of its limit: actions in the window, how many are held,
+    when the next place frees up."""
+
+    limit: PolicyLimit
+    used: int
+    held: int
+    until_ns: int | None
+
+
+class PolicyLimits:
+    """See the module docstring; one per pipeline, beside the policy decisions."""
+
+    def __init__(
+        self,
+        default: PolicyLimit | None,
+        *,
+        policy_of: Callable[[str], tuple[Policy, dict[str, object]] | None],
+        on_change: Callable[[PolicyRef], None] = lambda ref: None,
+    ) -> None:
+        self.default = default
+        self._policy_of = policy_of
+        self._on_change = on_change
+        self._windows: dict[PolicyRef, LimitWindow] = {}
+        self._admitted: dict[ObjectKey, tuple[PolicyRef, int]] = {}
+        self._waits: dict[ObjectKey, PolicyRef] = {}
+        self.pending: dict[PolicyRef, list[AuditEntry]] = {}
+        #: Policies whose limit tripped since the status writer last looked (one Warning each).
+        self.tripped: set[PolicyRef] = set()
+
+    def limit_of(self, policy: Policy) -> PolicyLimit | None:
+        return policy.limit if policy.limit is not None else self.default
+
+    def _window(self, policy: Policy, status: dict[str, object]) -> LimitWindow | None:
+        limit = self.limit_of(policy)
+        window = self._windows.get(policy.ref)
+        if limit is None:
+            self._windows.pop(policy.ref, None)
+            return None
+        if window is None or window.limit != limit:
+            window = LimitWindow(limit)
+            window.seed(seed_instants(status))
+            self._windows[policy.ref] = window
+        return window
+
+    def gate(self, key: ObjectKey, decision: Decision, now_ns: int) -> Decision:
+        """``decision``, or its hold when the deciding policy's limit is reached."""
+        acting = isinstance(decision, (Delete, DryRun)) or (
+            isinstance(decision, Patch) and decision.operation is Operation.RESTART
+        )
+        if not acting or decision.policy is None or decision.action is None:
+            self.forget(key)
+            return decision
+        found = self._policy_of(decision.policy)
+        if found is None:
+            return decision
+        policy, status = found
+        window = self._window(policy, status)
+        if window is None:
+            return decision
+        due = decision.due_ns if decision.due_ns is not None else now_ns
+        ref = policy.ref
+        if self._admitted.get(key) == (ref, due):
+            return decision  # admitted already (a later control held it): no second place
+        verdict = window.check(key, due, now_ns)
+        if verdict.go:
+            window.admit(key, now_ns)
+            self._admitted[key] = (ref, due)
+            self._waits.pop(key, None)
+            self._on_change(ref)  # its window's count changed
+            return decision
+        if self._waits.get(key) != ref:
+            self._waits[key] = ref
+            if window.held == 1:  # the first one held: the limit trips
+                self.tripped.add(ref)
+            self._on_change(ref)
+        until = verdict.until_ns or now_ns + 1
+        if isinstance(decision, DryRun):
+            return Wait(
+                action=decision.action,
+                due_ns=decision.due_ns,
+                policy=decision.policy,
+                requeue_after_ns=max(1, until - now_ns),
+                log=f"held by {ref}'s limit {window.limit}",
+            )
+        assert isinstance(decision, (Patch, Delete))
+        return Hold(
+            reason=HoldReason.POLICY_LIMIT,
+            held=decision,
+            action=decision.action,
+            due_ns=decision.due_ns,
+            policy=decision.policy,
+            requeue_after_ns=max(1, until - now_ns),
+            until_ns=until,
+            log=f"held by {ref}'s limit {window.limit}",
+        )
+
+    def done(self, key: ObjectKey, uid: str, decision: Decision, now_ns: int) -> None:
+        """The action was carried out (or reported): its audit entry waits to be written."""
+        if decision.policy is None or decision.action is None:
+            return
+        found = self._policy_of(decision.policy)
+        if found is None:
+            return
+        ref = found[0].ref
+        entry = AuditEntry(
+            at_ns=now_ns,
+            action=decision.action.value,
+            kind=key.resource.kind,
+            namespace=key.namespace or "",
+            name=key.name,
+            uid=uid,
+            dry_run=isinstance(decision, DryRun),
+            due_ns=decision.due_ns if decision.due_ns is not None else now_ns,
+        )
+        self.pending.setdefault(ref, []).append(entry)
+        self._on_change(ref)
+
+    def forget(self, key: ObjectKey) -> None:
+        """``key`` waits for no policy's window any more (gone, or nothing due)."""
+        ref = self._waits.pop(key, None)
+        if ref is None:
+            return
+        window = self._windows.get(ref)
+        if window is not None:
+            window.forget(key)
+        self._on_change(ref)
+
+    def gone(self, key: ObjectKey) -> None:
+        self.forget(key)
+        self._admitted.pop(key, None)
+
+    def holding(self) -> set[PolicyRef]:
+        """The policies whose limit holds objects now (their report changes as time passes)."""
+        return {ref for ref, window in self._windows.items() if window.held}
+
+    def state(self, ref: PolicyRef, now_ns: int) -> LimitState | None:
+        window = self._windows.get(ref)
+        if window is None:
+            return None
+        return LimitState(window.limit, window.used(now_ns), window.held, window.held_until())

@@ -1,0 +1,128 @@
+"""Per-policy aggregates of the objects' tallies, kept as the tallies change.
+
+The status writer (:mod:`.policy_status`) reports, per policy, how many objects it decides,
+overlaps, holds and is kept from by protection, its earliest pending action and the first
+object its condition failed on. Walking every object's tally for every policy on each flush
+costs policies times objects every few seconds, even when nothing changes. Instead,
+:class:`PolicyAggregates` is told of each tally that changes (:meth:`PolicyAggregates.update`)
+and moves the object between the sets of the policies involved, marking them ``dirty``: the
+writer then looks at the dirty policies only, and an idle cluster costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from lifecycle_controller.core.decision.outcomes import Action
+from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.contenders import PolicyHoldReason
+from lifecycle_controller.core.policy.model import PolicyRef
+
+__all__ = ["Aggregate", "PolicyAggregates", "TallyView"]
+
+
+class TallyView(Protocol):
+    """What an aggregate reads of one object's tally (``policy_decisions.Tally``)."""
+
+    @property
+    def decided_by(self) -> tuple[PolicyRef, ...]: ...
+    @property
+    def overlapped(self) -> tuple[PolicyRef, ...]: ...
+    @property
+    def action(self) -> Action | None: ...
+    @property
+    def due_ns(self) -> int | None: ...
+    @property
+    def held_by(self) -> tuple[tuple[PolicyRef, PolicyHoldReason], ...]: ...
+    @property
+    def protected_from(self) -> tuple[PolicyRef, ...]: ...
+
+
+@dataclass
+class Aggregate:
+    """One policy's objects, by what the policy is to them."""
+
+    #: Objects it decides, with their pending action's due time and action (None: none).
+    matched: dict[ObjectKey, tuple[int, Action] | None] = field(default_factory=dict)
+    overlapped: set[ObjectKey] = field(default_factory=set)
+    held: set[ObjectKey] = field(default_factory=set)
+    protected: set[ObjectKey] = field(default_factory=set)
+    #: Objects its condition failed on, first seen first.
+    condition_failed: dict[ObjectKey, None] = field(default_factory=dict)
+
+    def next_action(self) -> tuple[ObjectKey, int, Action] | None:
+        """Its earliest pending action (cost: the objects it decides, once per flush)."""
+        best: tuple[ObjectKey, int, Action] | None = None
+        for key, pending in self.matched.items():
+            if pending is not None and (best is None or pending[0] < best[1]):
+                best = (key, pending[0], pending[1])
+        return best
+
+    def discard(self, key: ObjectKey) -> None:
+        self.matched.pop(key, None)
+        self.overlapped.discard(key)
+        self.held.discard(key)
+        self.protected.discard(key)
+        self.condition_failed.pop(key, None)
+
+
+_EMPTY = Aggregate()
+
+
+def _refs(tally: TallyView) -> set[PolicyRef]:
+    return {
+        *tally.decided_by,
+        *tally.overlapped,
+        *(ref for ref, _ in tally.held_by),
+        *tally.protected_from,
+    }
+
+
+class PolicyAggregates:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self._by_policy: dict[PolicyRef, Aggregate] = {}
+        #: Policies whose aggregate changed since the writer last took them.
+        self.dirty: set[PolicyRef] = set()
+
+    def of(self, ref: PolicyRef) -> Aggregate:
+        """The policy's aggregate (an empty one when no object concerns it)."""
+        return self._by_policy.get(ref, _EMPTY)
+
+    def update(self, key: ObjectKey, old: TallyView | None, new: TallyView | None) -> None:
+        """The object's tally went from ``old`` to ``new`` (None: none)."""
+        if old is not None:
+            for ref in _refs(old):
+                aggregate = self._by_policy.get(ref)
+                if aggregate is not None:
+                    aggregate.discard(key)
+                self.dirty.add(ref)
+        if new is None:
+            return
+        for ref in _refs(new):
+            self.dirty.add(ref)
+            aggregate = self._by_policy.setdefault(ref, Aggregate())
+            if ref in new.decided_by:
+                due, action = new.due_ns, new.action
+                aggregate.matched[key] = None if due is None or action is None else (due, action)
+            elif any(holder == ref for holder, _ in new.held_by):
+                aggregate.held.add(key)
+            elif ref in new.overlapped:
+                aggregate.overlapped.add(key)
+            if ref in new.protected_from:
+                aggregate.protected.add(key)
+            if (ref, PolicyHoldReason.CONDITION_ERROR) in new.held_by:
+                aggregate.condition_failed.setdefault(key, None)
+
+    def take_dirty(self) -> set[PolicyRef]:
+        """The dirty policies, now clean."""
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def forget(self, refs: Iterable[PolicyRef]) -> None:
+        """Policies gone: drop their aggregates."""
+        for ref in refs:
+            self._by_policy.pop(ref, None)

@@ -1,0 +1,164 @@
+"""A policy's ``limit`` and its audit on the real API server (docs/policies.md#limit, #audit;
+docs/reliability.md#policy-audit).
+
+A limit of 2 per 20 s over 5 due ConfigMaps deletes 2 and holds 3 (the status shows them held,
+``Limited=True`` and one Warning), then lets them go as the window frees up. The audit in the
+policy's status survives a controller restart without counting anything twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lifecycle_controller.core.text.timestamps import parse_rfc3339
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.resources import CONFIGMAPS, POLICIES
+from tests.integration.controller import StartController
+from tests.integration.events import EventRecord, event_records
+from tests.integration.policy_tools import create_configmap, labelled, namespaced_policy
+from tests.integration.scenario_support import create, start_for
+from tests.integration.support import eventually
+
+LIMITED = {"limit-test": "yes"}
+S = 1_000_000_000
+
+
+async def _names(kube: KubeClient, namespace: str) -> list[str]:
+    listing = await kube.request("GET", CONFIGMAPS.collection_path(namespace))
+    return sorted(
+        item["metadata"]["name"]
+        for item in listing["items"]
+        if item["metadata"].get("labels") == LIMITED
+    )
+
+
+async def _status(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    policy = await kube.get(POLICIES, namespace, name)
+    status: dict[str, Any] = policy.get("status") or {}
+    return status
+
+
+async def _limit_warnings(kube: KubeClient, namespace: str) -> list[EventRecord]:
+    records = await event_records(kube, namespace, "capped")
+    return [e for e in records if e.reason == "PolicyLimitReached"]
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or () if c.get("type") == kind), {})
+
+
+async def test_a_limit_holds_the_rest_and_releases_them_as_the_window_frees(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "capped",
+            namespace,
+            resources=["configmaps"],
+            selector={"matchLabels": LIMITED},
+            limit={"actions": 2, "window": "20s"},
+            lifecycle={"delete-after": "1s"},
+        ),
+    )
+    for index in range(5):
+        await create_configmap(kube, namespace, labelled(f"due-{index}", LIMITED))
+    await asyncio.sleep(1.5)  # every one is due before the controller starts
+    await start_for(start_controller, namespace)
+
+    async def two_gone() -> bool:
+        return len(await _names(kube, namespace)) == 3
+
+    await eventually(two_gone, within=30, what="two deletions")
+
+    async def held_shown() -> bool:
+        status = await _status(kube, namespace, "capped")
+        return (status.get("actions") or {}).get("held") == 3
+
+    await eventually(held_shown, within=20, what="status.actions.held == 3")
+    status = await _status(kube, namespace, "capped")
+    limited = _condition(status, "Limited")
+    assert limited["status"] == "True", status
+    assert limited["reason"] == "LimitReached"
+    assert limited["message"].startswith("2 actions in the last 20s; 3 held until ")
+    assert len(await _names(kube, namespace)) == 3  # still held: the window has not freed
+    warnings = await _limit_warnings(kube, namespace)
+    assert len(warnings) == 1, warnings
+    assert warnings[0].type == "Warning"
+
+    async def all_gone() -> bool:
+        return not await _names(kube, namespace)
+
+    await eventually(all_gone, within=90, what="the held ones deleted as the window freed")
+
+    async def settled() -> bool:
+        status = await _status(kube, namespace, "capped")
+        actions = status.get("actions") or {}
+        return actions.get("deleted") == 5 and actions.get("held") == 0
+
+    await eventually(settled, within=20, what="five deletions in the audit, none held")
+    status = await _status(kube, namespace, "capped")
+    assert _condition(status, "Limited")["status"] == "False"
+    assert sorted(e["name"] for e in status["lastActions"]) == [f"due-{i}" for i in range(5)]
+    stamps = [e["at"] for e in status["lastActions"]]
+    assert stamps == sorted(stamps, reverse=True)  # newest first
+    # No more than two went within any 20 s (the stamps are whole seconds).
+    instants = sorted(parse_rfc3339(stamp) for stamp in stamps)
+    assert all(b - a >= 19 * S for a, b in zip(instants, instants[2:], strict=False)), stamps
+    assert len(await _limit_warnings(kube, namespace)) == 1  # one trip: it never stopped holding
+
+
+async def test_the_audit_survives_a_restart_without_double_counts(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """A dry-run policy reports its 3 due objects; a new controller (as after a failover)
+    reports them again, and nothing is counted twice; then a real deletion adds one."""
+    for name, dry_run in (("rehearsal", "true"), ("real", "false")):
+        await create(
+            kube,
+            POLICIES,
+            namespace,
+            namespaced_policy(
+                name,
+                namespace,
+                resources=["configmaps"],
+                selector={"matchLabels": {**LIMITED, "policy": name}},
+                lifecycle={"delete-after": "1s", "dry-run": dry_run},
+            ),
+        )
+    for index in range(3):
+        body = labelled(f"kept-{index}", {**LIMITED, "policy": "rehearsal"})
+        await create_configmap(kube, namespace, body)
+    await asyncio.sleep(1.5)
+    first = await start_for(start_controller, namespace)
+
+    async def reported(count: int) -> bool:
+        status = await _status(kube, namespace, "rehearsal")
+        return (status.get("actions") or {}).get("dryRun") == count
+
+    await eventually(lambda: reported(3), within=30, what="three dry-run reports in the audit")
+    before = await _status(kube, namespace, "rehearsal")
+    await first.stop()
+
+    second = await start_for(start_controller, namespace)
+    await create_configmap(kube, namespace, labelled("goes", {**LIMITED, "policy": "real"}))
+
+    async def deleted() -> bool:
+        status = await _status(kube, namespace, "real")
+        return (status.get("actions") or {}).get("deleted") == 1
+
+    await eventually(deleted, within=30, what="the real policy's deletion in its audit")
+    await asyncio.sleep(6)  # more than one status write interval of the second controller
+    after = await _status(kube, namespace, "rehearsal")
+    assert after["actions"]["dryRun"] == 3, after
+    assert after["lastActions"] == before["lastActions"]
+    occurrences = [e["occurrence"] for e in after["lastActions"]]
+    assert len(set(occurrences)) == 3
+    assert all(e["dryRun"] is True for e in after["lastActions"])
+    real = await _status(kube, namespace, "real")
+    assert [e["name"] for e in real["lastActions"]] == ["goes"]
+    assert real["actions"]["dryRun"] == 0
+    await second.stop()

@@ -1,0 +1,91 @@
+"""The per-policy aggregates of the tallies (controller/policy_tallies.py): kept as tallies
+change, they say what walking every tally for every policy said, and only the policies a
+change concerns become dirty."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lifecycle_controller.controller.policy_decisions import Tally
+from lifecycle_controller.controller.policy_tallies import PolicyAggregates
+from lifecycle_controller.core.decision.outcomes import Action
+from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.contenders import PolicyHoldReason
+from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef
+
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+REFS = [PolicyRef(PolicyKind.NAMESPACED, "a", f"p{i}") for i in range(4)]
+KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
+
+
+def _walk(tallies: dict[ObjectKey, Tally], ref: PolicyRef) -> tuple[int, int, int, int, int | None]:
+    """What the status writer used to compute, walking every tally."""
+    matched = overlapped = held = protected = 0
+    best: int | None = None
+    for tally in tallies.values():
+        if ref in tally.decided_by:
+            matched += 1
+            if tally.due_ns is not None and tally.action is not None:
+                best = tally.due_ns if best is None else min(best, tally.due_ns)
+        elif any(holder == ref for holder, _ in tally.held_by):
+            held += 1
+        elif ref in tally.overlapped:
+            overlapped += 1
+        if ref in tally.protected_from:
+            protected += 1
+    return matched, overlapped, held, protected, best
+
+
+refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
+tallies = st.builds(
+    Tally,
+    decided_by=refs,
+    overlapped=refs,
+    action=st.sampled_from([None, Action.DELETE]),
+    due_ns=st.one_of(st.none(), st.integers(0, 100)),
+    held_by=st.lists(
+        st.tuples(st.sampled_from(REFS), st.sampled_from(list(PolicyHoldReason))),
+        max_size=2,
+    ).map(tuple),
+    protected_from=refs,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), tallies))))
+def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tally | None]]) -> None:
+    aggregates = PolicyAggregates()
+    current: dict[ObjectKey, Tally] = {}
+    for key, tally in steps:
+        old = current.pop(key, None)
+        if tally is not None:
+            current[key] = tally
+        aggregates.update(key, old, tally)
+    for ref in REFS:
+        aggregate = aggregates.of(ref)
+        best = aggregate.next_action()
+        assert _walk(current, ref) == (
+            len(aggregate.matched),
+            len(aggregate.overlapped),
+            len(aggregate.held),
+            len(aggregate.protected),
+            None if best is None else best[1],
+        )
+
+
+def test_only_the_policies_a_change_concerns_become_dirty() -> None:
+    aggregates = PolicyAggregates()
+    first = Tally(decided_by=(REFS[0],), overlapped=(REFS[1],), action=Action.DELETE, due_ns=5)
+    aggregates.update(KEYS[0], None, first)
+    assert aggregates.take_dirty() == {REFS[0], REFS[1]}
+    assert aggregates.take_dirty() == set()  # nothing changed since: nothing to look at
+    held = Tally(
+        decided_by=(),
+        overlapped=(),
+        held_by=((REFS[2], PolicyHoldReason.CONDITION_ERROR),),
+    )
+    aggregates.update(KEYS[0], first, held)
+    assert aggregates.take_dirty() == {REFS[0], REFS[1], REFS[2]}
+    assert list(aggregates.of(REFS[2]).condition_failed) == [KEYS[0]]
+    assert aggregates.of(REFS[0]).matched == {}
