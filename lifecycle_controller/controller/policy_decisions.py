@@ -32,11 +32,10 @@ from lifecycle_controller.controller.policy_tallies import PolicyAggregates
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
-from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.decide import Verdict
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
-from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 
 __all__ = ["PolicyDecisions", "Tally"]

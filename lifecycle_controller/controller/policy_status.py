@@ -44,9 +44,9 @@ from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
 from lifecycle_controller.core.policy.audit import merge
-from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.match import unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy.precedence import PolicyHoldReason
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, format_rfc3339_seconds
 from lifecycle_controller.kube import Conflict, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES

@@ -17,8 +17,8 @@ from typing import Protocol
 
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ObjectKey
-from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.model import PolicyRef
+from lifecycle_controller.core.policy.precedence import PolicyHoldReason
 
 __all__ = ["Aggregate", "PolicyAggregates", "TallyView"]
 

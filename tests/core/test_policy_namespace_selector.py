@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.contenders import PolicyHold, PolicyHoldReason
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
@@ -23,6 +22,7 @@ from lifecycle_controller.core.policy.match import (
     static_filters,
 )
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, parse_policy
+from lifecycle_controller.core.policy.precedence import PolicyHold, PolicyHoldReason
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True)
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False)

@@ -31,11 +31,11 @@ from lifecycle_controller.core.decision.namespace_defaults import (
 )
 from lifecycle_controller.core.decision.outcomes import Decision
 from lifecycle_controller.core.objects import keys
-from lifecycle_controller.core.policy.contenders import best_policy
 from lifecycle_controller.core.policy.model import Policy, PolicyKind, PolicyRef, parse_policy
 from lifecycle_controller.core.policy.precedence import (
     InputSource,
     Resolution,
+    best_policy,
     recurring_anchor,
     resolve_policies,
 )

@@ -26,7 +26,6 @@ from lifecycle_controller.core.decision.outcomes import (
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.decide import PolicyDecision, decide_with_policies
 from lifecycle_controller.core.policy.in_force import (
     POLICY_API_VERSION,
@@ -36,7 +35,7 @@ from lifecycle_controller.core.policy.in_force import (
 )
 from lifecycle_controller.core.policy.match import MatchReason, Protection, match
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)

@@ -11,8 +11,8 @@ from lifecycle_controller.controller.policy_decisions import Tally
 from lifecycle_controller.controller.policy_tallies import PolicyAggregates
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.policy.contenders import PolicyHoldReason
 from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef
+from lifecycle_controller.core.policy.precedence import PolicyHoldReason
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 REFS = [PolicyRef(PolicyKind.NAMESPACED, "a", f"p{i}") for i in range(4)]

@@ -72,9 +72,8 @@ from lifecycle_controller.core.decision.outcomes import (
     Wait,
 )
 from lifecycle_controller.core.objects import keys
-from lifecycle_controller.core.policy.contenders import Family
 from lifecycle_controller.core.policy.model import Policy
-from lifecycle_controller.core.policy.precedence import PolicyInputs, Resolution
+from lifecycle_controller.core.policy.precedence import Family, PolicyInputs, Resolution
 from lifecycle_controller.core.schedule.catchup import LedgerView
 
 __all__ = [

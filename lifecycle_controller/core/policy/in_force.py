@@ -31,11 +31,6 @@ from typing import Any, Final
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
-from lifecycle_controller.core.policy.contenders import (
-    PolicyHold,
-    PolicyHoldReason,
-    contender_order,
-)
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     MatchReason,
@@ -53,7 +48,13 @@ from lifecycle_controller.core.policy.model import (
     PolicyRef,
     parse_policy,
 )
-from lifecycle_controller.core.policy.precedence import Resolution, resolve_policies
+from lifecycle_controller.core.policy.precedence import (
+    PolicyHold,
+    PolicyHoldReason,
+    Resolution,
+    contender_order,
+    resolve_policies,
+)
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 
 __all__ = [
