@@ -154,7 +154,8 @@ class Keeper:
     def unkept_filter(self, on_skipped: Skipped) -> EventFilter | None:
         """A filter that drops, undecoded, the watch events of objects this keeper would keep
         nothing of, telling ``on_skipped`` of each
-        (:mod:`~lifecycle_controller.controller.unkept_events`); None: none is dropped."""
+        (:class:`~lifecycle_controller.controller.cache_writer.UnkeptEvents`); None: none is
+        dropped."""
         return None
 
 

@@ -22,7 +22,7 @@ client-go's reflector loop (docs/architecture.md#informer-loop):
    ``timeoutSeconds`` in [300, 600] (so many informers do not reconnect in lockstep),
    remembering the resourceVersion of every event, bookmarks included (an event of an object
    the keeper would keep nothing of is dropped undecoded, its resourceVersion still read:
-   :mod:`~lifecycle_controller.controller.unkept_events`).
+   :class:`~lifecycle_controller.controller.cache_writer.UnkeptEvents`).
 3. **Recover** (:mod:`~lifecycle_controller.controller.informer_recovery`): a normal end
    re-watches at once; ``ERROR 410`` relists; ``ERROR 504`` waits and re-watches; any other
    ERROR waits and relists; a broken or silent stream (the kube door's idle cutoff, ~90 s)

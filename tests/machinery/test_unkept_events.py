@@ -1,6 +1,7 @@
 """Watch events of objects the informer keeps nothing of are dropped undecoded (churn).
 
-The filter (controller/unkept_events.py) is checked frame by frame against a scripted holder,
+The filter (``UnkeptEvents``, controller/cache_writer.py) is checked frame by frame against a
+scripted holder,
 ``object_identity`` against the full decoder on random metadata, and the informer end to
 end on protobuf frames read by the real frame reader: what it drops still moves its
 resourceVersion and its counts, and an object that loses its last lifecycle annotation, an
@@ -20,10 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter
+from lifecycle_controller.controller.cache_writer import CacheWriter, UnkeptEvents
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.controller.unkept_events import UnkeptEvents
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.kube import EventFilter, ResourceType
