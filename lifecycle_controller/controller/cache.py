@@ -62,7 +62,7 @@ a type is synced when every scope registered for it has completed its first full
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -267,9 +267,17 @@ class MetadataCache:
     # ------------------------------------------------------------------ objects
 
     def project(self, resource: ResourceType, metadata: Mapping[str, Any]) -> CachedObject:
-        """The cached form of an object's ``metadata`` (see "What is stored")."""
+        """The cached form of an object's ``metadata`` (see "What is stored"), or of an
+        object cut down by a field projection (``metadata`` and the paths conditions read:
+        those are kept in its view)."""
+        fields: Mapping[str, Any] | None = None
+        if isinstance(metadata.get("metadata"), Mapping):  # a field projection's object
+            fields = {k: v for k, v in metadata.items() if k != "metadata"}
+            metadata = metadata["metadata"]
         views = self.policy_views
         view = None if views is None else views.view(resource, metadata)
+        if view is not None and fields:
+            view = replace(view, fields=fields)
         return CachedObject.from_metadata(metadata, view=view)
 
     def keeps_unannotated(self, resource: ResourceType) -> bool:

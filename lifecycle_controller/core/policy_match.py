@@ -39,7 +39,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.globs import glob_match, has_glob_meta, matches_any
@@ -101,6 +101,9 @@ class ObjectView:
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     creation_ns: int | None = None
     owner_references: tuple[OwnerReference, ...] = ()
+    #: The object's top-level fields other than metadata, as far as a condition reads them
+    #: (docs/policies.md#what-a-condition-reads); empty when none does.
+    fields: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     @property
     def is_namespace(self) -> bool:
@@ -254,6 +257,7 @@ def match(
             annotations=view.annotations,
             creation_ns=view.creation_ns,
             owner_references=view.owner_references,
+            fields=view.fields,
         )
         if result.problem is not None:
             return _refused(MatchReason.CONDITION_ERROR, result.problem)

@@ -12,8 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifecycle_controller.core.policy_set import object_view
 from lifecycle_controller.core.resources import ResourceType
-from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, refusals
+from lifecycle_controller.tools.policy_view import (
+    PolicyDocs,
+    PolicyVerdict,
+    condition_read,
+    refusals,
+)
 
 __all__ = ["PolicyReport", "policy_lines", "policy_report", "why_no_policy"]
 
@@ -39,6 +45,9 @@ class PolicyReport:
     also_decided_by: list[str] = field(default_factory=list)
     #: The deciding policy's ``deletionPropagation`` (None: the server's default).
     propagation: str | None = None
+    #: ``condition read object.spec.replicas = 0``: the fields beyond metadata the deciding
+    #: policy's condition read (None when it reads none).
+    condition_read: str | None = None
 
 
 def policy_report(
@@ -48,6 +57,7 @@ def policy_report(
     metadata: Mapping[str, Any],
     *,
     unreadable: str | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> PolicyReport | None:
     """The report, or None when no policy exists at all (nothing is said about policies)."""
     if not docs.any and unreadable is None:
@@ -59,14 +69,29 @@ def policy_report(
         exempt=verdict.exempt,
         own_action=verdict.own_action,
         not_matched=[
-            {"policy": policy, "why": why} for policy, why in refusals(docs, resource, metadata)
+            {"policy": policy, "why": why}
+            for policy, why in refusals(docs, resource, metadata, fields)
         ],
         unreadable=unreadable,
         held=verdict.held or None,
         protected=list(verdict.protected),
         also_decided_by=list(verdict.also_decided_by),
         propagation=verdict.propagation or None,
+        condition_read=_deciding_read(docs, verdict, resource, metadata, fields) or None,
     )
+
+
+def _deciding_read(
+    docs: PolicyDocs,
+    verdict: PolicyVerdict,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    fields: Mapping[str, Any] | None,
+) -> str:
+    deciding = [p for p in docs.policies.valid if str(p.ref) == verdict.decided_by]
+    if not deciding:
+        return ""
+    return condition_read(deciding[0], object_view(resource, metadata, fields))
 
 
 def _field(label: str, value: str) -> str:
@@ -81,6 +106,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         return [_field("Policies", f"not read ({report.unreadable}); judged without them")]
     if report.decided_by:
         lines = [_field("Policy", f"{report.decided_by} decides ({report.based_on})")]
+        if report.condition_read:
+            lines.append(_field("Condition", report.condition_read))
         if report.propagation:
             lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
         lines += [

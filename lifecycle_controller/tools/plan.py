@@ -26,6 +26,7 @@ import yaml
 from lifecycle_controller.core import ObjectFacts, ObjectKey, keys
 from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.events import INVALID_POLICY
+from lifecycle_controller.core.field_paths import fields_of
 from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
 from lifecycle_controller.core.plan import Explanation
 from lifecycle_controller.core.policy_set import POLICY_API_VERSION, is_policy_manifest
@@ -230,6 +231,7 @@ def plan_report(
             defaults=defaults.get(facts.namespace) if facts.namespace else None,
             guardrails=controller.guardrails,
             restart_marker=facts.restart_marker,
+            fields=fields_of(obj),  # conditions read the manifest's whole object
         )
         if not annotations and not verdict.concerned:
             continue

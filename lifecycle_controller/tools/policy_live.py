@@ -111,11 +111,13 @@ async def judge_live(
     occurrences: int = 3,
     defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> tuple[Explanation, PolicyVerdict]:
-    """:func:`~.policy_view.judge` for a live object; a workload a restart policy decides is
-    read once for its template marker first, as the controller's policy step does."""
+    """:func:`~.policy_view.judge` for a live object (``fields``: what its policies'
+    conditions read beyond metadata); a workload a restart policy decides is read once for
+    its template marker first, as the controller's policy step does."""
     policies = docs.policies
-    view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    view = object_view(resource, metadata, fields) if policies.for_resource(resource) else None
     kept = view if view is not None and policies.candidate(view) else None
     obj = CachedObject.from_metadata(metadata, view=kept)  # as the controller's cache has it
     marker: str | None = None
@@ -132,6 +134,7 @@ async def judge_live(
             defaults=defaults,
             guardrails=guardrails,
             restart_marker=marker,
+            fields=fields,
         )
         if marker is not None or not needs_marker(resource, docs.policies, verdict):
             break

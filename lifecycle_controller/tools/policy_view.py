@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts
+from lifecycle_controller.core.field_paths import read_values
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import Explanation, GuardrailView, explain
 from lifecycle_controller.core.policy_decide import attribution
 from lifecycle_controller.core.policy_match import (
     DEFAULT_PROTECTION,
     MatchReason,
+    ObjectView,
     Protection,
     match,
 )
@@ -179,15 +181,17 @@ def judge(
     defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
     restart_marker: str | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> tuple[Explanation, PolicyVerdict]:
     """The controller's decision for one object and what its policies had to do with it.
 
     ``annotations``: the object's lifecycle annotations; ``metadata``: all of it (labels,
-    every annotation, owner references), which matching reads; ``restart_marker``: the Pod
-    template's ``restartedAt`` (recurring policy restarts count from it).
+    every annotation, owner references), which matching reads; ``fields``: its other
+    top-level fields, which conditions may read; ``restart_marker``: the Pod template's
+    ``restartedAt`` (recurring policy restarts count from it).
     """
     policies = docs.policies
-    view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    view = object_view(resource, metadata, fields) if policies.for_resource(resource) else None
     candidate = view is not None and policies.candidate(view)
     inputs = None
     if view is not None and candidate:
@@ -211,6 +215,14 @@ def judge(
     return explanation, PolicyVerdict() if inputs is None else _verdict(inputs, candidate)
 
 
+def condition_read(policy: Policy, view: ObjectView) -> str:
+    """``condition read object.spec.replicas = 0`` (the fields beyond metadata the policy's
+    condition read of the object), or "" when it reads none."""
+    if policy.condition is None or not policy.condition.reads:
+        return ""
+    return "condition read " + ", ".join(read_values(policy.condition.reads, view.fields))
+
+
 def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
     """For each lifecycle key the deciding policy supplied: ``policy <Kind/...>``."""
     if not verdict.decided_by:
@@ -219,13 +231,17 @@ def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
 
 
 def refusals(
-    docs: PolicyDocs, resource: ResourceType, metadata: Mapping[str, Any]
+    docs: PolicyDocs,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    fields: Mapping[str, Any] | None = None,
 ) -> list[tuple[str, str]]:
     """``(policy, why)`` for every valid policy that may act on the type but not on this
-    object (the first of core's filters that refused it; ``explain`` prints them), and every
-    invalid one, leaving out the ``LifecyclePolicy`` objects of other namespaces."""
+    object (the first of core's filters that refused it, with the fields its condition read
+    when that refused it; ``explain`` prints them), and every invalid one, leaving out the
+    ``LifecyclePolicy`` objects of other namespaces."""
     policies = docs.policies
-    view = object_view(resource, metadata)
+    view = object_view(resource, metadata, fields)
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
         if policy.ref.namespace not in (None, view.namespace):
@@ -236,6 +252,9 @@ def refusals(
         why = str(result.reason)
         if result.reason is MatchReason.CONDITION_ERROR and result.problem:
             why = f"{why}: {result.problem}"
+        read = condition_read(policy, view)
+        if read and result.reason in (MatchReason.CONDITION, MatchReason.CONDITION_ERROR):
+            why = f"{why} ({read})"
         out.append((str(policy.ref), why))
     for invalid in policies.invalid:
         if invalid.ref.namespace not in (None, view.namespace):
