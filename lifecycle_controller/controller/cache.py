@@ -62,12 +62,13 @@ a type is synced when every scope registered for it has completed its first full
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.decision import ObjectFacts
+from lifecycle_controller.core.field_paths import fields_of
 from lifecycle_controller.core.keys import PREFIX
 from lifecycle_controller.core.policy_match import ObjectView
 from lifecycle_controller.core.resources import ObjectKey, ResourceType
@@ -147,8 +148,18 @@ class PolicyViews(Protocol):
         """A policy selects this type (its unannotated objects must be decoded and judged)."""
         ...
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
-        """The object's view when a policy could match it, else None."""
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView | None:
+        """The object's view when a policy could match it, else None; with the paths of
+        ``fields`` (its other top-level fields) the conditions read, and those alone."""
+        ...
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        """The paths beyond metadata the conditions for ``resource`` read (empty: none)."""
         ...
 
 
@@ -271,14 +282,18 @@ class MetadataCache:
         object cut down by a field projection (``metadata`` and the paths conditions read:
         those are kept in its view)."""
         fields: Mapping[str, Any] | None = None
-        if isinstance(metadata.get("metadata"), Mapping):  # a field projection's object
-            fields = {k: v for k, v in metadata.items() if k != "metadata"}
+        if isinstance(metadata.get("metadata"), Mapping):  # an object, not its metadata
+            fields = fields_of(metadata)
             metadata = metadata["metadata"]
         views = self.policy_views
-        view = None if views is None else views.view(resource, metadata)
-        if view is not None and fields:
-            view = replace(view, fields=fields)
+        view = None if views is None else views.view(resource, metadata, fields)
         return CachedObject.from_metadata(metadata, view=view)
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        """The paths beyond metadata the policies' conditions read of ``resource``: a fresh
+        read of one of its objects must read the object, not only its metadata."""
+        views = self.policy_views
+        return frozenset() if views is None else views.reads(resource)
 
     def keeps_unannotated(self, resource: ResourceType) -> bool:
         """Whether unannotated objects of ``resource`` may be kept (a policy selects it)."""

@@ -42,6 +42,7 @@ from lifecycle_controller.controller.informer_ports import (
 )
 from lifecycle_controller.controller.informer_projection import WholeObjects
 from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.core.field_paths import pick
 from lifecycle_controller.core.policy_match import DEFAULT_PROTECTION, ObjectView, Protection
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy_set import (
@@ -160,11 +161,20 @@ class PolicyStore:
     def watches(self, resource: ResourceType) -> bool:
         return bool(self.current.for_resource(resource))
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView | None:
         if not self.current.for_resource(resource):
             return None
-        view = object_view(resource, metadata)
+        reads = self.current.reads(resource)
+        view = object_view(resource, metadata, pick(fields, reads) if fields and reads else None)
         return view if self.current.candidate(view) else None
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        return self.current.reads(resource)
 
     # ------------------------------------------------------------------ applying
 
