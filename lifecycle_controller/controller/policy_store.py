@@ -42,7 +42,7 @@ from lifecycle_controller.controller.informer_ports import (
 )
 from lifecycle_controller.controller.informer_projection import WholeObjects
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.core.field_paths import pick
+from lifecycle_controller.core.field_paths import FieldInterner, pick
 from lifecycle_controller.core.policy_match import DEFAULT_PROTECTION, ObjectView, Protection
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy_set import (
@@ -127,6 +127,8 @@ class PolicyStore:
         self._docs: dict[_Key, PolicyDoc] = {}
         self._since: dict[tuple[str, int], int] = {}
         self.current = PolicySet()
+        #: Equal picked fields shared among objects (docs/policies.md#what-a-condition-reads).
+        self._interned = FieldInterner()
         self.on_change: PolicyChange | None = None
         self._off_logged: str | None = None
         #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
@@ -170,7 +172,8 @@ class PolicyStore:
         if not self.current.for_resource(resource):
             return None
         reads = self.current.reads(resource)
-        view = object_view(resource, metadata, pick(fields, reads) if fields and reads else None)
+        kept = self._interned(pick(fields, reads)) if fields and reads else None
+        view = object_view(resource, metadata, kept)
         return view if self.current.candidate(view) else None
 
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["fields_of", "pick", "read_values"]
+__all__ = ["FieldInterner", "fields_of", "pick", "read_values"]
 
 _ABSENT: Final = object()
 #: The longest value :func:`read_values` prints (a whole ``spec`` is cut short).
@@ -44,6 +44,32 @@ def pick(obj: Mapping[str, Any], paths: Iterable[tuple[str, ...]]) -> dict[str, 
         else:
             picked[head] = pick(value, rests)
     return picked
+
+
+class FieldInterner:
+    """One shared copy of equal picked fields: ``{"spec": {"replicas": 1}}`` is the same for
+    most objects, so 20,000 Deployments keep a handful of dicts, not 40,000. Values handed
+    out are shared: never mutate them. Bounded: when ``limit`` distinct values are held, the
+    table starts over (values already shared stay valid)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._table: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, fields: dict[str, Any]) -> dict[str, Any]:
+        try:
+            key = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return fields
+        if len(key) > 256:
+            return fields  # large values are rarely equal: not worth a table entry
+        found = self._table.get(key)
+        if found is not None:
+            return found
+        if len(self._table) >= self._limit:
+            self._table.clear()
+        self._table[key] = fields
+        return fields
 
 
 def _at(fields: Mapping[str, Any], path: tuple[str, ...]) -> object:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 from lifecycle_controller.core.decision import Action
@@ -117,6 +118,9 @@ def _strings(raw: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
 
 
+_NO_FIELDS: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
 def object_view(
     resource: ResourceType, metadata: Mapping[str, Any], fields: Mapping[str, Any] | None = None
 ) -> ObjectView:
@@ -130,7 +134,7 @@ def object_view(
         annotations=_strings(metadata.get("annotations")),
         creation_ns=_creation_ns(metadata.get("creationTimestamp")),
         owner_references=_owner_references(metadata.get("ownerReferences")),
-        fields=dict(fields) if fields else {},
+        fields=fields if fields else _NO_FIELDS,  # shared, never mutated (FieldInterner)
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core.field_paths import fields_of, pick, read_values
+from lifecycle_controller.core.field_paths import FieldInterner, fields_of, pick, read_values
 from lifecycle_controller.core.policy_condition import compile_condition
 
 DEPLOYMENT: dict[str, Any] = {
@@ -98,3 +98,15 @@ def test_a_condition_sees_the_fields_and_a_missing_one_does_not_match() -> None:
     assert missing.problem is None
     unguarded = compile_condition("object.spec.replicas == 0").evaluate(**common, fields={})
     assert unguarded.problem is not None  # an error: the object is held
+
+
+def test_equal_picked_fields_are_shared() -> None:
+    interned = FieldInterner(limit=2)
+    first = interned({"spec": {"replicas": 1}})
+    assert interned({"spec": {"replicas": 1}}) is first
+    assert interned({"spec": {"replicas": 0}}) is not first
+    interned({"spec": {"replicas": 2}})  # the table is full: it starts over
+    again = interned({"spec": {"replicas": 1}})
+    assert again == first
+    big = {"data": {"k": "v" * 300}}
+    assert interned(big) is big
