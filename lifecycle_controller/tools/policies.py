@@ -22,6 +22,7 @@ from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
+from lifecycle_controller.core.field_paths import fields_of, pick
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import GuardrailView
 from lifecycle_controller.core.policy_match import MatchReason, match, matches_statically
@@ -32,6 +33,7 @@ from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.kube.discovery import fetch_discovery
+from lifecycle_controller.kube.paging import pages
 from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
 from lifecycle_controller.tools.policy_view import PolicyDocs, policy_docs
 from lifecycle_controller.tools.report import Row, render, row_for, shortened
@@ -292,12 +294,14 @@ async def _try_one(
     metadata: Mapping[str, Any],
     mine: Sequence[Policy],
     report: TryReport,
+    fields: Mapping[str, Any] | None = None,
 ) -> None:
-    """Judge one object a tried policy may match; add its row and count it."""
+    """Judge one object a tried policy may match (``fields``: what the conditions read of it
+    beyond metadata); add its row and count it."""
     obj = CachedObject.from_metadata(metadata)
     if not run.scope.allows_object(resource, obj.namespace, obj.name):
         return  # the controller never sees it
-    view = object_view(resource, metadata)
+    view = object_view(resource, metadata, fields)
     protection = run.docs.policies.protection
     results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]
@@ -325,6 +329,7 @@ async def _try_one(
         settings=run.settings,
         defaults=run.defaults.get(obj.namespace) if obj.namespace else None,
         guardrails=run.guardrails,
+        fields=fields,
     )
     row = row_for(
         api_version=resource.api_version,
@@ -357,6 +362,28 @@ def _keeper(resource: ResourceType, mine: Sequence[Policy]) -> Callable[[Mapping
         return any(matches_statically(p, view) for p in mine)
 
     return keep
+
+
+async def _read_fields(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    reads: frozenset[tuple[str, ...]],
+) -> dict[str, dict[str, Any]] | None:
+    """By UID, the fields beyond metadata the conditions read of each object (whole objects
+    listed, as the controller's informers do for such a type); None when none reads any."""
+    if not reads:
+        return None
+    found: dict[str, dict[str, Any]] = {}
+
+    async def fetch(token: str | None) -> Mapping[str, Any]:
+        return await kube.list_objects(resource, namespace=namespace, continue_token=token)
+
+    async for page in pages(fetch):
+        for item in page.get("items") or []:
+            uid = str((item.get("metadata") or {}).get("uid", ""))
+            found[uid] = pick(fields_of(item), reads)
+    return found
 
 
 async def _list_selected(
@@ -407,11 +434,13 @@ async def try_policies(
             continue
         try:
             objects = await _list_selected(kube, resource, where, mine)
+            fields = await _read_fields(kube, resource, where, docs.policies.reads(resource))
         except KubeError as error:
             report.unreadable.append(f"{resource.key}: {error}")
             continue
         for metadata in objects:
-            await _try_one(run, resource, metadata, mine, report)
+            found = None if fields is None else fields.get(str(metadata.get("uid", "")), {})
+            await _try_one(run, resource, metadata, mine, report, found)
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
     return report
 

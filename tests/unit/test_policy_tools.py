@@ -110,3 +110,26 @@ async def test_policies_without_a_report_show_their_own_reading(
 async def test_policies_without_the_crds_lists_none(kube: KubeClient) -> None:
     assert await list_policies(kube, now_ns=0, namespace=None) == []
     assert render_policies([], "table") == "No lifecycle policies."
+
+
+@pytest.mark.usefixtures("policies_served")
+async def test_try_judges_a_condition_over_the_objects_data(
+    kube: KubeClient, clock: FakeClock
+) -> None:
+    """A condition reading ``object.data`` sees the live object's data, not an error."""
+    scratch = annotated("scratch", {})
+    scratch["data"] = {"mode": "scratch"}
+    await kube.create(CONFIGMAPS, "team", scratch)
+    kept = annotated("kept", {})
+    kept["data"] = {"other": "x"}
+    await kube.create(CONFIGMAPS, "team", kept)
+    condition = 'has(object.data.mode) && object.data.mode == "scratch"'
+    report = await try_policies(
+        kube,
+        [cluster_policy("by-mode", condition=condition, lifecycle={"delete-after": "1h"})],
+        scope=SCOPE,
+        settings=DecisionSettings(),
+        now_ns=clock.now_ns(),
+    )
+    assert [row.name for row in report.rows] == ["scratch"]
+    assert report.totals["ClusterLifecyclePolicy/by-mode"].held == 0
