@@ -22,7 +22,6 @@ from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
-from lifecycle_controller.core.field_paths import fields_of, pick
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import GuardrailView
 from lifecycle_controller.core.policy_match import MatchReason, match, matches_statically
@@ -33,8 +32,12 @@ from lifecycle_controller.core.scope import ScopeConfig, plan_resources
 from lifecycle_controller.core.timestamps import parse_rfc3339
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.kube.discovery import fetch_discovery
-from lifecycle_controller.kube.paging import pages
-from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
+from lifecycle_controller.tools.policy_live import (
+    RestartMarkers,
+    judge_live,
+    read_fields,
+    read_policies,
+)
 from lifecycle_controller.tools.policy_view import PolicyDocs, policy_docs
 from lifecycle_controller.tools.report import Row, render, row_for, shortened
 from lifecycle_controller.tools.status import list_kept, namespace_defaults
@@ -364,28 +367,6 @@ def _keeper(resource: ResourceType, mine: Sequence[Policy]) -> Callable[[Mapping
     return keep
 
 
-async def _read_fields(
-    kube: KubeClient,
-    resource: ResourceType,
-    namespace: str | None,
-    reads: frozenset[tuple[str, ...]],
-) -> dict[str, dict[str, Any]] | None:
-    """By UID, the fields beyond metadata the conditions read of each object (whole objects
-    listed, as the controller's informers do for such a type); None when none reads any."""
-    if not reads:
-        return None
-    found: dict[str, dict[str, Any]] = {}
-
-    async def fetch(token: str | None) -> Mapping[str, Any]:
-        return await kube.list_objects(resource, namespace=namespace, continue_token=token)
-
-    async for page in pages(fetch):
-        for item in page.get("items") or []:
-            uid = str((item.get("metadata") or {}).get("uid", ""))
-            found[uid] = pick(fields_of(item), reads)
-    return found
-
-
 async def _list_selected(
     kube: KubeClient, resource: ResourceType, namespace: str | None, mine: Sequence[Policy]
 ) -> list[Mapping[str, Any]]:
@@ -434,7 +415,7 @@ async def try_policies(
             continue
         try:
             objects = await _list_selected(kube, resource, where, mine)
-            fields = await _read_fields(kube, resource, where, docs.policies.reads(resource))
+            fields = await read_fields(kube, resource, where, docs.policies.reads(resource))
         except KubeError as error:
             report.unreadable.append(f"{resource.key}: {error}")
             continue

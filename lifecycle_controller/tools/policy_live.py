@@ -21,17 +21,25 @@ from typing import Any
 from lifecycle_controller.controller.cache import CachedObject, object_facts
 from lifecycle_controller.core import DecisionSettings, keys
 from lifecycle_controller.core.decision import Action
+from lifecycle_controller.core.field_paths import fields_of, pick
 from lifecycle_controller.core.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.plan import Explanation, GuardrailView
 from lifecycle_controller.core.policy_set import PolicySet, object_view
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.core.rollout import restart_marker_of
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
-from lifecycle_controller.kube.paging import list_whole
+from lifecycle_controller.kube.paging import list_whole, pages
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, judge, policy_docs
 
-__all__ = ["PolicyRead", "RestartMarkers", "judge_live", "needs_marker", "read_policies"]
+__all__ = [
+    "PolicyRead",
+    "RestartMarkers",
+    "judge_live",
+    "needs_marker",
+    "read_fields",
+    "read_policies",
+]
 
 
 @dataclass(frozen=True)
@@ -142,3 +150,25 @@ async def judge_live(
         if marker is None:
             break
     return explanation, verdict
+
+
+async def read_fields(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    reads: frozenset[tuple[str, ...]],
+) -> dict[str, dict[str, Any]] | None:
+    """By UID, the fields beyond metadata the conditions read of each object (whole objects
+    listed, as the controller's informers do for such a type); None when none reads any."""
+    if not reads:
+        return None
+    found: dict[str, dict[str, Any]] = {}
+
+    async def fetch(token: str | None) -> Mapping[str, Any]:
+        return await kube.list_objects(resource, namespace=namespace, continue_token=token)
+
+    async for page in pages(fetch):
+        for item in page.get("items") or []:
+            uid = str((item.get("metadata") or {}).get("uid", ""))
+            found[uid] = pick(fields_of(item), reads)
+    return found
