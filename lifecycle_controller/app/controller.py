@@ -328,6 +328,8 @@ class Controller:
             metrics=InformerMetricsAdapter(self.metrics, self.activity.arrived),
             on_resource_gone=lambda _resource: discovery.trigger(),
             on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
+            objects=self.kube,
+            reads=lambda resource: policies.store.current.reads(resource),
         )
         assert reconciler.policies is not None
         policies.attach(

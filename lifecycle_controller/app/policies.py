@@ -5,9 +5,10 @@
 policies are loaded before the informers start (their first list already keeps the objects a
 policy could match); afterwards a change of the policies that select a type re-evaluates its
 cached policy objects, and relists that type only when what the informers keep for it changed
-(resources, namespaces, names or selector: objects dropped while listing may match now), not
-for a new action, condition or priority; a removed policy's pending actions are cancelled, and
-the log says so (docs/policies.md#changing-a-policy).
+(resources, namespaces, names or selector: objects dropped while listing may match now; or
+the paths the conditions read beyond metadata: the informer relists with the new projection),
+not for a new action, priority or a condition reading the same paths; a removed policy's
+pending actions are cancelled, and the log says so (docs/policies.md#changing-a-policy).
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[Polic
     return deciding + tuple((p.ref, p.generation) for p in policies.invalid)
 
 
-def _kept(policies: PolicySet, resource: ResourceType) -> tuple[tuple[object, ...], ...]:
-    """What decides which objects of ``resource`` the informers keep for the policies."""
-    return tuple(static_filters(p) for p in policies.for_resource(resource))
+def _kept(policies: PolicySet, resource: ResourceType) -> tuple[object, ...]:
+    """What decides which objects of ``resource`` the informers keep for the policies, and
+    which of their fields (the paths the conditions read: a change relists with the new
+    projection)."""
+    return (
+        tuple(static_filters(p) for p in policies.for_resource(resource)),
+        policies.reads(resource),
+    )
 
 
 def policy_protection(settings: Settings, default_namespace: str) -> Protection:

@@ -70,6 +70,7 @@ from lifecycle_controller.core.decision.outcomes import ObjectFacts
 from lifecycle_controller.core.objects.copies import controller_owner
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
+from lifecycle_controller.core.policy.field_paths import fields_of
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.text.timestamps import (
     TimestampError,
@@ -147,8 +148,18 @@ class PolicyViews(Protocol):
         """A policy selects this type (its unannotated objects must be decoded and judged)."""
         ...
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
-        """The object's view when a policy could match it, else None."""
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView | None:
+        """The object's view when a policy could match it, else None; with the paths of
+        ``fields`` (its other top-level fields) the conditions read, and those alone."""
+        ...
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        """The paths beyond metadata the conditions for ``resource`` read (empty: none)."""
         ...
 
 
@@ -269,10 +280,22 @@ class MetadataCache:
     # ------------------------------------------------------------------ objects
 
     def project(self, resource: ResourceType, metadata: Mapping[str, Any]) -> CachedObject:
-        """The cached form of an object's ``metadata`` (see "What is stored")."""
+        """The cached form of an object's ``metadata`` (see "What is stored"), or of an
+        object cut down by a field projection (``metadata`` and the paths conditions read:
+        those are kept in its view)."""
+        fields: Mapping[str, Any] | None = None
+        if isinstance(metadata.get("metadata"), Mapping):  # an object, not its metadata
+            fields = fields_of(metadata)
+            metadata = metadata["metadata"]
         views = self.policy_views
-        view = None if views is None else views.view(resource, metadata)
+        view = None if views is None else views.view(resource, metadata, fields)
         return CachedObject.from_metadata(metadata, view=view)
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        """The paths beyond metadata the policies' conditions read of ``resource``: a fresh
+        read of one of its objects must read the object, not only its metadata."""
+        views = self.policy_views
+        return frozenset() if views is None else views.reads(resource)
 
     def keeps_unannotated(self, resource: ResourceType) -> bool:
         """Whether unannotated objects of ``resource`` may be kept (a policy selects it)."""

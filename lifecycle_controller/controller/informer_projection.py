@@ -11,10 +11,10 @@ informer_ports.Keeper` is given:
 * :class:`WholeObjects`: whole objects in JSON, paged lists only (lifecycle policies,
   followed rollouts). The keeper is given the object.
 
-A projection of chosen field paths (``spec.paused``, ``status.*Replicas``...) would be a
-third: it asks as :class:`WholeObjects` does and gives the keeper only those paths (a
-``kept()`` that copies them out), so what an informer keeps of a type is chosen per purpose
-without another loop.
+* :class:`FieldProjection`: chosen field paths (``spec.replicas``, ``status.phase``...): it
+  asks as :class:`WholeObjects` does and gives the keeper the object cut down to its
+  ``metadata`` and those paths (the annotated types a policy's condition reads beyond
+  metadata: docs/policies.md#what-a-condition-reads).
 
 Only the informer calls these: they are the one place in the controller whose calls open a
 watch (``tests/machinery/test_one_informer.py`` checks it).
@@ -26,9 +26,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from lifecycle_controller.controller.informer_ports import MetadataSource, ObjectSource
+from lifecycle_controller.core.policy.field_paths import pick
 from lifecycle_controller.kube import EventFilter, ResourceType
 
-__all__ = ["MetadataProjection", "Projection", "WholeObjects"]
+__all__ = ["FieldProjection", "MetadataProjection", "Projection", "WholeObjects"]
 
 
 class Projection(Protocol):
@@ -208,6 +209,20 @@ class WholeObjects:
 
     def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return obj if isinstance(obj.get("metadata"), Mapping) else None
+
+
+class FieldProjection(WholeObjects):
+    """Whole objects asked for, ``metadata`` and the chosen ``paths`` kept: the keeper is
+    given ``{"metadata": ..., <path>: ...}`` (a path ``()`` keeps the whole object)."""
+
+    def __init__(self, source: ObjectSource, paths: frozenset[tuple[str, ...]]) -> None:
+        super().__init__(source)
+        self.paths = paths
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if not isinstance(obj.get("metadata"), Mapping):
+            return None
+        return {**pick(obj, self.paths), "metadata": obj["metadata"]}
 
 
 def _selected(field_selector: str | None) -> dict[str, str]:

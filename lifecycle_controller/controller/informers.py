@@ -2,7 +2,8 @@
 
 :class:`InformerSet` starts and stops informers for whole resource types; each runs
 :class:`~lifecycle_controller.controller.reflector.Informer` (client-go's reflector loop over
-metadata-only requests, docs/architecture.md#informer-loop) in its own task, so one failing
+metadata-only requests, or whole objects cut down to the paths policies' conditions read:
+docs/architecture.md#informer-loop) in its own task, so one failing
 informer never stops the others. Changes reach one synchronous, non-blocking handler
 ``on_object_change(kind, key, old, new)``; the composition root applies the scope and relevance
 predicates there and adds keys to the work queue.
@@ -25,9 +26,14 @@ from lifecycle_controller.controller.informer_ports import (
     InformerSettings,
     MetadataSource,
     NoInformerMetrics,
+    ObjectSource,
     ResourceGoneHandler,
 )
-from lifecycle_controller.controller.informer_projection import MetadataProjection
+from lifecycle_controller.controller.informer_projection import (
+    FieldProjection,
+    MetadataProjection,
+    Projection,
+)
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.kube import ResourceType
 from lifecycle_controller.machinery.clock import Clock
@@ -65,8 +71,14 @@ class InformerSet:
         on_resource_gone: ResourceGoneHandler | None = None,
         rng: random.Random | None = None,
         on_answered_again: Callable[[], None] | None = None,
+        objects: ObjectSource | None = None,
+        reads: Callable[[ResourceType], frozenset[tuple[str, ...]]] | None = None,
     ) -> None:
         self._projection = MetadataProjection(source)
+        #: Whole objects, for the types whose policies' conditions read beyond metadata
+        #: (``reads``: those paths); every other type is metadata-only.
+        self._objects = objects
+        self._reads = reads
         self._on_answered_again = on_answered_again
         self._cache = cache
         self._on_object_change = on_object_change
@@ -113,7 +125,7 @@ class InformerSet:
         informer = Informer(
             resource=resource,
             namespace=scope,
-            projection=self._projection,
+            projection=self.projection(resource),
             keeper=CacheWriter(resource, scope, self._cache, self._on_object_change),
             clock=self._clock,
             purpose="objects",
@@ -127,6 +139,14 @@ class InformerSet:
         task = asyncio.create_task(informer.run(), name=f"informer {resource} {scope or '*'}")
         task.add_done_callback(_log_unexpected_exit)
         return task
+
+    def projection(self, resource: ResourceType) -> Projection:
+        """What the informers of ``resource`` ask for: the paths the policies' conditions
+        read, or metadata only (chosen at each start and relist)."""
+        paths = frozenset() if self._reads is None else self._reads(resource)
+        if paths and self._objects is not None:
+            return FieldProjection(self._objects, paths)
+        return self._projection
 
     async def relist(self, resource: ResourceType) -> None:
         """List ``resource`` again from scratch, keeping its cached objects meanwhile (a

@@ -31,7 +31,12 @@ class NamespaceLabelViews:
     def watches(self, resource: ResourceType) -> bool:
         return resource.group == "" and resource.kind == "Namespace"
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView | None:
         if not self.watches(resource):
             return None
         raw = metadata.get("labels")
@@ -43,6 +48,10 @@ class NamespaceLabelViews:
         return ObjectView(
             resource=resource, namespace=None, name=str(metadata.get("name", "")), labels=labels
         )
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        """Nothing beyond a Namespace's metadata."""
+        return frozenset()
 
 
 def labels_of(obj: CachedObject | None) -> Mapping[str, str] | None:

@@ -44,6 +44,7 @@ from lifecycle_controller.controller.informer_ports import (
 from lifecycle_controller.controller.informer_projection import WholeObjects
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.field_paths import FieldInterner, pick
 from lifecycle_controller.core.policy.in_force import (
     PolicySet,
     object_view,
@@ -128,6 +129,8 @@ class PolicyStore:
         self._since: dict[tuple[str, int], int] = {}
         self._since_view: Mapping[PolicyRef, int] | None = None
         self.current = PolicySet()
+        #: Equal picked fields shared among objects (docs/policies.md#what-a-condition-reads).
+        self._interned = FieldInterner()
         self.on_change: PolicyChange | None = None
         self._off_logged: str | None = None
         #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
@@ -175,11 +178,21 @@ class PolicyStore:
             return view
         return replace(view, namespace_labels=self.namespace_labels(view.namespace))
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView | None:
         if not self.current.for_resource(resource):
             return None
-        view = object_view(resource, metadata)
+        reads = self.current.reads(resource)
+        kept = self._interned(pick(fields, reads)) if fields and reads else None
+        view = object_view(resource, metadata, kept)
         return view if self.current.candidate(view) else None
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        return self.current.reads(resource)
 
     # ------------------------------------------------------------------ applying
 

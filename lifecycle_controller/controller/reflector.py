@@ -151,6 +151,11 @@ class Informer:
         self._log = _log.bind(resource=str(resource), scope=namespace or "*", purpose=purpose)
 
     @property
+    def projection(self) -> Projection:
+        """What this informer asks for and keeps of each object."""
+        return self._projection
+
+    @property
     def resource_version(self) -> str | None:
         """The last resourceVersion seen (list or any watch event); None before the first list."""
         return self._resource_version

@@ -116,7 +116,7 @@ class ObjectWriter:
         except NotFound:
             self.cache.write_back(key, None)
             return None
-        fresh = self.cache.project(key.resource, response.get("metadata") or {})
+        fresh = self.cache.project(key.resource, _object(response))
         fact = None
         if restart:
             fact = RestartFact(restart_marker_of(response, keys.RESTARTED_AT), self.clock.now_ns())
@@ -142,13 +142,17 @@ class ObjectWriter:
         self.cache.write_back(key, None)
 
     async def reread(self, key: ObjectKey) -> CachedObject | None:
-        """The object's current metadata straight from the API (after a conflict)."""
+        """The object's current metadata straight from the API (after a conflict); the whole
+        object when the policies' conditions read its fields beyond metadata."""
         try:
-            response = await self.api.get_metadata(key.resource, key.namespace, key.name)
+            if self.cache.reads(key.resource):
+                response = await self.api.get(key.resource, key.namespace, key.name)
+            else:
+                response = await self.api.get_metadata(key.resource, key.namespace, key.name)
         except NotFound:
             self.cache.write_back(key, None)
             return None
-        fresh = self.cache.project(key.resource, response.get("metadata") or {})
+        fresh = self.cache.project(key.resource, _object(response))
         self.cache.write_back(key, fresh)
         return fresh
 
@@ -164,3 +168,9 @@ class ObjectWriter:
         """A lifecycle policy skipped the occurrence due at ``at_ns`` (catch-up): remember it
         as the workload's restart fact, in memory (docs/architecture.md#policy-anchors)."""
         self.cache.write_back(key, obj, decided_on=obj, acknowledged_ns=at_ns)
+
+
+def _object(response: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A response's object as the cache projects it (its metadata, and its fields for the
+    conditions that read them); an answer without metadata counts as empty metadata."""
+    return response if isinstance(response.get("metadata"), Mapping) else {"metadata": {}}

@@ -1,6 +1,8 @@
 """``explain KIND/NAME``: everything the controller knows and would do about one object, live.
 
-For one object it reads the metadata (never the spec or data) and the Events about it, then
+For one object it reads the metadata and the Events about it (and, only when a policy's
+condition reads them, the fields that condition reads: docs/policies.md#what-a-condition-reads),
+then
 shows: each lifecycle annotation with its parsed meaning, the decision and its reason, the
 due time (absolute and relative), the catch-up policy and what it means if the controller is
 down at the due time, dry-run, whether a controller started with the given flags would even
@@ -22,6 +24,7 @@ from lifecycle_controller.core.objects.copies import is_annotation_copy
 from lifecycle_controller.core.objects.relevance import has_action
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
+from lifecycle_controller.core.policy.field_paths import fields_of, pick
 from lifecycle_controller.core.text.gotext import format_go_duration
 from lifecycle_controller.core.text.timestamps import (
     TimestampError,
@@ -232,6 +235,21 @@ def _second(stamp: str) -> str:
         return stamp
 
 
+async def _read_fields(
+    kube: KubeClient,
+    docs: PolicyDocs,
+    resource: ResourceType,
+    namespace: str | None,
+    name: str,
+) -> dict[str, Any] | None:
+    """The fields beyond metadata that the policies' conditions for ``resource`` read (the
+    whole object is read only then, as the controller's informers do)."""
+    reads = docs.policies.reads(resource)
+    if not reads:
+        return None
+    return pick(fields_of(await kube.get(resource, namespace, name)), reads)
+
+
 async def _events(kube: KubeClient, namespace: str, name: str, uid: str) -> list[dict[str, str]]:
     listing = await kube.request(
         "GET",
@@ -296,6 +314,7 @@ async def explain_object(
         watched, scope_text = _scope(resource, verbs, obj, scope, settings)
         read = await read_policies(kube, now_ns=now_ns)
         docs = read.docs if watched else PolicyDocs()  # an unwatched object: no policy sees it
+        fields = await _read_fields(kube, docs, resource, where, name)
         explanation, verdict = await judge_live(
             kube,
             RestartMarkers(),
@@ -307,13 +326,16 @@ async def explain_object(
             occurrences=occurrences,
             defaults=defaults,
             guardrails=guardrails,
+            fields=fields,
         )
     except KubeError as error:
         raise ExplainError(str(error)) from error
     annotations = dict(obj.annotations)
     inputs = annotations if verdict.inputs is None else dict(verdict.inputs.annotations)
     sources = policy_sources(verdict)
-    policies = policy_report(docs, verdict, resource, metadata, unreadable=read.problem)
+    policies = policy_report(
+        docs, verdict, resource, metadata, unreadable=read.problem, fields=fields
+    )
     due = explanation.due_ns
     report = ObjectReport(
         kind=resource.kind,

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, refusals
+from lifecycle_controller.core.policy.in_force import object_view
+from lifecycle_controller.tools.policy_view import (
+    PolicyDocs,
+    PolicyVerdict,
+    condition_read,
+    refusals,
+)
 
 __all__ = ["PolicyReport", "policy_lines", "policy_report", "why_no_policy"]
 
@@ -41,6 +47,9 @@ class PolicyReport:
     propagation: str | None = None
     #: What its ``namespaceSelector`` made of the Namespace (None: it has none).
     namespace_selection: str | None = None
+    #: ``condition read object.spec.replicas = 0``: the fields beyond metadata the deciding
+    #: policy's condition read (None when it reads none).
+    condition_read: str | None = None
 
 
 def policy_report(
@@ -50,6 +59,7 @@ def policy_report(
     metadata: Mapping[str, Any],
     *,
     unreadable: str | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> PolicyReport | None:
     """The report, or None when no policy exists at all (nothing is said about policies)."""
     if not docs.any and unreadable is None:
@@ -61,7 +71,8 @@ def policy_report(
         exempt=verdict.exempt,
         own_action=verdict.own_action,
         not_matched=[
-            {"policy": policy, "why": why} for policy, why in refusals(docs, resource, metadata)
+            {"policy": policy, "why": why}
+            for policy, why in refusals(docs, resource, metadata, fields)
         ],
         unreadable=unreadable,
         held=verdict.held or None,
@@ -69,7 +80,21 @@ def policy_report(
         also_decided_by=list(verdict.also_decided_by),
         propagation=verdict.propagation or None,
         namespace_selection=verdict.namespace_selection or None,
+        condition_read=_deciding_read(docs, verdict, resource, metadata, fields) or None,
     )
+
+
+def _deciding_read(
+    docs: PolicyDocs,
+    verdict: PolicyVerdict,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    fields: Mapping[str, Any] | None,
+) -> str:
+    deciding = [p for p in docs.policies.valid if str(p.ref) == verdict.decided_by]
+    if not deciding:
+        return ""
+    return condition_read(deciding[0], object_view(resource, metadata, fields))
 
 
 def _field(label: str, value: str) -> str:
@@ -86,6 +111,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         lines = [_field("Policy", f"{report.decided_by} decides ({report.based_on})")]
         if report.namespace_selection:
             lines.append(_field("Namespace", f"{report.namespace_selection} (namespaceSelector)"))
+        if report.condition_read:
+            lines.append(_field("Condition", report.condition_read))
         if report.propagation:
             lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
         lines += [

@@ -31,6 +31,7 @@ from lifecycle_controller.core.objects.copies import controller_owner
 from lifecycle_controller.core.objects.rollout import restart_marker_of
 from lifecycle_controller.core.objects.unknown_keys import describe_unknown
 from lifecycle_controller.core.objects.unknown_keys import unknown_keys as find_unknown_keys
+from lifecycle_controller.core.policy.field_paths import fields_of
 from lifecycle_controller.core.policy.in_force import POLICY_API_VERSION, is_policy_manifest
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.core.tooling.plan import Explanation
@@ -231,6 +232,7 @@ def plan_report(
             defaults=defaults.get(facts.namespace) if facts.namespace else None,
             guardrails=controller.guardrails,
             restart_marker=facts.restart_marker,
+            fields=fields_of(obj),  # conditions read the manifest's whole object
         )
         if not annotations and not verdict.concerned:
             continue

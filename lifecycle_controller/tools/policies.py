@@ -36,6 +36,7 @@ from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.tools.policy_live import (
     RestartMarkers,
     judge_live,
+    read_fields,
     read_policies,
     with_live_namespaces,
 )
@@ -302,12 +303,14 @@ async def _try_one(
     metadata: Mapping[str, Any],
     mine: Sequence[Policy],
     report: TryReport,
+    fields: Mapping[str, Any] | None = None,
 ) -> None:
-    """Judge one object a tried policy may match; add its row and count it."""
+    """Judge one object a tried policy may match (``fields``: what the conditions read of it
+    beyond metadata); add its row and count it."""
     obj = CachedObject.from_metadata(metadata)
     if not run.scope.allows_object(resource, obj.namespace, obj.name):
         return  # the controller never sees it
-    view = run.docs.view(resource, metadata)
+    view = run.docs.view(resource, metadata, fields)
     protection = run.docs.policies.protection
     results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]
@@ -337,6 +340,7 @@ async def _try_one(
         settings=run.settings,
         defaults=run.defaults.get(obj.namespace) if obj.namespace else None,
         guardrails=run.guardrails,
+        fields=fields,
     )
     row = row_for(
         api_version=resource.api_version,
@@ -421,11 +425,13 @@ async def try_policies(
             continue
         try:
             objects = await _list_selected(kube, resource, where, mine)
+            fields = await read_fields(kube, resource, where, docs.policies.reads(resource))
         except KubeError as error:
             report.unreadable.append(f"{resource.key}: {error}")
             continue
         for metadata in objects:
-            await _try_one(run, resource, metadata, mine, report)
+            found = None if fields is None else fields.get(str(metadata.get("uid", "")), {})
+            await _try_one(run, resource, metadata, mine, report, found)
     for policy in tried:
         limit = policy.limit if policy.limit is not None else default_limit
         totals = report.totals[str(policy.ref)]

@@ -25,10 +25,11 @@ from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.rollout import restart_marker_of
+from lifecycle_controller.core.policy.field_paths import fields_of, pick
 from lifecycle_controller.core.policy.in_force import PolicySet, object_view
 from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError, NotFound
-from lifecycle_controller.kube.paging import list_whole
+from lifecycle_controller.kube.paging import list_whole, pages
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES
 from lifecycle_controller.tools.policy_view import PolicyDocs, PolicyVerdict, judge, policy_docs
 
@@ -37,6 +38,7 @@ __all__ = [
     "RestartMarkers",
     "judge_live",
     "needs_marker",
+    "read_fields",
     "read_policies",
     "with_live_namespaces",
 ]
@@ -133,11 +135,13 @@ async def judge_live(
     occurrences: int = 3,
     defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> tuple[Explanation, PolicyVerdict]:
-    """:func:`~.policy_view.judge` for a live object; a workload a restart policy decides is
-    read once for its template marker first, as the controller's policy step does."""
+    """:func:`~.policy_view.judge` for a live object (``fields``: what its policies'
+    conditions read beyond metadata); a workload a restart policy decides is read once for
+    its template marker first, as the controller's policy step does."""
     policies = docs.policies
-    view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    view = object_view(resource, metadata, fields) if policies.for_resource(resource) else None
     kept = view if view is not None and policies.candidate(view) else None
     obj = CachedObject.from_metadata(metadata, view=kept)  # as the controller's cache has it
     marker: str | None = None
@@ -154,6 +158,7 @@ async def judge_live(
             defaults=defaults,
             guardrails=guardrails,
             restart_marker=marker,
+            fields=fields,
         )
         if marker is not None or not needs_marker(resource, docs.policies, verdict):
             break
@@ -161,3 +166,25 @@ async def judge_live(
         if marker is None:
             break
     return explanation, verdict
+
+
+async def read_fields(
+    kube: KubeClient,
+    resource: ResourceType,
+    namespace: str | None,
+    reads: frozenset[tuple[str, ...]],
+) -> dict[str, dict[str, Any]] | None:
+    """By UID, the fields beyond metadata the conditions read of each object (whole objects
+    listed, as the controller's informers do for such a type); None when none reads any."""
+    if not reads:
+        return None
+    found: dict[str, dict[str, Any]] = {}
+
+    async def fetch(token: str | None) -> Mapping[str, Any]:
+        return await kube.list_objects(resource, namespace=namespace, continue_token=token)
+
+    async for page in pages(fetch):
+        for item in page.get("items") or []:
+            uid = str((item.get("metadata") or {}).get("uid", ""))
+            found[uid] = pick(fields_of(item), reads)
+    return found

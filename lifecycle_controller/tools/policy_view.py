@@ -22,6 +22,7 @@ from lifecycle_controller.core import DecisionSettings, ObjectFacts
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.decide import attribution
+from lifecycle_controller.core.policy.field_paths import read_values
 from lifecycle_controller.core.policy.in_force import (
     PolicySet,
     object_view,
@@ -65,9 +66,15 @@ class PolicyDocs:
     #: among ``plan``'s input, or the cluster's); a Namespace not in it is not known.
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView:
-        """What matching reads of the object, its Namespace's labels included."""
-        view = object_view(resource, metadata)
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView:
+        """What matching reads of the object (its ``fields`` beyond metadata as far as a
+        condition reads them), its Namespace's labels included."""
+        view = object_view(resource, metadata, fields)
         if view.namespace is None:
             return view
         return replace(view, namespace_labels=self.namespace_labels.get(view.namespace))
@@ -209,15 +216,17 @@ def judge(
     defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
     restart_marker: str | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> tuple[Explanation, PolicyVerdict]:
     """The controller's decision for one object and what its policies had to do with it.
 
     ``annotations``: the object's lifecycle annotations; ``metadata``: all of it (labels,
-    every annotation, owner references), which matching reads; ``restart_marker``: the Pod
-    template's ``restartedAt`` (recurring policy restarts count from it).
+    every annotation, owner references), which matching reads; ``fields``: its other
+    top-level fields, which conditions may read; ``restart_marker``: the Pod template's
+    ``restartedAt`` (recurring policy restarts count from it).
     """
     policies = docs.policies
-    view = docs.view(resource, metadata) if policies.for_resource(resource) else None
+    view = docs.view(resource, metadata, fields) if policies.for_resource(resource) else None
     candidate = view is not None and policies.candidate(view)
     inputs = None
     if view is not None and candidate:
@@ -243,6 +252,14 @@ def judge(
     return explanation, _verdict(inputs, candidate, view)
 
 
+def condition_read(policy: Policy, view: ObjectView) -> str:
+    """``condition read object.spec.replicas = 0`` (the fields beyond metadata the policy's
+    condition read of the object), or "" when it reads none."""
+    if policy.condition is None or not policy.condition.reads:
+        return ""
+    return "condition read " + ", ".join(read_values(policy.condition.reads, view.fields))
+
+
 def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
     """For each lifecycle key the deciding policy supplied: ``policy <Kind/...>``."""
     if not verdict.decided_by:
@@ -251,13 +268,17 @@ def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
 
 
 def refusals(
-    docs: PolicyDocs, resource: ResourceType, metadata: Mapping[str, Any]
+    docs: PolicyDocs,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    fields: Mapping[str, Any] | None = None,
 ) -> list[tuple[str, str]]:
     """``(policy, why)`` for every valid policy that may act on the type but not on this
-    object (the first of core's filters that refused it; ``explain`` prints them), and every
-    invalid one, leaving out the ``LifecyclePolicy`` objects of other namespaces."""
+    object (the first of core's filters that refused it, with the fields its condition read
+    when that refused it; ``explain`` prints them), and every invalid one, leaving out the
+    ``LifecyclePolicy`` objects of other namespaces."""
     policies = docs.policies
-    view = docs.view(resource, metadata)
+    view = docs.view(resource, metadata, fields)
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
         if policy.ref.namespace not in (None, view.namespace):
@@ -271,6 +292,9 @@ def refusals(
         elif result.reason in (MatchReason.NAMESPACE_SELECTOR, MatchReason.NAMESPACE_UNKNOWN):
             words = namespace_selection(policy, view)
             why = f"{why}: {words}" if words else why
+        read = condition_read(policy, view)
+        if read and result.reason in (MatchReason.CONDITION, MatchReason.CONDITION_ERROR):
+            why = f"{why} ({read})"
         out.append((str(policy.ref), why))
     for invalid in policies.invalid:
         if invalid.ref.namespace not in (None, view.namespace):

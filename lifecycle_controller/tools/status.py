@@ -34,7 +34,12 @@ from lifecycle_controller.kube.discovery import fetch_discovery
 from lifecycle_controller.kube.paging import pages
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.clock import Clock
-from lifecycle_controller.tools.policy_live import RestartMarkers, judge_live, read_policies
+from lifecycle_controller.tools.policy_live import (
+    RestartMarkers,
+    judge_live,
+    read_fields,
+    read_policies,
+)
 from lifecycle_controller.tools.policy_view import PolicyDocs
 from lifecycle_controller.tools.report import Row, row_for
 
@@ -138,6 +143,7 @@ async def collect_status(
         where = namespace if resource.namespaced else None
         try:
             objects = await list_kept(kube, resource, where, keeper(docs, resource))
+            fields = await read_fields(kube, resource, where, docs.policies.reads(resource))
         except KubeError as error:
             report.unreadable.append(f"{resource.key}: {error}")
             continue
@@ -159,6 +165,7 @@ async def collect_status(
                 settings=settings,
                 defaults=defaults.get(obj.namespace) if obj.namespace else None,
                 guardrails=guardrails,
+                fields=None if fields is None else fields.get(obj.uid, {}),
             )
             if explanation.action is None and not explanation.problems:
                 continue  # only bookkeeping (managed-by, a restart marker): nothing to show

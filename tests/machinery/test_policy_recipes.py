@@ -30,8 +30,14 @@ def _shown(document: str, name: str) -> str:
     return document.split(command, 1)[1].split("```", 1)[0]
 
 
-def test_there_are_three_recipes() -> None:
-    assert RECIPES == ["nightly-restarts", "preview-namespaces", "stale-configmaps"]
+def test_there_are_five_recipes() -> None:
+    assert RECIPES == [
+        "nightly-restarts",
+        "pending-claims",
+        "preview-namespaces",
+        "scaled-to-zero",
+        "stale-configmaps",
+    ]
 
 
 @pytest.mark.parametrize(("document", "name"), SHOWN)

@@ -168,8 +168,16 @@ class Selecting:
     def watches(self, resource: ResourceType) -> bool:
         return resource == CONFIGMAPS
 
-    def view(self, resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView | None:
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+    ) -> ObjectView | None:
         return None
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        return frozenset()
 
 
 def informer_on(

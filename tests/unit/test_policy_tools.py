@@ -19,6 +19,7 @@ from lifecycle_controller.tools.policies import (
     render_try,
     try_policies,
 )
+from lifecycle_controller.tools.status import collect_status
 from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated
@@ -110,3 +111,45 @@ async def test_policies_without_a_report_show_their_own_reading(
 async def test_policies_without_the_crds_lists_none(kube: KubeClient) -> None:
     assert await list_policies(kube, now_ns=0, namespace=None) == []
     assert render_policies([], "table") == "No lifecycle policies."
+
+
+@pytest.mark.usefixtures("policies_served")
+async def test_try_judges_a_condition_over_the_objects_data(
+    kube: KubeClient, clock: FakeClock
+) -> None:
+    """A condition reading ``object.data`` sees the live object's data, not an error."""
+    scratch = annotated("scratch", {})
+    scratch["data"] = {"mode": "scratch"}
+    await kube.create(CONFIGMAPS, "team", scratch)
+    kept = annotated("kept", {})
+    kept["data"] = {"other": "x"}
+    await kube.create(CONFIGMAPS, "team", kept)
+    condition = 'has(object.data.mode) && object.data.mode == "scratch"'
+    report = await try_policies(
+        kube,
+        [cluster_policy("by-mode", condition=condition, lifecycle={"delete-after": "1h"})],
+        scope=SCOPE,
+        settings=DecisionSettings(),
+        now_ns=clock.now_ns(),
+    )
+    assert [row.name for row in report.rows] == ["scratch"]
+    assert report.totals["ClusterLifecyclePolicy/by-mode"].held == 0
+
+
+@pytest.mark.usefixtures("policies_served")
+async def test_status_judges_a_condition_over_the_objects_data(
+    kube: KubeClient, clock: FakeClock
+) -> None:
+    """``status`` reads the fields a policy's condition reads, as the controller keeps them."""
+    scratch = annotated("scratch", {})
+    scratch["data"] = {"mode": "scratch"}
+    await kube.create(CONFIGMAPS, "team", scratch)
+    kept = annotated("kept", {})
+    kept["data"] = {"mode": "keep"}
+    await kube.create(CONFIGMAPS, "team", kept)
+    condition = 'has(object.data.mode) && object.data.mode == "scratch"'
+    policy = cluster_policy("by-mode", condition=condition, lifecycle={"delete-after": "1h"})
+    await kube.create(CLUSTER_POLICIES, None, policy)
+    report = await collect_status(kube, scope=SCOPE, clock=clock, settings=DecisionSettings())
+    assert [row.name for row in report.rows] == ["scratch"]
+    assert all(not row.problems for row in report.rows)

@@ -55,6 +55,9 @@ class Sizes:
     annotations_bytes: int
     owner_entries: int
     owner_bytes: int
+    #: Scalars, entries and characters of the object's fields other than metadata that the
+    #: condition is given (only the paths it reads).
+    fields: int = 0
 
     @property
     def total(self) -> int:
@@ -67,6 +70,7 @@ class Sizes:
             + self.annotations_bytes
             + self.owner_entries
             + self.owner_bytes
+            + self.fields
             + 16
         )
 
@@ -304,6 +308,13 @@ class _Parser:
         self.tokens = tokens
         self.at = 0
         self.macro_depth = 0
+        #: The paths under ``object`` the expression reads (see :attr:`CostModel.reads`).
+        self.reads: set[tuple[str, ...]] = set()
+
+    def read(self, path: tuple[str, ...]) -> None:
+        """``path`` (from ``object``) is read as a whole: a selection chain ended there."""
+        if path and path[0] == "object":
+            self.reads.add(path[1:])
 
     def peek(self, offset: int = 0) -> _Token:
         return self.tokens[min(self.at + offset, len(self.tokens) - 1)]
@@ -377,16 +388,19 @@ class _Parser:
                 if token.kind != "ident":
                     raise CostError(f"expected a field name after '.', found {token.text!r}")
                 if self.accept("("):
+                    self.read(path)
                     node = self.member_call(token.text, node)
                     path = ()
                 else:
                     node = _select(node, token.text, path)
                     path = (*path, token.text) if path else ()
             elif self.accept("["):
+                self.read(path)
                 key = self.expr()
                 self.expect("]")
                 node, path = _index(node, key), ()
             else:
+                self.read(path)
                 return node
 
     def member_call(self, name: str, receiver: Node) -> Node:
@@ -448,9 +462,18 @@ class _Parser:
 
 @dataclass(frozen=True, slots=True)
 class CostModel:
-    """The parsed expression's cost bound, as a function of the metadata's sizes."""
+    """The parsed expression's cost bound, as a function of the metadata's sizes, and the
+    paths under ``object`` it reads.
+
+    ``reads`` holds each chain of field selections from ``object`` as far as it is known
+    statically: ``object.spec.replicas`` reads ``("spec", "replicas")``; an index
+    (``object.spec[k]``), a method call or a macro (``object.spec.containers.all(...)``) ends
+    the chain, so everything below where it ended is read (``("spec",)``,
+    ``("spec", "containers")``); ``object`` alone, or indexed, reads ``()``: everything.
+    """
 
     _root: Node
+    reads: frozenset[tuple[str, ...]] = frozenset()
 
     def cost(self, sizes: Sizes) -> int:
         return self._root(sizes, {}).cost
@@ -459,6 +482,8 @@ class CostModel:
 def analyse(source: str) -> CostModel:
     """Parse ``source``; raise :class:`NestedMacroError` or :class:`CostError`."""
     try:
-        return CostModel(_Parser(_tokens(source)).parse())
+        parser = _Parser(_tokens(source))
+        root = parser.parse()
+        return CostModel(root, frozenset(parser.reads))
     except RecursionError:
         raise CostError("nested too deeply") from None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 from lifecycle_controller.core.decision.outcomes import Action
@@ -122,8 +123,14 @@ def _strings(raw: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
 
 
-def object_view(resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectView:
-    """What matching reads of an object, from its ``metadata`` (an API object's or a manifest's)."""
+_NO_FIELDS: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+def object_view(
+    resource: ResourceType, metadata: Mapping[str, Any], fields: Mapping[str, Any] | None = None
+) -> ObjectView:
+    """What matching reads of an object, from its ``metadata`` (an API object's or a
+    manifest's) and, for conditions, its other top-level ``fields`` as far as they are kept."""
     return ObjectView(
         resource=resource,
         namespace=(metadata.get("namespace") or None) if resource.namespaced else None,
@@ -132,6 +139,7 @@ def object_view(resource: ResourceType, metadata: Mapping[str, Any]) -> ObjectVi
         annotations=_strings(metadata.get("annotations")),
         creation_ns=_creation_ns(metadata.get("creationTimestamp")),
         owner_references=_owner_references(metadata.get("ownerReferences")),
+        fields=fields if fields else _NO_FIELDS,  # shared, never mutated (FieldInterner)
     )
 
 
@@ -210,6 +218,16 @@ class PolicySet:
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
         return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))
+
+    def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
+        """The paths outside ``metadata`` the conditions of the policies for ``resource``
+        read (empty: its informers stay metadata-only)."""
+        return frozenset(
+            path
+            for policy in self.for_resource(resource)
+            if policy.condition is not None
+            for path in policy.condition.reads
+        )
 
     def candidate(self, view: ObjectView) -> bool:
         """Whether a policy could match, on resource, scope, names and selector alone (a

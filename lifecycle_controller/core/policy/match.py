@@ -45,7 +45,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ResourceType
@@ -112,6 +112,9 @@ class ObjectView:
     owner_references: tuple[OwnerReference, ...] = ()
     #: The labels of the object's Namespace; None: not known (not read, or not synced yet).
     namespace_labels: Mapping[str, str] | None = None
+    #: The object's top-level fields other than metadata, as far as a condition reads them
+    #: (docs/policies.md#what-a-condition-reads); empty when none does.
+    fields: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     @property
     def is_namespace(self) -> bool:
@@ -283,6 +286,7 @@ def match(
             annotations=view.annotations,
             creation_ns=view.creation_ns,
             owner_references=view.owner_references,
+            fields=view.fields,
         )
         if result.problem is not None:
             return _refused(MatchReason.CONDITION_ERROR, result.problem)

@@ -1,0 +1,112 @@
+"""The paths a condition reads beyond metadata, and cutting an object down to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lifecycle_controller.core.policy.condition import compile_condition
+from lifecycle_controller.core.policy.field_paths import FieldInterner, fields_of, pick, read_values
+
+DEPLOYMENT: dict[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web", "labels": {"app": "web"}},
+    "spec": {"replicas": 0, "template": {"spec": {"containers": [{"image": "x"}]}}},
+    "status": {"phase": "Pending", "readyReplicas": 0},
+}
+
+
+@pytest.mark.parametrize(
+    ("condition", "reads"),
+    [
+        ('object.metadata.labels["a"] == "b"', set()),
+        ("object.spec.replicas == 0", {("spec", "replicas")}),
+        ('has(object.status.phase) && object.status.phase == "Pending"', {("status", "phase")}),
+        ('object.spec.containers.all(c, c.image != "")', {("spec", "containers")}),
+        ('object.data["a.b"] == "x"', {("data",)}),
+        ("object.spec[string(1)] == 1", {("spec",)}),
+        ('object["spec"] == {}', {()}),
+        ("size(object) > 1", {()}),
+        ("// object.spec.x\nobject.metadata.name == 'object.status'", set()),
+        ("object.spec.replicas == 0 || object.status.readyReplicas == 0",
+         {("spec", "replicas"), ("status", "readyReplicas")}),
+    ],
+)  # fmt: skip
+def test_the_paths_a_condition_reads(condition: str, reads: set[tuple[str, ...]]) -> None:
+    assert compile_condition(condition).reads == reads
+
+
+@pytest.mark.parametrize(
+    ("paths", "picked"),
+    [
+        ({("spec", "replicas")}, {"spec": {"replicas": 0}}),
+        ({("spec", "missing")}, {"spec": {}}),
+        ({("data", "x")}, {}),
+        ({("spec", "replicas", "deeper")}, {"spec": {"replicas": 0}}),
+        ({("status",), ("status", "phase")}, {"status": DEPLOYMENT["status"]}),
+        ({()}, fields_of(DEPLOYMENT)),
+    ],
+)
+def test_pick_keeps_the_paths_alone(paths: set[tuple[str, ...]], picked: dict[str, Any]) -> None:
+    assert pick(fields_of(DEPLOYMENT), paths) == picked
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=12,
+)
+_PATHS = st.sets(st.lists(st.text(max_size=2), max_size=3).map(tuple), max_size=4)
+
+
+@given(obj=st.dictionaries(st.text(max_size=2), _JSON), paths=_PATHS)
+def test_what_a_path_reads_is_the_same_after_pick(
+    obj: dict[str, Any], paths: set[tuple[str, ...]]
+) -> None:
+    """Reading any chosen path of the cut-down copy gives what reading the whole one gives."""
+    assert read_values(paths, pick(obj, paths)) == read_values(paths, obj)
+
+
+def test_read_values_says_what_was_read() -> None:
+    fields = fields_of(DEPLOYMENT)
+    assert read_values({("spec", "replicas"), ("spec", "paused")}, fields) == [
+        "object.spec.paused is absent",
+        "object.spec.replicas = 0",
+    ]
+    (shown,) = read_values({("spec",)}, {"spec": {"x": "y" * 100}})
+    assert shown.endswith("…")
+
+
+def test_a_condition_sees_the_fields_and_a_missing_one_does_not_match() -> None:
+    condition = compile_condition("has(object.spec.replicas) && object.spec.replicas == 0")
+    common: dict[str, Any] = {
+        "name": "web",
+        "namespace": "a",
+        "labels": {},
+        "annotations": {},
+        "creation_ns": None,
+        "owner_references": (),
+    }
+    assert condition.evaluate(**common, fields={"spec": {"replicas": 0}}).matched
+    assert not condition.evaluate(**common, fields={"spec": {"replicas": 1}}).matched
+    missing = condition.evaluate(**common, fields={"spec": {}})
+    assert not missing.matched
+    assert missing.problem is None
+    unguarded = compile_condition("object.spec.replicas == 0").evaluate(**common, fields={})
+    assert unguarded.problem is not None  # an error: the object is held
+
+
+def test_equal_picked_fields_are_shared() -> None:
+    interned = FieldInterner(limit=2)
+    first = interned({"spec": {"replicas": 1}})
+    assert interned({"spec": {"replicas": 1}}) is first
+    assert interned({"spec": {"replicas": 0}}) is not first
+    interned({"spec": {"replicas": 2}})  # the table is full: it starts over
+    again = interned({"spec": {"replicas": 1}})
+    assert again == first
+    big = {"data": {"k": "v" * 300}}
+    assert interned(big) is big
