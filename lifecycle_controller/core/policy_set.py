@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from lifecycle_controller.core.decision import Action
+from lifecycle_controller.core.globs import has_glob_meta
 from lifecycle_controller.core.policy_condition import OwnerReference
 from lifecycle_controller.core.policy_contenders import PolicyHold, contender_order
 from lifecycle_controller.core.policy_match import (
@@ -177,17 +178,15 @@ class PolicySet:
         return found
 
     def for_object(self, resource: ResourceType, namespace: str | None) -> tuple[Policy, ...]:
-        """:meth:`for_resource` less the ``LifecyclePolicy`` objects of other namespaces, which
-        can never match there (memoised per type and namespace): asking per object costs the
-        cluster policies and the object's own namespace's, not every policy of the cluster."""
+        """:meth:`for_resource` less the policies that can never match an object in
+        ``namespace`` (memoised per type and namespace): a ``LifecyclePolicy`` of another
+        namespace, a ``ClusterLifecyclePolicy`` whose ``namespaces`` are all literal names
+        and not this one. Asking per object then costs the policies that may concern its
+        namespace, not every policy of the cluster."""
         key = (resource.key, namespace)
         found = self._by_namespace.get(key)
         if found is None:
-            found = tuple(
-                p
-                for p in self.for_resource(resource)
-                if p.ref.kind is PolicyKind.CLUSTER or p.ref.namespace == namespace
-            )
+            found = tuple(p for p in self.for_resource(resource) if _may_reach(p, namespace))
             self._by_namespace[key] = found
         return found
 
@@ -244,6 +243,15 @@ class PolicySet:
             schedule_since_ns=schedule_since_ns,
             protected=self.protected_from(view),
         )
+
+
+def _may_reach(policy: Policy, namespace: str | None) -> bool:
+    """Whether ``policy`` may match some object in ``namespace`` (None: cluster-scoped)."""
+    if policy.ref.kind is PolicyKind.NAMESPACED:
+        return policy.ref.namespace == namespace
+    if namespace is None or not policy.namespaces:
+        return True  # a Namespace object is matched by its own name: kept
+    return namespace in policy.namespaces or any(map(has_glob_meta, policy.namespaces))
 
 
 #: Matching without protection (to tell what protection refused).
