@@ -144,6 +144,9 @@ class PolicySet:
     _by_namespace: dict[tuple[str, str | None], tuple[Policy, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _by_name: dict[tuple[str, str | None], _NameIndex] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def of(
@@ -190,6 +193,23 @@ class PolicySet:
             self._by_namespace[key] = found
         return found
 
+    def _named(self, view: ObjectView) -> Iterable[Policy]:
+        """:meth:`for_object` less the policies whose ``names`` are all literal names other
+        than the object's (the listing's hot path asks this for every object)."""
+        key = (view.resource.key, view.namespace)
+        index = self._by_name.get(key)
+        if index is None:
+            literal: dict[str, list[Policy]] = {}
+            other: list[Policy] = []
+            for policy in self.for_object(view.resource, view.namespace):
+                if policy.names and not any(map(has_glob_meta, policy.names)):
+                    for name in set(policy.names):
+                        literal.setdefault(name, []).append(policy)
+                else:
+                    other.append(policy)
+            index = self._by_name[key] = ({n: tuple(ps) for n, ps in literal.items()}, tuple(other))
+        return (*index[0].get(view.name, ()), *index[1])
+
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
         return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))
@@ -198,7 +218,7 @@ class PolicySet:
         """Whether a policy could match, on resource, scope, names and selector alone (a
         protected object too: it is kept, so that what protection refuses is counted), or an
         invalid policy holds it."""
-        policies = self.for_object(view.resource, view.namespace)
+        policies = self._named(view)
         return any(matches_statically(p, view) for p in policies) or any(
             holds(p, view, self.protection) for p in self.invalid
         )
@@ -252,6 +272,10 @@ def _may_reach(policy: Policy, namespace: str | None) -> bool:
     if namespace is None or not policy.namespaces:
         return True  # a Namespace object is matched by its own name: kept
     return namespace in policy.namespaces or any(map(has_glob_meta, policy.namespaces))
+
+
+#: Per type and namespace: the policies by literal name, and those naming no literal set.
+_NameIndex = tuple[dict[str, tuple[Policy, ...]], tuple[Policy, ...]]
 
 
 #: Matching without protection (to tell what protection refused).

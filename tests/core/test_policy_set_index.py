@@ -27,6 +27,9 @@ def policies(draw: st.DrawFn) -> Policy:
         "resources": ["configmaps", "namespaces"],
         "lifecycle": {"delete-after": "1h"},
     }
+    names = draw(st.lists(st.sampled_from([*NS, "x", "x*", "?"]), max_size=2))
+    if names:
+        spec["names"] = names
     if draw(st.booleans()):
         policy = parse_policy(PolicyKind.NAMESPACED, draw(st.sampled_from(NS)), f"p{index}", 1, {
             **spec, "resources": ["configmaps"]})  # fmt: skip
@@ -63,3 +66,4 @@ def test_the_index_loses_no_policy_that_matches(
         p.ref for p in policy_set.for_object(resource, namespace) if matches_statically(p, view)
     }
     assert indexed == every
+    assert policy_set.candidate(view) == bool(every)
