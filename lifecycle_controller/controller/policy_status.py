@@ -247,6 +247,8 @@ class PolicyStatusWriter:
         self._held[ref] = held
         await self._warn_if_limited(doc)
         pending = self._decisions.limits.pending.get(ref)
+        if not pending and doc.uid not in self._written and _shown(doc.status, report):
+            self._written[doc.uid] = report  # a former leader wrote it: nothing to write
         if self._written.get(doc.uid) == report and not pending:
             return changed
         if await self._write(doc, report, pending or []):
@@ -375,6 +377,24 @@ def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:
         return [_condition("Limited", True, "LimitReached", _limited_message(state), generation)]
     message = f"at most {state.limit.actions} actions per {state.limit.window}"
     return [_condition("Limited", False, "WithinLimit", message, generation)]
+
+
+def _shown(status: Mapping[str, Any], report: Mapping[str, Any]) -> bool:
+    """The policy's status already shows ``report`` (conditions compared without their
+    ``lastTransitionTime``): a restarted controller does not write it again."""
+    for key, value in report.items():
+        shown = status.get(key)
+        if key == "conditions":
+            shown = [
+                {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                for c in shown or ()
+                if isinstance(c, Mapping)
+            ]
+        elif key == "actions" and isinstance(shown, Mapping):
+            shown = {k: shown.get(k) for k in value}
+        if shown != value:
+            return False
+    return True
 
 
 def _with_transitions(

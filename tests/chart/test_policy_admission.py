@@ -424,3 +424,20 @@ def test_an_enforced_policy_needs_the_enforce_verb(env: Env) -> None:
     while (response := create(env, gail, "ClusterLifecyclePolicy", enforced)).status != 201:
         assert time.monotonic() < deadline, response.body  # RBAC reaches the authorizer
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize("window", ["1h", "20s", "7d", "0s", "1.5h", "1w", "-1h", "999999999d"])
+def test_a_limit_window_gets_the_controllers_verdict(env: Env, window: str) -> None:
+    """The CRD schema and the admission check refuse exactly the windows the controller
+    would call invalid (docs/policies.md#limit)."""
+    spec = {**deletes("configmaps"), "limit": {"actions": 5, "window": window}}
+    expected = controller_accepts("LifecyclePolicy", spec)
+    response = create(env, env.dana, "LifecyclePolicy", spec)
+    assert response.status == (201 if expected else 422), (window, response.body)
+
+
+def test_a_limit_needs_at_least_one_action(env: Env) -> None:
+    spec = {**deletes("configmaps"), "limit": {"actions": 0, "window": "1h"}}
+    assert not controller_accepts("LifecyclePolicy", spec)
+    response = create(env, env.dana, "LifecyclePolicy", spec)
+    assert response.status == 422, response.body

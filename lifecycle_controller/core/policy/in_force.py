@@ -56,6 +56,7 @@ from lifecycle_controller.core.policy.precedence import (
     contender_order,
     resolve_policies,
 )
+from lifecycle_controller.core.text.globs import has_glob_meta
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 
 __all__ = [
@@ -157,6 +158,9 @@ class PolicySet:
     _by_namespace: dict[tuple[str, str | None], tuple[Policy, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _by_name: dict[tuple[str, str | None], _NameIndex] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def of(
@@ -201,19 +205,34 @@ class PolicySet:
         return self._by_label[0]
 
     def for_object(self, resource: ResourceType, namespace: str | None) -> tuple[Policy, ...]:
-        """:meth:`for_resource` less the ``LifecyclePolicy`` objects of other namespaces, which
-        can never match there (memoised per type and namespace): asking per object costs the
-        cluster policies and the object's own namespace's, not every policy of the cluster."""
+        """:meth:`for_resource` less the policies that can never match an object in
+        ``namespace`` (memoised per type and namespace): a ``LifecyclePolicy`` of another
+        namespace, a ``ClusterLifecyclePolicy`` whose ``namespaces`` are all literal names
+        and not this one. Asking per object then costs the policies that may concern its
+        namespace, not every policy of the cluster."""
         key = (resource.key, namespace)
         found = self._by_namespace.get(key)
         if found is None:
-            found = tuple(
-                p
-                for p in self.for_resource(resource)
-                if p.ref.kind is PolicyKind.CLUSTER or p.ref.namespace == namespace
-            )
+            found = tuple(p for p in self.for_resource(resource) if _may_reach(p, namespace))
             self._by_namespace[key] = found
         return found
+
+    def _named(self, view: ObjectView) -> Iterable[Policy]:
+        """:meth:`for_object` less the policies whose ``names`` are all literal names other
+        than the object's (the listing's hot path asks this for every object)."""
+        key = (view.resource.key, view.namespace)
+        index = self._by_name.get(key)
+        if index is None:
+            literal: dict[str, list[Policy]] = {}
+            other: list[Policy] = []
+            for policy in self.for_object(view.resource, view.namespace):
+                if policy.names and not any(map(has_glob_meta, policy.names)):
+                    for name in set(policy.names):
+                        literal.setdefault(name, []).append(policy)
+                else:
+                    other.append(policy)
+            index = self._by_name[key] = ({n: tuple(ps) for n, ps in literal.items()}, tuple(other))
+        return (*index[0].get(view.name, ()), *index[1])
 
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
@@ -233,7 +252,7 @@ class PolicySet:
         """Whether a policy could match, on resource, scope, names and selector alone (a
         protected object too: it is kept, so that what protection refuses is counted), or an
         invalid policy holds it."""
-        policies = self.for_object(view.resource, view.namespace)
+        policies = self._named(view)
         return any(matches_statically(p, view) for p in policies) or any(
             holds(p, view, self.protection) for p in self.invalid
         )
@@ -284,6 +303,19 @@ class PolicySet:
             schedule_since_ns=schedule_since_ns,
             protected=self.protected_from(view),
         )
+
+
+def _may_reach(policy: Policy, namespace: str | None) -> bool:
+    """Whether ``policy`` may match some object in ``namespace`` (None: cluster-scoped)."""
+    if policy.ref.kind is PolicyKind.NAMESPACED:
+        return policy.ref.namespace == namespace
+    if namespace is None or not policy.namespaces:
+        return True  # a Namespace object is matched by its own name: kept
+    return namespace in policy.namespaces or any(map(has_glob_meta, policy.namespaces))
+
+
+#: Per type and namespace: the policies by literal name, and those naming no literal set.
+_NameIndex = tuple[dict[str, tuple[Policy, ...]], tuple[Policy, ...]]
 
 
 #: Matching without protection (to tell what protection refused).
