@@ -84,6 +84,12 @@ class Reservation:
             self.rollouts.abandon(self.key)
 
 
+#: No rollout limit for this object.
+_NO_QUEUE = RolloutQueue()
+#: The state of an object no configured control could hold: check() lets everything go.
+_UNGUARDED = GuardrailState(now_ns=0)
+
+
 @dataclass
 class Guardrails:
     """The leader's guardrail state (see the module docstring)."""
@@ -96,12 +102,15 @@ class Guardrails:
     pacing: RestartPacing = field(default_factory=RestartPacing)
 
     def state(self, key: ObjectKey, obj: CachedObject) -> GuardrailState:
-        """Their state for one object now, before its decision (no API call)."""
+        """Their state for one object now, before its decision (no API call). With no
+        control that could hold this object configured, one shared empty state (a pass
+        that decides to wait pays nothing for the guardrails)."""
         restartable = key.resource.restartable
-        budget_wait_ns = {
-            action: max(0, int(budget.wait() * NS_PER_SECOND))
-            for action, budget in self.budgets.items()
-        }
+        paced = restartable and (self.pacing.min_interval_ns > 0 or self.pacing.jitter_ns > 0)
+        queued = restartable and self.rollouts is not None and self.rollouts.limit > 0
+        budgets = [(a, b) for a, b in self.budgets.items() if not b.unlimited]
+        if self.breaker is None and not budgets and not paced and not queued:
+            return _UNGUARDED
         return GuardrailState(
             now_ns=self.clock.now_ns(),
             uid=obj.uid,
@@ -110,11 +119,11 @@ class Guardrails:
             min_restart_interval_ns=self.pacing.min_interval_ns,
             restart_jitter_ns=self.pacing.jitter_ns,
             rollouts=(
-                self.rollouts.queue(key)
-                if restartable and self.rollouts is not None
-                else RolloutQueue()
+                self.rollouts.queue(key) if queued and self.rollouts is not None else _NO_QUEUE
             ),
-            budget_wait_ns=budget_wait_ns,
+            budget_wait_ns={
+                action: max(0, int(budget.wait() * NS_PER_SECOND)) for action, budget in budgets
+            },
         )
 
     def _last_restart(self, obj: CachedObject) -> int | None:
