@@ -44,12 +44,14 @@ from typing import Final
 from lifecycle_controller.core import keys
 from lifecycle_controller.core.globs import glob_match, has_glob_meta, matches_any
 from lifecycle_controller.core.gotext import go_parse_bool
+from lifecycle_controller.core.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.policy_condition import OwnerReference
 from lifecycle_controller.core.policy_model import Policy, PolicyInvalid, PolicyKind
 from lifecycle_controller.core.resources import ResourceType
 
 __all__ = [
     "DEFAULT_PROTECTION",
+    "REFERENCES_NOT_SYNCED",
     "SYSTEM_NAMESPACES",
     "MatchReason",
     "ObjectView",
@@ -90,6 +92,16 @@ class MatchReason(enum.StrEnum):
     CONDITION_ERROR = "the policy's condition could not be evaluated for it"
 
 
+#: Why ``referencedBy`` is not known for an object, by default.
+REFERENCES_NOT_SYNCED: Final = "references not synced yet"
+
+
+def _referenced_by(view: ObjectView) -> tuple[str, ...] | None:
+    if view.resource.group != "" or view.resource.kind not in REFERENCED_KINDS:
+        return ()
+    return view.referenced_by
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectView:
     """The metadata of one object that matching reads."""
@@ -101,6 +113,10 @@ class ObjectView:
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     creation_ns: int | None = None
     owner_references: tuple[OwnerReference, ...] = ()
+    #: What uses the object (``referencedBy``), when known; None: not known, and
+    #: ``references_missing`` says why (a condition reading it then holds the object).
+    referenced_by: tuple[str, ...] | None = None
+    references_missing: str = REFERENCES_NOT_SYNCED
 
     @property
     def is_namespace(self) -> bool:
@@ -247,6 +263,9 @@ def match(
     if view.has_controller and not policy.include_owned:
         return _refused(MatchReason.OWNED)
     if policy.condition is not None:
+        referenced_by = _referenced_by(view) if policy.condition.reads_references else ()
+        if referenced_by is None:
+            return _refused(MatchReason.CONDITION_ERROR, view.references_missing)
         result = policy.condition.evaluate(
             name=view.name,
             namespace=view.namespace,
@@ -254,6 +273,7 @@ def match(
             annotations=view.annotations,
             creation_ns=view.creation_ns,
             owner_references=view.owner_references,
+            referenced_by=referenced_by,
         )
         if result.problem is not None:
             return _refused(MatchReason.CONDITION_ERROR, result.problem)

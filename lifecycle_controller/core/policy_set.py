@@ -173,6 +173,10 @@ class PolicySet:
             self._by_resource[resource.key] = found
         return found
 
+    def reads_references(self) -> bool:
+        """A valid policy's condition reads ``referencedBy`` (the reference index is needed)."""
+        return any(p.condition is not None and p.condition.reads_references for p in self.valid)
+
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""
         return tuple(sorted({pattern for p in self.valid for pattern in p.resources}))

@@ -28,6 +28,7 @@ from lifecycle_controller.core.copies import controller_owner
 from lifecycle_controller.core.events import INVALID_POLICY
 from lifecycle_controller.core.namespace_defaults import parse_namespace_defaults
 from lifecycle_controller.core.plan import Explanation
+from lifecycle_controller.core.pod_references import index_manifests
 from lifecycle_controller.core.policy_set import POLICY_API_VERSION, is_policy_manifest
 from lifecycle_controller.core.rollout import restart_marker_of
 from lifecycle_controller.core.timestamps import TimestampError, parse_rfc3339
@@ -209,6 +210,7 @@ def plan_report(
     ]
     defaults = {name: parse_namespace_defaults(name, found) for name, found in namespaces}
     rows = invalid_policy_rows(docs)
+    references = index_manifests(objects) if docs.policies.reads_references() else None
     for obj in objects:
         annotations = lifecycle_annotations(obj)
         facts = facts_for(obj)
@@ -230,6 +232,9 @@ def plan_report(
             defaults=defaults.get(facts.namespace) if facts.namespace else None,
             guardrails=controller.guardrails,
             restart_marker=facts.restart_marker,
+            referenced_by=None
+            if references is None
+            else references.referenced_by(facts.namespace or "default", resource.kind, facts.name),
         )
         if not annotations and not verdict.concerned:
             continue

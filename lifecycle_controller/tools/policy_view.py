@@ -14,7 +14,7 @@ Pod template marker.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lifecycle_controller.core import DecisionSettings, ObjectFacts
@@ -179,15 +179,19 @@ def judge(
     defaults: NamespaceDefaults | None = None,
     guardrails: GuardrailView | None = None,
     restart_marker: str | None = None,
+    referenced_by: tuple[str, ...] | None = None,
 ) -> tuple[Explanation, PolicyVerdict]:
     """The controller's decision for one object and what its policies had to do with it.
 
     ``annotations``: the object's lifecycle annotations; ``metadata``: all of it (labels,
     every annotation, owner references), which matching reads; ``restart_marker``: the Pod
-    template's ``restartedAt`` (recurring policy restarts count from it).
+    template's ``restartedAt`` (recurring policy restarts count from it); ``referenced_by``:
+    what uses the object, when known (``referencedBy``; None: a condition reading it holds).
     """
     policies = docs.policies
     view = object_view(resource, metadata) if policies.for_resource(resource) else None
+    if view is not None and referenced_by is not None:
+        view = replace(view, referenced_by=referenced_by)
     candidate = view is not None and policies.candidate(view)
     inputs = None
     if view is not None and candidate:
