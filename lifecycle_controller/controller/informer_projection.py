@@ -11,8 +11,11 @@ informer_ports.Keeper` is given:
 * :class:`WholeObjects`: whole objects in JSON, paged lists only (lifecycle policies,
   followed rollouts). The keeper is given the object.
 
-A projection of chosen field paths (``spec.paused``, ``status.*Replicas``...) would be a
-third: it asks as :class:`WholeObjects` does and gives the keeper only those paths (a
+* :class:`ReferenceFields`: asked for as whole objects; the keeper is given a Pod's or a
+  workload's references only (purpose ``references``, ``referencedBy``).
+
+A projection of chosen field paths (``spec.paused``, ``status.*Replicas``...) would be
+another: it asks as :class:`WholeObjects` does and gives the keeper only those paths (a
 ``kept()`` that copies them out), so what an informer keeps of a type is chosen per purpose
 without another loop.
 
@@ -26,9 +29,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from lifecycle_controller.controller.informer_ports import MetadataSource, ObjectSource
+from lifecycle_controller.core.pod_references import object_references
 from lifecycle_controller.kube import EventFilter, ResourceType
 
-__all__ = ["MetadataProjection", "Projection", "WholeObjects"]
+__all__ = ["MetadataProjection", "Projection", "ReferenceFields", "WholeObjects"]
 
 
 class Projection(Protocol):
@@ -219,3 +223,26 @@ def _selected(field_selector: str | None) -> dict[str, str]:
 def _no_selector(field_selector: str | None) -> None:
     if field_selector:
         raise ValueError("whole-object informers take no field selector")
+
+
+class ReferenceFields(WholeObjects):
+    """A Pod's or a workload's references only: asked for as whole objects, the keeper is
+    given ``metadata`` (namespace, name) and ``references``, the (kind, name) pairs its Pod
+    spec or template uses (:mod:`lifecycle_controller.core.pod_references`); the rest of the
+    object is dropped as soon as it is read."""
+
+    def __init__(self, source: ObjectSource, kind: str) -> None:
+        super().__init__(source)
+        self.kind = kind
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, Mapping):
+            return None
+        return {
+            "metadata": {
+                "namespace": metadata.get("namespace"),
+                "name": metadata.get("name"),
+            },
+            "references": object_references(self.kind, obj),
+        }

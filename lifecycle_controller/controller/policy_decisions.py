@@ -30,6 +30,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.references import ReferenceWatch
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import Decision, DecisionSettings, ObjectFacts, ObjectKey
 from lifecycle_controller.core.catchup import LedgerView
@@ -78,6 +79,8 @@ class PolicyDecisions:
         self._cache = cache
         self._writer = writer
         self.tallies: dict[ObjectKey, Tally] = {}
+        #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
+        self.references: ReferenceWatch | None = None
 
     def applies(self, obj: CachedObject) -> bool:
         """The object is one a policy could match (else: annotations alone decide)."""
@@ -85,9 +88,12 @@ class PolicyDecisions:
 
     def _inputs(self, obj: CachedObject, now_ns: int) -> Resolution:
         assert obj.view is not None
+        view = obj.view
+        if self.references is not None and self.store.current.reads_references():
+            view = self.references.view_of(view)
         return self.store.current.resolve(
             obj.annotations,
-            obj.view,
+            view,
             restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),
