@@ -33,26 +33,16 @@ from lifecycle_controller.controller.informer_ports import (
 )
 from lifecycle_controller.controller.informer_projection import ReferenceFields
 from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.core.pod_references import ReferenceIndex, Target
+from lifecycle_controller.core.pod_references import REFERRING_TYPES, ReferenceIndex, Target
 from lifecycle_controller.core.policy_match import REFERENCES_NOT_SYNCED, ObjectView
 from lifecycle_controller.core.resources import ResourceType
 from lifecycle_controller.kube import Forbidden
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["REFERRING_TYPES", "ReferenceWatch"]
+__all__ = ["ReferenceWatch"]
 
 _log = structlog.get_logger(__name__)
 
-#: The types whose objects refer (their Pod spec or Pod template).
-REFERRING_TYPES: Final = (
-    ResourceType("", "v1", "pods", "Pod", True),
-    ResourceType("apps", "v1", "deployments", "Deployment", True),
-    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True),
-    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True),
-    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True),
-    ResourceType("batch", "v1", "jobs", "Job", True),
-    ResourceType("batch", "v1", "cronjobs", "CronJob", True),
-)
 #: How long after a 403 a type's list is tried again (the chart's RBAC may be granted later).
 FORBIDDEN_RETRY_SECONDS: Final = 60.0
 

@@ -23,9 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from lifecycle_controller.core.resources import ResourceType
+
 __all__ = [
     "REFERENCED_KINDS",
     "REFERRING_KINDS",
+    "REFERRING_TYPES",
     "ReferenceIndex",
     "Referrer",
     "Target",
@@ -48,6 +51,17 @@ REFERRING_KINDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
+
+#: The types whose objects refer (their Pod spec or Pod template), as the API serves them.
+REFERRING_TYPES: Final = (
+    ResourceType("", "v1", "pods", "Pod", True),
+    ResourceType("apps", "v1", "deployments", "Deployment", True),
+    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True),
+    ResourceType("batch", "v1", "jobs", "Job", True),
+    ResourceType("batch", "v1", "cronjobs", "CronJob", True),
+)
 
 #: A referenced object: (kind, name) inside the referrer's namespace.
 Target = tuple[str, str]

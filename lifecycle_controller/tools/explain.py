@@ -291,9 +291,10 @@ async def explain_object(
         watched, scope_text = _scope(resource, verbs, obj, scope, settings)
         read = await read_policies(kube, now_ns=now_ns)
         docs = read.docs if watched else PolicyDocs()  # an unwatched object: no policy sees it
+        markers = RestartMarkers()
         explanation, verdict = await judge_live(
             kube,
-            RestartMarkers(),
+            markers,
             docs,
             resource,
             metadata,
@@ -303,12 +304,19 @@ async def explain_object(
             defaults=defaults,
             guardrails=guardrails,
         )
+        referenced_by = (
+            await markers.referenced_by(kube, resource, metadata)
+            if docs.policies.reads_references()
+            else None
+        )
     except KubeError as error:
         raise ExplainError(str(error)) from error
     annotations = dict(obj.annotations)
     inputs = annotations if verdict.inputs is None else dict(verdict.inputs.annotations)
     sources = policy_sources(verdict)
-    policies = policy_report(docs, verdict, resource, metadata, unreadable=read.problem)
+    policies = policy_report(
+        docs, verdict, resource, metadata, unreadable=read.problem, referenced_by=referenced_by
+    )
     due = explanation.due_ns
     report = ObjectReport(
         kind=resource.kind,

@@ -48,6 +48,7 @@ def policy_report(
     metadata: Mapping[str, Any],
     *,
     unreadable: str | None = None,
+    referenced_by: tuple[str, ...] | None = None,
 ) -> PolicyReport | None:
     """The report, or None when no policy exists at all (nothing is said about policies)."""
     if not docs.any and unreadable is None:
@@ -59,7 +60,8 @@ def policy_report(
         exempt=verdict.exempt,
         own_action=verdict.own_action,
         not_matched=[
-            {"policy": policy, "why": why} for policy, why in refusals(docs, resource, metadata)
+            {"policy": policy, "why": why}
+            for policy, why in refusals(docs, resource, metadata, referenced_by)
         ],
         unreadable=unreadable,
         held=verdict.held or None,

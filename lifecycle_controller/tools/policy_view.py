@@ -223,13 +223,16 @@ def policy_sources(verdict: PolicyVerdict) -> Mapping[str, str]:
 
 
 def refusals(
-    docs: PolicyDocs, resource: ResourceType, metadata: Mapping[str, Any]
+    docs: PolicyDocs,
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    referenced_by: tuple[str, ...] | None = None,
 ) -> list[tuple[str, str]]:
     """``(policy, why)`` for every valid policy that may act on the type but not on this
     object (the first of core's filters that refused it; ``explain`` prints them), and every
     invalid one, leaving out the ``LifecyclePolicy`` objects of other namespaces."""
     policies = docs.policies
-    view = object_view(resource, metadata)
+    view = replace(object_view(resource, metadata), referenced_by=referenced_by)
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
         if policy.ref.namespace not in (None, view.namespace):
@@ -238,6 +241,10 @@ def refusals(
         if result.matched:
             continue
         why = str(result.reason)
+        condition = policy.condition
+        reads = condition is not None and condition.reads_references
+        if result.reason is MatchReason.CONDITION and reads and referenced_by is not None:
+            why = f"{why} (referencedBy: {', '.join(referenced_by) or 'none'})"
         if result.reason is MatchReason.CONDITION_ERROR and result.problem:
             why = f"{why}: {result.problem}"
         out.append((str(policy.ref), why))

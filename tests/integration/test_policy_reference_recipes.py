@@ -13,10 +13,11 @@ from typing import Any
 import yaml
 
 from lifecycle_controller.core.resources import ResourceType
+from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import PODS, POLICIES
 from tests.integration.controller import StartController
-from tests.integration.scenario_support import create, read, start_for
+from tests.integration.scenario_support import create, read, run_cli, start_for
 from tests.integration.support import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -79,6 +80,27 @@ async def test_the_unused_config_recipe_matches_only_unused_configmaps_and_secre
         await create(kube, SECRETS, namespace, _secret(name))
     await start_for(start_controller, namespace, "configmaps", "secrets")
     await _matched(kube, namespace, "unused-config", 2)  # orphan, orphan-secret
+
+
+async def test_explain_reads_the_references_of_a_live_object(
+    policy_crds: None, control_plane: ControlPlane, namespace: str, kube: KubeClient
+) -> None:
+    """No controller runs: ``explain`` reads the namespace's Pods and workloads itself."""
+    await create(kube, POLICIES, namespace, recipe("unused-configmaps-and-secrets", namespace))
+    app = deployment("app")
+    app["spec"]["replicas"] = 0
+    app["spec"]["template"]["spec"]["volumes"] = [{"name": "v", "configMap": {"name": "used"}}]
+    await create(kube, DEPLOYMENTS, namespace, app)
+    for name in ("used", "orphan"):
+        await create(kube, CONFIGMAPS, namespace, configmap(name))
+    decided = f"LifecyclePolicy/{namespace}/unused-config decides"
+    orphan, _ = await run_cli(
+        control_plane, namespace, "explain", "configmap/orphan", "-n", namespace
+    )
+    assert decided in orphan, orphan
+    used, _ = await run_cli(control_plane, namespace, "explain", "configmap/used", "-n", namespace)
+    assert decided not in used, used
+    assert "condition is false for it (referencedBy: Deployment/app" in used, used
 
 
 async def test_the_unused_pvcs_recipe_matches_only_claims_no_pod_mounts(
