@@ -8,14 +8,32 @@ started uses is kept too.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import PODS, POLICIES
 from tests.integration.controller import StartController
+from tests.integration.events import wait_for_event
 from tests.integration.policy_tools import namespaced_policy
-from tests.integration.scenario_support import create, gone, sample, settle, start_for, wait_gone
-from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment
+from tests.integration.scenario_support import (
+    create,
+    gone,
+    read,
+    sample,
+    settle,
+    start_for,
+    wait_gone,
+)
+from tests.integration.support import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    configmap,
+    deployment,
+    eventually,
+)
+from tests.integration.test_scenarios_recurring_catchup import controller_rules
 
 
 def _pod(name: str, uses: str) -> dict[str, Any]:
@@ -67,3 +85,56 @@ async def test_unused_configmaps_go_and_used_ones_stay(
     )
     assert added is not None
     assert added >= 1  # the Pod came through the reflector, purpose "references"
+
+
+async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
+    policy_crds: None,
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    namespace: str,
+    kube: KubeClient,
+) -> None:
+    """The controller may act on ConfigMaps but not list Pods or workloads: nothing is
+    deleted as unused, the policy's status counts the objects it holds, and why is said."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "unused",
+            namespace,
+            resources=["configmaps"],
+            condition="size(referencedBy) == 0",
+            lifecycle={"delete-after": "2s"},
+        ),
+    )
+    await create(kube, CONFIGMAPS, namespace, configmap("orphan"))
+    policy_rules = [
+        {
+            "apiGroups": ["lifecycle.cezary.dev"],
+            "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["lifecycle.cezary.dev"],
+            "resources": ["clusterlifecyclepolicies/status", "lifecyclepolicies/status"],
+            "verbs": ["patch"],
+        },
+    ]
+    kubeconfig = await asyncio.to_thread(
+        control_plane.user_kubeconfig,
+        f"refs-{namespace}",
+        cluster_rules=policy_rules,
+        namespaced_rules={namespace: controller_rules(delete=True)},
+    )
+    await start_for(start_controller, namespace, "configmaps", kubeconfig=str(kubeconfig))
+
+    async def held() -> bool:
+        policy = await read(kube, POLICIES, namespace, "unused")
+        return ((policy or {}).get("status") or {}).get("held") == 1
+
+    await eventually(held, within=60, what="the policy holding the ConfigMap")
+    await settle(3)
+    assert not await gone(kube, CONFIGMAPS, namespace, "orphan")
+    event = await wait_for_event(kube, namespace, "unused", "PolicyConditionFailed")
+    assert "may not list and watch" in event.note, event.note
