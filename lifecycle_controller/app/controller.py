@@ -256,6 +256,7 @@ class Controller:
             namespaces=settings.scope.is_namespace_allowed,
             served=discovery.serves,
             protection=policy_protection(settings, self.kube.default_namespace),
+            reference_namespaces=settings.scope.informer_namespaces(),
         )
         cache = MetadataCache(policy_views=policies.store)  # which objects policies keep
         queue: WorkQueue[ObjectKey] = WorkQueue(

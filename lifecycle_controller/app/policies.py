@@ -26,6 +26,8 @@ from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_status import PolicyStatusWriter
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
+from lifecycle_controller.controller.references import ReferenceWatch
+from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.match import (
@@ -87,6 +89,7 @@ class PolicyPipeline:
         namespaces: Callable[[str], bool] | None = None,
         served: Callable[[str], bool | None] | None = None,
         protection: Protection = DEFAULT_PROTECTION,
+        reference_namespaces: tuple[str, ...] | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
@@ -99,6 +102,12 @@ class PolicyPipeline:
             served=found,
             protection=protection,
             metrics=InformerMetricsAdapter(metrics, purpose="policies"),
+        )
+        self.references = ReferenceWatch(  # open only while a policy reads referencedBy
+            kube,
+            clock,
+            namespaces=reference_namespaces,
+            metrics=InformerMetricsAdapter(metrics, purpose="references"),
         )
 
     def attach(
@@ -128,17 +137,41 @@ class PolicyPipeline:
             on_held=self.metrics.policy.set_held,
         )
         self.store.on_change = self._changed
+        decisions.references = self.references
+        self.references.on_target = self._referenced
+        self.references.on_synced = self._references_synced
 
     async def load(self) -> None:
         """The policies as they are now, before the informers list (logs when they are off)."""
         await self.store.load()
+        self.references.want(self.store.current.reads_references())
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self.store.run(), name="lifecycle policies")
-            group.create_task(self.status.run(), name="lifecycle policy status")
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.store.run(), name="lifecycle policies")
+                group.create_task(self.status.run(), name="lifecycle policy status")
+        finally:
+            await self.references.aclose()
+
+    def _referenced(self, namespace: str, kind: str, name: str) -> None:
+        """Who uses (namespace, kind, name) changed: re-evaluate that object, if kept."""
+        for resource in self._cache.types():
+            if resource.group == "" and resource.kind == kind:
+                key = ObjectKey(resource, namespace, name)
+                obj = self._cache.get(key)
+                if obj is not None and obj.view is not None and self._allows(key):
+                    self._enqueue(key)
+
+    def _references_synced(self) -> None:
+        """The index is complete: the objects held for it are decided again."""
+        for resource in self._cache.types():
+            if resource.group == "" and resource.kind in REFERENCED_KINDS:
+                for key in self._policy_keys(resource):
+                    self._enqueue(key)
 
     async def _changed(self, old: PolicySet, new: PolicySet) -> None:
+        self.references.want(new.reads_references())
         removed = {p.ref for p in old.valid} - {p.ref for p in new.valid}
         for ref in sorted(removed, key=str):
             pending = sum(1 for t in self._decisions.tallies.values() if ref in t.decided_by)

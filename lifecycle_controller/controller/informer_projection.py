@@ -15,6 +15,8 @@ informer_ports.Keeper` is given:
   asks as :class:`WholeObjects` does and gives the keeper the object cut down to its
   ``metadata`` and those paths (the annotated types a policy's condition reads beyond
   metadata: docs/policies.md#what-a-condition-reads).
+* :class:`ReferenceFields`: asked for as whole objects; the keeper is given a Pod's or a
+  workload's references only (purpose ``references``, ``referencedBy``).
 
 Only the informer calls these: they are the one place in the controller whose calls open a
 watch (``tests/machinery/test_one_informer.py`` checks it).
@@ -26,10 +28,11 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from lifecycle_controller.controller.informer_ports import MetadataSource, ObjectSource
+from lifecycle_controller.core.objects.pod_references import object_references
 from lifecycle_controller.core.policy.field_paths import pick
 from lifecycle_controller.kube import EventFilter, ResourceType
 
-__all__ = ["FieldProjection", "MetadataProjection", "Projection", "WholeObjects"]
+__all__ = ["FieldProjection", "MetadataProjection", "Projection", "ReferenceFields", "WholeObjects"]
 
 
 class Projection(Protocol):
@@ -233,3 +236,26 @@ def _selected(field_selector: str | None) -> dict[str, str]:
 def _no_selector(field_selector: str | None) -> None:
     if field_selector:
         raise ValueError("whole-object informers take no field selector")
+
+
+class ReferenceFields(WholeObjects):
+    """A Pod's or a workload's references only: asked for as whole objects, the keeper is
+    given ``metadata`` (namespace, name) and ``references``, the (kind, name) pairs its Pod
+    spec or template uses (:mod:`lifecycle_controller.core.objects.pod_references`); the rest of the
+    object is dropped as soon as it is read."""
+
+    def __init__(self, source: ObjectSource, kind: str) -> None:
+        super().__init__(source)
+        self.kind = kind
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, Mapping):
+            return None
+        return {
+            "metadata": {
+                "namespace": metadata.get("namespace"),
+                "name": metadata.get("name"),
+            },
+            "references": object_references(self.kind, obj),
+        }

@@ -29,6 +29,7 @@ from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_limits import PolicyLimits
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.policy_tallies import PolicyAggregates
+from lifecycle_controller.controller.references import ReferenceWatch
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
@@ -87,6 +88,8 @@ class PolicyDecisions:
             default_limit, policy_of=self._policy_of, on_change=self.aggregates.dirty.add
         )
         self._by_name: tuple[object, dict[str, Policy]] = (None, {})
+        #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
+        self.references: ReferenceWatch | None = None
 
     def _policy_of(self, name: str) -> tuple[Policy, dict[str, object]] | None:
         """The valid policy ``Kind/namespace/name`` and its status as last seen."""
@@ -108,9 +111,12 @@ class PolicyDecisions:
         if not self.applies(obj):
             return None
         assert obj.view is not None
+        view = obj.view
+        if self.references is not None and self.store.current.reads_references():
+            view = self.references.view_of(view)
         return self.store.current.resolve(
             obj.annotations,
-            self.store.with_namespace(obj.view),
+            self.store.with_namespace(view),
             restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),

@@ -324,6 +324,11 @@ class PolicyStatusWriter:
             f"{parsed.ref}'s condition could not be evaluated on {where}{first.name} (and "
             "maybe others); those objects are held: no policy acts on them until it is fixed"
         )
+        references = self._decisions.references
+        if parsed.condition is not None and parsed.condition.reads_references and references:
+            missing = references.missing()
+            if missing is not None:
+                message += f" ({missing})"
         _log.warning("lifecycle policy condition failed; objects held", policy=str(parsed.ref))
         ref = parsed.ref
         key = ObjectKey(_resource(ref), ref.namespace, ref.name)

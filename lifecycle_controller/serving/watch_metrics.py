@@ -3,7 +3,8 @@
 Every watch runs the one reflector loop (controller/reflector.py); these families count them
 all alike, whatever they keep. ``purpose`` is one of :data:`WATCH_PURPOSES`: ``objects`` (the
 annotated types, into the metadata cache), ``namespace-defaults``, ``crds`` (rediscovery),
-``policies`` and ``rollouts`` (followed restarts). The informer families that predate them
+``policies``, ``rollouts`` (followed restarts) and ``references`` (the reference fields of
+Pods and workloads, while a policy reads ``referencedBy``). The informer families that predate them
 (``lifecycle_watch_restarts_total``, ``lifecycle_relists_total``, ``lifecycle_cache_objects``,
 in :mod:`~lifecycle_controller.serving.metrics`) keep counting the ``objects`` watches only,
 as before, so the alerts and dashboards built on them read what they always read.
@@ -22,7 +23,7 @@ from lifecycle_controller.serving.loop_metrics import LoopCounter
 __all__ = ["WATCH_PURPOSES", "WatchMetrics"]
 
 #: What a watch is for (the ``purpose`` label).
-WATCH_PURPOSES = ("objects", "namespace-defaults", "crds", "policies", "rollouts")
+WATCH_PURPOSES = ("objects", "namespace-defaults", "crds", "policies", "rollouts", "references")
 
 
 class WatchMetrics:

@@ -315,9 +315,10 @@ async def explain_object(
         read = await read_policies(kube, now_ns=now_ns)
         docs = read.docs if watched else PolicyDocs()  # an unwatched object: no policy sees it
         fields = await _read_fields(kube, docs, resource, where, name)
+        markers = RestartMarkers()
         explanation, verdict = await judge_live(
             kube,
-            RestartMarkers(),
+            markers,
             docs,
             resource,
             metadata,
@@ -328,13 +329,24 @@ async def explain_object(
             guardrails=guardrails,
             fields=fields,
         )
+        referenced_by = (
+            await markers.referenced_by(kube, resource, metadata)
+            if docs.policies.reads_references()
+            else None
+        )
     except KubeError as error:
         raise ExplainError(str(error)) from error
     annotations = dict(obj.annotations)
     inputs = annotations if verdict.inputs is None else dict(verdict.inputs.annotations)
     sources = policy_sources(verdict)
     policies = policy_report(
-        docs, verdict, resource, metadata, unreadable=read.problem, fields=fields
+        docs,
+        verdict,
+        resource,
+        metadata,
+        unreadable=read.problem,
+        fields=fields,
+        referenced_by=referenced_by,
     )
     due = explanation.due_ns
     report = ObjectReport(

@@ -60,6 +60,7 @@ def policy_report(
     *,
     unreadable: str | None = None,
     fields: Mapping[str, Any] | None = None,
+    referenced_by: tuple[str, ...] | None = None,
 ) -> PolicyReport | None:
     """The report, or None when no policy exists at all (nothing is said about policies)."""
     if not docs.any and unreadable is None:
@@ -72,7 +73,7 @@ def policy_report(
         own_action=verdict.own_action,
         not_matched=[
             {"policy": policy, "why": why}
-            for policy, why in refusals(docs, resource, metadata, fields)
+            for policy, why in refusals(docs, resource, metadata, fields, referenced_by)
         ],
         unreadable=unreadable,
         held=verdict.held or None,

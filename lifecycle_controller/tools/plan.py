@@ -28,6 +28,7 @@ from lifecycle_controller.core.decision.events import INVALID_POLICY
 from lifecycle_controller.core.decision.namespace_defaults import parse_namespace_defaults
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.copies import controller_owner
+from lifecycle_controller.core.objects.pod_references import index_manifests
 from lifecycle_controller.core.objects.rollout import restart_marker_of
 from lifecycle_controller.core.objects.unknown_keys import describe_unknown
 from lifecycle_controller.core.objects.unknown_keys import unknown_keys as find_unknown_keys
@@ -211,6 +212,7 @@ def plan_report(
     ]
     defaults = {name: parse_namespace_defaults(name, found) for name, found in namespaces}
     rows = invalid_policy_rows(docs)
+    references = index_manifests(objects) if docs.policies.reads_references() else None
     for obj in objects:
         annotations = lifecycle_annotations(obj)
         facts = facts_for(obj)
@@ -233,6 +235,9 @@ def plan_report(
             guardrails=controller.guardrails,
             restart_marker=facts.restart_marker,
             fields=fields_of(obj),  # conditions read the manifest's whole object
+            referenced_by=None
+            if references is None
+            else references.referenced_by(facts.namespace or "default", resource.kind, facts.name),
         )
         if not annotations and not verdict.concerned:
             continue

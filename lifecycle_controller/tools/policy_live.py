@@ -23,6 +23,12 @@ from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.pod_references import (
+    REFERENCED_KINDS,
+    REFERRING_TYPES,
+    ReferenceIndex,
+    object_references,
+)
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.rollout import restart_marker_of
 from lifecycle_controller.core.policy.field_paths import fields_of, pick
@@ -99,6 +105,24 @@ class RestartMarkers:
 
     def __init__(self) -> None:
         self._known: dict[tuple[str, str], str | None] = {}
+        #: Each namespace's references (``referencedBy``), read once per command; None: the
+        #: Pods or workloads could not be read.
+        self.references: dict[str, ReferenceIndex | None] = {}
+
+    async def referenced_by(
+        self, kube: KubeClient, resource: ResourceType, metadata: Mapping[str, Any]
+    ) -> tuple[str, ...] | None:
+        """What uses the object in its namespace (None: unknown, a condition reading it
+        holds)."""
+        namespace = str(metadata.get("namespace") or "")
+        if resource.group or resource.kind not in REFERENCED_KINDS or not namespace:
+            return ()
+        if namespace not in self.references:
+            self.references[namespace] = await _namespace_references(kube, namespace)
+        index = self.references[namespace]
+        if index is None:
+            return None
+        return index.referenced_by(namespace, resource.kind, str(metadata.get("name", "")))
 
     async def marker(
         self,
@@ -123,6 +147,26 @@ class RestartMarkers:
         return found
 
 
+async def _namespaced_page(
+    kube: KubeClient, resource: ResourceType, namespace: str, token: str | None
+) -> dict[str, Any]:
+    return await kube.list_objects(resource, namespace=namespace, continue_token=token)
+
+
+async def _namespace_references(kube: KubeClient, namespace: str) -> ReferenceIndex | None:
+    index = ReferenceIndex()
+    try:
+        for referring in REFERRING_TYPES:
+            items, _ = await list_whole(partial(_namespaced_page, kube, referring, namespace))
+            for obj in items:
+                name = str((obj.get("metadata") or {}).get("name", ""))
+                found = object_references(referring.kind, obj)
+                index.put(namespace, f"{referring.kind}/{name}", found)
+    except KubeError:
+        return None
+    return index
+
+
 async def judge_live(
     kube: KubeClient,
     markers: RestartMarkers,
@@ -145,6 +189,9 @@ async def judge_live(
     kept = view if view is not None and policies.candidate(view) else None
     obj = CachedObject.from_metadata(metadata, view=kept)  # as the controller's cache has it
     marker: str | None = None
+    referenced_by: tuple[str, ...] | None = None
+    if kept is not None and policies.reads_references():
+        referenced_by = await markers.referenced_by(kube, resource, metadata)
     for _ in range(2):
         explanation, verdict = judge(
             docs,
@@ -159,6 +206,7 @@ async def judge_live(
             guardrails=guardrails,
             restart_marker=marker,
             fields=fields,
+            referenced_by=referenced_by,
         )
         if marker is not None or not needs_marker(resource, docs.policies, verdict):
             break

@@ -217,16 +217,20 @@ def judge(
     guardrails: GuardrailView | None = None,
     restart_marker: str | None = None,
     fields: Mapping[str, Any] | None = None,
+    referenced_by: tuple[str, ...] | None = None,
 ) -> tuple[Explanation, PolicyVerdict]:
     """The controller's decision for one object and what its policies had to do with it.
 
     ``annotations``: the object's lifecycle annotations; ``metadata``: all of it (labels,
     every annotation, owner references), which matching reads; ``fields``: its other
     top-level fields, which conditions may read; ``restart_marker``: the Pod template's
-    ``restartedAt`` (recurring policy restarts count from it).
+    ``restartedAt`` (recurring policy restarts count from it); ``referenced_by``: what uses
+    the object, when known (``referencedBy``; None: a condition reading it holds).
     """
     policies = docs.policies
     view = docs.view(resource, metadata, fields) if policies.for_resource(resource) else None
+    if view is not None and referenced_by is not None:
+        view = replace(view, referenced_by=referenced_by)
     candidate = view is not None and policies.candidate(view)
     inputs = None
     if view is not None and candidate:
@@ -272,13 +276,14 @@ def refusals(
     resource: ResourceType,
     metadata: Mapping[str, Any],
     fields: Mapping[str, Any] | None = None,
+    referenced_by: tuple[str, ...] | None = None,
 ) -> list[tuple[str, str]]:
     """``(policy, why)`` for every valid policy that may act on the type but not on this
     object (the first of core's filters that refused it, with the fields its condition read
     when that refused it; ``explain`` prints them), and every invalid one, leaving out the
     ``LifecyclePolicy`` objects of other namespaces."""
     policies = docs.policies
-    view = docs.view(resource, metadata, fields)
+    view = replace(docs.view(resource, metadata, fields), referenced_by=referenced_by)
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
         if policy.ref.namespace not in (None, view.namespace):
@@ -287,6 +292,10 @@ def refusals(
         if result.matched:
             continue
         why = str(result.reason)
+        condition = policy.condition
+        reads = condition is not None and condition.reads_references
+        if result.reason is MatchReason.CONDITION and reads and referenced_by is not None:
+            why = f"{why} (referencedBy: {', '.join(referenced_by) or 'none'})"
         if result.reason is MatchReason.CONDITION_ERROR and result.problem:
             why = f"{why}: {result.problem}"
         elif result.reason in (MatchReason.NAMESPACE_SELECTOR, MatchReason.NAMESPACE_UNKNOWN):

@@ -49,6 +49,7 @@ from lifecycle_controller.core.policy.condition_cost import (
     NestedMacroError,
     Sizes,
     analyse,
+    identifiers,
 )
 from lifecycle_controller.core.text.units import NS_PER_SECOND
 
@@ -59,6 +60,7 @@ __all__ = [
     "COMPILE_SIZES",
     "MAX_CONDITION_LENGTH",
     "MAX_EVALUATION_COST",
+    "REFERENCES_VARIABLE",
     "Condition",
     "ConditionError",
     "ConditionResult",
@@ -86,6 +88,8 @@ COMPILE_SIZES: Final = Sizes(
     owner_bytes=4 * 256,
 )
 _NS_PER_MICROSECOND: Final = 1000
+#: The variable listing what uses the object.
+REFERENCES_VARIABLE: Final = "referencedBy"
 
 
 class ConditionError(ValueError):
@@ -213,6 +217,8 @@ class Condition:
     source: str
     _program: cel.Program = field(repr=False)
     _cost: CostModel = field(repr=False)
+    #: The expression reads the ``referencedBy`` variable.
+    reads_references: bool = False
 
     @property
     def reads(self) -> frozenset[tuple[str, ...]]:
@@ -230,6 +236,7 @@ class Condition:
         creation_ns: int | None,
         owner_references: Sequence[OwnerReference],
         fields: Mapping[str, Any] | None = None,
+        referenced_by: Sequence[str] = (),
     ) -> ConditionResult:
         """Evaluate over one object's metadata and ``fields`` (its other top-level fields, as
         far as kept), within :data:`MAX_EVALUATION_COST`; never raises."""
@@ -277,7 +284,10 @@ class Condition:
                 microsecond=rest // _NS_PER_MICROSECOND
             )
         try:
-            result = self._program.execute({"object": {**(fields or {}), "metadata": metadata}})
+            context: dict[str, Any] = {"object": {**(fields or {}), "metadata": metadata}}
+            if self.reads_references:
+                context[REFERENCES_VARIABLE] = list(referenced_by)
+            result = self._program.execute(context)
         except Exception as error:  # the library raises several types; none may escape
             return ConditionResult(False, f"condition failed: {_first_line(error)}")
         if not isinstance(result, bool):
@@ -298,4 +308,6 @@ def compile_condition(source: str) -> Condition:
         raise
     except Exception as error:
         raise ConditionError(f"does not compile: {_first_line(error)}") from None
-    return Condition(source, program, model)
+    return Condition(
+        source, program, model, reads_references=REFERENCES_VARIABLE in identifiers(source)
+    )

@@ -26,7 +26,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["MACROS", "CostError", "CostModel", "NestedMacroError", "Sizes", "analyse"]
+__all__ = [
+    "MACROS",
+    "CostError",
+    "CostModel",
+    "NestedMacroError",
+    "Sizes",
+    "analyse",
+    "identifiers",
+]
 
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
@@ -487,3 +495,17 @@ def analyse(source: str) -> CostModel:
         return CostModel(root, frozenset(parser.reads))
     except RecursionError:
         raise CostError("nested too deeply") from None
+
+
+def identifiers(source: str) -> frozenset[str]:
+    """The top-level names an expression reads (an identifier not after a ``.``): which
+    variables it uses. Unreadable text reads nothing."""
+    try:
+        tokens = _tokens(source)
+    except CostError:
+        return frozenset()
+    return frozenset(
+        token.text
+        for before, token in zip([None, *tokens], tokens, strict=False)
+        if token.kind == "ident" and not (before is not None and before.text in (".", ".?"))
+    )

@@ -155,6 +155,7 @@ class PolicySet:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _by_label: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
+    _references: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
     _by_namespace: dict[tuple[str, str | None], tuple[Policy, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -233,6 +234,15 @@ class PolicySet:
                     other.append(policy)
             index = self._by_name[key] = ({n: tuple(ps) for n, ps in literal.items()}, tuple(other))
         return (*index[0].get(view.name, ()), *index[1])
+
+    def reads_references(self) -> bool:
+        """A valid policy's condition reads ``referencedBy`` (the reference index is needed);
+        memoised: asked once per object decided."""
+        if not self._references:
+            self._references.append(
+                any(p.condition is not None and p.condition.reads_references for p in self.valid)
+            )
+        return self._references[0]
 
     def resource_patterns(self) -> tuple[str, ...]:
         """Every ``resources`` entry of a valid policy (the types the informers must keep)."""

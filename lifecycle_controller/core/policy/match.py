@@ -48,6 +48,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
@@ -56,6 +57,7 @@ from lifecycle_controller.core.text.gotext import go_parse_bool
 
 __all__ = [
     "DEFAULT_PROTECTION",
+    "REFERENCES_NOT_SYNCED",
     "SYSTEM_NAMESPACES",
     "MatchReason",
     "ObjectView",
@@ -99,6 +101,16 @@ class MatchReason(enum.StrEnum):
     CONDITION_ERROR = "the policy's condition could not be evaluated for it"
 
 
+#: Why ``referencedBy`` is not known for an object, by default.
+REFERENCES_NOT_SYNCED: Final = "references not synced yet"
+
+
+def _referenced_by(view: ObjectView) -> tuple[str, ...] | None:
+    if view.resource.group != "" or view.resource.kind not in REFERENCED_KINDS:
+        return ()
+    return view.referenced_by
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectView:
     """The metadata of one object that matching reads."""
@@ -115,6 +127,10 @@ class ObjectView:
     #: The object's top-level fields other than metadata, as far as a condition reads them
     #: (docs/policies.md#what-a-condition-reads); empty when none does.
     fields: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: What uses the object (``referencedBy``), when known; None: not known, and
+    #: ``references_missing`` says why (a condition reading it then holds the object).
+    referenced_by: tuple[str, ...] | None = None
+    references_missing: str = REFERENCES_NOT_SYNCED
 
     @property
     def is_namespace(self) -> bool:
@@ -279,6 +295,9 @@ def match(
     if view.has_controller and not policy.include_owned:
         return _refused(MatchReason.OWNED)
     if policy.condition is not None:
+        referenced_by = _referenced_by(view) if policy.condition.reads_references else ()
+        if referenced_by is None:
+            return _refused(MatchReason.CONDITION_ERROR, view.references_missing)
         result = policy.condition.evaluate(
             name=view.name,
             namespace=view.namespace,
@@ -287,6 +306,7 @@ def match(
             creation_ns=view.creation_ns,
             owner_references=view.owner_references,
             fields=view.fields,
+            referenced_by=referenced_by,
         )
         if result.problem is not None:
             return _refused(MatchReason.CONDITION_ERROR, result.problem)

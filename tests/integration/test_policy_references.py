@@ -1,0 +1,140 @@
+"""``referencedBy`` on the real control plane (docs/policies.md#unused-objects).
+
+The reference index is opened only because a policy reads ``referencedBy`` (the controller
+is told to act on ConfigMaps only): a ConfigMap used only by the template of a Deployment
+scaled to zero is kept, an unused one is deleted, and one a Pod created after the controller
+started uses is kept too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lifecycle_controller.devcluster import ControlPlane
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.resources import PODS, POLICIES
+from tests.integration.controller import StartController
+from tests.integration.events import wait_for_event
+from tests.integration.policy_tools import namespaced_policy
+from tests.integration.scenario_support import (
+    create,
+    gone,
+    read,
+    sample,
+    settle,
+    start_for,
+    wait_gone,
+)
+from tests.integration.support import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    configmap,
+    deployment,
+    eventually,
+)
+from tests.integration.test_scenarios_recurring_catchup import controller_rules
+
+
+def _pod(name: str, uses: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "envFrom": [{"configMapRef": {"name": uses}}]}
+            ]
+        },
+    }
+
+
+async def test_unused_configmaps_go_and_used_ones_stay(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "unused",
+            namespace,
+            resources=["configmaps"],
+            condition="size(referencedBy) == 0",
+            lifecycle={"delete-after": "15s"},
+        ),
+    )
+    app = deployment("app")
+    app["spec"]["replicas"] = 0
+    app["spec"]["template"]["spec"]["volumes"] = [{"name": "v", "configMap": {"name": "used"}}]
+    await create(kube, DEPLOYMENTS, namespace, app)
+    for name in ("used", "orphan", "late"):
+        await create(kube, CONFIGMAPS, namespace, configmap(name))
+    running = await start_for(start_controller, namespace, "configmaps")
+    await create(kube, PODS, namespace, _pod("late-user", "late"))
+    await wait_gone(kube, CONFIGMAPS, namespace, "orphan", within=60)
+    await settle(3)
+    assert not await gone(kube, CONFIGMAPS, namespace, "used")
+    assert not await gone(kube, CONFIGMAPS, namespace, "late")
+    added = sample(
+        running,
+        "lifecycle_watch_events_total",
+        resource="pods",
+        purpose="references",
+        type="ADDED",
+    )
+    assert added is not None
+    assert added >= 1  # the Pod came through the reflector, purpose "references"
+
+
+async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
+    policy_crds: None,
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    namespace: str,
+    kube: KubeClient,
+) -> None:
+    """The controller may act on ConfigMaps but not list Pods or workloads: nothing is
+    deleted as unused, the policy's status counts the objects it holds, and why is said."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "unused",
+            namespace,
+            resources=["configmaps"],
+            condition="size(referencedBy) == 0",
+            lifecycle={"delete-after": "2s"},
+        ),
+    )
+    await create(kube, CONFIGMAPS, namespace, configmap("orphan"))
+    policy_rules = [
+        {
+            "apiGroups": ["lifecycle.cezary.dev"],
+            "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["lifecycle.cezary.dev"],
+            "resources": ["clusterlifecyclepolicies/status", "lifecyclepolicies/status"],
+            "verbs": ["patch"],
+        },
+    ]
+    kubeconfig = await asyncio.to_thread(
+        control_plane.user_kubeconfig,
+        f"refs-{namespace}",
+        cluster_rules=policy_rules,
+        namespaced_rules={namespace: controller_rules(delete=True)},
+    )
+    await start_for(start_controller, namespace, "configmaps", kubeconfig=str(kubeconfig))
+
+    async def held() -> bool:
+        policy = await read(kube, POLICIES, namespace, "unused")
+        return ((policy or {}).get("status") or {}).get("held") == 1
+
+    await eventually(held, within=60, what="the policy holding the ConfigMap")
+    await settle(3)
+    assert not await gone(kube, CONFIGMAPS, namespace, "orphan")
+    event = await wait_for_event(kube, namespace, "unused", "PolicyConditionFailed")
+    assert "may not list and watch" in event.note, event.note
