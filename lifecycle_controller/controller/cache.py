@@ -76,6 +76,7 @@ from lifecycle_controller.core.text.timestamps import (
     TimestampError,
     format_rfc3339_nano,
     parse_rfc3339,
+    parse_rfc3339_or_none,
 )
 
 __all__ = [
@@ -237,7 +238,7 @@ class RestartFacts:
         acknowledged = known.acknowledged_ns
         if acknowledged is None:
             return marker
-        seen = _instant(marker)
+        seen = parse_rfc3339_or_none(marker)
         if seen is not None and seen >= acknowledged:
             return marker
         return format_rfc3339_nano(acknowledged)
@@ -247,15 +248,6 @@ class RestartFacts:
 
     def __len__(self) -> int:
         return len(self._known)
-
-
-def _instant(value: str | None) -> int | None:
-    if not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except TimestampError:
-        return None
 
 
 class MetadataCache:

@@ -37,7 +37,9 @@ from lifecycle_controller.core.policy.decide import Verdict
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
-from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
+from lifecycle_controller.core.text.timestamps import (
+    parse_rfc3339_or_none,
+)
 
 __all__ = ["PolicyDecisions", "Tally"]
 
@@ -56,15 +58,6 @@ class Tally:
     held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
-
-
-def _instant(value: str | None) -> int | None:
-    if not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except TimestampError:
-        return None
 
 
 class PolicyDecisions:
@@ -126,7 +119,7 @@ class PolicyDecisions:
         self, key: ObjectKey, obj: CachedObject, resolution: Resolution, verdict: Verdict
     ) -> None:
         """Keep what the verdict over ``resolution`` said; see the module docstring."""
-        acknowledged = _instant(verdict.acknowledged)
+        acknowledged = parse_rfc3339_or_none(verdict.acknowledged)
         if acknowledged is not None:
             self._writer.acknowledge(key, obj, acknowledged)
         decision = verdict.decision

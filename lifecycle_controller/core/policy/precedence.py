@@ -64,9 +64,9 @@ from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, Policy
 from lifecycle_controller.core.text.durations import parse_duration
 from lifecycle_controller.core.text.gotext import go_parse_bool
 from lifecycle_controller.core.text.timestamps import (
-    TimestampError,
     format_rfc3339_nano,
     parse_rfc3339,
+    parse_rfc3339_or_none,
 )
 
 __all__ = [
@@ -329,15 +329,6 @@ class Resolution:
         return not self.deciders and not self.holds and bool(self.overlapped)
 
 
-def _instant(value: str | None) -> int | None:
-    if not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except TimestampError:
-        return None  # not a marker we wrote; the other anchors stand
-
-
 def recurring_anchor(
     *,
     restart_marker: str | None,
@@ -353,7 +344,7 @@ def recurring_anchor(
     """
     known = [
         instant
-        for instant in (_instant(restart_marker), creation_ns, schedule_since_ns)
+        for instant in (parse_rfc3339_or_none(restart_marker), creation_ns, schedule_since_ns)
         if instant is not None
     ]
     return max(known, default=now_ns)
@@ -423,7 +414,7 @@ def _merge(
         sources[keys.DELETE_AT] = InputSource.POLICY
         del merged[keys.DELETE_AFTER], sources[keys.DELETE_AFTER]
     if keys.RESTART_AT in merged and not _existed_before(
-        merged[keys.RESTART_AT], _instant(restart_marker), creation_ns
+        merged[keys.RESTART_AT], parse_rfc3339_or_none(restart_marker), creation_ns
     ):
         del merged[keys.RESTART_AT], sources[keys.RESTART_AT]
         left_alone = "created or restarted at or after the policy's restart-at"

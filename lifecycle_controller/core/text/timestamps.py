@@ -34,6 +34,7 @@ __all__ = [
     "format_rfc3339_seconds",
     "instant_ns",
     "parse_rfc3339",
+    "parse_rfc3339_or_none",
 ]
 
 RFC3339_LAYOUT = "2006-01-02T15:04:05Z07:00"
@@ -253,3 +254,14 @@ def format_rfc3339_nano(instant: int) -> str:
         f"{_format_year(year)}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
         f"{fraction}Z"
     )
+
+
+def parse_rfc3339_or_none(value: str | None) -> int | None:
+    """:func:`parse_rfc3339`, or None for an empty or unreadable value (a marker or an
+    anchor this process did not write is simply not known)."""
+    if not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError:
+        return None
