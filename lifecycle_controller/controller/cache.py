@@ -70,7 +70,7 @@ from lifecycle_controller.core.decision.outcomes import ObjectFacts
 from lifecycle_controller.core.objects.copies import controller_owner
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.policy.field_paths import fields_of
+from lifecycle_controller.core.policy.field_paths import split_read
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.text.timestamps import (
     TimestampError,
@@ -154,9 +154,11 @@ class PolicyViews(Protocol):
         resource: ResourceType,
         metadata: Mapping[str, Any],
         fields: Mapping[str, Any] | None = None,
+        read: frozenset[tuple[str, ...]] | None = None,
     ) -> ObjectView | None:
         """The object's view when a policy could match it, else None; with the paths of
-        ``fields`` (its other top-level fields) the conditions read, and those alone."""
+        ``fields`` (its other top-level fields) the conditions read, and those alone;
+        ``read``: the paths ``fields`` were read with (None: the whole object)."""
         ...
 
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
@@ -276,11 +278,12 @@ class MetadataCache:
         object cut down by a field projection (``metadata`` and the paths conditions read:
         those are kept in its view)."""
         fields: Mapping[str, Any] | None = None
+        read: frozenset[tuple[str, ...]] | None = frozenset()  # metadata only: nothing more
         if isinstance(metadata.get("metadata"), Mapping):  # an object, not its metadata
-            fields = fields_of(metadata)
+            fields, read = split_read(metadata)
             metadata = metadata["metadata"]
         views = self.policy_views
-        view = None if views is None else views.view(resource, metadata, fields)
+        view = None if views is None else views.view(resource, metadata, fields, read)
         return CachedObject.from_metadata(metadata, view=view)
 
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:

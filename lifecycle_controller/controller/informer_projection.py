@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from lifecycle_controller.controller.informer_ports import MetadataSource, ObjectSource
 from lifecycle_controller.core.objects.pod_references import object_references
-from lifecycle_controller.core.policy.field_paths import pick
+from lifecycle_controller.core.policy.field_paths import READ_KEY, pick
 from lifecycle_controller.kube import EventFilter, ResourceType
 
 __all__ = ["FieldProjection", "MetadataProjection", "Projection", "ReferenceFields", "WholeObjects"]
@@ -216,7 +216,9 @@ class WholeObjects:
 
 class FieldProjection(WholeObjects):
     """Whole objects asked for, ``metadata`` and the chosen ``paths`` kept: the keeper is
-    given ``{"metadata": ..., <path>: ...}`` (a path ``()`` keeps the whole object)."""
+    given ``{"metadata": ..., <path>: ...}`` (a path ``()`` keeps the whole object) and,
+    under ``READ_KEY``, the paths it was read with: a condition reading a path these do not
+    cover holds the object until the type is listed again with it."""
 
     def __init__(self, source: ObjectSource, paths: frozenset[tuple[str, ...]]) -> None:
         super().__init__(source)
@@ -225,7 +227,7 @@ class FieldProjection(WholeObjects):
     def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if not isinstance(obj.get("metadata"), Mapping):
             return None
-        return {**pick(obj, self.paths), "metadata": obj["metadata"]}
+        return {**pick(obj, self.paths), "metadata": obj["metadata"], READ_KEY: self.paths}
 
 
 def _selected(field_selector: str | None) -> dict[str, str]:

@@ -36,6 +36,7 @@ class NamespaceLabelViews:
         resource: ResourceType,
         metadata: Mapping[str, Any],
         fields: Mapping[str, Any] | None = None,
+        read: frozenset[tuple[str, ...]] | None = None,
     ) -> ObjectView | None:
         if not self.watches(resource):
             return None

@@ -183,12 +183,13 @@ class PolicyStore:
         resource: ResourceType,
         metadata: Mapping[str, Any],
         fields: Mapping[str, Any] | None = None,
+        read: frozenset[tuple[str, ...]] | None = None,
     ) -> ObjectView | None:
         if not self.current.for_resource(resource):
             return None
         reads = self.current.reads(resource)
         kept = self._interned(pick(fields, reads)) if fields and reads else None
-        view = object_view(resource, metadata, kept)
+        view = object_view(resource, metadata, kept, read=read)
         return view if self.current.candidate(view) else None
 
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:

@@ -8,8 +8,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import compile_condition
-from lifecycle_controller.core.policy.field_paths import FieldInterner, fields_of, pick, read_values
+from lifecycle_controller.core.policy.field_paths import (
+    READ_KEY,
+    FieldInterner,
+    fields_of,
+    pick,
+    read_values,
+    split_read,
+    unread,
+)
+from lifecycle_controller.core.policy.in_force import (
+    POLICY_API_VERSION,
+    object_view,
+    policy_from_manifest,
+)
+from lifecycle_controller.core.policy.match import MatchReason, match
+from lifecycle_controller.core.policy.model import Policy
+
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", namespaced=True)
 
 DEPLOYMENT: dict[str, Any] = {
     "apiVersion": "apps/v1",
@@ -110,3 +128,56 @@ def test_equal_picked_fields_are_shared() -> None:
     assert again == first
     big = {"data": {"k": "v" * 300}}
     assert interned(big) is big
+
+
+@pytest.mark.parametrize(
+    ("reads", "read", "missing"),
+    [
+        ({("spec", "replicas")}, None, []),  # the whole object was read
+        ({("spec", "replicas")}, frozenset({()}), []),
+        ({("spec", "replicas")}, frozenset({("spec",)}), []),
+        ({("spec", "replicas")}, frozenset({("spec", "replicas")}), []),
+        ({("spec", "replicas")}, frozenset(), [("spec", "replicas")]),  # metadata only
+        ({("spec", "replicas")}, frozenset({("status",)}), [("spec", "replicas")]),
+        ({("spec",)}, frozenset({("spec", "replicas")}), [("spec",)]),  # a part is not all
+        ({("spec", "a"), ("status", "b")}, frozenset({("spec",)}), [("status", "b")]),
+        (set(), frozenset(), []),
+    ],
+)
+def test_what_a_condition_reads_that_was_never_fetched(
+    reads: set[tuple[str, ...]],
+    read: frozenset[tuple[str, ...]] | None,
+    missing: list[tuple[str, ...]],
+) -> None:
+    assert unread(reads, read) == missing
+
+
+def test_a_projected_object_says_which_paths_it_was_read_with() -> None:
+    obj = {"metadata": {"name": "a"}, "spec": {"replicas": 0}, READ_KEY: frozenset({("spec",)})}
+    assert split_read(obj) == ({"spec": {"replicas": 0}}, frozenset({("spec",)}))
+    assert split_read({"metadata": {}, "spec": {}}) == ({"spec": {}}, None)
+
+
+def test_a_condition_on_fields_never_fetched_holds_instead_of_judging_them_absent() -> None:
+    """A type listed before a policy's condition read ``spec`` (its new projection is being
+    listed): ``!has(object.spec.paused)`` must not match an object whose spec was never read."""
+    doc = {
+        "apiVersion": POLICY_API_VERSION,
+        "kind": "ClusterLifecyclePolicy",
+        "metadata": {"name": "unpaused", "generation": 1},
+        "spec": {
+            "resources": ["deployments.apps"],
+            "condition": "!has(object.spec.paused)",
+            "lifecycle": {"delete-after": "1h"},
+        },
+    }
+    policy = policy_from_manifest(doc)
+    assert isinstance(policy, Policy)
+    metadata = {"name": "web", "namespace": "a", "creationTimestamp": "2026-01-01T00:00:00Z"}
+    unread_view = object_view(DEPLOYMENTS, metadata, {"spec": {}}, read=frozenset())
+    held = match(policy, unread_view)
+    assert not held.matched
+    assert held.reason is MatchReason.CONDITION_ERROR
+    assert held.problem == "object.spec.paused not read yet (listing again)"
+    read_view = object_view(DEPLOYMENTS, metadata, {"spec": {}}, read=frozenset({("spec",)}))
+    assert match(policy, read_view).matched

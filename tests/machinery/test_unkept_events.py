@@ -173,6 +173,7 @@ class Selecting:
         resource: ResourceType,
         metadata: Mapping[str, Any],
         fields: Mapping[str, Any] | None = None,
+        read: frozenset[tuple[str, ...]] | None = None,
     ) -> ObjectView | None:
         return None
 

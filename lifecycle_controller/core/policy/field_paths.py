@@ -14,9 +14,20 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["FieldInterner", "fields_of", "pick", "read_values"]
+__all__ = [
+    "READ_KEY",
+    "FieldInterner",
+    "fields_of",
+    "pick",
+    "read_values",
+    "split_read",
+    "unread",
+]
 
 _ABSENT: Final = object()
+#: Where a field projection says which paths it read, beside an object it cut down (a key no
+#: Kubernetes object has at its top level): the paths a condition may trust there.
+READ_KEY: Final = "lifecycle.cezary.dev/read"
 #: The longest value :func:`read_values` prints (a whole ``spec`` is cut short).
 _SHOWN_CHARACTERS: Final = 60
 
@@ -24,6 +35,27 @@ _SHOWN_CHARACTERS: Final = 60
 def fields_of(obj: Mapping[str, Any]) -> dict[str, Any]:
     """An object's top-level fields other than ``metadata`` (what a condition may read)."""
     return {str(key): value for key, value in obj.items() if key != "metadata"}
+
+
+def split_read(
+    obj: Mapping[str, Any],
+) -> tuple[dict[str, Any], frozenset[tuple[str, ...]] | None]:
+    """An object's fields other than metadata, and the paths they were read with (None: the
+    whole object was read; see :data:`READ_KEY`)."""
+    fields = fields_of(obj)
+    read = fields.pop(READ_KEY, None)
+    return fields, read if isinstance(read, frozenset) else None
+
+
+def unread(
+    reads: Iterable[tuple[str, ...]], read: frozenset[tuple[str, ...]] | None
+) -> list[tuple[str, ...]]:
+    """The paths of ``reads`` not under any path of ``read`` (None: everything was read;
+    ``()`` covers every path): what a condition would read that was never fetched, where a
+    missing field would look absent without being so."""
+    if read is None or () in read:
+        return []
+    return sorted(p for p in reads if not any(p[: len(q)] == q for q in read))
 
 
 def pick(obj: Mapping[str, Any], paths: Iterable[tuple[str, ...]]) -> dict[str, Any]:

@@ -128,10 +128,15 @@ _NO_FIELDS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def object_view(
-    resource: ResourceType, metadata: Mapping[str, Any], fields: Mapping[str, Any] | None = None
+    resource: ResourceType,
+    metadata: Mapping[str, Any],
+    fields: Mapping[str, Any] | None = None,
+    *,
+    read: frozenset[tuple[str, ...]] | None = None,
 ) -> ObjectView:
     """What matching reads of an object, from its ``metadata`` (an API object's or a
-    manifest's) and, for conditions, its other top-level ``fields`` as far as they are kept."""
+    manifest's) and, for conditions, its other top-level ``fields`` as far as they are kept;
+    ``read``: the paths they were read with (None: the whole object, as a manifest is)."""
     return ObjectView(
         resource=resource,
         namespace=(metadata.get("namespace") or None) if resource.namespaced else None,
@@ -141,6 +146,7 @@ def object_view(
         creation_ns=_creation_ns(metadata.get("creationTimestamp")),
         owner_references=_owner_references(metadata.get("ownerReferences")),
         fields=fields if fields else _NO_FIELDS,  # shared, never mutated (FieldInterner)
+        fields_read=read,
     )
 
 

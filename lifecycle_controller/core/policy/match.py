@@ -51,6 +51,7 @@ from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
+from lifecycle_controller.core.policy.field_paths import unread
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
 from lifecycle_controller.core.text.globs import glob_match, has_glob_meta, matches_any
 from lifecycle_controller.core.text.gotext import go_parse_bool
@@ -127,6 +128,9 @@ class ObjectView:
     #: The object's top-level fields other than metadata, as far as a condition reads them
     #: (docs/policies.md#what-a-condition-reads); empty when none does.
     fields: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: The paths ``fields`` were read with; None: the whole object (a manifest, a write's
+    #: answer); empty: metadata only. A condition reading beyond them holds the object.
+    fields_read: frozenset[tuple[str, ...]] | None = None
     #: What uses the object (``referencedBy``), when known; None: not known, and
     #: ``references_missing`` says why (a condition reading it then holds the object).
     referenced_by: tuple[str, ...] | None = None
@@ -298,6 +302,10 @@ def match(
         referenced_by = _referenced_by(view) if policy.condition.reads_references else ()
         if referenced_by is None:
             return _refused(MatchReason.CONDITION_ERROR, view.references_missing)
+        missing = unread(policy.condition.reads, view.fields_read)
+        if missing:  # fetched before this condition: an absent field would not be absent
+            names = ", ".join(".".join(("object", *path)) for path in missing)
+            return _refused(MatchReason.CONDITION_ERROR, f"{names} not read yet (listing again)")
         result = policy.condition.evaluate(
             name=view.name,
             namespace=view.namespace,
