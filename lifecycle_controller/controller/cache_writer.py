@@ -111,8 +111,8 @@ class CacheWriter(Keeper):
     def skips_unannotated(self) -> bool:
         return not self._cache.keeps_unannotated(self._resource)
 
-    def unkept_filter(self, on_skipped: Skipped) -> EventFilter | None:
-        return UnkeptEvents(self, on_skipped)
+    def unkept_filter(self, on_skipped: Skipped, rest: float = 0.0) -> EventFilter | None:
+        return UnkeptEvents(self, on_skipped, rest)
 
     def skips_unheld(self) -> bool:
         """Unannotated objects are dropped while no policy selects the type, and nobody
@@ -209,12 +209,16 @@ class Holder(Protocol):
 
 
 class UnkeptEvents:
-    """An :data:`~lifecycle_controller.kube.EventFilter` that refuses the frames described
-    in the module docstring and reports each to ``on_skipped``."""
+    """A :class:`~lifecycle_controller.kube.watch_lines.RestingFilter` that refuses the
+    frames described in the module docstring, reports each to ``on_skipped``, and has the
+    watch rest ``rest`` seconds after a read it refused whole."""
 
-    def __init__(self, keeper: Holder, on_skipped: Skipped) -> None:
+    __slots__ = ("_keeper", "_on_skipped", "rest_after_refused")
+
+    def __init__(self, keeper: Holder, on_skipped: Skipped, rest: float = 0.0) -> None:
         self._keeper = keeper
         self._on_skipped = on_skipped
+        self.rest_after_refused = rest
 
     def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
         """True: decode the frame; False: it was dropped (and reported)."""

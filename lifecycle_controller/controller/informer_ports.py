@@ -151,9 +151,10 @@ class Keeper:
         """Which raw lines of a watch are decoded at all (None: every line)."""
         return None
 
-    def unkept_filter(self, on_skipped: Skipped) -> EventFilter | None:
+    def unkept_filter(self, on_skipped: Skipped, rest: float = 0.0) -> EventFilter | None:
         """A filter that drops, undecoded, the watch events of objects this keeper would keep
-        nothing of, telling ``on_skipped`` of each
+        nothing of, telling ``on_skipped`` of each, and has the watch rest ``rest`` seconds
+        after a read it dropped whole
         (:class:`~lifecycle_controller.controller.cache_writer.UnkeptEvents`); None: none is
         dropped."""
         return None
@@ -226,6 +227,11 @@ class InformerSettings:
     #: optional watch whose owner falls back quietly (discovery's CRD watch, the Namespace
     #: defaults, the policy store), and who also reports a 404 (logged at debug here).
     stop_when_forbidden: bool = False
+    #: After the list, how long a watch leaves its connection unread after a read whose every
+    #: event was dropped undecoded as one the keeper keeps nothing of: what arrives meanwhile
+    #: is read in one wake-up, and an event that matters waits at most this long
+    #: (docs/performance.md#the-cost-of-churn). 0: never.
+    watch_rest: float = 0.02
 
     def __post_init__(self) -> None:
         if self.page_size < 1:

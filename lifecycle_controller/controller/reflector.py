@@ -67,10 +67,12 @@ from lifecycle_controller.controller.informer_recovery import (
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.kube import (
     ApiError,
+    EventFilter,
     Forbidden,
     Gone,
     NotFound,
     ResourceType,
+    RestingFilter,
     TransportError,
     is_added_event,
 )
@@ -383,15 +385,9 @@ class Informer:
         stale = self._keeper.listing()
         skip_unannotated = not stale and self._keeper.skips_unannotated()
         listing = True
-        unkept = self._keeper.unkept_filter(self._skipped)
-
-        def decode_if(raw: bytes | bytearray, start: int, end: int) -> bool:
-            if not listing:
-                return unkept is None or unkept(raw, start, end)
-            if skip_unannotated and is_added_event(raw, start):
-                return raw.find(_PREFIX_BYTES, start, end) >= 0
-            return True
-
+        decode_if = _ListThenWatch(
+            skip_unannotated, self._keeper.unkept_filter(self._skipped, self._settings.watch_rest)
+        )
         stream = self._projection.watch_list(
             self.resource,
             namespace=self.namespace,
@@ -420,7 +416,7 @@ class Informer:
                 elif event_type == "BOOKMARK":
                     annotations = metadata.get("annotations") or {}
                     if annotations.get(_INITIAL_EVENTS_END) == "true":
-                        listing = False
+                        listing = decode_if.listing = False
                         self._listed(str(metadata.get("resourceVersion", "")), stale)
                         self._stream_listed = True
                 else:
@@ -458,7 +454,8 @@ class Informer:
             resource_version=self._resource_version,
             timeout_seconds=timeout,
             field_selector=self._field_selector,
-            decode_if=self._keeper.watch_filter() or self._keeper.unkept_filter(skipped),
+            decode_if=self._keeper.watch_filter()
+            or self._keeper.unkept_filter(skipped, self._settings.watch_rest),
         )
         try:
             async for event in stream:
@@ -512,6 +509,33 @@ class Informer:
             self._log.warning("unknown watch event type", event_type=event_type)
             return
         self._count()
+
+
+class _ListThenWatch:
+    """The filter of a streaming list: while its initial events come, an ADDED frame without
+    a lifecycle annotation is dropped when the keeper may skip those (and the stream never
+    rests: a list is read as fast as it comes); after them, the keeper's unkept filter,
+    resting as it says."""
+
+    __slots__ = ("_skip_unannotated", "_unkept", "listing")
+
+    def __init__(self, skip_unannotated: bool, unkept: EventFilter | None) -> None:
+        self._skip_unannotated = skip_unannotated
+        self._unkept = unkept
+        self.listing = True
+
+    @property
+    def rest_after_refused(self) -> float:
+        if self.listing or not isinstance(self._unkept, RestingFilter):
+            return 0.0
+        return self._unkept.rest_after_refused
+
+    def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
+        if not self.listing:
+            return self._unkept is None or self._unkept(raw, start, end)
+        if self._skip_unannotated and is_added_event(raw, start):
+            return raw.find(_PREFIX_BYTES, start, end) >= 0
+        return True
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

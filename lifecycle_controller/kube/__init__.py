@@ -30,6 +30,7 @@ from lifecycle_controller.kube.errors import (
 )
 from lifecycle_controller.kube.exchanges import EventFilter, is_added_event
 from lifecycle_controller.kube.resources import CRDS, EVENTS, LEASES, NAMESPACES, ResourceType
+from lifecycle_controller.kube.watch_lines import RestingFilter
 
 __all__ = [
     "ACCEPT_AGGREGATED_DISCOVERY",
@@ -52,6 +53,7 @@ __all__ = [
     "KubeError",
     "NotFound",
     "ResourceType",
+    "RestingFilter",
     "ServerError",
     "Timeouts",
     "TooManyRequests",

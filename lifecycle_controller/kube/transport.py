@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
     "ConnectionFailed",
@@ -36,6 +36,7 @@ __all__ = [
     "HttpResponse",
     "Pool",
     "ResponseBody",
+    "RestingBody",
     "Transport",
 ]
 
@@ -72,6 +73,17 @@ class ResponseBody(Protocol):
 
     async def readany(self) -> bytes:
         """The next chunk, ``b""`` at the end; ConnectionFailed when reading fails."""
+        ...
+
+
+@runtime_checkable
+class RestingBody(ResponseBody, Protocol):
+    """A body whose connection can be left unread for a while (the transports' bodies)."""
+
+    async def rest(self, seconds: float) -> None:
+        """Leave the connection unread for ``seconds``: what the server sends meanwhile waits
+        in the socket and comes in one read afterwards, for one wake-up instead of one per
+        event (docs/performance.md#the-cost-of-churn)."""
         ...
 
 

@@ -10,6 +10,7 @@ what fails below HTTP leaves as :class:`~lifecycle_controller.kube.transport.Con
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -41,16 +42,40 @@ def _failed(error: BaseException) -> ConnectionFailed:
 class _Body:
     """A streamed body; aiohttp's errors while reading become ConnectionFailed."""
 
-    __slots__ = ("_reader",)
+    __slots__ = ("_reader", "_response")
 
-    def __init__(self, reader: aiohttp.StreamReader) -> None:
-        self._reader = reader
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._reader = response.content
+        self._response = response
 
     async def readany(self) -> bytes:
         try:
             return await self._reader.readany()
         except _READ_FAILURES as error:
             raise _failed(error) from error
+
+    async def rest(self, seconds: float) -> None:
+        """Pause the connection's reading through aiohttp's own flow control (which also stops
+        its idle timer meanwhile); over TLS, lower the TLS layer's read buffer to one byte as
+        well, so that it stops reading the socket too once a record is waiting (pausing only
+        the layer above leaves the TLS layer waking up for, and buffering, every record)."""
+        connection = self._response.connection
+        protocol = connection.protocol if connection is not None else None
+        transport = protocol.transport if protocol is not None else None
+        if protocol is None or transport is None or transport.is_closing():
+            await asyncio.sleep(seconds)
+            return
+        tls_limits = getattr(transport, "set_read_buffer_limits", None)
+        protocol.pause_reading()
+        if tls_limits is not None:
+            tls_limits(high=1)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            if not transport.is_closing():
+                if tls_limits is not None:
+                    tls_limits()  # back to asyncio's defaults
+                protocol.resume_reading()
 
 
 class _Response:
@@ -60,7 +85,7 @@ class _Response:
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
-        self.content = _Body(response.content)
+        self.content = _Body(response)
 
     @property
     def status(self) -> int:

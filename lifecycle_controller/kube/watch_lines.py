@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from lifecycle_controller.kube.errors import TransportError
 from lifecycle_controller.kube.transport import ConnectionFailed, ResponseBody
@@ -33,6 +33,7 @@ __all__ = [
     "EVENTS_PER_STEP",
     "MAX_LINE_BYTES",
     "EventFilter",
+    "RestingFilter",
     "is_added_line",
     "json_lines",
     "next_chunk",
@@ -41,6 +42,20 @@ __all__ = [
 #: Asked about each raw event before it is decoded, with the bytes that hold it and its
 #: bounds in them (nothing is copied); an event it refuses is dropped undecoded.
 EventFilter = Callable[[bytes | bytearray, int, int], bool]
+
+
+@runtime_checkable
+class RestingFilter(Protocol):
+    """An :data:`EventFilter` that also says how long a watch leaves its connection unread
+    after a read whose every event it refused (0: not at all). Asked after each such read, so
+    its owner may change it while the stream is read (docs/performance.md#the-cost-of-churn)."""
+
+    @property
+    def rest_after_refused(self) -> float: ...
+
+    def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool: ...
+
+
 #: The most events split between two yields to the event loop (a network chunk can hold
 #: thousands when the loop was busy while it arrived).
 EVENTS_PER_STEP = 256

@@ -25,8 +25,13 @@ from functools import lru_cache
 from typing import Any
 
 from lifecycle_controller.kube.errors import TransportError
-from lifecycle_controller.kube.transport import ResponseBody
-from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP, EventFilter, next_chunk
+from lifecycle_controller.kube.transport import ResponseBody, RestingBody
+from lifecycle_controller.kube.watch_lines import (
+    EVENTS_PER_STEP,
+    EventFilter,
+    RestingFilter,
+    next_chunk,
+)
 
 __all__ = [
     "PROTOBUF",
@@ -63,22 +68,29 @@ async def protobuf_events(
     """Yield each event of a protobuf watch until the server ends the stream.
 
     ``decode_if`` is asked about each frame first, in place; a frame it refuses is dropped
-    undecoded (and never copied). Every :data:`EVENTS_PER_STEP` frames, and every
-    :data:`BYTES_PER_STEP` bytes read, end with a yield to the event loop: buffered data
-    never suspends ``readany()``, while a watch whose events trickle in, one small chunk at
-    a time, suspends on every read anyway (a yield after each of its chunks was a fifth of
-    the CPU of an event dropped undecoded). Raises TransportError when reading fails, a
-    frame grows past MAX_FRAME_BYTES or the stream ends inside a frame, and ProtobufError
+    undecoded (and never copied). After a read whose every frame it refused, a
+    :class:`~.watch_lines.RestingFilter` may have the connection left unread a while (when
+    the body can rest): in a busy cluster the events of objects nobody acts on then come a
+    batch per wake-up instead of one each (docs/performance.md#the-cost-of-churn).
+
+    Every :data:`EVENTS_PER_STEP` frames, and every :data:`BYTES_PER_STEP` bytes read, end
+    with a yield to the event loop: buffered data never suspends ``readany()``, while a watch
+    whose events trickle in, one small chunk at a time, suspends on every read anyway (a
+    yield after each of its chunks was a fifth of the CPU of an event dropped undecoded).
+    Raises TransportError when reading fails, a frame grows past MAX_FRAME_BYTES or the
+    stream ends inside a frame, and ProtobufError
     for a bad frame.
     """
     buffer = bytearray()
     unyielded = 0
+    resting = decode_if if isinstance(decode_if, RestingFilter) else None
+    restful = content if resting is not None and isinstance(content, RestingBody) else None
     while True:
         chunk = await next_chunk(content, what)
         if not chunk:
             break
         buffer += chunk
-        start = frames = 0
+        start = frames = decoded = 0
         while len(buffer) - start >= 4:
             (length,) = _LENGTH.unpack_from(buffer, start)
             if length > MAX_FRAME_BYTES:
@@ -88,11 +100,18 @@ async def protobuf_events(
                 break
             start = end
             if decode_if is None or decode_if(buffer, body, end):
+                decoded += 1
                 yield decode_watch_event(buffer, body, end, what=what)
             frames += 1
             if frames % EVENTS_PER_STEP == 0:
                 await asyncio.sleep(0)
         del buffer[:start]
+        if restful is not None and resting is not None and frames and not decoded:
+            seconds = resting.rest_after_refused
+            if seconds > 0:
+                unyielded = 0
+                await restful.rest(seconds)  # a yield to the loop too
+                continue
         unyielded += len(chunk)
         if unyielded >= BYTES_PER_STEP:
             unyielded = 0

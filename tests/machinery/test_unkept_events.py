@@ -139,6 +139,8 @@ class FrameSource:
     lists: list[dict[str, Any]]
     watches: list[list[bytes]]
     decoded: list[str] = field(default_factory=list)
+    #: Streaming lists, each a body read by the real reader.
+    streams: list[ScriptedBody] = field(default_factory=list)
 
     async def list_metadata(self, resource: ResourceType, **kwargs: Any) -> dict[str, Any]:
         return self.lists.pop(0)
@@ -149,9 +151,17 @@ class FrameSource:
         return self._read(self.watches.pop(0), decode_if)
 
     def watch_list_metadata(
-        self, resource: ResourceType, **kwargs: Any
+        self, resource: ResourceType, *, decode_if: EventFilter | None = None, **kwargs: Any
     ) -> AsyncIterator[dict[str, Any]]:
-        raise AssertionError("paged lists only")
+        assert self.streams, "paged lists only"
+        return self._stream(self.streams.pop(0), decode_if)
+
+    async def _stream(
+        self, body: ScriptedBody, decode_if: EventFilter | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        async for event in protobuf_events(body, what="watch", decode_if=decode_if):
+            self.decoded.append(event["object"].get("metadata", {}).get("name", ""))
+            yield event
 
     async def _read(
         self, frames: list[bytes], decode_if: EventFilter | None
@@ -269,3 +279,106 @@ def test_the_cache_holds_exactly_what_it_stores() -> None:
     cache.put(key, stored)
     cache.drop_type(CONFIGMAPS)
     assert not cache.holds(CONFIGMAPS, "ns", "a")
+
+
+# ---------------------------------------------------------------------- resting after drops
+
+
+class ScriptedBody:
+    """A body that hands over one scripted chunk per read and records each rest."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self._chunks = list(chunks)
+        self.rests: list[float] = []
+        self.reads = 0
+
+    async def readany(self) -> bytes:
+        self.reads += 1
+        return self._chunks.pop(0) if self._chunks else b""
+
+    async def rest(self, seconds: float) -> None:
+        self.rests.append(seconds)
+
+
+def churn(name: str, rv: str) -> bytes:
+    return metadata_frame("MODIFIED", plain(name, rv))
+
+
+def drop_unannotated(raw: bytes | bytearray, start: int, end: int) -> bool:
+    return raw.find(PREFIX.encode(), start, end) >= 0
+
+
+@dataclass
+class DropUnannotated:
+    """A resting filter that drops every frame without a lifecycle annotation."""
+
+    rest_after_refused: float
+
+    def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
+        return drop_unannotated(raw, start, end)
+
+
+@dataclass
+class KeepAll:
+    """A resting filter that refuses nothing."""
+
+    rest_after_refused: float
+
+    def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
+        return True
+
+
+async def names_read(body: Any, decode_if: EventFilter) -> list[str]:
+    events = protobuf_events(body, what="watch", decode_if=decode_if)
+    return [event["object"]["metadata"]["name"] async for event in events]
+
+
+async def test_a_read_whose_every_frame_was_dropped_leaves_the_connection_unread() -> None:
+    kept = metadata_frame("MODIFIED", plain("kept", "9", **{ANNOTATION: "1h"}))
+    body = ScriptedBody(
+        churn("a", "1") + churn("b", "2"),  # all dropped: a rest
+        churn("c", "3") + kept,  # one decoded: no rest
+        kept,  # decoded: no rest
+        churn("d", "4"),  # dropped: a rest
+    )
+    assert await names_read(body, DropUnannotated(0.02)) == ["kept", "kept"]
+    assert body.rests == [0.02, 0.02]
+
+
+async def test_no_rest_when_the_filter_says_zero_cannot_rest_or_keeps_everything() -> None:
+    zero = ScriptedBody(churn("a", "1"), churn("b", "2"))
+    assert await names_read(zero, DropUnannotated(0.0)) == []
+    plain_filter = ScriptedBody(churn("a", "1"), churn("b", "2"))
+    assert await names_read(plain_filter, drop_unannotated) == []
+    everything = ScriptedBody(churn("a", "1"), churn("b", "2"))
+    assert await names_read(everything, KeepAll(0.02)) == ["a", "b"]
+    assert zero.rests == plain_filter.rests == everything.rests == []
+
+
+async def test_a_body_that_cannot_rest_is_read_as_before() -> None:
+    stream = reader(churn("a", "1"), churn("b", "2"))  # aiohttp's StreamReader: no rest()
+    assert await names_read(stream, DropUnannotated(0.02)) == []
+
+
+async def test_a_partial_frame_never_counts_as_a_dropped_read() -> None:
+    whole = churn("a", "1")
+    body = ScriptedBody(whole[:10], whole[10:])  # nothing complete in the first read
+    assert await names_read(body, DropUnannotated(0.02)) == []
+    assert body.rests == [0.02]  # only after the read that completed (and dropped) a frame
+
+
+async def test_a_streaming_list_rests_only_after_its_initial_events() -> None:
+    """While a streaming list's initial events come, the stream never rests (a list reads as
+    fast as it comes), even when the keeper drops them; after them it rests as the unkept
+    filter says."""
+    body = ScriptedBody(
+        metadata_frame("ADDED", plain("listed", "1")),  # dropped unannotated, listing
+        REAL_BOOKMARK,
+        churn("later", "3"),  # dropped as unkept: a rest
+    )
+    source = FrameSource([], [], streams=[body])
+    informer, _ = informer_on(source, MetadataCache(), Recorder())
+    await informer.stream_once()
+    assert source.decoded == [""]  # the bookmark; the listed object was dropped undecoded
+    assert SETTINGS.watch_rest > 0
+    assert body.rests == [SETTINGS.watch_rest]
