@@ -55,6 +55,11 @@ def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[Polic
     return deciding + tuple((p.ref, p.generation) for p in policies.invalid)
 
 
+def _refs(policies: PolicySet) -> set[PolicyRef]:
+    """Every policy in the set, valid or not."""
+    return {p.ref for p in policies.valid} | {p.ref for p in policies.invalid}
+
+
 def _kept(policies: PolicySet, resource: ResourceType) -> tuple[object, ...]:
     """What decides which objects of ``resource`` the informers keep for the policies, and
     which of their fields (the paths the conditions read: a change relists with the new
@@ -137,6 +142,7 @@ class PolicyPipeline:
             on_held=self.metrics.policy.set_held,
         )
         self.store.on_change = self._changed
+        decisions.limits.on_freed = enqueue  # a place a failed write gave back
         decisions.references = self.references
         self.references.on_target = self._referenced
         self.references.on_synced = self._references_synced
@@ -172,6 +178,9 @@ class PolicyPipeline:
 
     async def _changed(self, old: PolicySet, new: PolicySet) -> None:
         self.references.want(new.reads_references())
+        deleted = _refs(old) - _refs(new)
+        if deleted:
+            self._decisions.limits.drop(deleted)  # re-created, a policy starts a new window
         removed = {p.ref for p in old.valid} - {p.ref for p in new.valid}
         for ref in sorted(removed, key=str):
             pending = sum(1 for t in self._decisions.tallies.values() if ref in t.decided_by)
