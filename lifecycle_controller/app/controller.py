@@ -296,6 +296,7 @@ class Controller:
             metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
         policies.store.namespace_labels = namespaces.labels
+        policies.keep_namespace_labels = namespaces.keep_labels
         reconciler = build_reconciler(
             api=self.kube,
             cache=cache,
@@ -343,10 +344,12 @@ class Controller:
         )
         self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
         self.activity.follow(queue, events, self._pipeline.synced)
-        namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
+        namespace_task: asyncio.Task[None] | None = None
         try:
             watched = await discovery.initial()  # logs an empty watch set itself
             await policies.load()  # before the first lists, which keep what policies match
+            # After the policies: whether it keeps the Namespaces' labels is known at its list.
+            namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
             await namespaces.wait_synced()  # no action before the namespace defaults are known
@@ -375,7 +378,8 @@ class Controller:
                 )
         finally:
             queue.shutdown()
-            await cancel_and_wait(namespace_task)
+            if namespace_task is not None:
+                await cancel_and_wait(namespace_task)
             await rollouts.aclose()
             await informers.aclose()
             await queue.aclose()

@@ -114,6 +114,9 @@ class PolicyPipeline:
             namespaces=reference_namespaces,
             metrics=InformerMetricsAdapter(metrics, purpose="references"),
         )
+        #: Told whether a policy in force has a namespaceSelector (the namespace store keeps
+        #: every Namespace's labels only then; set by the composition root).
+        self.keep_namespace_labels: Callable[[bool], None] = lambda wanted: None
 
     def attach(
         self,
@@ -150,7 +153,13 @@ class PolicyPipeline:
     async def load(self) -> None:
         """The policies as they are now, before the informers list (logs when they are off)."""
         await self.store.load()
-        self.references.want(self.store.current.reads_references())
+        self._wants(self.store.current)
+
+    def _wants(self, policies: PolicySet) -> None:
+        """What the policies in force read besides the objects: who uses them, the labels
+        of their Namespaces."""
+        self.references.want(policies.reads_references())
+        self.keep_namespace_labels(policies.selects_namespaces_by_label())
 
     async def run(self) -> None:
         try:
@@ -177,7 +186,7 @@ class PolicyPipeline:
                     self._enqueue(key)
 
     async def _changed(self, old: PolicySet, new: PolicySet) -> None:
-        self.references.want(new.reads_references())
+        self._wants(new)
         deleted = _refs(old) - _refs(new)
         if deleted:
             self._decisions.limits.drop(deleted)  # re-created, a policy starts a new window
