@@ -39,10 +39,12 @@ from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
 from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
 from lifecycle_controller.controller.reconciler import Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRecorder
+from lifecycle_controller.controller.references import ReferenceWatch
 from lifecycle_controller.controller.result import ReconcileFunc, Result
 from lifecycle_controller.controller.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
 from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock, RealClock
@@ -51,6 +53,7 @@ from lifecycle_controller.machinery.tasks import cancel_and_wait
 from lifecycle_controller.machinery.workqueue import WorkQueue
 from lifecycle_controller.serving.metrics import Metrics
 from lifecycle_controller.serving.server import (
+    REFERENCES_PENDING,
     MetricsServer,
     ProbeServer,
     caches_stale,
@@ -82,14 +85,36 @@ class _Pipeline:
     reconciler: Reconciler
     events: BackgroundRecorder
     namespaces: NamespaceDefaultsStore | None = None
+    #: The reference index, open only while a policy reads ``referencedBy``.
+    references: ReferenceWatch | None = None
 
-    def synced(self) -> bool:
+    def listed(self) -> bool:
         """The informers and the namespace-defaults store have listed once."""
         return self.informers.synced() and (self.namespaces is None or self.namespaces.synced())
 
+    def synced(self) -> bool:
+        """:meth:`listed`, and the reference index has synced while it is open."""
+        return self.listed() and self.references_pending() is None
+
+    def references_pending(self) -> str | None:
+        """Why the open reference index has not synced (None: synced, or not open)."""
+        references = self.references
+        if references is None or not references.running or references.synced:
+            return None
+        return f"{REFERENCES_PENDING}: {references.missing() or REFERENCES_NOT_SYNCED}"
+
+    def sync_error(self) -> str | None:
+        """Once every informer has listed, why the caches are not current: informers that
+        cannot list or watch (an outage), or the reference index still syncing. Before, the
+        reference's "waiting ..." reason stands."""
+        if not self.listed():
+            return None
+        return caches_stale(self.disconnected()) or self.references_pending()
+
     def disconnected(self) -> list[str]:
         stores = [] if self.namespaces is None else self.namespaces.disconnected()
-        return sorted([*self.informers.disconnected(), *stores])
+        references = [] if self.references is None else self.references.disconnected()
+        return sorted([*self.informers.disconnected(), *stores, *references])
 
 
 class Controller:
@@ -149,13 +174,7 @@ class Controller:
                 self._pipeline is not None and self._pipeline.discovery.not_ready_reason is None
             ),
             caches_synced=lambda: self._pipeline is not None and self._pipeline.synced(),
-            # Before the first full sync the reference's "waiting ..." reason stands; after it,
-            # informers that cannot list or watch make the caches stale (an outage).
-            sync_error=lambda: (
-                caches_stale(self._pipeline.disconnected())
-                if self._pipeline is not None and self._pipeline.synced()
-                else None
-            ),
+            sync_error=lambda: None if self._pipeline is None else self._pipeline.sync_error(),
         )
         return check()
 
@@ -296,6 +315,7 @@ class Controller:
             metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
         policies.store.namespace_labels = namespaces.labels
+        policies.keep_namespace_labels = namespaces.keep_labels
         reconciler = build_reconciler(
             api=self.kube,
             cache=cache,
@@ -341,12 +361,16 @@ class Controller:
             decisions=reconciler.policies,
             recorder=recorder,
         )
-        self._pipeline = _Pipeline(discovery, informers, queue, reconciler, events, namespaces)
+        self._pipeline = _Pipeline(
+            discovery, informers, queue, reconciler, events, namespaces, policies.references
+        )
         self.activity.follow(queue, events, self._pipeline.synced)
-        namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
+        namespace_task: asyncio.Task[None] | None = None
         try:
             watched = await discovery.initial()  # logs an empty watch set itself
             await policies.load()  # before the first lists, which keep what policies match
+            # After the policies: whether it keeps the Namespaces' labels is known at its list.
+            namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
             await namespaces.wait_synced()  # no action before the namespace defaults are known
@@ -375,7 +399,8 @@ class Controller:
                 )
         finally:
             queue.shutdown()
-            await cancel_and_wait(namespace_task)
+            if namespace_task is not None:
+                await cancel_and_wait(namespace_task)
             await rollouts.aclose()
             await informers.aclose()
             await queue.aclose()

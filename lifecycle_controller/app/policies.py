@@ -55,6 +55,11 @@ def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[Polic
     return deciding + tuple((p.ref, p.generation) for p in policies.invalid)
 
 
+def _refs(policies: PolicySet) -> set[PolicyRef]:
+    """Every policy in the set, valid or not."""
+    return {p.ref for p in policies.valid} | {p.ref for p in policies.invalid}
+
+
 def _kept(policies: PolicySet, resource: ResourceType) -> tuple[object, ...]:
     """What decides which objects of ``resource`` the informers keep for the policies, and
     which of their fields (the paths the conditions read: a change relists with the new
@@ -109,6 +114,9 @@ class PolicyPipeline:
             namespaces=reference_namespaces,
             metrics=InformerMetricsAdapter(metrics, purpose="references"),
         )
+        #: Told whether a policy in force has a namespaceSelector (the namespace store keeps
+        #: every Namespace's labels only then; set by the composition root).
+        self.keep_namespace_labels: Callable[[bool], None] = lambda wanted: None
 
     def attach(
         self,
@@ -137,6 +145,7 @@ class PolicyPipeline:
             on_held=self.metrics.policy.set_held,
         )
         self.store.on_change = self._changed
+        decisions.limits.on_freed = enqueue  # a place a failed write gave back
         decisions.references = self.references
         self.references.on_target = self._referenced
         self.references.on_synced = self._references_synced
@@ -144,7 +153,13 @@ class PolicyPipeline:
     async def load(self) -> None:
         """The policies as they are now, before the informers list (logs when they are off)."""
         await self.store.load()
-        self.references.want(self.store.current.reads_references())
+        self._wants(self.store.current)
+
+    def _wants(self, policies: PolicySet) -> None:
+        """What the policies in force read besides the objects: who uses them, the labels
+        of their Namespaces."""
+        self.references.want(policies.reads_references())
+        self.keep_namespace_labels(policies.selects_namespaces_by_label())
 
     async def run(self) -> None:
         try:
@@ -171,7 +186,10 @@ class PolicyPipeline:
                     self._enqueue(key)
 
     async def _changed(self, old: PolicySet, new: PolicySet) -> None:
-        self.references.want(new.reads_references())
+        self._wants(new)
+        deleted = _refs(old) - _refs(new)
+        if deleted:
+            self._decisions.limits.drop(deleted)  # re-created, a policy starts a new window
         removed = {p.ref for p in old.valid} - {p.ref for p in new.valid}
         for ref in sorted(removed, key=str):
             pending = sum(1 for t in self._decisions.tallies.values() if ref in t.decided_by)

@@ -4,7 +4,13 @@ A ``ClusterLifecyclePolicy``'s ``namespaceSelector`` is judged over the labels o
 object's Namespace. The namespace-defaults store already watches Namespaces (metadata only,
 through the reflector); :class:`NamespaceLabelViews` is the policy-views side of its cache,
 so that every Namespace is kept with its labels alone (no annotations beyond the lifecycle
-ones, no other metadata): a few hundred bytes per Namespace, a small number in any cluster.
+ones, no other metadata): about 0.9 KB per Namespace.
+
+Only while :attr:`NamespaceLabelViews.wanted` (a policy in force has a
+``namespaceSelector``): otherwise the cache keeps the Namespaces with lifecycle annotations
+(their defaults) and nothing else, as before ``namespaceSelector`` existed. The store lists
+the Namespaces again when that changes (:meth:`~lifecycle_controller.controller.namespaces.
+NamespaceDefaultsStore.keep_labels`).
 
 :func:`labels_changed` tells the store when a Namespace's labels changed, so that the
 objects in it are re-evaluated.
@@ -26,10 +32,15 @@ _EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 class NamespaceLabelViews:
-    """Keeps every Namespace, with a view holding only its name and labels."""
+    """Keeps every Namespace, with a view holding only its name and labels, while
+    :attr:`wanted`."""
+
+    def __init__(self) -> None:
+        #: A policy in force selects namespaces by label (the store says so).
+        self.wanted = False
 
     def watches(self, resource: ResourceType) -> bool:
-        return resource.group == "" and resource.kind == "Namespace"
+        return self.wanted and resource.group == "" and resource.kind == "Namespace"
 
     def view(
         self,

@@ -18,10 +18,14 @@ A named Namespace that does not exist (a typo in ``--watch-namespace``) is logge
 and listed by :meth:`NamespaceDefaultsStore.missing` for readiness
 (:mod:`~lifecycle_controller.controller.namespace_presence`, the keeper of that informer).
 
-The same caches keep every Namespace's labels
-(:class:`~lifecycle_controller.controller.namespace_labels.NamespaceLabelViews`), which a
-policy's ``namespaceSelector`` reads (:meth:`NamespaceDefaultsStore.labels`); a change of
-them once the store has synced (a new Namespace too) calls ``on_labels_change(name)``.
+While a policy in force has a ``namespaceSelector`` (:meth:`NamespaceDefaultsStore.
+keep_labels`), the same caches keep every Namespace's labels
+(:class:`~lifecycle_controller.controller.namespace_labels.NamespaceLabelViews`), which it
+reads (:meth:`NamespaceDefaultsStore.labels`); a change of them once the store has synced (a
+new Namespace too) calls ``on_labels_change(name)``. When that need starts or ends, the
+Namespaces are listed again, the caches kept meanwhile: each Namespace then found with labels
+to keep is a change, so its objects are decided again with its labels (one relabelled while
+they were unknown is not missed), and the labels no longer needed leave the caches.
 
 Reading Namespaces is not granted by older installations: when it is forbidden (or the API
 does not serve Namespaces), the store logs an error, counts as synced with no defaults for
@@ -66,6 +70,7 @@ from lifecycle_controller.kube import Forbidden
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.tasks import run_or_wake
 
 __all__ = ["NamespaceDefaultsStore"]
 
@@ -109,9 +114,11 @@ class NamespaceDefaultsStore:
         )
         self._retry_after = retry_after
         self._rng = random.Random() if rng is None else rng
-        views = NamespaceLabelViews()
-        self._caches = {scope: MetadataCache(policy_views=views) for scope in self._scopes}
+        self._views = NamespaceLabelViews()
+        self._caches = {scope: MetadataCache(policy_views=self._views) for scope in self._scopes}
         self._informers: dict[str | None, Informer] = {}
+        #: Set to make a scope's informer list again (what the caches keep changed).
+        self._relists: dict[str | None, asyncio.Event] = {}
         self._presence: dict[str, PresenceKeeper] = {}
         self._unavailable: set[str | None] = set()
         self._defaults: dict[str, NamespaceDefaults] = {}
@@ -134,6 +141,25 @@ class NamespaceDefaultsStore:
                 if found is not None:
                     return found
         return None
+
+    def keep_labels(self, wanted: bool) -> None:
+        """Keep every Namespace's labels (a policy in force has a ``namespaceSelector``), or
+        none (no policy has one); a change lists the Namespaces again (module docstring)."""
+        if wanted == self._views.wanted:
+            return
+        self._views.wanted = wanted
+        _log.info(
+            "keeping every namespace's labels: a policy selects namespaces by label"
+            if wanted
+            else "no policy selects namespaces by label: their labels are dropped"
+        )
+        for relist in self._relists.values():
+            relist.set()
+
+    def cached(self) -> int:
+        """How many Namespaces the caches hold: those with lifecycle annotations, and every
+        one while their labels are kept."""
+        return sum(cache.count(NAMESPACES) for cache in self._caches.values())
 
     def synced(self) -> bool:
         """Every scope has listed once, or cannot be read (forbidden, not served)."""
@@ -205,23 +231,25 @@ class NamespaceDefaultsStore:
                 cache, scope, lambda present: self._presence_changed(scope, present)
             )
             settings = replace(settings, streaming_list=False)  # a list of one is cheap
-        informer = Informer(
-            resource=NAMESPACES,
-            namespace=None,
-            projection=self._projection,
-            keeper=keeper,
-            clock=self._clock,
-            purpose="namespace-defaults",
-            metrics=self._metrics,
-            settings=settings,
-            rng=random.Random(self._rng.random()),
-            field_selector=None if scope is None else f"metadata.name={scope}",
-        )
-        self._informers[scope] = informer
         retry = Backoff(self._clock, initial=self._retry_after, maximum=self._retry_after * 10)
         while True:
+            relist = self._relists[scope] = asyncio.Event()
+            informer = self._informers[scope] = Informer(  # a new one lists first
+                resource=NAMESPACES,
+                namespace=None,
+                projection=self._projection,
+                keeper=keeper,
+                clock=self._clock,
+                purpose="namespace-defaults",
+                metrics=self._metrics,
+                settings=settings,
+                rng=random.Random(self._rng.random()),
+                field_selector=None if scope is None else f"metadata.name={scope}",
+            )
             try:
-                await informer.run()  # returns only when Namespaces are not served (404)
+                # Returns only when Namespaces are not served (404), or to list again.
+                if await run_or_wake(informer.run(), relist):
+                    continue
                 problem = "namespaces are not served"
             except Forbidden as error:
                 problem = f"reading namespaces is forbidden: {error}"

@@ -11,7 +11,12 @@ A window is created when the policy is first gated, seeded from the instants its
 ``status.lastActions`` shows, so that a controller restart or a leader change does not
 reset the cap (bounded by what ``lastActions`` keeps: docs/policies.md#limit). An action
 admitted once for an occurrence is not counted again when a later control (a budget) held
-it and it comes back.
+it and it comes back. An action whose write then fails (or finds the object gone) gives its
+place back (:meth:`PolicyLimits.give_back`) and the first object waiting for a place is
+queued again (:attr:`PolicyLimits.on_freed`): only what was done counts; a dry-run report,
+which writes nothing, counts when reported. A policy deleted takes its window with it
+(:meth:`PolicyLimits.drop`): applied again, it starts with an empty one, as it starts with
+an empty audit.
 
 :meth:`done` records the audit entry of an action carried out (or reported, for a dry
 run), which the status writer merges into the policy's ``status`` (:mod:`.policy_status`).
@@ -19,7 +24,7 @@ run), which the status writer merges into the policy's ``status`` (:mod:`.policy
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
@@ -64,11 +69,14 @@ class PolicyLimits:
         self._policy_of = policy_of
         self._on_change = on_change
         self._windows: dict[PolicyRef, LimitWindow] = {}
-        self._admitted: dict[ObjectKey, tuple[PolicyRef, int]] = {}
+        #: Per object, the action admitted: its policy, due time and the instant admitted.
+        self._admitted: dict[ObjectKey, tuple[PolicyRef, int, int]] = {}
         self._waits: dict[ObjectKey, PolicyRef] = {}
         self.pending: dict[PolicyRef, list[AuditEntry]] = {}
         #: Policies whose limit tripped since the status writer last looked (one Warning each).
         self.tripped: set[PolicyRef] = set()
+        #: Told the object waiting that may take a place given back (the work queue's add).
+        self.on_freed: Callable[[ObjectKey], None] = lambda key: None
 
     def limit_of(self, policy: Policy) -> PolicyLimit | None:
         return policy.limit if policy.limit is not None else self.default
@@ -102,12 +110,12 @@ class PolicyLimits:
             return decision
         due = decision.due_ns if decision.due_ns is not None else now_ns
         ref = policy.ref
-        if self._admitted.get(key) == (ref, due):
+        if self._admitted.get(key, (None, None))[:2] == (ref, due):
             return decision  # admitted already (a later control held it): no second place
         verdict = window.check(key, due, now_ns)
         if verdict.go:
             window.admit(key, now_ns)
-            self._admitted[key] = (ref, due)
+            self._admitted[key] = (ref, due, now_ns)
             self._waits.pop(key, None)
             self._on_change(ref)  # its window's count changed
             return decision
@@ -136,6 +144,35 @@ class PolicyLimits:
             until_ns=until,
             log=f"held by {ref}'s limit {window.limit}",
         )
+
+    def give_back(self, key: ObjectKey) -> None:
+        """The action admitted for ``key`` was not carried out (its write failed, or found
+        the object gone): its place is free, for the first object waiting, or for ``key``
+        itself when it is decided again."""
+        admitted = self._admitted.pop(key, None)
+        if admitted is None:
+            return
+        ref, _, at_ns = admitted
+        window = self._windows.get(ref)
+        if window is None or not window.give_back(at_ns):
+            return
+        self._on_change(ref)  # its window's count changed
+        waiting = window.first_waiting()
+        if isinstance(waiting, ObjectKey):
+            self.on_freed(waiting)
+
+    def drop(self, refs: Iterable[PolicyRef]) -> None:
+        """Policies deleted: forget their windows, who waits for them and their audit
+        entries not written (the policy objects are gone)."""
+        gone = set(refs)
+        for ref in gone:
+            self._windows.pop(ref, None)
+            self.pending.pop(ref, None)
+        self.tripped -= gone
+        for key in [key for key, ref in self._waits.items() if ref in gone]:
+            del self._waits[key]
+        for key in [key for key, admitted in self._admitted.items() if admitted[0] in gone]:
+            del self._admitted[key]
 
     def done(self, key: ObjectKey, uid: str, decision: Decision, now_ns: int) -> None:
         """The action was carried out (or reported): its audit entry waits to be written."""

@@ -16,7 +16,12 @@ cluster costs nothing), compares what it would report with what it last wrote an
   ``name``, ``action``);
 * ``conditions``: ``Ready``; ``Invalid`` with every problem (and one Warning Event on the
   policy per invalid generation); ``Unwatched`` naming the ``resources`` entries that select
-  no watched type. ``lastTransitionTime`` moves only when a condition's status does.
+  no watched type; ``Held`` (a valid policy) saying why it holds objects: its condition
+  failed (``ConditionFailed``), their Namespace's labels are not known yet
+  (``NamespaceUnknown``), what uses them is not known (``ReferencesUnknown``: the reference
+  index has not synced, or may not list a type), each counted, as
+  ``lifecycle_policy_held_objects{reason}`` counts them. ``lastTransitionTime`` moves only
+  when a condition's status does.
 
 * ``actions`` (``deleted``, ``restarted``, ``dryRun`` since the policy's creation, and
   ``held``: the objects its limit holds now) and ``lastActions`` (newest first, at most 50):
@@ -44,7 +49,7 @@ from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
 from lifecycle_controller.core.policy.audit import merge
-from lifecycle_controller.core.policy.match import unwatched_resources
+from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, format_rfc3339_seconds
@@ -153,7 +158,9 @@ class PolicyStatusWriter:
             "held": held,
             "protected": protected,
             "nextAction": next_action,
-            "conditions": self._conditions(parsed) + _limited(limited, parsed.generation),
+            "conditions": self._conditions(parsed)
+            + self._held_condition(parsed, aggregate.held_by_reason)
+            + _limited(limited, parsed.generation),
         }
         if limited is not None:
             status["actions"] = {"held": limited.held}
@@ -189,6 +196,16 @@ class PolicyStatusWriter:
                 _condition("Unwatched", True, "ResourcesNotWatched", message, generation)
             )
         return conditions
+
+    def _held_condition(
+        self, parsed: Policy | PolicyInvalid, held: Mapping[PolicyHoldReason, int]
+    ) -> list[dict[str, Any]]:
+        """``Held``: why a valid policy holds objects (an invalid one says ``Invalid``)."""
+        if isinstance(parsed, PolicyInvalid):
+            return []
+        references = self._decisions.references
+        missing = None if references is None else references.missing()
+        return [_held(held, missing or REFERENCES_NOT_SYNCED, parsed.generation)]
 
     async def flush(self) -> None:
         """Patch the status of every policy whose report changed; warn once per invalid one.
@@ -230,14 +247,13 @@ class PolicyStatusWriter:
         failed = self._decisions.aggregates.of(ref).condition_failed
         await self._warn_if_condition_fails(doc, next(iter(failed), None))
         report = self.report(doc)
-        reason = (
-            PolicyHoldReason.INVALID
-            if isinstance(doc.parsed, PolicyInvalid)
-            else PolicyHoldReason.CONDITION_ERROR
-        )
         held: dict[tuple[str, str], int] = {}
-        if report["held"]:
-            held[(str(ref), reason.value)] = report["held"]
+        if isinstance(doc.parsed, PolicyInvalid):
+            if report["held"]:
+                held[(str(ref), PolicyHoldReason.INVALID.value)] = report["held"]
+        else:
+            for reason, count in self._decisions.aggregates.of(ref).held_by_reason.items():
+                held[(str(ref), reason.value)] = count
         if report["protected"]:
             held[(str(ref), "protected")] = report["protected"]
         if limited := report.get("actions", {}).get("held", 0):
@@ -372,6 +388,33 @@ def _limited_message(state: LimitState) -> str:
     until = "" if state.until_ns is None else format_rfc3339_seconds(state.until_ns)[11:]
     held = f"; {state.held} held until {until}" if state.held else ""
     return f"{state.used} actions in the last {state.limit.window}{held}"
+
+
+#: The ``Held`` condition's reason for each cause, and what it says of the objects.
+_HOLDS: Final = {
+    PolicyHoldReason.CONDITION_ERROR: ("ConditionFailed", "its condition failed on them"),
+    PolicyHoldReason.NAMESPACE_UNKNOWN: (
+        "NamespaceUnknown",
+        "the labels of their Namespace are not known yet (namespaceSelector)",
+    ),
+    PolicyHoldReason.REFERENCES_UNKNOWN: (
+        "ReferencesUnknown",
+        "what uses them is not known (referencedBy): {missing}",
+    ),
+}
+
+
+def _held(held: Mapping[PolicyHoldReason, int], missing: str, generation: int) -> dict[str, Any]:
+    """The ``Held`` condition of a valid policy: ``True`` while it holds objects, its reason
+    the commonest cause (ties: the order of ``_HOLDS``), its message every cause counted."""
+    causes = [(reason, held[reason]) for reason in _HOLDS if held.get(reason)]
+    if not causes:
+        return _condition("Held", False, "NothingHeld", "", generation)
+    first = max(causes, key=lambda cause: cause[1])[0]
+    message = "; ".join(
+        f"{count} held: {_HOLDS[reason][1].format(missing=missing)}" for reason, count in causes
+    )
+    return _condition("Held", True, _HOLDS[first][0], message, generation)
 
 
 def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ writer then looks at the dirty policies only, and an idle cluster costs nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -47,7 +48,10 @@ class Aggregate:
     #: Objects it decides, with their pending action's due time and action (None: none).
     matched: dict[ObjectKey, tuple[int, Action] | None] = field(default_factory=dict)
     overlapped: set[ObjectKey] = field(default_factory=set)
-    held: set[ObjectKey] = field(default_factory=set)
+    #: Objects it holds, and why (``lifecycle_policy_held_objects{reason}``).
+    held: dict[ObjectKey, PolicyHoldReason] = field(default_factory=dict)
+    #: How many it holds for each reason (kept with ``held``, so a flush does not count).
+    held_by_reason: Counter[PolicyHoldReason] = field(default_factory=Counter)
     protected: set[ObjectKey] = field(default_factory=set)
     #: Objects its condition failed on, first seen first.
     condition_failed: dict[ObjectKey, None] = field(default_factory=dict)
@@ -63,12 +67,25 @@ class Aggregate:
     def discard(self, key: ObjectKey) -> None:
         self.matched.pop(key, None)
         self.overlapped.discard(key)
-        self.held.discard(key)
+        reason = self.held.pop(key, None)
+        if reason is not None:
+            self.held_by_reason[reason] -= 1
+            if not self.held_by_reason[reason]:
+                del self.held_by_reason[reason]
         self.protected.discard(key)
         self.condition_failed.pop(key, None)
 
 
 _EMPTY = Aggregate()
+#: The holds its ``PolicyConditionFailed`` Warning reports: the condition could not be judged.
+_CONDITION_FAILED = frozenset(
+    {PolicyHoldReason.CONDITION_ERROR, PolicyHoldReason.REFERENCES_UNKNOWN}
+)
+
+
+def _held_for(tally: TallyView, ref: PolicyRef) -> PolicyHoldReason | None:
+    """Why ``ref`` holds the object (None: it does not)."""
+    return next((reason for holder, reason in tally.held_by if holder == ref), None)
 
 
 def _refs(tally: TallyView) -> set[PolicyRef]:
@@ -108,13 +125,14 @@ class PolicyAggregates:
             if ref in new.decided_by:
                 due, action = new.due_ns, new.action
                 aggregate.matched[key] = None if due is None or action is None else (due, action)
-            elif any(holder == ref for holder, _ in new.held_by):
-                aggregate.held.add(key)
+            elif (reason := _held_for(new, ref)) is not None:
+                aggregate.held[key] = reason
+                aggregate.held_by_reason[reason] += 1
             elif ref in new.overlapped:
                 aggregate.overlapped.add(key)
             if ref in new.protected_from:
                 aggregate.protected.add(key)
-            if (ref, PolicyHoldReason.CONDITION_ERROR) in new.held_by:
+            if _held_for(new, ref) in _CONDITION_FAILED:
                 aggregate.condition_failed.setdefault(key, None)
 
     def take_dirty(self) -> set[PolicyRef]:

@@ -312,16 +312,21 @@ class Reconciler:
         *,
         quiet_conflict: bool,
     ) -> _Step:
+        carried_out = False
         try:
             done = await self.executor.carry_out(
                 key, obj, decision, reservation, quiet_conflict=quiet_conflict
             )
+            carried_out = done.outcome is WriteOutcome.DONE
         except Conflict:
             if not quiet_conflict:
                 raise
             _log.debug("conflict; re-reading and deciding again")
             return await self._reread(key)
-        if self.policies is not None and acting_operation(decision) is not None:
+        finally:
+            if not carried_out:  # a conflict decided again takes a place again
+                self._not_carried_out(key)
+        if self.policies is not None and acting_operation(decision) is not None and carried_out:
             self.policies.limits.done(key, obj.uid, decision, self.clock.now_ns())
         if done.outcome is WriteOutcome.GONE or isinstance(decision, Delete):
             return _Step(gone=True)
@@ -333,6 +338,12 @@ class Reconciler:
         # The write changed what decides: decide again now, on what the cache holds.
         cached = self.cache.get(key)
         return _Step(result, again=cached) if cached is not None else _Step(gone=True)
+
+    def _not_carried_out(self, key: ObjectKey) -> None:
+        """The write failed (or found the object gone): the policy's limit gets back the
+        place the action took (docs/policies.md#limit); only what was done counts."""
+        if self.policies is not None:
+            self.policies.limits.give_back(key)
 
     async def _reread(self, key: ObjectKey) -> _Step:
         fresh = await self.writer.reread(key)

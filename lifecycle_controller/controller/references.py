@@ -13,6 +13,8 @@ object used is re-evaluated in the same reconcile as any other change; the first
 every type calls :attr:`ReferenceWatch.on_synced`. Until then :meth:`ReferenceWatch.missing`
 says why the references are unknown (not synced yet, or the controller may not list a type),
 and a condition reading them holds the object: nothing is deleted as unused on a partial index.
+Readiness waits for it too while it is open (:attr:`ReferenceWatch.synced`, with
+:meth:`ReferenceWatch.disconnected` afterwards), as it does for the other informers.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class ReferenceWatch:
         self.index = ReferenceIndex()
         self._keepers: list[_ReferenceKeeper] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
         self._forbidden: set[ResourceType] = set()
         self._notified = False
         #: Told (namespace, kind, name) when who uses it changed.
@@ -98,6 +101,15 @@ class ReferenceWatch:
         if not self.synced:
             return REFERENCES_NOT_SYNCED
         return None
+
+    def disconnected(self) -> list[str]:
+        """The reference informers that cannot reach the API server right now (readiness
+        reports them, as it does the other informers): ``"pods (references)"``."""
+        return sorted(
+            f"{resource}{'' if namespace is None else f' in {namespace}'} (references)"
+            for (resource, namespace), informer in self._informers.items()
+            if informer.disconnected
+        )
 
     def referenced_by(self, namespace: str | None, kind: str, name: str) -> tuple[str, ...]:
         return self.index.referenced_by(namespace, kind, name)
@@ -138,6 +150,7 @@ class ReferenceWatch:
             task.cancel()
         self._tasks.clear()
         self._keepers.clear()
+        self._informers.clear()
         self._forbidden.clear()
         self.index = ReferenceIndex()
 
@@ -154,6 +167,7 @@ class ReferenceWatch:
                 settings=self._settings,
                 rng=random.Random(),
             )
+            self._informers[(resource, namespace)] = informer
             try:
                 await informer.run()
                 return

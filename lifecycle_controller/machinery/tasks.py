@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["being_cancelled", "cancel_and_wait", "sleep_or_wake"]
+__all__ = ["being_cancelled", "cancel_and_wait", "run_or_wake", "sleep_or_wake"]
 
 
 def being_cancelled() -> bool:
@@ -29,18 +31,28 @@ async def sleep_or_wake(clock: Clock, seconds: float, wake: asyncio.Event) -> bo
     """Sleep ``seconds`` on ``clock``, or less when ``wake`` is set; True when woken.
 
     Every loop that sleeps but can be woken (a backoff that learns the API server answers,
-    rediscovery on a CRD change, the work queue's add-after timer) waits here, so that one
-    implementation gets cancellation right: a cancel of the caller that arrives while the
+    rediscovery on a CRD change, the work queue's add-after timer) waits here
+    (:func:`run_or_wake`). A failing clock is raised rather than spun on.
+    """
+    return await run_or_wake(clock.sleep(seconds), wake)
+
+
+async def run_or_wake(work: Coroutine[Any, Any, object], wake: asyncio.Event) -> bool:
+    """Run ``work`` until it ends, or until ``wake`` is set, which cancels it; True when woken
+    (an informer listing again from scratch when what it keeps changed, a sleep cut short).
+
+    One implementation gets cancellation right: a cancel of the caller that arrives while the
     two helper tasks wind down is raised, never swallowed. (Awaiting each cancelled helper
     under ``suppress(CancelledError)`` cannot tell the helper's own cancellation from the
-    caller's, and a swallowed cancel leaves a loop running that shutdown waits for.)
-    A failing clock is raised rather than spun on.
+    caller's, and a swallowed cancel leaves a loop running that shutdown waits for.) What
+    ``work`` raised is raised.
     """
     if wake.is_set():
+        work.close()
         return True
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    runner = asyncio.ensure_future(work)
     woken = asyncio.ensure_future(wake.wait())
-    helpers = {sleeper, woken}
+    helpers = {runner, woken}
     try:
         await asyncio.wait(helpers, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -49,6 +61,6 @@ async def sleep_or_wake(clock: Clock, seconds: float, wake: asyncio.Event) -> bo
         # Raises CancelledError only when this task is cancelled; the helpers' own
         # cancellations stay in them.
         await asyncio.wait(helpers)
-    if sleeper.done() and not sleeper.cancelled() and sleeper.exception() is not None:
-        sleeper.result()
+    if runner.done() and not runner.cancelled() and runner.exception() is not None:
+        runner.result()
     return woken.done() and not woken.cancelled()

@@ -38,9 +38,11 @@ class PolicyMetrics:
         )
         self.held = Gauge(
             "lifecycle_policy_held_objects",
-            "Objects a lifecycle policy holds (reason invalid or condition-error: nothing acts "
-            "on them in that family until it is fixed), would match but for their "
-            "protection (reason protected), or whose actions wait for its limit (reason limit).",
+            "Objects a lifecycle policy holds: nothing acts on them in that family while it "
+            "does (reason invalid, condition-error, namespace-unknown: their Namespace's "
+            "labels are not known yet, references-unknown: what uses them is not known yet), "
+            "would match but for their protection (reason protected), or whose actions wait "
+            "for its limit (reason limit).",
             ["policy", "reason"],
             registry=registry,
         )

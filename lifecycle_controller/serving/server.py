@@ -60,6 +60,7 @@ __all__ = [
     "DISCOVERY_PENDING",
     "HEALTHZ_CHECK",
     "READYZ_CHECK",
+    "REFERENCES_PENDING",
     "Check",
     "ListenError",
     "MetricsServer",
@@ -187,6 +188,9 @@ def _single_check_handler(check: Check) -> Callable[[web.Request], Awaitable[web
 DISCOVERY_PENDING = "resource discovery has not completed"
 CACHES_PENDING = "waiting for resource watch caches to synchronize"
 CACHES_STALE = "watch caches are not current (API server unreachable or refusing)"
+#: While a policy reads ``referencedBy`` and the reference index has not synced (followed by
+#: why: not listed yet, or which types the controller may not list).
+REFERENCES_PENDING = "waiting for the reference index (a policy reads referencedBy)"
 
 
 def caches_stale(names: list[str], *, shown: int = 3) -> str | None:

@@ -27,7 +27,7 @@ from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.scope import ScopeConfig, plan_resources
 from lifecycle_controller.core.policy.in_force import object_view, policy_from_manifest
 from lifecycle_controller.core.policy.limit import PolicyLimit
-from lifecycle_controller.core.policy.match import MatchReason, match, matches_statically
+from lifecycle_controller.core.policy.match import HOLDING, MatchReason, match, matches_statically
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.core.tooling.plan import GuardrailView
@@ -314,10 +314,8 @@ async def _try_one(
     protection = run.docs.policies.protection
     results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]
-    failing = [  # a condition error, or a Namespace whose labels are not known: held
-        ref
-        for ref, result in results.items()
-        if result.reason in (MatchReason.CONDITION_ERROR, MatchReason.NAMESPACE_UNKNOWN)
+    failing = [  # a condition error, an unknown Namespace's labels or users: held
+        ref for ref, result in results.items() if result.reason in HOLDING
     ]
     for ref, result in results.items():
         if result.reason is MatchReason.EXEMPT:

@@ -296,7 +296,9 @@ def refusals(
         reads = condition is not None and condition.reads_references
         if result.reason is MatchReason.CONDITION and reads and referenced_by is not None:
             why = f"{why} (referencedBy: {', '.join(referenced_by) or 'none'})"
-        if result.reason is MatchReason.CONDITION_ERROR and result.problem:
+        if result.reason in (MatchReason.CONDITION_ERROR, MatchReason.REFERENCES_UNKNOWN) and (
+            result.problem
+        ):
             why = f"{why}: {result.problem}"
         elif result.reason in (MatchReason.NAMESPACE_SELECTOR, MatchReason.NAMESPACE_UNKNOWN):
             words = namespace_selection(policy, view)

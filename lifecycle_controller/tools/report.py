@@ -133,14 +133,16 @@ def _row(
     )
 
 
-def _policy_words(row: Row) -> str:
-    """What a row's DETAIL says of the policies that match it ("" nothing)."""
+def _policy_words(row: Row, shown: str = "") -> str:
+    """What a row's DETAIL says of the policies that match it ("" nothing), leaving out a hold
+    that ``shown`` (the decision's own text) says already: a held object's decision is the
+    hold itself."""
     words = []
     if row.namespace_selection:
         words.append(row.namespace_selection)
     if row.propagation:
         words.append(f"deletes with propagation {row.propagation}")
-    if row.held:
+    if row.held and row.held not in shown:
         words.append(row.held)
     if row.also_decided_by:
         words.append("its other action family: " + ", ".join(row.also_decided_by))
@@ -172,7 +174,7 @@ def _table(rows: Sequence[Row], policies: bool) -> str:
             detail = f"{detail} ({', '.join(row.inherited)})"
         if row.based_on and row.based_on not in detail:  # a wait's text names it already
             detail = f"{detail} ({row.based_on})"
-        if words := _policy_words(row):
+        if words := _policy_words(row, detail):
             detail = f"{detail}; {words}"
         cells = [row.kind, row.namespace or "-", row.name, row.action or "-", row.next or "-"]
         if policies:

@@ -17,12 +17,14 @@ from lifecycle_controller.core.objects.pod_references import (
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.match import (
+    HOLDING,
     REFERENCES_NOT_SYNCED,
     MatchReason,
     ObjectView,
     match,
 )
 from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
+from lifecycle_controller.core.policy.precedence import PolicyHold, PolicyHoldReason
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True)
 PVCS = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
@@ -174,9 +176,18 @@ def test_a_condition_reading_references_holds_while_they_are_unknown() -> None:
     assert policy.condition is not None
     assert policy.condition.reads_references
     assert PolicySet.of([policy]).reads_references()
-    unknown = match(policy, ObjectView(resource=CONFIGMAPS, namespace="a", name="cm"))
-    assert unknown.reason is MatchReason.CONDITION_ERROR
+    view = ObjectView(resource=CONFIGMAPS, namespace="a", name="cm")
+    unknown = match(policy, view)
+    assert unknown.reason is MatchReason.REFERENCES_UNKNOWN  # a hold of its own, not an error
+    assert unknown.reason in HOLDING
     assert unknown.problem == REFERENCES_NOT_SYNCED
+    (hold,) = PolicySet.of([policy]).matching(view)
+    assert isinstance(hold, PolicyHold)
+    assert hold.reason is PolicyHoldReason.REFERENCES_UNKNOWN
+    assert hold.describe() == (
+        "held: the condition of ClusterLifecyclePolicy/unused reads referencedBy: "
+        "references not synced yet"
+    )
     forbidden = ObjectView(
         resource=PVCS, namespace="a", name="d", references_missing="may not list pods"
     )

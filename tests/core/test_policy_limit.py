@@ -150,6 +150,22 @@ def test_the_window_is_seeded_and_a_forgotten_object_waits_no_more() -> None:
     assert window.held == 0
 
 
+def test_a_place_given_back_frees_it_for_the_first_waiting() -> None:
+    """An action let go whose write failed gives its place back: the earliest due of those
+    waiting may go in its stead."""
+    window = LimitWindow(_limit(1, 3600))
+    assert window.check("failed", T0, T0).go
+    window.admit("failed", T0)
+    assert not window.check("late", T0 + 2 * S, T0 + S).go
+    assert not window.check("early", T0 + S, T0 + S).go
+    assert window.first_waiting() == "early"
+    assert window.give_back(T0)
+    assert not window.give_back(T0)  # given back once
+    assert window.used(T0 + S) == 0
+    assert window.check("early", T0 + S, T0 + S).go
+    assert not window.check("late", T0 + 2 * S, T0 + S).go  # one place: the earliest due
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     actions=st.integers(1, 5),

@@ -3,7 +3,9 @@ docs/reliability.md#policy-audit).
 
 A limit of 2 per 20 s over 5 due ConfigMaps deletes 2 and holds 3 (the status shows them held,
 ``Limited=True`` and one Warning), then lets them go as the window frees up. The audit in the
-policy's status survives a controller restart without counting anything twice.
+policy's status survives a controller restart without counting anything twice. A DELETE the
+API server refuses does not count against the limit, and a policy deleted and applied again
+starts with an empty window.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import asyncio
 from typing import Any
 
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
+from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, POLICIES
 from tests.integration.controller import StartController
-from tests.integration.events import EventRecord, event_records
+from tests.integration.events import EventRecord, event_records, wait_for_event
 from tests.integration.policy_tools import create_configmap, labelled, namespaced_policy
-from tests.integration.scenario_support import create, start_for
+from tests.integration.scenario_support import create, gone, start_for, wait_gone
 from tests.integration.support import eventually
 
 LIMITED = {"limit-test": "yes"}
@@ -162,3 +165,89 @@ async def test_the_audit_survives_a_restart_without_double_counts(
     assert [e["name"] for e in real["lastActions"]] == ["goes"]
     assert real["actions"]["dryRun"] == 0
     await second.stop()
+
+
+def _capped(namespace: str) -> dict[str, Any]:
+    """One action per hour over the labelled ConfigMaps, each due a second after creation."""
+    return namespaced_policy(
+        "capped",
+        namespace,
+        resources=["configmaps"],
+        selector={"matchLabels": LIMITED},
+        limit={"actions": 1, "window": "1h"},
+        lifecycle={"delete-after": "1s"},
+    )
+
+
+async def test_a_delete_the_api_server_refuses_does_not_count_against_the_limit(
+    policy_crds: None,
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    namespace: str,
+    kube: KubeClient,
+) -> None:
+    """Limit 1 per hour. The controller may delete ``second`` but not ``first`` (RBAC by
+    resource name): the DELETE of ``first``, due first, fails (403), which does not use up
+    the hour's one action, so ``second`` is deleted when it falls due, not an hour later."""
+    await create(kube, POLICIES, namespace, _capped(namespace))
+
+    def rule(group: str, resource: str, *verbs: str, **more: list[str]) -> dict[str, Any]:
+        return {"apiGroups": [group], "resources": [resource], "verbs": list(verbs), **more}
+
+    rules = [
+        rule("", "configmaps", "get", "list", "watch", "patch"),
+        rule("", "configmaps", "delete", resourceNames=["second"]),
+        rule("", "events", "create", "patch"),
+        rule("events.k8s.io", "events", "create", "patch"),
+    ]
+    policies = [  # the controller reads both policy kinds cluster-wide
+        rule("lifecycle.cezary.dev", "lifecyclepolicies", "get", "list", "watch"),
+        rule("lifecycle.cezary.dev", "clusterlifecyclepolicies", "get", "list", "watch"),
+        rule("lifecycle.cezary.dev", "lifecyclepolicies/status", "patch"),
+    ]
+    kubeconfig = await asyncio.to_thread(
+        control_plane.user_kubeconfig,
+        f"limit-{namespace}",
+        cluster_rules=policies,
+        namespaced_rules={namespace: rules},
+    )
+    await start_for(start_controller, namespace, kubeconfig=str(kubeconfig))
+    await create_configmap(kube, namespace, labelled("first", LIMITED))
+    failed = await wait_for_event(kube, namespace, "first", "DeletionFailed")
+    assert "forbidden" in failed.note, failed.note  # it took the hour's one place, and failed
+    await create_configmap(kube, namespace, labelled("second", LIMITED))
+    await wait_gone(kube, CONFIGMAPS, namespace, "second", within=30)
+    assert not await gone(kube, CONFIGMAPS, namespace, "first")
+
+    async def audited() -> bool:
+        status = await _status(kube, namespace, "capped")
+        return (status.get("actions") or {}).get("deleted") == 1
+
+    await eventually(audited, within=20, what="the one deletion done in the audit")
+    status = await _status(kube, namespace, "capped")
+    assert [e["name"] for e in status["lastActions"]] == ["second"]
+
+
+async def test_a_policy_applied_again_starts_with_an_empty_window(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """Limit 1 per hour: the policy deletes one ConfigMap, then is deleted; applied again
+    under the same name it deletes the next due one at once (its predecessor's window went
+    with it, as its audit did)."""
+    running = await start_for(start_controller, namespace)
+    await create(kube, POLICIES, namespace, _capped(namespace))
+    await create_configmap(kube, namespace, labelled("before", LIMITED))
+    await wait_gone(kube, CONFIGMAPS, namespace, "before", within=30)
+    await kube.request("DELETE", POLICIES.object_path(namespace, "capped"))
+    pipeline = running.controller.pipeline
+    assert pipeline is not None
+    decisions = pipeline.reconciler.policies
+    assert decisions is not None
+
+    async def forgotten() -> bool:
+        return not decisions.store.current
+
+    await eventually(forgotten, within=20, what="the controller to see the policy deleted")
+    await create(kube, POLICIES, namespace, _capped(namespace))
+    await create_configmap(kube, namespace, labelled("after", LIMITED))
+    await wait_gone(kube, CONFIGMAPS, namespace, "after", within=30)

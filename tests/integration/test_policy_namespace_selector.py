@@ -8,6 +8,7 @@ after the object under test, is gone (see test_policy_safety.py).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import uuid
@@ -24,8 +25,9 @@ from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AFTER
 from tests.integration.policy_tools import cluster_policy, labelled, run_tool, tool_json
-from tests.integration.scenario_support import create, gone, start_for, wait_gone
+from tests.integration.scenario_support import create, gone, sample, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, eventually
+from tests.integration.test_scenarios_recurring_catchup import controller_rules
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
 PREVIEW = {"matchLabels": {"env": "preview"}}
@@ -266,3 +268,88 @@ async def test_policies_try_and_explain_show_the_namespace_selectors_part(
     refused = run_tool(control_plane, "explain", "configmap/settings", "-n", other)
     assert refused.returncode == 0, refused.stderr
     assert f"namespace {other} labels do not match env=preview" in refused.stdout
+
+
+async def test_namespace_labels_are_kept_only_while_a_policy_selects_by_label(
+    policy_crds: None,
+    start_controller: StartController,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    """Without a namespaceSelector policy the controller keeps no Namespace labels; one
+    applied makes it read them (a Namespace labelled meanwhile is not missed: its ConfigMap
+    goes); once deleted, the labels go again."""
+    space = await namespaces()
+    running = await start_for(start_controller, space)
+    pipeline = running.controller.pipeline
+    assert pipeline is not None
+    assert pipeline.namespaces is not None
+    store = pipeline.namespaces
+    assert store.cached() == 0  # no defaults, and no policy reads the labels
+    await create(kube, CONFIGMAPS, space, labelled("tmp", {}))
+    await relabel(kube, space, {"env": "preview"})  # while nothing keeps the labels
+    name = f"by-label-{space}"
+    await cluster_policies(
+        name, resources=["configmaps"], namespaceSelector=PREVIEW, lifecycle={"delete-after": "1s"}
+    )
+    await wait_gone(kube, CONFIGMAPS, space, "tmp", within=30)
+    assert store.cached() == 1
+    assert (store.labels(space) or {}).get("env") == "preview"
+    await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
+
+    async def dropped() -> bool:
+        return store.cached() == 0
+
+    await eventually(dropped, within=30, what="the namespace labels dropped")
+    assert store.labels(space) is None
+
+
+async def test_an_unknown_namespace_holds_under_its_own_reason(
+    policy_crds: None,
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespaces: Namespaces,
+    cluster_policies: ClusterPolicies,
+) -> None:
+    """A controller that may not read Namespaces cannot know their labels: the policy holds
+    the object, its status says why (``Held``, ``NamespaceUnknown``) and the held-objects
+    metric counts it under ``namespace-unknown``, not ``condition-error``."""
+    space = await namespaces(env="preview")
+    name = f"unknown-{space}"
+    await cluster_policies(
+        name, resources=["configmaps"], namespaceSelector=PREVIEW, lifecycle={"delete-after": "1s"}
+    )
+    await create(kube, CONFIGMAPS, space, labelled("tmp", {}))
+    policy_rules = [
+        {
+            "apiGroups": ["lifecycle.cezary.dev"],
+            "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["lifecycle.cezary.dev"],
+            "resources": ["clusterlifecyclepolicies/status", "lifecyclepolicies/status"],
+            "verbs": ["patch"],
+        },
+    ]
+    kubeconfig = await asyncio.to_thread(
+        control_plane.user_kubeconfig,
+        f"no-namespaces-{space}",
+        cluster_rules=policy_rules,
+        namespaced_rules={space: controller_rules(delete=True)},
+    )
+    running = await start_for(start_controller, space, kubeconfig=str(kubeconfig))
+
+    async def held() -> bool:
+        return (await status_of(kube, name)).get("held") == 1
+
+    await eventually(held, within=30, what="the policy holding the ConfigMap")
+    assert not await gone(kube, CONFIGMAPS, space, "tmp")
+    (condition,) = [c for c in (await status_of(kube, name))["conditions"] if c["type"] == "Held"]
+    assert (condition["status"], condition["reason"]) == ("True", "NamespaceUnknown")
+    assert condition["message"].startswith("1 held: the labels of their Namespace"), condition
+    metric, policy = "lifecycle_policy_held_objects", f"ClusterLifecyclePolicy/{name}"
+    assert sample(running, metric, policy=policy, reason="namespace-unknown") == 1
+    assert sample(running, metric, policy=policy, reason="condition-error") is None

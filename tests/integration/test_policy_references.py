@@ -3,7 +3,9 @@
 The reference index is opened only because a policy reads ``referencedBy`` (the controller
 is told to act on ConfigMaps only): a ConfigMap used only by the template of a Deployment
 scaled to zero is kept, an unused one is deleted, and one a Pod created after the controller
-started uses is kept too.
+started uses is kept too. A controller that may not list Pods holds, says why in the
+policy's status (``Held``, ``ReferencesUnknown``) and metrics (``references-unknown``), and
+is not ready.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import PODS, POLICIES
+from lifecycle_controller.serving.server import REFERENCES_PENDING
 from tests.integration.controller import StartController
 from tests.integration.events import wait_for_event
 from tests.integration.policy_tools import namespaced_policy
@@ -71,6 +74,10 @@ async def test_unused_configmaps_go_and_used_ones_stay(
     for name in ("used", "orphan", "late"):
         await create(kube, CONFIGMAPS, namespace, configmap(name))
     running = await start_for(start_controller, namespace, "configmaps")
+    pipeline = running.controller.pipeline
+    assert pipeline is not None
+    assert pipeline.references is not None
+    assert pipeline.references.synced  # ready only once the reference index had synced
     await create(kube, PODS, namespace, _pod("late-user", "late"))
     await wait_gone(kube, CONFIGMAPS, namespace, "orphan", within=60)
     await settle(3)
@@ -95,7 +102,9 @@ async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
     kube: KubeClient,
 ) -> None:
     """The controller may act on ConfigMaps but not list Pods or workloads: nothing is
-    deleted as unused, the policy's status counts the objects it holds, and why is said."""
+    deleted as unused, the policy's status counts the objects it holds and says why (its
+    ``Held`` condition, the metric's own reason), and ``/readyz`` is not ready, naming the
+    reference index."""
     await create(
         kube,
         POLICIES,
@@ -127,7 +136,9 @@ async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
         cluster_rules=policy_rules,
         namespaced_rules={namespace: controller_rules(delete=True)},
     )
-    await start_for(start_controller, namespace, "configmaps", kubeconfig=str(kubeconfig))
+    running = await start_for(
+        start_controller, namespace, "configmaps", kubeconfig=str(kubeconfig), ready=False
+    )
 
     async def held() -> bool:
         policy = await read(kube, POLICIES, namespace, "unused")
@@ -138,3 +149,16 @@ async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
     assert not await gone(kube, CONFIGMAPS, namespace, "orphan")
     event = await wait_for_event(kube, namespace, "unused", "PolicyConditionFailed")
     assert "may not list and watch" in event.note, event.note
+    status = (await read(kube, POLICIES, namespace, "unused") or {})["status"]
+    (condition,) = [c for c in status["conditions"] if c["type"] == "Held"]
+    assert (condition["status"], condition["reason"]) == ("True", "ReferencesUnknown")
+    assert condition["message"].startswith("1 held: what uses them is not known"), condition
+    assert "may not list and watch" in condition["message"]
+    policy = f"LifecyclePolicy/{namespace}/unused"
+    metric = "lifecycle_policy_held_objects"
+    assert sample(running, metric, policy=policy, reason="references-unknown") == 1
+    assert sample(running, metric, policy=policy, reason="condition-error") is None
+    reason = running.controller.not_ready_reason()  # what /readyz answers
+    assert reason is not None
+    assert reason.startswith(REFERENCES_PENDING), reason
+    assert "may not list and watch" in reason

@@ -285,3 +285,21 @@ def test_an_invalid_policy_is_a_problem_with_its_exact_problems() -> None:
     ]
     assert "plain" not in by_name  # an invalid policy acts on nothing
     assert "InvalidLifecyclePolicy: spec.lifecycle.delete-after" in table
+
+
+def test_a_held_object_says_its_hold_once() -> None:
+    """The hold is the decision's own text (the summary) and a policy word: DETAIL says it
+    once."""
+    failing = policy(
+        "by-team",
+        "pr-1",
+        resources=["configmaps"],
+        condition='object.metadata.labels.team == "x"',  # no labels: an error, which holds
+        lifecycle={"delete-after": "1h"},
+    )
+    _, rows, table = plan([failing, configmap("unlabelled")])
+    (row,) = rows
+    hold = "held: the condition of LifecyclePolicy/pr-1/by-team could not be evaluated"
+    assert row["held"].startswith(hold)
+    (line,) = [line for line in table.splitlines() if " unlabelled " in line]
+    assert line.count(hold) == 1, line

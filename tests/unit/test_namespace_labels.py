@@ -1,5 +1,6 @@
-"""The namespace store keeps every Namespace's labels for ``namespaceSelector`` and says when
-they change; unknown until listed (over the real client against the fake API server)."""
+"""The namespace store keeps every Namespace's labels for ``namespaceSelector`` while a
+policy has one, and says when they change; unknown until listed (over the real client
+against the fake API server)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ async def test_labels_are_known_once_listed_and_a_relabel_is_reported(
         on_labels_change=relabelled.append,
         rng=random.Random(1),
     )
+    store.keep_labels(True)  # a policy has a namespaceSelector
     assert store.labels("previews") is None  # not listed yet: unknown
     task = asyncio.create_task(store.run())
     try:
@@ -63,6 +65,49 @@ async def test_labels_are_known_once_listed_and_a_relabel_is_reported(
         await eventually(lambda: relabelled == ["plain", "plain"])  # the annotation: no
         assert store.labels("plain") == {}
         assert defaults == []  # labels are not defaults
+    finally:
+        await cancel_and_wait(task)
+
+
+async def test_labels_are_kept_only_while_a_policy_selects_namespaces_by_label(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """No policy with a namespaceSelector: only the Namespace with defaults is cached. One
+    appears: the Namespaces are listed again and each one's objects are decided again with
+    its labels (one relabelled while they were not kept included). None any more: the labels
+    go."""
+    api.store.create(NAMESPACES, None, labelled_namespace("previews", env="preview"))
+    api.store.create(NAMESPACES, None, labelled_namespace("plain"))
+    defaults = annotated("capped", {"lifecycle.cezary.dev/max-delete-ttl": "24h"})
+    defaults["metadata"]["labels"] = {"env": "prod"}
+    api.store.create(NAMESPACES, None, defaults)
+    relabelled: list[str] = []
+    store = NamespaceDefaultsStore(
+        source=kube, clock=clock, on_labels_change=relabelled.append, rng=random.Random(1)
+    )
+    task = asyncio.create_task(store.run())
+    try:
+        await asyncio.wait_for(store.wait_synced(), 5)
+        assert store.cached() == 1  # the one with defaults, without its labels
+        assert store.labels("previews") is None
+        assert store.labels("capped") is None
+        api.store.patch(NAMESPACES, None, "plain", {"metadata": {"labels": {"env": "preview"}}})
+        await clock.settle()
+        assert relabelled == []  # not kept: not a change anybody reads
+
+        store.keep_labels(True)
+        await eventually(lambda: store.cached() == 3)
+        assert store.labels("plain") == {"env": "preview"}  # the relabel is not missed
+        assert store.labels("capped") == {"env": "prod"}
+        assert sorted(relabelled) == ["capped", "plain", "previews"]
+        relabelled.clear()
+        api.store.patch(NAMESPACES, None, "plain", {"metadata": {"labels": {"env": None}}})
+        await eventually(lambda: relabelled == ["plain"])
+
+        store.keep_labels(False)
+        await eventually(lambda: store.cached() == 1)
+        assert store.labels("previews") is None
+        assert store.get("capped") is not None  # its defaults stay
     finally:
         await cancel_and_wait(task)
 

@@ -4,6 +4,8 @@ change concerns become dirty."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,10 +21,14 @@ REFS = [PolicyRef(PolicyKind.NAMESPACED, "a", f"p{i}") for i in range(4)]
 KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 
-def _walk(tallies: dict[ObjectKey, Tally], ref: PolicyRef) -> tuple[int, int, int, int, int | None]:
-    """What the status writer used to compute, walking every tally."""
+def _walk(
+    tallies: dict[ObjectKey, Tally], ref: PolicyRef
+) -> tuple[int, int, int, int, int | None, Counter[PolicyHoldReason]]:
+    """What the status writer used to compute, walking every tally (and the holds by
+    reason: the first the policy gave for each object)."""
     matched = overlapped = held = protected = 0
     best: int | None = None
+    reasons: Counter[PolicyHoldReason] = Counter()
     for tally in tallies.values():
         if ref in tally.decided_by:
             matched += 1
@@ -30,11 +36,12 @@ def _walk(tallies: dict[ObjectKey, Tally], ref: PolicyRef) -> tuple[int, int, in
                 best = tally.due_ns if best is None else min(best, tally.due_ns)
         elif any(holder == ref for holder, _ in tally.held_by):
             held += 1
+            reasons[next(reason for holder, reason in tally.held_by if holder == ref)] += 1
         elif ref in tally.overlapped:
             overlapped += 1
         if ref in tally.protected_from:
             protected += 1
-    return matched, overlapped, held, protected, best
+    return matched, overlapped, held, protected, best, reasons
 
 
 refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
@@ -71,6 +78,7 @@ def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tall
             len(aggregate.held),
             len(aggregate.protected),
             None if best is None else best[1],
+            aggregate.held_by_reason,
         )
 
 
@@ -89,3 +97,25 @@ def test_only_the_policies_a_change_concerns_become_dirty() -> None:
     assert aggregates.take_dirty() == {REFS[0], REFS[1], REFS[2]}
     assert list(aggregates.of(REFS[2]).condition_failed) == [KEYS[0]]
     assert aggregates.of(REFS[0]).matched == {}
+
+
+def test_a_hold_for_unknown_references_counts_under_its_own_reason_and_warns() -> None:
+    """Held because what uses the object is not known: its own reason, and the condition's
+    Warning names the object (the condition could not be judged)."""
+    aggregates = PolicyAggregates()
+    unknown = Tally(
+        decided_by=(), overlapped=(), held_by=((REFS[0], PolicyHoldReason.REFERENCES_UNKNOWN),)
+    )
+    namespace = Tally(
+        decided_by=(), overlapped=(), held_by=((REFS[0], PolicyHoldReason.NAMESPACE_UNKNOWN),)
+    )
+    aggregates.update(KEYS[0], None, unknown)
+    aggregates.update(KEYS[1], None, namespace)
+    aggregate = aggregates.of(REFS[0])
+    assert aggregate.held_by_reason == {
+        PolicyHoldReason.REFERENCES_UNKNOWN: 1,
+        PolicyHoldReason.NAMESPACE_UNKNOWN: 1,
+    }
+    assert list(aggregate.condition_failed) == [KEYS[0]]
+    aggregates.update(KEYS[0], unknown, None)
+    assert aggregate.held_by_reason == {PolicyHoldReason.NAMESPACE_UNKNOWN: 1}

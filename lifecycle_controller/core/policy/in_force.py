@@ -288,6 +288,12 @@ class PolicySet:
                         policy, result.reason.value, PolicyHoldReason.NAMESPACE_UNKNOWN
                     )
                 )
+            elif result.reason is MatchReason.REFERENCES_UNKNOWN:
+                found.append(
+                    PolicyHold.condition_error(
+                        policy, result.problem or "", PolicyHoldReason.REFERENCES_UNKNOWN
+                    )
+                )
         found.extend(PolicyHold.invalid(p) for p in self.invalid if holds(p, view, self.protection))
         return sorted(found, key=contender_order)
 

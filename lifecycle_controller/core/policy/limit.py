@@ -170,6 +170,22 @@ class LimitWindow:
         self._waiting.pop(key, None)
         bisect.insort(self._stamps, now_ns)
 
+    def give_back(self, instant_ns: int) -> bool:
+        """An action admitted at ``instant_ns`` was not carried out (its write failed): its
+        place is free again. True if the window still held it."""
+        index = bisect.bisect_left(self._stamps, instant_ns)
+        if index < len(self._stamps) and self._stamps[index] == instant_ns:
+            del self._stamps[index]
+            return True
+        return False
+
+    def first_waiting(self) -> Hashable | None:
+        """The object waiting that goes first when a place frees: the earliest due (ties by
+        key, as :meth:`check` orders them)."""
+        if not self._waiting:
+            return None
+        return min(self._waiting, key=lambda key: (self._waiting[key], repr(key)))
+
     def forget(self, key: Hashable) -> bool:
         """``key`` waits no more (gone, or no action of this policy is due); True if it did."""
         return self._waiting.pop(key, None) is not None

@@ -28,7 +28,12 @@ A policy matches an object when every one of its filters accepts it, checked che
    Job's Pods) is matched only with ``includeOwned: true``;
 7. the CEL **condition**, last because it is the dearest; an evaluation error is reported
    as :attr:`MatchReason.CONDITION_ERROR`, which precedence turns into a hold of the object
-   (never a silent "no match" that lets a lower policy act).
+   (never a silent "no match" that lets a lower policy act); a condition reading
+   ``referencedBy`` while what uses the object is not known (the reference index has not
+   synced, or may not list a referring type) is :attr:`MatchReason.REFERENCES_UNKNOWN`, a
+   hold too, kept apart so that the policy's status and metrics say why.
+
+:data:`HOLDING` are the refusals that hold the object rather than let it go.
 
 :func:`holds` says whether an invalid policy holds an object: what it still says of its
 selection (:class:`~.policy_model.HeldScope`) is read as above, an unreadable part selecting
@@ -58,6 +63,7 @@ from lifecycle_controller.core.text.gotext import go_parse_bool
 
 __all__ = [
     "DEFAULT_PROTECTION",
+    "HOLDING",
     "REFERENCES_NOT_SYNCED",
     "SYSTEM_NAMESPACES",
     "MatchReason",
@@ -100,6 +106,13 @@ class MatchReason(enum.StrEnum):
     OWNED = "it has a controller owner and the policy does not include owned objects"
     CONDITION = "the policy's condition is false for it"
     CONDITION_ERROR = "the policy's condition could not be evaluated for it"
+    REFERENCES_UNKNOWN = "what uses it (referencedBy) is not known yet"
+
+
+#: The refusals that hold the object: nothing below the policy acts on it in its family.
+HOLDING: Final = frozenset(
+    {MatchReason.CONDITION_ERROR, MatchReason.NAMESPACE_UNKNOWN, MatchReason.REFERENCES_UNKNOWN}
+)
 
 
 #: Why ``referencedBy`` is not known for an object, by default.
@@ -301,7 +314,7 @@ def match(
     if policy.condition is not None:
         referenced_by = _referenced_by(view) if policy.condition.reads_references else ()
         if referenced_by is None:
-            return _refused(MatchReason.CONDITION_ERROR, view.references_missing)
+            return _refused(MatchReason.REFERENCES_UNKNOWN, view.references_missing)
         missing = unread(policy.condition.reads, view.fields_read)
         if missing:  # fetched before this condition: an absent field would not be absent
             names = ", ".join(".".join(("object", *path)) for path in missing)

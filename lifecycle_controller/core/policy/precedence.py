@@ -108,7 +108,11 @@ class PolicyHoldReason(enum.StrEnum):
 
     INVALID = "invalid"
     CONDITION_ERROR = "condition-error"
+    #: A ``namespaceSelector``'s Namespace labels are not known yet.
     NAMESPACE_UNKNOWN = "namespace-unknown"
+    #: A condition reads ``referencedBy`` and what uses the object is not known (the
+    #: reference index has not synced, or may not list a referring type).
+    REFERENCES_UNKNOWN = "references-unknown"
 
 
 #: Precedence layers, best first.
@@ -152,7 +156,8 @@ class PolicyHold:
         problem: str,
         reason: PolicyHoldReason = PolicyHoldReason.CONDITION_ERROR,
     ) -> PolicyHold:
-        """Its condition failed on the object (or, ``reason``, its namespace is unknown)."""
+        """Its condition failed on the object (or, ``reason``, its namespace or what uses
+        the object is unknown)."""
         return cls(
             policy.ref,
             reason,
@@ -168,6 +173,8 @@ class PolicyHold:
             return f"held: {self.ref} is invalid"
         if self.reason is PolicyHoldReason.NAMESPACE_UNKNOWN:
             return f"held: {self.ref} selects namespaces by label: {self.problem}"
+        if self.reason is PolicyHoldReason.REFERENCES_UNKNOWN:
+            return f"held: the condition of {self.ref} reads referencedBy: {self.problem}"
         return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
 
 

@@ -1,0 +1,148 @@
+"""A policy's limit in the controller (controller/policy_limits.py, docs/policies.md#limit):
+only what was done counts, and a deleted policy's window goes with it.
+
+On the in-memory API server with the fake clock: a DELETE that fails gives its place back
+(the next due object goes, and the first one waiting is queued again); a policy deleted
+leaves no window behind, so one applied again under its name starts with an empty window.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifecycle_controller.controller.assembly import build_reconciler
+from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.policy_limits import PolicyLimits
+from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.result import Result
+from lifecycle_controller.core import DecisionSettings, Ledger
+from lifecycle_controller.core.decision.events import DELETION_FAILURE
+from lifecycle_controller.core.decision.outcomes import Action, Delete
+from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
+from lifecycle_controller.kube import KubeClient, KubeError
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
+from tests.doubles.fakeapi import FakeApiServer
+from tests.doubles.fakeclock import FakeClock
+
+S = 1_000_000_000
+T0 = 1_800_000_000 * S
+POLICY = "LifecyclePolicy/team/capped"
+
+
+def capped() -> dict[str, Any]:
+    return {
+        "apiVersion": "lifecycle.cezary.dev/v1alpha1",
+        "kind": "LifecyclePolicy",
+        "metadata": {"name": "capped"},
+        "spec": {
+            "resources": ["configmaps"],
+            "limit": {"actions": 1, "window": "1h"},
+            "lifecycle": {"delete-after": "1s"},
+        },
+    }
+
+
+def _policy() -> Policy:
+    parsed = parse_policy(PolicyKind.NAMESPACED, "team", "capped", 1, capped()["spec"])
+    assert isinstance(parsed, Policy)
+    return parsed
+
+
+def _delete(name: str, due_ns: int) -> Delete:
+    return Delete(
+        uid=name,
+        resource_version="1",
+        failure=DELETION_FAILURE,
+        action=Action.DELETE,
+        policy=POLICY,
+        due_ns=due_ns,
+    )
+
+
+def _key(name: str) -> ObjectKey:
+    return ObjectKey(CONFIGMAPS, "team", name)
+
+
+def test_a_place_given_back_is_free_again_and_wakes_the_first_waiting() -> None:
+    policy = _policy()
+    woken: list[ObjectKey] = []
+    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}))
+    limits.on_freed = woken.append
+    assert limits.gate(_key("a"), _delete("a", T0), T0) == _delete("a", T0)
+    held = limits.gate(_key("b"), _delete("b", T0 + S), T0 + S)
+    assert held != _delete("b", T0 + S)  # the window is full: b waits
+    limits.give_back(_key("a"))  # a's DELETE failed
+    assert woken == [_key("b")]
+    state = limits.state(policy.ref, T0 + S)
+    assert state is not None
+    assert state.used == 0
+    assert limits.gate(_key("b"), _delete("b", T0 + S), T0 + S) == _delete("b", T0 + S)
+    limits.give_back(_key("zz"))  # nothing admitted for it: nothing changes
+    assert woken == [_key("b")]
+
+
+def test_a_deleted_policy_leaves_no_window_behind() -> None:
+    policy = _policy()
+    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}))
+    limits.gate(_key("a"), _delete("a", T0), T0)
+    limits.gate(_key("b"), _delete("b", T0 + S), T0 + S)  # waits
+    limits.done(_key("a"), "a", _delete("a", T0), T0)
+    assert limits.holding() == {policy.ref}
+    limits.drop([policy.ref])
+    assert limits.state(policy.ref, T0 + S) is None
+    assert limits.holding() == set()
+    assert limits.pending == {}
+    assert limits.tripped == set()
+    # Applied again under the same name: a fresh window, a's action is not counted in it.
+    assert limits.gate(_key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete("c", T0 + 2 * S)
+
+
+@pytest.fixture
+async def store(api: FakeApiServer, kube: KubeClient, clock: FakeClock) -> PolicyStore:
+    api.serve(CLUSTER_POLICIES)
+    api.serve(POLICIES)
+    api.store.create(POLICIES, "team", capped())
+    loaded = PolicyStore(kube, clock=clock)
+    assert await loaded.load()
+    return loaded
+
+
+async def test_a_failed_delete_does_not_count_against_the_limit(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore
+) -> None:
+    """Limit 1 per hour: the first due object's DELETE fails (a 500), so the second one is
+    deleted rather than held for an hour; the audit has the one deletion done."""
+    cache = MetadataCache(policy_views=store)
+    reconcile = build_reconciler(
+        api=kube,
+        cache=cache,
+        recorder=KubeEventRecorder(kube, clock=clock, reporting_instance="test"),
+        clock=clock,
+        ledger=Ledger(),
+        settings=DecisionSettings(),
+        policies=store,
+    )
+    for name in ("first", "second"):
+        created = api.store.create(CONFIGMAPS, "team", {"metadata": {"name": name}})
+        cache.put(_key(name), cache.project(CONFIGMAPS, created["metadata"]))
+        await clock.advance(1)
+    await clock.advance(1)  # both due
+    api.fail(500, method="DELETE", path="/configmaps/first")
+    with pytest.raises(KubeError):
+        await reconcile(_key("first"))
+    assert await reconcile(_key("second")) is None  # deleted, not held
+    deleted = [request.path.rsplit("/", 1)[-1] for request in api.requests_to("DELETE")]
+    assert deleted == ["first", "second"]  # the first one failed
+    assert api.store.find(CONFIGMAPS, "team", "second") is None
+    decisions = reconcile.policies
+    assert decisions is not None
+    (entry,) = decisions.limits.pending[store.docs()[0].ref]
+    assert entry.name == "second"  # the audit counts what was done
+    # The first one, retried, now waits for the place the second one took.
+    retried = await reconcile(_key("first"))
+    assert isinstance(retried, Result)
+    assert retried.requeue_after == pytest.approx(3600, abs=3)
