@@ -67,3 +67,18 @@ def test_the_index_loses_no_policy_that_matches(
     }
     assert indexed == every
     assert policy_set.candidate(view) == bool(every)
+
+
+def test_the_paths_conditions_read_are_worked_out_once_per_type() -> None:
+    spec: dict[str, Any] = {
+        "resources": ["configmaps"],
+        "condition": "has(object.data.k)",
+        "lifecycle": {"delete-after": "1h"},
+    }
+    policy = parse_policy(PolicyKind.CLUSTER, None, "reads-data", 1, spec)
+    assert isinstance(policy, Policy)
+    policy_set = PolicySet.of([policy])
+    first = policy_set.reads(CONFIGMAPS)
+    assert first == frozenset({("data", "k")})
+    assert policy_set.reads(CONFIGMAPS) is first  # asked for every object listed
+    assert policy_set.reads(NAMESPACES) == frozenset()
