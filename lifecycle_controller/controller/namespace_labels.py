@@ -54,6 +54,10 @@ class NamespaceLabelViews:
         """Nothing beyond a Namespace's metadata."""
         return frozenset()
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Every Namespace."""
+        return self.watches(resource)
+
 
 def labels_of(obj: CachedObject | None) -> Mapping[str, str] | None:
     """A cached Namespace's labels (None: not cached)."""

@@ -195,6 +195,9 @@ class PolicyStore:
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         return self.current.reads(resource)
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        return self.current.may_keep(resource, namespace, name)
+
     # ------------------------------------------------------------------ applying
 
     def _parse(self, resource: ResourceType, obj: Mapping[str, Any]) -> PolicyDoc | None:

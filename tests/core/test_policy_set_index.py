@@ -67,6 +67,22 @@ def test_the_index_loses_no_policy_that_matches(
     }
     assert indexed == every
     assert policy_set.candidate(view) == bool(every)
+    # what lets a frame be dropped undecoded never refuses a candidate
+    assert policy_set.may_keep(resource, namespace, name) or not every
+
+
+def test_an_invalid_policy_may_keep_any_object_of_a_type_a_valid_one_selects() -> None:
+    spec: dict[str, Any] = {"resources": ["configmaps"], "lifecycle": {"delete-after": "1h"}}
+    named = parse_policy(PolicyKind.CLUSTER, None, "named", 1, {**spec, "names": ["x"]})
+    broken = parse_policy(
+        PolicyKind.CLUSTER, None, "broken", 1, {**spec, "lifecycle": {"delete-after": "soon"}}
+    )
+    assert isinstance(named, Policy)
+    assert PolicySet.of([named]).may_keep(CONFIGMAPS, "a", "x")
+    assert not PolicySet.of([named]).may_keep(CONFIGMAPS, "a", "y")
+    assert not PolicySet.of([named]).may_keep(NAMESPACES, None, "x")  # not its type
+    assert PolicySet.of([named, broken]).may_keep(CONFIGMAPS, "a", "y")
+    assert not PolicySet.of([broken]).may_keep(CONFIGMAPS, "a", "y")  # as view(): no policy
 
 
 def test_the_paths_conditions_read_are_worked_out_once_per_type() -> None:

@@ -265,6 +265,15 @@ class PolicySet:
             holds(p, view, self.protection) for p in self.invalid
         )
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Whether :meth:`candidate` may hold for an object of ``resource`` so named (None:
+        cluster-scoped), before anything else of it is read: some policy of the type may
+        reach that namespace and name, or an invalid policy may hold it. Never False for a
+        candidate, so an object refused here can be dropped without being decoded."""
+        if not self.for_resource(resource):
+            return False
+        return bool(self.invalid) or bool(self._reach_of(resource).named(namespace, name))
+
     def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
         """The contenders for the object (see the module docstring), best first."""
         found: list[Policy | PolicyHold] = []
