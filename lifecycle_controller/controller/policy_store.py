@@ -297,8 +297,13 @@ class PolicyStore:
             return False
         informers = self._informers()
         try:
-            for informer in informers:
-                await informer.list_once()
+            # Both kinds at once: the start waits for the slower list, not for their sum.
+            listed = await asyncio.gather(
+                *(informer.list_once() for informer in informers), return_exceptions=True
+            )
+            for outcome in listed:  # the first kind's failure first, as when listed in turn
+                if isinstance(outcome, BaseException):
+                    raise outcome
         except NotFound:
             self._off(_NOT_INSTALLED)
         except Forbidden as error:
