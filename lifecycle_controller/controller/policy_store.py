@@ -126,6 +126,9 @@ class PolicyStore:
         self._clock = clock
         self._recheck = recheck
         self._docs: dict[_Key, PolicyDoc] = {}
+        #: Moves whenever a policy object is stored, replaced or forgotten: a reader that saw
+        #: this version and finds it unchanged knows that :meth:`docs` is what it saw.
+        self.version = 0
         self._since: dict[tuple[str, int], int] = {}
         self._since_view: Mapping[PolicyRef, int] | None = None
         self.current = PolicySet()
@@ -230,6 +233,7 @@ class PolicyStore:
         if doc is None:
             return False
         key = (resource, doc.ref.namespace, doc.ref.name)
+        self.version += 1
         if event_type == "DELETED":
             removed = self._docs.pop(key, None)
             if removed is not None:
@@ -245,6 +249,7 @@ class PolicyStore:
     def _listed(self, stale: set[Hashable]) -> None:
         """A full list of one kind is in: forget what it no longer has, publish the rest."""
         self._since_view = None
+        self.version += 1
         for key in stale:
             if isinstance(key, tuple):
                 self._docs.pop(key, None)
@@ -334,6 +339,7 @@ class PolicyStore:
             self._off(why)
             self.available = False
             self._docs.clear()
+            self.version += 1
             await self._publish()
             await self._clock.sleep(self._recheck)
 
