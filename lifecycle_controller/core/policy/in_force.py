@@ -270,9 +270,10 @@ class PolicySet:
         cluster-scoped), before anything else of it is read: some policy of the type may
         reach that namespace and name, or an invalid policy may hold it. Never False for a
         candidate, so an object refused here can be dropped without being decoded."""
-        if not self.for_resource(resource):
+        reach = self._reach_of(resource)  # asked for every frame listed: one lookup
+        if not reach.policies:
             return False
-        return bool(self.invalid) or bool(self._reach_of(resource).named(namespace, name))
+        return bool(self.invalid) or bool(reach.named(namespace, name))
 
     def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
         """The contenders for the object (see the module docstring), best first."""
