@@ -170,6 +170,10 @@ class PolicyViews(Protocol):
         before its metadata is decoded; never False for one it would keep."""
         ...
 
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        """Whether :meth:`may_keep` holds whatever the name and namespace (no need to ask)."""
+        ...
+
 
 Scope = str | None
 """A namespace for a per-namespace informer, ``None`` for a cluster-wide one."""
@@ -307,6 +311,12 @@ class MetadataCache:
         on its namespace and name alone: never False for one :meth:`project` would keep)."""
         views = self.policy_views
         return views is not None and views.may_keep(resource, namespace, name)
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        """Whether any unannotated object of ``resource`` may be kept, whatever its name:
+        its frames must be decoded to be judged."""
+        views = self.policy_views
+        return views is not None and views.may_keep_every(resource)
 
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)

@@ -34,7 +34,8 @@ these hold, and then only its resourceVersion is read:
 * the bytes of the lifecycle annotation prefix are nowhere in the frame (strings are plain
   UTF-8 in protobuf, so an annotation under the prefix cannot hide);
 * the keeper allows it (:meth:`Holder.skips_unheld`: the shared cache's keeper does while
-  nobody hears of every change);
+  nobody hears of every change and no policy may keep every object of the type, such as one
+  that selects by labels alone);
 * the keeper does not hold the object (an object that just lost its last lifecycle
   annotation is held, so its event is decoded and it leaves the cache as before), and no
   lifecycle policy may keep it, judged on its namespace and name alone
@@ -123,8 +124,9 @@ class CacheWriter(Keeper):
 
     def skips_unheld(self) -> bool:
         """Unannotated objects are dropped unless somebody hears of every change
-        (discovery's CRD informer, the Namespaces' defaults)."""
-        return self._on_change_seen is None
+        (discovery's CRD informer, the Namespaces' defaults) or a policy may keep any of
+        them, whatever its name (no frame is then read for its name)."""
+        return self._on_change_seen is None and not self._cache.may_keep_every(self._resource)
 
     def holds(self, namespace: str, name: str) -> bool:
         """The cache holds the object, or may keep it for a policy (judged on its namespace

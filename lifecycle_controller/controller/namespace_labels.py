@@ -58,6 +58,9 @@ class NamespaceLabelViews:
         """Every Namespace."""
         return self.watches(resource)
 
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return self.watches(resource)
+
 
 def labels_of(obj: CachedObject | None) -> Mapping[str, str] | None:
     """A cached Namespace's labels (None: not cached)."""

@@ -201,6 +201,9 @@ class PolicyStore:
     def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
         return self.current.may_keep(resource, namespace, name)
 
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return self.current.may_keep_every(resource)
+
     # ------------------------------------------------------------------ applying
 
     def _parse(self, resource: ResourceType, obj: Mapping[str, Any]) -> PolicyDoc | None:

@@ -78,6 +78,15 @@ def test_literal_names_reach_those_names_only_and_the_order_is_kept() -> None:
     assert Reach.of((named,)).named("a", "z") == ()
 
 
+def test_only_a_cluster_policy_without_literal_namespaces_or_names_reaches_everything() -> None:
+    assert Reach.of((policy("all"),)).everything
+    assert Reach.of((policy("globbed", namespaces=["a*"], names=["x*"]),)).everything
+    assert not Reach.of((policy("mine", namespace="a"),)).everything
+    assert not Reach.of((policy("there", namespaces=["a"]),)).everything
+    assert not Reach.of((policy("named", names=["x"]),)).everything
+    assert not Reach.of(()).everything
+
+
 def test_an_empty_index_answers_nothing() -> None:
     reach = Reach.of(())
     assert reach.in_namespace("a") == ()
@@ -111,3 +120,5 @@ def test_every_answer_is_the_rule_applied_to_every_policy_in_order(
     assert reach.in_namespace(namespace) == in_namespace
     assert reach.named(namespace, name) == tuple(p for p in in_namespace if reaches_name(p, name))
     assert reach.in_namespace(namespace) == in_namespace  # asked again: the memo agrees
+    if reach.everything:
+        assert reach.named(namespace, name)

@@ -69,6 +69,8 @@ def test_the_index_loses_no_policy_that_matches(
     assert policy_set.candidate(view) == bool(every)
     # what lets a frame be dropped undecoded never refuses a candidate
     assert policy_set.may_keep(resource, namespace, name) or not every
+    if policy_set.may_keep_every(resource):  # then no name is read: none may be refused
+        assert policy_set.may_keep(resource, namespace, name)
 
 
 def test_an_invalid_policy_may_keep_any_object_of_a_type_a_valid_one_selects() -> None:
@@ -83,6 +85,8 @@ def test_an_invalid_policy_may_keep_any_object_of_a_type_a_valid_one_selects() -
     assert not PolicySet.of([named]).may_keep(NAMESPACES, None, "x")  # not its type
     assert PolicySet.of([named, broken]).may_keep(CONFIGMAPS, "a", "y")
     assert not PolicySet.of([broken]).may_keep(CONFIGMAPS, "a", "y")  # as view(): no policy
+    assert not PolicySet.of([named]).may_keep_every(CONFIGMAPS)
+    assert PolicySet.of([named, broken]).may_keep_every(CONFIGMAPS)
 
 
 def test_the_paths_conditions_read_are_worked_out_once_per_type() -> None:

@@ -194,6 +194,9 @@ class Selecting:
     def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
         return self.watches(resource)  # as a label selector: any name may be kept
 
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return self.watches(resource)
+
 
 @dataclass
 class Naming(Selecting):
@@ -214,6 +217,9 @@ class Naming(Selecting):
 
     def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
         return self.watches(resource) and name in self.names
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return False
 
 
 def informer_on(

@@ -166,6 +166,7 @@ class PolicySet:
     _reads: dict[str, frozenset[tuple[str, ...]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _every: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(
@@ -274,6 +275,17 @@ class PolicySet:
         if not reach.policies:
             return False
         return bool(self.invalid) or bool(reach.named(namespace, name))
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        """Whether :meth:`may_keep` holds for every object of ``resource`` (a policy of the
+        type reaches every namespace and name, or an invalid policy exists): nothing is told
+        by an object's name, so a frame need not be read for it (memoised per type)."""
+        found = self._every.get(resource.key)
+        if found is None:
+            reach = self._reach_of(resource)
+            found = bool(reach.policies) and (bool(self.invalid) or reach.everything)
+            self._every[resource.key] = found
+        return found
 
     def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
         """The contenders for the object (see the module docstring), best first."""

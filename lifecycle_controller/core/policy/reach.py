@@ -108,6 +108,12 @@ class Reach:
             tuple(cluster),
         )
 
+    @property
+    def everything(self) -> bool:
+        """Some policy may reach every object of the type: a cluster policy without literal
+        ``namespaces`` and without literal ``names`` (no namespace or name rules one out)."""
+        return any(not _literal(self.policies[i].names) for i in self._everywhere)
+
     def _named(self, namespace: str | None) -> _Named:
         found = self._memo.get(namespace)
         if found is None:
