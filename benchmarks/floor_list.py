@@ -13,6 +13,10 @@ annotated ones). The paginated JSON list floor of ``benchmarks.cluster_measure``
 JSON and for a round trip per page of 500, which the controller does not, so at large counts
 this is the floor its time to ready is judged against.
 
+``--whole-path`` adds a collection listed as the controller lists the lifecycle policies:
+whole objects in JSON, pages of 500 (each page decoded: its ``continue`` token is needed),
+alongside the streams.
+
 Prints one JSON line: ``seconds`` from the first request to the last bookmark, ``done_at``
 (epoch seconds then: the caller subtracts the moment it started this process, to compare
 with the controller's ready time, which includes its interpreter's start), ``cpu_s`` (this
@@ -87,11 +91,30 @@ async def stream_list(plain: PlainClient, path: str) -> dict[str, int]:
     raise RuntimeError(f"{path}: the stream ended before its initial-events-end bookmark")
 
 
-async def _main(kubeconfig: str, paths: list[str]) -> dict[str, Any]:
+async def page_list(plain: PlainClient, path: str) -> dict[str, int]:
+    """A paginated JSON list of whole objects (pages of 500): the objects and bytes."""
+    objects = received = 0
+    token = ""
+    while True:
+        params = [("limit", "500")] + ([("continue", token)] if token else [])
+        _, raw = await plain.call("GET", path, params=params)
+        received += len(raw)
+        page = json.loads(raw)
+        objects += len(page.get("items") or ())
+        token = page.get("metadata", {}).get("continue") or ""
+        if not token:
+            return {"objects": objects, "bytes": received}
+
+
+async def _main(kubeconfig: str, paths: list[str], whole: list[str]) -> dict[str, Any]:
     config, _ = await load_configuration(kubeconfig)
     async with PlainClient(config) as plain:
         cpu, started = time.process_time(), time.perf_counter()
-        lists = await asyncio.gather(*(stream_list(plain, path) for path in paths))
+        lists = await asyncio.gather(
+            *(stream_list(plain, path) for path in paths),
+            *(page_list(plain, path) for path in whole),
+        )
+        paths = [*paths, *whole]
         seconds, done_at = time.perf_counter() - started, time.time()
         cpu_s = time.process_time() - cpu
     return {
@@ -110,8 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--path", action="append", required=True, help="a collection path")
+    parser.add_argument(
+        "--whole-path", action="append", default=[], help="a collection listed whole, in pages"
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(asyncio.run(_main(args.kubeconfig, args.path))), file=sys.stdout, flush=True)
+    result = asyncio.run(_main(args.kubeconfig, args.path, args.whole_path))
+    print(json.dumps(result), file=sys.stdout, flush=True)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,15 @@ class PolicyViews(Protocol):
         """The paths beyond metadata the conditions for ``resource`` read (empty: none)."""
         ...
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Whether :meth:`view` may keep an object so named (None: cluster-scoped), judged
+        before its metadata is decoded; never False for one it would keep."""
+        ...
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        """Whether :meth:`may_keep` holds whatever the name and namespace (no need to ask)."""
+        ...
+
 
 Scope = str | None
 """A namespace for a per-namespace informer, ``None`` for a cluster-wide one."""
@@ -296,6 +305,18 @@ class MetadataCache:
         """Whether unannotated objects of ``resource`` may be kept (a policy selects it)."""
         views = self.policy_views
         return views is not None and views.watches(resource)
+
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Whether an unannotated object so named may be kept (a policy may match it, judged
+        on its namespace and name alone: never False for one :meth:`project` would keep)."""
+        views = self.policy_views
+        return views is not None and views.may_keep(resource, namespace, name)
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        """Whether any unannotated object of ``resource`` may be kept, whatever its name:
+        its frames must be decoded to be judged."""
+        views = self.policy_views
+        return views is not None and views.may_keep_every(resource)
 
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)

@@ -33,14 +33,22 @@ these hold, and then only its resourceVersion is read:
   bookmarks, errors and JSON lines are always decoded);
 * the bytes of the lifecycle annotation prefix are nowhere in the frame (strings are plain
   UTF-8 in protobuf, so an annotation under the prefix cannot hide);
-* the keeper allows it (:meth:`Holder.skips_unheld`: the shared cache's keeper does while no
-  lifecycle policy selects the type and nobody hears of every change), asked for each frame
-  since policies come and go;
+* the keeper allows it (:meth:`Holder.skips_unheld`: the shared cache's keeper does while
+  nobody hears of every change and no policy may keep every object of the type, such as one
+  that selects by labels alone);
 * the keeper does not hold the object (an object that just lost its last lifecycle
-  annotation is held, so its event is decoded and it leaves the cache as before).
+  annotation is held, so its event is decoded and it leaves the cache as before), and no
+  lifecycle policy may keep it, judged on its namespace and name alone
+  (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.may_keep`: a policy of the
+  type that may reach them, or an invalid policy), asked for each frame since policies come
+  and go. With 1,000 policies each naming a few objects, the other objects of the type are
+  dropped as they are without policies.
 
 The informer is told of each dropped event (its type and resourceVersion) so that its
-resourceVersion, its metrics and its liveness move as if it had been applied.
+resourceVersion, its metrics and its liveness move as if it had been applied. While a
+streaming list's initial events come, the same test drops an ADDED frame without a word
+(nothing is applied before the list's bookmark), so a list with policies decodes only the
+objects a policy may keep.
 """
 
 from __future__ import annotations
@@ -115,13 +123,18 @@ class CacheWriter(Keeper):
         return UnkeptEvents(self, on_skipped, rest)
 
     def skips_unheld(self) -> bool:
-        """Unannotated objects are dropped while no policy selects the type, and nobody
-        hears of every change (discovery's CRD informer, the Namespaces' defaults)."""
-        return self._on_change_seen is None and self.skips_unannotated()
+        """Unannotated objects are dropped unless somebody hears of every change
+        (discovery's CRD informer, the Namespaces' defaults) or a policy may keep any of
+        them, whatever its name (no frame is then read for its name)."""
+        return self._on_change_seen is None and not self._cache.may_keep_every(self._resource)
 
     def holds(self, namespace: str, name: str) -> bool:
+        """The cache holds the object, or may keep it for a policy (judged on its namespace
+        and name: the policies that may reach them)."""
         scope = namespace if self._resource.namespaced else None
-        return self._cache.holds(self._resource, scope, name)
+        return self._cache.holds(self._resource, scope, name) or (
+            self._cache.may_keep(self._resource, scope, name)
+        )
 
     def _key(self, obj: CachedObject) -> ObjectKey:
         namespace = obj.namespace if self._resource.namespaced else None
@@ -204,7 +217,8 @@ class Holder(Protocol):
         ...
 
     def holds(self, namespace: str, name: str) -> bool:
-        """Whether it holds the object (``namespace`` empty for a cluster-scoped one)."""
+        """Whether an event of the object, unannotated, may change what it keeps: it holds
+        the object, or may keep it (``namespace`` empty for a cluster-scoped one)."""
         ...
 
 

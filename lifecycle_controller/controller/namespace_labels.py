@@ -65,6 +65,13 @@ class NamespaceLabelViews:
         """Nothing beyond a Namespace's metadata."""
         return frozenset()
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Every Namespace."""
+        return self.watches(resource)
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return self.watches(resource)
+
 
 def labels_of(obj: CachedObject | None) -> Mapping[str, str] | None:
     """A cached Namespace's labels (None: not cached)."""

@@ -130,6 +130,8 @@ class PolicyStatusWriter:
         #: Each policy object as last looked at (a new object from the store: look again).
         self._seen: dict[str, PolicyDoc] = {}
         self._watched: tuple[str, ...] | None = None
+        #: The store's version when every policy object was last gone through.
+        self._docs_version: int | None = None
         self._retry: set[PolicyRef] = set()
         self._matched: dict[PolicyRef, int] = {}
         self._held: dict[PolicyRef, dict[tuple[str, str], int]] = {}
@@ -213,7 +215,9 @@ class PolicyStatusWriter:
         Only the policies that may have changed are looked at: a new or changed policy
         object, one whose objects' tallies changed (:mod:`.policy_tallies`), one with audit
         entries to write or a limit holding objects, one whose last write failed; all of
-        them when the watched types changed. An idle cluster costs nothing."""
+        them when the watched types changed. An idle cluster costs nothing: while none is
+        dirty and the store holds the objects last gone through, they are not gone through
+        (each would be passed over), so a flush does not grow with the policies."""
         watched = tuple(sorted(self._watched_keys()))
         everything = watched != self._watched
         self._watched = watched
@@ -221,6 +225,9 @@ class PolicyStatusWriter:
         dirty = self._decisions.aggregates.take_dirty() | self._retry
         dirty |= set(limits.pending) | limits.tripped | limits.holding()
         self._retry = set()
+        version = self._store.version
+        if not everything and not dirty and version == self._docs_version:
+            return
         present: set[str] = set()
         changed = False
         for doc in self._store.docs():
@@ -229,6 +236,7 @@ class PolicyStatusWriter:
                 continue
             self._seen[doc.uid] = doc
             changed |= await self._look_at(doc)
+        self._docs_version = version
         for uid in set(self._seen) - present:
             gone = self._seen.pop(uid)
             self._written.pop(uid, None)

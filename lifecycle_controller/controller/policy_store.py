@@ -126,6 +126,9 @@ class PolicyStore:
         self._clock = clock
         self._recheck = recheck
         self._docs: dict[_Key, PolicyDoc] = {}
+        #: Moves whenever a policy object is stored, replaced or forgotten: a reader that saw
+        #: this version and finds it unchanged knows that :meth:`docs` is what it saw.
+        self.version = 0
         self._since: dict[tuple[str, int], int] = {}
         self._since_view: Mapping[PolicyRef, int] | None = None
         self.current = PolicySet()
@@ -195,6 +198,12 @@ class PolicyStore:
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         return self.current.reads(resource)
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        return self.current.may_keep(resource, namespace, name)
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return self.current.may_keep_every(resource)
+
     # ------------------------------------------------------------------ applying
 
     def _parse(self, resource: ResourceType, obj: Mapping[str, Any]) -> PolicyDoc | None:
@@ -227,6 +236,7 @@ class PolicyStore:
         if doc is None:
             return False
         key = (resource, doc.ref.namespace, doc.ref.name)
+        self.version += 1
         if event_type == "DELETED":
             removed = self._docs.pop(key, None)
             if removed is not None:
@@ -242,6 +252,7 @@ class PolicyStore:
     def _listed(self, stale: set[Hashable]) -> None:
         """A full list of one kind is in: forget what it no longer has, publish the rest."""
         self._since_view = None
+        self.version += 1
         for key in stale:
             if isinstance(key, tuple):
                 self._docs.pop(key, None)
@@ -294,8 +305,13 @@ class PolicyStore:
             return False
         informers = self._informers()
         try:
-            for informer in informers:
-                await informer.list_once()
+            # Both kinds at once: the start waits for the slower list, not for their sum.
+            listed = await asyncio.gather(
+                *(informer.list_once() for informer in informers), return_exceptions=True
+            )
+            for outcome in listed:  # the first kind's failure first, as when listed in turn
+                if isinstance(outcome, BaseException):
+                    raise outcome
         except NotFound:
             self._off(_NOT_INSTALLED)
         except Forbidden as error:
@@ -326,6 +342,7 @@ class PolicyStore:
             self._off(why)
             self.available = False
             self._docs.clear()
+            self.version += 1
             await self._publish()
             await self._clock.sleep(self._recheck)
 

@@ -376,8 +376,8 @@ class Informer:
         Until the ``k8s.io/initial-events-end`` bookmark, every ADDED event is a listed
         object, kept as a paginated list keeps it; at the bookmark, keys the keeper held
         that were not listed get synthesised deletes and it is synced; after it, events
-        apply as in :meth:`watch_once`. While the keeper held nothing, initial objects it
-        could skip are dropped before they are decoded (docs/architecture.md#informer-loop).
+        apply as in :meth:`watch_once`. Initial objects the keeper would keep nothing of are
+        dropped before they are decoded (docs/architecture.md#informer-loop).
         Returns how the stream ended; raises KubeError, and TransportError when it ends
         before its initial events do.
         """
@@ -386,7 +386,9 @@ class Informer:
         skip_unannotated = not stale and self._keeper.skips_unannotated()
         listing = True
         decode_if = _ListThenWatch(
-            skip_unannotated, self._keeper.unkept_filter(self._skipped, self._settings.watch_rest)
+            skip_unannotated,
+            self._keeper.unkept_filter(self._skipped, self._settings.watch_rest),
+            self._keeper.unkept_filter(_listed_unapplied),
         )
         stream = self._projection.watch_list(
             self.resource,
@@ -513,15 +515,22 @@ class Informer:
 
 class _ListThenWatch:
     """The filter of a streaming list: while its initial events come, an ADDED frame without
-    a lifecycle annotation is dropped when the keeper may skip those (and the stream never
-    rests: a list is read as fast as it comes); after them, the keeper's unkept filter,
-    resting as it says."""
+    a lifecycle annotation is dropped when the keeper may skip those, else when the keeper's
+    unkept filter for the list (``listed``, which reports nothing: nothing is applied before
+    the bookmark) refuses it (and the stream never rests: a list is read as fast as it
+    comes); after them, the keeper's unkept filter, resting as it says."""
 
-    __slots__ = ("_skip_unannotated", "_unkept", "listing")
+    __slots__ = ("_listed", "_skip_unannotated", "_unkept", "listing")
 
-    def __init__(self, skip_unannotated: bool, unkept: EventFilter | None) -> None:
+    def __init__(
+        self,
+        skip_unannotated: bool,
+        unkept: EventFilter | None,
+        listed: EventFilter | None = None,
+    ) -> None:
         self._skip_unannotated = skip_unannotated
         self._unkept = unkept
+        self._listed = listed
         self.listing = True
 
     @property
@@ -533,9 +542,16 @@ class _ListThenWatch:
     def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
         if not self.listing:
             return self._unkept is None or self._unkept(raw, start, end)
-        if self._skip_unannotated and is_added_event(raw, start):
+        if not is_added_event(raw, start):
+            return True
+        if self._skip_unannotated:
             return raw.find(_PREFIX_BYTES, start, end) >= 0
-        return True
+        return self._listed is None or self._listed(raw, start, end)
+
+
+def _listed_unapplied(event_type: str, version: str) -> None:
+    """An initial event dropped undecoded: nothing to report (the list's bookmark gives the
+    resourceVersion, and listed objects are not counted as watch events)."""
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

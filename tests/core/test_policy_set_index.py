@@ -67,3 +67,38 @@ def test_the_index_loses_no_policy_that_matches(
     }
     assert indexed == every
     assert policy_set.candidate(view) == bool(every)
+    # what lets a frame be dropped undecoded never refuses a candidate
+    assert policy_set.may_keep(resource, namespace, name) or not every
+    if policy_set.may_keep_every(resource):  # then no name is read: none may be refused
+        assert policy_set.may_keep(resource, namespace, name)
+
+
+def test_an_invalid_policy_may_keep_any_object_of_a_type_a_valid_one_selects() -> None:
+    spec: dict[str, Any] = {"resources": ["configmaps"], "lifecycle": {"delete-after": "1h"}}
+    named = parse_policy(PolicyKind.CLUSTER, None, "named", 1, {**spec, "names": ["x"]})
+    broken = parse_policy(
+        PolicyKind.CLUSTER, None, "broken", 1, {**spec, "lifecycle": {"delete-after": "soon"}}
+    )
+    assert isinstance(named, Policy)
+    assert PolicySet.of([named]).may_keep(CONFIGMAPS, "a", "x")
+    assert not PolicySet.of([named]).may_keep(CONFIGMAPS, "a", "y")
+    assert not PolicySet.of([named]).may_keep(NAMESPACES, None, "x")  # not its type
+    assert PolicySet.of([named, broken]).may_keep(CONFIGMAPS, "a", "y")
+    assert not PolicySet.of([broken]).may_keep(CONFIGMAPS, "a", "y")  # as view(): no policy
+    assert not PolicySet.of([named]).may_keep_every(CONFIGMAPS)
+    assert PolicySet.of([named, broken]).may_keep_every(CONFIGMAPS)
+
+
+def test_the_paths_conditions_read_are_worked_out_once_per_type() -> None:
+    spec: dict[str, Any] = {
+        "resources": ["configmaps"],
+        "condition": "has(object.data.k)",
+        "lifecycle": {"delete-after": "1h"},
+    }
+    policy = parse_policy(PolicyKind.CLUSTER, None, "reads-data", 1, spec)
+    assert isinstance(policy, Policy)
+    policy_set = PolicySet.of([policy])
+    first = policy_set.reads(CONFIGMAPS)
+    assert first == frozenset({("data", "k")})
+    assert policy_set.reads(CONFIGMAPS) is first  # asked for every object listed
+    assert policy_set.reads(NAMESPACES) == frozenset()

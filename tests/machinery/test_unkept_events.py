@@ -25,6 +25,7 @@ from lifecycle_controller.controller.cache_writer import CacheWriter, UnkeptEven
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.keys import PREFIX
+from lifecycle_controller.core.policy.in_force import object_view
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.kube import EventFilter, ResourceType
 from lifecycle_controller.kube.watch_protobuf import (
@@ -190,6 +191,36 @@ class Selecting:
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         return frozenset()
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        return self.watches(resource)  # as a label selector: any name may be kept
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return self.watches(resource)
+
+
+@dataclass
+class Naming(Selecting):
+    """Policy views whose policies name objects: those are kept, no other may be."""
+
+    names: frozenset[str]
+
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+        read: frozenset[tuple[str, ...]] | None = None,
+    ) -> ObjectView | None:
+        if not self.may_keep(resource, metadata.get("namespace"), metadata["name"]):
+            return None
+        return object_view(resource, metadata)
+
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        return self.watches(resource) and name in self.names
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        return False
+
 
 def informer_on(
     source: FrameSource, cache: MetadataCache, recorder: Recorder, seen: list[int] | None = None
@@ -249,6 +280,63 @@ async def test_every_event_is_decoded_when_something_could_keep_or_hear_it(who: 
     assert informer.resource_version == "15"
     if "hears" in who:
         assert len(seen) == 1 + len(CHURN)  # the list, then every event
+
+
+async def test_with_policies_only_the_objects_a_policy_may_keep_are_decoded() -> None:
+    """A policy that names objects keeps the others' events undecoded, as without policies:
+    the held object's, and the named new one's, are decoded; the rest only move the version."""
+    source = FrameSource([dict(LISTED)], [CHURN])
+    cache, recorder = MetadataCache(Naming(frozenset({"new"}))), Recorder()
+    informer, metrics = informer_on(source, cache, recorder)
+    await informer.list_once()
+    await informer.watch_once()
+    assert source.decoded == ["kept", "new"]
+    assert cache.holds(CONFIGMAPS, "ns", "new")  # kept for the policy, unannotated
+    assert not cache.holds(CONFIGMAPS, "ns", "kept")
+    assert informer.resource_version == "15"
+    assert metrics.events == ["MODIFIED", "MODIFIED", "MODIFIED", "ADDED", "MODIFIED"]
+
+
+async def test_a_streaming_list_decodes_only_what_it_may_keep_and_counts_nothing() -> None:
+    """With policies that name objects, a streaming list's initial objects that no policy
+    may keep are dropped undecoded (and, as listed objects, not counted as watch events);
+    annotated ones and named ones are decoded and kept."""
+    body = ScriptedBody(
+        metadata_frame("ADDED", plain("other", "1")),
+        metadata_frame("ADDED", plain("named", "2")),
+        metadata_frame("ADDED", plain("annotated", "3", **{ANNOTATION: "1h"})),
+        REAL_BOOKMARK,
+    )
+    source = FrameSource([], [], streams=[body])
+    cache = MetadataCache(Naming(frozenset({"named"})))
+    informer, metrics = informer_on(source, cache, Recorder())
+    await informer.stream_once()
+    assert source.decoded == ["named", "annotated", ""]  # "": the bookmark
+    assert cache.holds(CONFIGMAPS, "ns", "named")
+    assert cache.holds(CONFIGMAPS, "ns", "annotated")
+    assert metrics.events == []
+    assert informer.resource_version == "62288"  # the bookmark's
+
+
+async def test_a_relist_decodes_what_the_cache_holds_and_drops_the_rest() -> None:
+    """A streaming list while the cache holds objects (a relist) decodes those, so that the
+    list's synthesised deletes see them, and drops the unannotated objects it holds not."""
+    first = ScriptedBody(
+        metadata_frame("ADDED", plain("kept", "1", **{ANNOTATION: "1h"})), REAL_BOOKMARK
+    )
+    again = ScriptedBody(
+        metadata_frame("ADDED", plain("other", "4")),
+        metadata_frame("ADDED", plain("kept", "5")),  # its annotation went meanwhile
+        REAL_BOOKMARK,
+    )
+    source = FrameSource([], [], streams=[first, again])
+    cache, recorder = MetadataCache(), Recorder()
+    informer, _ = informer_on(source, cache, recorder)
+    await informer.stream_once()
+    await informer.stream_once()
+    assert source.decoded == ["kept", "", "kept", ""]
+    assert not cache.holds(CONFIGMAPS, "ns", "kept")
+    assert recorder.summary()[-1] == ("update", "kept", "1", "5")
 
 
 async def test_a_watch_of_dropped_events_only_counts_as_answered() -> None:

@@ -156,3 +156,42 @@ async def test_while_discovery_finds_no_policy_kinds_nothing_is_asked(clock: Fak
         "lifecycle policies are off: the lifecycle.cezary.dev CRDs are not installed",
         "lifecycle policies are on",
     ]
+
+
+class OverlapSource(Source):
+    """A source that notes how many lists are in flight at once."""
+
+    def __init__(self, items: dict[ResourceType, list[dict[str, Any]]] | None) -> None:
+        super().__init__(items)
+        self.in_flight = self.most = 0
+
+    async def list_objects(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        for _ in range(3):  # an answer takes a few turns of the loop
+            await asyncio.sleep(0)
+        self.in_flight -= 1
+        return await super().list_objects(resource, namespace=namespace, limit=limit)
+
+
+async def test_both_kinds_are_listed_at_once_when_loading(clock: FakeClock) -> None:
+    """The start waits for the slower of the two lists, not for both in turn; a failure is
+    still that of the kinds in their order (the cluster kind's first)."""
+    source = OverlapSource({POLICIES: [policy("p", 1)]})
+    store = PolicyStore(source, clock=clock)
+    assert await store.load()
+    assert source.most == 2
+    assert [str(doc.ref) for doc in store.docs()] == ["LifecyclePolicy/team/p"]
+    missing = OverlapSource(None)
+    with capture_logs() as logs:
+        assert not await PolicyStore(missing, clock=clock).load()
+    assert [line["event"] for line in logs if "policies are off" in line["event"]] == [
+        "lifecycle policies are off: the lifecycle.cezary.dev CRDs are not installed"
+    ]

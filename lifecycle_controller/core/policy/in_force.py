@@ -56,7 +56,7 @@ from lifecycle_controller.core.policy.precedence import (
     contender_order,
     resolve_policies,
 )
-from lifecycle_controller.core.text.globs import has_glob_meta
+from lifecycle_controller.core.policy.reach import Reach
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 
 __all__ = [
@@ -162,12 +162,11 @@ class PolicySet:
     )
     _by_label: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
     _references: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
-    _by_namespace: dict[tuple[str, str | None], tuple[Policy, ...]] = field(
+    _reach: dict[str, Reach] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _reads: dict[str, frozenset[tuple[str, ...]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    _by_name: dict[tuple[str, str | None], _NameIndex] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    _every: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(
@@ -211,35 +210,26 @@ class PolicySet:
             )
         return self._by_label[0]
 
-    def for_object(self, resource: ResourceType, namespace: str | None) -> tuple[Policy, ...]:
-        """:meth:`for_resource` less the policies that can never match an object in
-        ``namespace`` (memoised per type and namespace): a ``LifecyclePolicy`` of another
-        namespace, a ``ClusterLifecyclePolicy`` whose ``namespaces`` are all literal names
-        and not this one. Asking per object then costs the policies that may concern its
-        namespace, not every policy of the cluster."""
-        key = (resource.key, namespace)
-        found = self._by_namespace.get(key)
+    def _reach_of(self, resource: ResourceType) -> Reach:
+        """:meth:`for_resource` indexed by namespace and name (built once per type)."""
+        found = self._reach.get(resource.key)
         if found is None:
-            found = tuple(p for p in self.for_resource(resource) if _may_reach(p, namespace))
-            self._by_namespace[key] = found
+            found = self._reach[resource.key] = Reach.of(self.for_resource(resource))
         return found
 
-    def _named(self, view: ObjectView) -> Iterable[Policy]:
+    def for_object(self, resource: ResourceType, namespace: str | None) -> tuple[Policy, ...]:
+        """:meth:`for_resource` less the policies that can never match an object in
+        ``namespace``: a ``LifecyclePolicy`` of another namespace, a
+        ``ClusterLifecyclePolicy`` whose ``namespaces`` are all literal names and not this
+        one (:class:`~lifecycle_controller.core.policy.reach.Reach`). Asking per object then
+        costs the policies that may concern its namespace, not every policy of the cluster."""
+        return self._reach_of(resource).in_namespace(namespace)
+
+    def _named(self, view: ObjectView) -> tuple[Policy, ...]:
         """:meth:`for_object` less the policies whose ``names`` are all literal names other
-        than the object's (the listing's hot path asks this for every object)."""
-        key = (view.resource.key, view.namespace)
-        index = self._by_name.get(key)
-        if index is None:
-            literal: dict[str, list[Policy]] = {}
-            other: list[Policy] = []
-            for policy in self.for_object(view.resource, view.namespace):
-                if policy.names and not any(map(has_glob_meta, policy.names)):
-                    for name in set(policy.names):
-                        literal.setdefault(name, []).append(policy)
-                else:
-                    other.append(policy)
-            index = self._by_name[key] = ({n: tuple(ps) for n, ps in literal.items()}, tuple(other))
-        return (*index[0].get(view.name, ()), *index[1])
+        than the object's (the listing's hot path asks this for every object), in the same
+        order."""
+        return self._reach_of(view.resource).named(view.namespace, view.name)
 
     def reads_references(self) -> bool:
         """A valid policy's condition reads ``referencedBy`` (the reference index is needed);
@@ -257,12 +247,15 @@ class PolicySet:
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         """The paths outside ``metadata`` the conditions of the policies for ``resource``
         read (empty: its informers stay metadata-only)."""
-        return frozenset(
-            path
-            for policy in self.for_resource(resource)
-            if policy.condition is not None
-            for path in policy.condition.reads
-        )
+        found = self._reads.get(resource.key)
+        if found is None:  # memoised: asked for every object listed
+            found = self._reads[resource.key] = frozenset(
+                path
+                for policy in self.for_resource(resource)
+                if policy.condition is not None
+                for path in policy.condition.reads
+            )
+        return found
 
     def candidate(self, view: ObjectView) -> bool:
         """Whether a policy could match, on resource, scope, names and selector alone (a
@@ -273,10 +266,31 @@ class PolicySet:
             holds(p, view, self.protection) for p in self.invalid
         )
 
+    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        """Whether :meth:`candidate` may hold for an object of ``resource`` so named (None:
+        cluster-scoped), before anything else of it is read: some policy of the type may
+        reach that namespace and name, or an invalid policy may hold it. Never False for a
+        candidate, so an object refused here can be dropped without being decoded."""
+        reach = self._reach_of(resource)  # asked for every frame listed: one lookup
+        if not reach.policies:
+            return False
+        return bool(self.invalid) or bool(reach.named(namespace, name))
+
+    def may_keep_every(self, resource: ResourceType) -> bool:
+        """Whether :meth:`may_keep` holds for every object of ``resource`` (a policy of the
+        type reaches every namespace and name, or an invalid policy exists): nothing is told
+        by an object's name, so a frame need not be read for it (memoised per type)."""
+        found = self._every.get(resource.key)
+        if found is None:
+            reach = self._reach_of(resource)
+            found = bool(reach.policies) and (bool(self.invalid) or reach.everything)
+            self._every[resource.key] = found
+        return found
+
     def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
         """The contenders for the object (see the module docstring), best first."""
         found: list[Policy | PolicyHold] = []
-        for policy in self.for_object(view.resource, view.namespace):
+        for policy in self._named(view):
             result = match(policy, view, self.protection)
             if result.matched:
                 found.append(policy)
@@ -301,7 +315,7 @@ class PolicySet:
         """The policies that would match the object but for its protection."""
         return tuple(
             p.ref
-            for p in self.for_object(view.resource, view.namespace)
+            for p in self._named(view)
             if match(p, view, self.protection).reason is MatchReason.PROTECTED
             and match(p, view, _UNPROTECTED).matched
         )
@@ -325,19 +339,6 @@ class PolicySet:
             schedule_since_ns=schedule_since_ns,
             protected=self.protected_from(view),
         )
-
-
-def _may_reach(policy: Policy, namespace: str | None) -> bool:
-    """Whether ``policy`` may match some object in ``namespace`` (None: cluster-scoped)."""
-    if policy.ref.kind is PolicyKind.NAMESPACED:
-        return policy.ref.namespace == namespace
-    if namespace is None or not policy.namespaces:
-        return True  # a Namespace object is matched by its own name: kept
-    return namespace in policy.namespaces or any(map(has_glob_meta, policy.namespaces))
-
-
-#: Per type and namespace: the policies by literal name, and those naming no literal set.
-_NameIndex = tuple[dict[str, tuple[Policy, ...]], tuple[Policy, ...]]
 
 
 #: Matching without protection (to tell what protection refused).
