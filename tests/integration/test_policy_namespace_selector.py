@@ -27,7 +27,10 @@ from tests.integration.keys import DELETE_AFTER
 from tests.integration.policy_tools import cluster_policy, labelled, run_tool, tool_json
 from tests.integration.scenario_support import create, gone, sample, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, eventually
-from tests.integration.test_scenarios_recurring_catchup import controller_rules
+from tests.integration.test_scenarios_recurring_catchup import (
+    POLICY_READER_RULES,
+    controller_rules,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
 PREVIEW = {"matchLabels": {"env": "preview"}}
@@ -322,22 +325,10 @@ async def test_an_unknown_namespace_holds_under_its_own_reason(
         name, resources=["configmaps"], namespaceSelector=PREVIEW, lifecycle={"delete-after": "1s"}
     )
     await create(kube, CONFIGMAPS, space, labelled("tmp", {}))
-    policy_rules = [
-        {
-            "apiGroups": ["lifecycle.cezary.dev"],
-            "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
-            "verbs": ["get", "list", "watch"],
-        },
-        {
-            "apiGroups": ["lifecycle.cezary.dev"],
-            "resources": ["clusterlifecyclepolicies/status", "lifecyclepolicies/status"],
-            "verbs": ["patch"],
-        },
-    ]
     kubeconfig = await asyncio.to_thread(
         control_plane.user_kubeconfig,
         f"no-namespaces-{space}",
-        cluster_rules=policy_rules,
+        cluster_rules=POLICY_READER_RULES,
         namespaced_rules={space: controller_rules(delete=True)},
     )
     running = await start_for(start_controller, space, kubeconfig=str(kubeconfig))

@@ -36,7 +36,10 @@ from tests.integration.support import (
     deployment,
     eventually,
 )
-from tests.integration.test_scenarios_recurring_catchup import controller_rules
+from tests.integration.test_scenarios_recurring_catchup import (
+    POLICY_READER_RULES,
+    controller_rules,
+)
 
 
 def _pod(name: str, uses: str) -> dict[str, Any]:
@@ -118,22 +121,10 @@ async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
         ),
     )
     await create(kube, CONFIGMAPS, namespace, configmap("orphan"))
-    policy_rules = [
-        {
-            "apiGroups": ["lifecycle.cezary.dev"],
-            "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
-            "verbs": ["get", "list", "watch"],
-        },
-        {
-            "apiGroups": ["lifecycle.cezary.dev"],
-            "resources": ["clusterlifecyclepolicies/status", "lifecyclepolicies/status"],
-            "verbs": ["patch"],
-        },
-    ]
     kubeconfig = await asyncio.to_thread(
         control_plane.user_kubeconfig,
         f"refs-{namespace}",
-        cluster_rules=policy_rules,
+        cluster_rules=POLICY_READER_RULES,
         namespaced_rules={namespace: controller_rules(delete=True)},
     )
     running = await start_for(

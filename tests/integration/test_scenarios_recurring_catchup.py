@@ -407,6 +407,21 @@ async def test_as_36_duration_window_executes_late_actions_and_skips_too_late_on
     assert RESTARTED_AT not in template_annotations(web)
 
 
+#: What a controller needs cluster-wide to read the lifecycle policies and write their status.
+POLICY_READER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["lifecycle.cezary.dev"],
+        "resources": ["clusterlifecyclepolicies", "lifecyclepolicies"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["lifecycle.cezary.dev"],
+        "resources": ["clusterlifecyclepolicies/status", "lifecyclepolicies/status"],
+        "verbs": ["patch"],
+    },
+]
+
+
 def controller_rules(*, delete: bool) -> list[dict[str, Any]]:
     """What a controller of ConfigMaps needs in its namespace, with or without delete."""
     verbs = ["get", "list", "watch", "patch"] + (["delete"] if delete else [])

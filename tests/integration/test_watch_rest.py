@@ -3,10 +3,11 @@
 After a read whose every event the informer dropped, a protobuf watch leaves its connection
 unread for a moment so that the next events come in one read
 (docs/performance.md#the-cost-of-churn).
-Here the production transport's body rests for longer than it takes the API server to send
-the events of twenty new ConfigMaps: nothing reaches the reader meanwhile, the TLS layer
-holds at most the first of their records (the rest wait in the socket), and afterwards every
-event is read, in at most two reads, with the connection's read limits as they were.
+Here the production transport's body rests while the API server sends the events of twenty
+new ConfigMaps: nothing reaches the reader meanwhile, the TLS layer holds at most the first
+of their records (the rest wait in the socket), and once the rest ends (cut short, as when
+the informer stops) every event is read, in at most two reads, with the connection's read
+limits as they were. A rest that ends on its own is the second test's.
 
 These tests wait in real time: the API server's clock cannot be injected, and what is
 checked is how a real socket is read.
@@ -15,6 +16,7 @@ checked is how a real socket is read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,18 +31,28 @@ from lifecycle_controller.kube.watch_protobuf import PROTOBUF
 from tests.integration.support import CONFIGMAPS, configmap, eventually
 
 OBJECTS = 20
-#: Long enough for the API server to send every event before the rest ends.
-REST_S = 3.0
+#: Longer than any setup takes: the first test ends its rest itself once it has checked.
+REST_S = 600.0
+#: What the first test waits, after the first event reached the TLS layer, for the others.
+SETTLE_S = 0.5
+
+
+async def version_now(kube: KubeClient, namespace: str) -> str:
+    listed = await kube.list_metadata(CONFIGMAPS, namespace=namespace, limit=1)
+    return str(listed["metadata"]["resourceVersion"])
 
 
 @asynccontextmanager
 async def watch(
-    control_plane: ControlPlane, kube: KubeClient, namespace: str, timeout: int = 60
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    timeout: int = 60,
+    version: str | None = None,
 ) -> AsyncIterator[tuple[Any, RestingBody]]:
-    """A protobuf metadata watch of ``namespace``'s ConfigMaps from now, through the
-    production transport: the aiohttp response and its body."""
-    listed = await kube.list_metadata(CONFIGMAPS, namespace=namespace, limit=1)
-    version = listed["metadata"]["resourceVersion"]
+    """A protobuf metadata watch of ``namespace``'s ConfigMaps from ``version`` (default:
+    now), through the production transport: the aiohttp response and its body."""
+    version = version or await version_now(kube, namespace)
     config, _ = await load_configuration(str(control_plane.admin_kubeconfig))
     headers = {"Accept": ACCEPT_METADATA_WATCH}
     authorization = await config.authorization_header()
@@ -91,11 +103,14 @@ async def test_nothing_is_read_while_the_watch_rests_then_everything_at_once(
         async def reached_tls() -> bool:
             return bool(tls.get_read_buffer_size() > 0)
 
-        await eventually(reached_tls, within=REST_S / 2, what="an event at the TLS layer")
-        await asyncio.sleep(0.5)  # the other events, had they been read, would be by now
+        await eventually(reached_tls, within=30, what="an event at the TLS layer")
+        await asyncio.sleep(SETTLE_S)  # the other events, had they been read, would be by now
         held_by_tls = tls.get_read_buffer_size()
         assert not waiting.done(), "a chunk reached the reader while the watch rested"
-        await resting
+        assert not resting.done()
+        resting.cancel()  # ends the rest as a stopping informer does: reading resumes
+        with contextlib.suppress(asyncio.CancelledError):
+            await resting
 
         data, reads = await asyncio.wait_for(waiting, 10), 1
         while frames_in(data) < OBJECTS:
@@ -113,9 +128,10 @@ async def test_nothing_is_read_while_the_watch_rests_then_everything_at_once(
 async def test_a_stream_the_server_ends_during_a_rest_ends_cleanly(
     control_plane: ControlPlane, kube: KubeClient, namespace: str
 ) -> None:
-    async with watch(control_plane, kube, namespace, timeout=1) as (_, body):
-        await kube.create(CONFIGMAPS, namespace, configmap("during"))
-        await body.rest(REST_S)  # the server's timeoutSeconds ends the watch meanwhile
+    version = await version_now(kube, namespace)
+    await kube.create(CONFIGMAPS, namespace, configmap("during"))  # before the watch opens
+    async with watch(control_plane, kube, namespace, timeout=1, version=version) as (_, body):
+        await body.rest(3.0)  # the server's timeoutSeconds (1 s from now) ends the watch
         data = b""
         while chunk := await asyncio.wait_for(body.readany(), 10):
             data += chunk
