@@ -28,6 +28,15 @@ def epoch(value: str) -> int:
     return calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
 
 
+def on_time(happened: float, due: float, created_by: float) -> bool:
+    """Whether an action at ``happened`` (Unix seconds) kept its ``due`` time within a second.
+
+    ``created_by`` is when the test's create call returned: a loaded API server can answer it
+    after ``due``, and the controller then acts as soon as it sees the object, not before.
+    """
+    return due - 1.0 <= happened <= max(due, created_by) + 1.0
+
+
 def stamp(seconds: float) -> str:
     """Unix seconds in the whole-second UTC ``Z`` form (the fraction is cut)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
