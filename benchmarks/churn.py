@@ -41,6 +41,7 @@ from typing import Any
 
 import aiohttp
 
+from benchmarks.bytecode import compile_bytecode
 from benchmarks.cluster import _Running, _start
 from benchmarks.cluster_measure import BENCH_AGENT, proc_sample
 from benchmarks.cluster_objects import CONFIGMAPS, PAYLOAD, gather_limited
@@ -122,6 +123,7 @@ class _Floor:
     """The floor's process: asked for its count by SIGUSR1, answering one JSON line."""
 
     def __init__(self, kubeconfig: Path, path: str) -> None:
+        compile_bytecode()
         argv = [sys.executable, "-m", "benchmarks.floor_churn", f"--kubeconfig={kubeconfig}"]
         self.process = subprocess.Popen(
             [*argv, f"--path={path}"], stdout=subprocess.PIPE, text=True

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bytecode import compile_bytecode
 from benchmarks.cluster_floors import (
     deletion_job_floor,
     request_floors,
@@ -402,6 +403,7 @@ def _start(
 ) -> _Running:
     """``lifecycle-controller run`` as a process of its own (``flags`` added to the usual)."""
     probe, metrics = _free_port(), _free_port()
+    compile_bytecode(args.controller_python, args.controller_source)
     started = time.time()
     argv = _controller_argv(
         plane.admin_kubeconfig,

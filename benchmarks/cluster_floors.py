@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bytecode import compile_bytecode
 from benchmarks.cluster_objects import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -64,6 +65,7 @@ async def run_floor(
     """One floor in a fresh process of its own (``benchmarks.floor_actions``, whose docstring
     says what moved the old in-process figure, or another ``module``). ``then`` runs once the
     floor's watch is open (it creates the objects)."""
+    compile_bytecode()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -89,6 +91,7 @@ async def stream_floor(kubeconfig: Path) -> dict[str, Any]:
     """The streaming-list floor (``benchmarks.floor_list``, a process of its own) of the
     watched types; ``process_s`` is from just before its start to its last bookmark, as the
     controller's time to ready runs from just before its start."""
+    compile_bytecode()
     spawned = time.time()
     paths = [f"--path={resource.collection_path(None)}" for resource in WATCHED]
     floor = await run_floor(kubeconfig, paths, module="benchmarks.floor_list")

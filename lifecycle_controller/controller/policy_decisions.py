@@ -84,8 +84,8 @@ class PolicyDecisions:
         #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
         self.references: ReferenceWatch | None = None
 
-    def _policy_of(self, name: str) -> tuple[Policy, dict[str, object]] | None:
-        """The valid policy ``Kind/namespace/name`` and its status as last seen."""
+    def _policy_of(self, name: str) -> tuple[Policy, dict[str, object], str] | None:
+        """The valid policy ``Kind/namespace/name``, its status as last seen and its UID."""
         current = self.store.current
         if self._by_name[0] is not current:
             self._by_name = (current, {str(p.ref): p for p in current.valid})
@@ -93,7 +93,9 @@ class PolicyDecisions:
         if policy is None:
             return None
         doc = self.store.doc(policy.ref)
-        return policy, dict(doc.status) if doc is not None else {}
+        if doc is None:
+            return policy, {}, ""
+        return policy, dict(doc.status), doc.uid
 
     def applies(self, obj: CachedObject) -> bool:
         """The object is one a policy could match (else: annotations alone decide)."""

@@ -16,7 +16,8 @@ place back (:meth:`PolicyLimits.give_back`) and the first object waiting for a p
 queued again (:attr:`PolicyLimits.on_freed`): only what was done counts; a dry-run report,
 which writes nothing, counts when reported. A policy deleted takes its window with it
 (:meth:`PolicyLimits.drop`): applied again, it starts with an empty one, as it starts with
-an empty audit.
+an empty audit. A window belongs to one policy object (its UID): a policy deleted and
+created again under the same name before the controller saw the deletion starts afresh too.
 
 :meth:`done` records the audit entry of an action carried out (or reported, for a dry
 run), which the status writer merges into the policy's ``status`` (:mod:`.policy_status`).
@@ -62,13 +63,15 @@ class PolicyLimits:
         self,
         default: PolicyLimit | None,
         *,
-        policy_of: Callable[[str], tuple[Policy, dict[str, object]] | None],
+        policy_of: Callable[[str], tuple[Policy, dict[str, object], str] | None],
         on_change: Callable[[PolicyRef], None] = lambda ref: None,
     ) -> None:
         self.default = default
         self._policy_of = policy_of
         self._on_change = on_change
         self._windows: dict[PolicyRef, LimitWindow] = {}
+        #: The UID of the policy object each window belongs to.
+        self._owners: dict[PolicyRef, str] = {}
         #: Per object, the action admitted: its policy, due time and the instant admitted.
         self._admitted: dict[ObjectKey, tuple[PolicyRef, int, int]] = {}
         self._waits: dict[ObjectKey, PolicyRef] = {}
@@ -81,7 +84,10 @@ class PolicyLimits:
     def limit_of(self, policy: Policy) -> PolicyLimit | None:
         return policy.limit if policy.limit is not None else self.default
 
-    def _window(self, policy: Policy, status: dict[str, object]) -> LimitWindow | None:
+    def _window(self, policy: Policy, status: dict[str, object], uid: str) -> LimitWindow | None:
+        if self._owners.setdefault(policy.ref, uid) != uid:
+            self.drop([policy.ref])  # another object under the same name: its window is gone
+            self._owners[policy.ref] = uid
         limit = self.limit_of(policy)
         window = self._windows.get(policy.ref)
         if limit is None:
@@ -104,8 +110,8 @@ class PolicyLimits:
         found = self._policy_of(decision.policy)
         if found is None:
             return decision
-        policy, status = found
-        window = self._window(policy, status)
+        policy, status, uid = found
+        window = self._window(policy, status, uid)
         if window is None:
             return decision
         due = decision.due_ns if decision.due_ns is not None else now_ns
@@ -167,6 +173,7 @@ class PolicyLimits:
         gone = set(refs)
         for ref in gone:
             self._windows.pop(ref, None)
+            self._owners.pop(ref, None)
             self.pending.pop(ref, None)
         self.tripped -= gone
         for key in [key for key, ref in self._waits.items() if ref in gone]:

@@ -3,7 +3,8 @@ only what was done counts, and a deleted policy's window goes with it.
 
 On the in-memory API server with the fake clock: a DELETE that fails gives its place back
 (the next due object goes, and the first one waiting is queued again); a policy deleted
-leaves no window behind, so one applied again under its name starts with an empty window.
+leaves no window behind, so one applied again under its name starts with an empty window,
+even when the controller never saw the deletion (the window belongs to the policy's UID).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _key(name: str) -> ObjectKey:
 def test_a_place_given_back_is_free_again_and_wakes_the_first_waiting() -> None:
     policy = _policy()
     woken: list[ObjectKey] = []
-    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}))
+    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}, "uid-1"))
     limits.on_freed = woken.append
     assert limits.gate(_key("a"), _delete("a", T0), T0) == _delete("a", T0)
     held = limits.gate(_key("b"), _delete("b", T0 + S), T0 + S)
@@ -87,7 +88,7 @@ def test_a_place_given_back_is_free_again_and_wakes_the_first_waiting() -> None:
 
 def test_a_deleted_policy_leaves_no_window_behind() -> None:
     policy = _policy()
-    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}))
+    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}, "uid-1"))
     limits.gate(_key("a"), _delete("a", T0), T0)
     limits.gate(_key("b"), _delete("b", T0 + S), T0 + S)  # waits
     limits.done(_key("a"), "a", _delete("a", T0), T0)
@@ -99,6 +100,26 @@ def test_a_deleted_policy_leaves_no_window_behind() -> None:
     assert limits.tripped == set()
     # Applied again under the same name: a fresh window, a's action is not counted in it.
     assert limits.gate(_key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete("c", T0 + 2 * S)
+
+
+def test_a_policy_created_again_under_its_name_unseen_gets_a_window_of_its_own() -> None:
+    """The controller never saw the deletion (the policy was deleted and applied again
+    between two watch events): the new object, with a UID of its own, is not capped by its
+    predecessor's actions, and what waited for the old window waits no more."""
+    policy = _policy()
+    owner = ["uid-1"]
+    limits = PolicyLimits(None, policy_of=lambda name: (policy, {}, owner[0]))
+    limits.gate(_key("a"), _delete("a", T0), T0)
+    assert limits.gate(_key("b"), _delete("b", T0 + S), T0 + S) != _delete("b", T0 + S)
+    limits.done(_key("a"), "a", _delete("a", T0), T0)
+    owner[0] = "uid-2"
+    assert limits.gate(_key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete("c", T0 + 2 * S)
+    state = limits.state(policy.ref, T0 + 2 * S)
+    assert state is not None
+    assert (state.used, state.held) == (1, 0)
+    assert limits.pending == {}  # the old object's audit entry is not written to the new one
+    # The same object again keeps its window: d waits behind c.
+    assert limits.gate(_key("d"), _delete("d", T0 + 3 * S), T0 + 3 * S) != _delete("d", T0 + 3 * S)
 
 
 @pytest.fixture
