@@ -236,6 +236,21 @@ def sample(running: RunningController, metric: str, **labels: str) -> float | No
     return running.controller.metrics.registry.get_sample_value(metric, labels)
 
 
+async def wait_sample(
+    running: RunningController, metric: str, value: float, *, within: float, **labels: str
+) -> None:
+    """Wait until one sample of the controller's metrics reads ``value``.
+
+    For a count the controller bumps after another process has answered it (a webhook
+    receiver records a document before its response reaches the controller).
+    """
+
+    async def reads() -> bool:
+        return sample(running, metric, **labels) == value
+
+    await eventually(reads, within=within, interval=0.05, what=f"{metric}{labels} == {value}")
+
+
 def next_action(running: RunningController, action: str, kind: str, namespace: str) -> float | None:
     """``lifecycle_next_action_timestamp_seconds`` of the controller under test (None: none)."""
     name = "lifecycle_next_action_timestamp_seconds"

@@ -19,7 +19,7 @@ from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import StartController
 from tests.integration.events import list_events, wait_event
 from tests.integration.keys import DELETE_AT, DRY_RUN, P
-from tests.integration.scenario_support import sample, start_for, wait_gone
+from tests.integration.scenario_support import sample, start_for, wait_gone, wait_sample
 from tests.integration.support import CONFIGMAPS, configmap
 from tests.integration.timestamps import PAST, epoch, on_time, parse_utc, rfc3339
 from tests.integration.webhook_receiver import Receiver, wait_documents
@@ -70,7 +70,7 @@ async def test_upcoming_then_deleted_documents_from_a_url_file(
     for document, at in ((upcoming, epoch(due) - 3), (deleted, epoch(due))):
         occurred = parse_utc(document["occurred"]).timestamp()
         assert on_time(occurred, at, created_by), document["reason"]
-    assert sample(running, "lifecycle_notifications_total", result="delivered") == 2
+    await wait_sample(running, "lifecycle_notifications_total", 2, within=5, result="delivered")
     assert sample(running, "lifecycle_notifications_total", result="failed") == 0
     assert sample(running, "lifecycle_notifications_total", result="dropped") == 0
 
@@ -85,7 +85,7 @@ async def test_a_receiver_that_answers_503_first_gets_the_document_again(
     assert receiver.reasons() == ["Deleted"]
     assert receiver.requests == 2  # the 503, then the retry that was delivered
     assert receiver.received[0]["due"] == PAST
-    assert sample(running, "lifecycle_notifications_total", result="delivered") == 1
+    await wait_sample(running, "lifecycle_notifications_total", 1, within=5, result="delivered")
     assert sample(running, "lifecycle_notifications_total", result="failed") == 0
 
 
