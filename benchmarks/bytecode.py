@@ -12,29 +12,37 @@ them; a module whose source is newer than its bytecode is compiled again.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 __all__ = ["compile_bytecode"]
 
-_COMPILE = (
-    "import compileall, importlib, os, sys\n"
-    "for name in sys.argv[1:]:\n"
-    "    module = importlib.import_module(name)\n"
-    "    assert module.__file__ is not None\n"
-    "    compileall.compile_dir(os.path.dirname(module.__file__), quiet=1)\n"
+# Where the installed package is, as the controller's interpreter imports it; -P keeps the
+# current directory (often a checkout) from shadowing what the console script would import.
+_LOCATE = (
+    "import importlib.util, os\n"
+    "spec = importlib.util.find_spec('lifecycle_controller')\n"
+    "assert spec is not None and spec.origin is not None\n"
+    "print(os.path.dirname(spec.origin))\n"
 )
 
 _compiled: set[tuple[str, str | None]] = set()
 
 
-def _compile(interpreter: str, source: str | None, packages: tuple[str, ...]) -> None:
-    env = dict(os.environ)
+def _package_dir(interpreter: str, source: str | None) -> Path:
+    """The ``lifecycle_controller`` folder the controller will import: ``source``'s when given
+    (it goes first on the controller's ``PYTHONPATH``), else the one its interpreter finds."""
     if source:
-        env["PYTHONPATH"] = str(Path(source).resolve())
-    subprocess.run([interpreter, "-c", _COMPILE, *packages], env=env, check=True)
+        return Path(source).resolve() / "lifecycle_controller"
+    located = subprocess.run(
+        [interpreter, "-P", "-c", _LOCATE], check=True, capture_output=True, text=True
+    )
+    return Path(located.stdout.strip())
+
+
+def _compile(interpreter: str, folder: Path) -> None:
+    subprocess.run([interpreter, "-m", "compileall", "-q", str(folder)], check=True)
 
 
 def compile_bytecode(interpreter: str | None = None, source: str | None = None) -> None:
@@ -44,6 +52,6 @@ def compile_bytecode(interpreter: str | None = None, source: str | None = None) 
     key = (interpreter or sys.executable, source)
     if key in _compiled:
         return
-    _compile(key[0], source, ("lifecycle_controller",))
-    _compile(sys.executable, None, ("benchmarks",))
+    _compile(key[0], _package_dir(key[0], source))
+    _compile(sys.executable, Path(__file__).resolve().parent)
     _compiled.add(key)
