@@ -10,6 +10,7 @@ lists are comma-separated). Boolean flags follow Go's syntax: ``--dry-run`` or
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any
 
@@ -50,6 +51,9 @@ def run(**values: Any) -> None:
         settings = config.build_settings(values)
     except config.ConfigError as error:
         raise click.UsageError(str(error)) from error
+    # What the controller imports lives as long as the process: no collection scans it while
+    # it loads; run_controller freezes it and turns the collector back on.
+    gc.disable()
     from lifecycle_controller.app import run_controller
 
     sys.exit(run_controller(settings))

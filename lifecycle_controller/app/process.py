@@ -107,6 +107,7 @@ def run_controller(settings: Settings) -> int:
     # reach, it is no longer scanned by every full collection (one took 30-45 ms during the
     # initial lists, all of it spent on the modules; docs/reliability.md#event-loop).
     gc.freeze()
+    gc.enable()  # the CLI turns it off while the controller's modules load
     try:
         return asyncio.run(run_async(settings))
     except KeyboardInterrupt:
