@@ -62,6 +62,8 @@ from lifecycle_controller.serving.server import (
 
 _log = structlog.get_logger(__name__)
 CONTROLLER_NAME = "lifecycle"
+#: The longest the workers wait at start for every informer's first list (seconds).
+WORKERS_WAIT_FOR_LISTS = 10.0
 
 
 def controller_metrics(settings: Settings) -> Metrics:
@@ -374,6 +376,7 @@ class Controller:
             await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
             await namespaces.wait_synced()  # no action before the namespace defaults are known
+            await self._wait_for_lists(informers)
             queue.start()
 
             async def on_change(
@@ -406,6 +409,24 @@ class Controller:
             await queue.aclose()
             await events.aclose()
             self._pipeline = None
+
+    async def _wait_for_lists(self, informers: InformerSet) -> None:
+        """Hold the workers until every informer has listed once, as client-go's
+        WaitForCacheSync does, for at most :data:`WORKERS_WAIT_FOR_LISTS` seconds
+        (docs/reliability.md#start-up): the first reconciles then neither slow the lists down
+        nor run on half a cache, and one type that cannot be listed holds the others only
+        that long."""
+        if await informers.wait_synced(WORKERS_WAIT_FOR_LISTS):
+            return
+        _log.warning(
+            "starting workers before every informer has listed",
+            waited_seconds=WORKERS_WAIT_FOR_LISTS,
+            not_listed=sorted(
+                str(informer.resource) + (f" in {informer.namespace}" if informer.namespace else "")
+                for informer in informers.informers()
+                if not informer.synced
+            ),
+        )
 
     def _notifier(self) -> WebhookNotifier | None:
         """The webhook notifier, when a URL or a URL file is configured (else None)."""

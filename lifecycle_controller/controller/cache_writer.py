@@ -53,7 +53,7 @@ objects a policy may keep.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -88,6 +88,7 @@ class CacheWriter(Keeper):
         cache: MetadataCache,
         on_object_change: ChangeHandler,
         on_change_seen: ChangeSeen | None = None,
+        on_listed: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         if namespace is not None and not resource.namespaced:
@@ -97,6 +98,7 @@ class CacheWriter(Keeper):
         self._cache = cache
         self._on_object_change = on_object_change
         self._on_change_seen = on_change_seen
+        self._on_listed = on_listed
         self._log = _log.bind(resource=str(resource), scope=namespace or "*")
         cache.register_scope(resource, namespace)
 
@@ -112,6 +114,8 @@ class CacheWriter(Keeper):
     def listed(self, stale: set[Hashable]) -> None:
         self.deleted_since_list(key for key in stale if isinstance(key, ObjectKey))
         self._cache.mark_synced(self._resource, self._namespace)
+        if self._on_listed is not None:
+            self._on_listed()
 
     def count(self) -> int:
         return self._cache.count(self._resource)

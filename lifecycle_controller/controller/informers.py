@@ -37,6 +37,7 @@ from lifecycle_controller.controller.informer_projection import (
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.kube import ResourceType
 from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.tasks import sleep_or_wake
 
 __all__ = [
     "ChangeHandler",
@@ -93,6 +94,8 @@ class InformerSet:
         #: before it "every informer has listed" would be true of none, and report ready.
         self._ensured = False
         self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
+        #: Set whenever an informer completes a full list (:meth:`wait_synced` re-checks).
+        self._listed = asyncio.Event()
 
     def scopes(self, resource: ResourceType) -> list[str | None]:
         """The scopes one type is watched in: its namespaces, or [None] for cluster-wide."""
@@ -126,7 +129,9 @@ class InformerSet:
             resource=resource,
             namespace=scope,
             projection=self.projection(resource),
-            keeper=CacheWriter(resource, scope, self._cache, self._on_object_change),
+            keeper=CacheWriter(
+                resource, scope, self._cache, self._on_object_change, on_listed=self._listed.set
+            ),
             clock=self._clock,
             purpose="objects",
             metrics=self._metrics,
@@ -176,6 +181,18 @@ class InformerSet:
         """Every scope of every type has completed its first list (True when the initial watch
         set is empty; False before it was applied)."""
         return self._ensured and self._cache.all_synced(self._tasks)
+
+    async def wait_synced(self, timeout: float) -> bool:
+        """Return once :meth:`synced`, or after ``timeout`` seconds of the clock; True when
+        synced (the workers wait here at start: docs/reliability.md#start-up)."""
+        deadline = self._clock.monotonic() + timeout
+        while not self.synced():
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                return False
+            self._listed.clear()
+            await sleep_or_wake(self._clock, remaining, self._listed)
+        return True
 
     def informers(self) -> list[Informer]:
         """The informers started (their state: synced, disconnected, delivering)."""

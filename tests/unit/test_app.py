@@ -16,8 +16,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+from structlog.testing import capture_logs
 
 from lifecycle_controller.app import EXIT_FAILURE, EXIT_OK, Controller, run_async
+from lifecycle_controller.app.controller import WORKERS_WAIT_FOR_LISTS
 from lifecycle_controller.config import RawFlags, Settings, build_settings
 from lifecycle_controller.controller.discovery import DiscoveryFatal
 from lifecycle_controller.controller.leader import LeadershipLost
@@ -186,3 +188,66 @@ async def test_run_async_exits_1_on_fatal_errors(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(signum)
+
+
+def secrets_too() -> Settings:
+    return settings(watch_resource=("configmaps", "secrets"))
+
+
+async def test_workers_wait_for_every_informer_s_first_list(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    """A due object is not acted on while another type has not listed; once it has, at once."""
+    api.store.create(CONFIGMAPS, "team", annotated("due", {keys.DELETE_AFTER: "1s"}))
+    hung = api.fail(200, path="/api/v1/secrets", hang=True)
+    controller = Controller(secrets_too(), kube, clock=clock, identity="replica-a")
+    task = asyncio.create_task(controller.run())
+    await eventually(lambda: hung.hits == 1 and controller.pipeline)
+    assert controller.pipeline is not None
+    (configmaps,) = [
+        informer
+        for informer in controller.pipeline.informers.informers()
+        if informer.resource.resource == "configmaps"
+    ]
+    await eventually(lambda: configmaps.synced)
+    with capture_logs() as logs:
+        for _ in range(5):
+            await clock.advance(1)
+        await clock.settle()
+        assert not api.requests_to("PATCH", "/configmaps/")  # delete-after not even converted
+        assert controller.not_ready_reason() is not None
+        hung.release()  # answered with an error: the informer lists again after its backoff
+        for _ in range(3):
+            await clock.advance(1)
+        await eventually(lambda: api.store.find(CONFIGMAPS, "team", "due") is None)
+    assert controller.not_ready_reason() is None
+    assert not [line for line in logs if line["event"].startswith("starting workers before")]
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_type_that_cannot_be_listed_holds_the_workers_ten_seconds_at_most(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock
+) -> None:
+    api.store.create(CONFIGMAPS, "team", annotated("due", {keys.DELETE_AFTER: "1s"}))
+    api.fail(403, path="/api/v1/secrets", times=10_000)
+    controller = Controller(secrets_too(), kube, clock=clock, identity="replica-a")
+    task = asyncio.create_task(controller.run())
+    started = clock.monotonic()
+    await eventually(lambda: started + WORKERS_WAIT_FOR_LISTS in clock.sleeper_deadlines())
+    with capture_logs() as logs:
+        for _ in range(9):
+            await clock.advance(1)
+        await clock.settle()
+        assert not api.requests_to("PATCH", "/configmaps/")  # delete-after not even converted
+        await clock.advance(1)
+        converted = api.requests_to
+        await eventually(lambda: [r.status for r in converted("PATCH", "/configmaps/")] == [200])
+        await clock.settle()
+        await clock.advance(2)  # the converted delete-at is one second after the conversion
+        await eventually(lambda: api.store.find(CONFIGMAPS, "team", "due") is None)
+    (warning,) = [line for line in logs if line["event"].startswith("starting workers before")]
+    assert warning["not_listed"] == ["secrets/v1"]
+    assert controller.not_ready_reason() is not None  # still not ready: secrets never listed
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
