@@ -1,5 +1,5 @@
 """Allows ``python -m lifecycle_controller``."""
 
-from lifecycle_controller.cli import main
+from lifecycle_controller.entry import main
 
 main()

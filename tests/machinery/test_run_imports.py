@@ -3,8 +3,10 @@
 Start-up time and memory are mostly imports, so the heavy libraries that only some
 configurations need stay out of the common path: kubernetes-asyncio's generated client
 (only for kubeconfigs that need its loader), cryptography (only for a self-signed metrics
-certificate) and croniter (only once a ``restart-cron`` is evaluated). A fresh interpreter
-imports what ``run`` imports and reports which of them got loaded.
+certificate) and croniter (only once a ``restart-cron`` is evaluated); rich, which structlog
+would import for tracebacks the controller does not print, is hidden from it by the console
+script (docs/performance.md#start-up-imports). A fresh interpreter imports what ``run``
+imports and reports which of them got loaded.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import json
 import subprocess
 import sys
 
-LAZY = ("kubernetes_asyncio.client", "cryptography", "croniter", "cel")
+LAZY = ("kubernetes_asyncio.client", "cryptography", "croniter", "cel", "rich", "pygments")
 
 
 def test_the_run_path_leaves_the_heavy_optional_libraries_unloaded() -> None:
     probe = (
         "import json, sys\n"
+        "from lifecycle_controller.entry import import_structlog_without_rich\n"
+        "import_structlog_without_rich()\n"
         "import lifecycle_controller.cli, lifecycle_controller.app\n"
         f"print(json.dumps([m for m in {list(LAZY)!r} if m in sys.modules]))\n"
     )
@@ -43,3 +47,33 @@ def test_the_lazy_libraries_still_load_when_needed() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(result.stdout) == [True, 9000 * 10**9, True, True]  # 1970-01-01T02:30Z
+
+
+def test_structlog_loads_without_rich_and_rich_still_loads_after() -> None:
+    """The console script hides rich from structlog only: structlog then formats console
+    tracebacks as plain text, and a later import of rich works."""
+    probe = (
+        "import json, sys\n"
+        "from lifecycle_controller.entry import import_structlog_without_rich\n"
+        "import_structlog_without_rich()\n"
+        "import structlog.dev\n"
+        "before = 'rich' in sys.modules\n"
+        "plain = structlog.dev.default_exception_formatter is structlog.dev.plain_traceback\n"
+        "import rich\n"
+        "print(json.dumps([before, plain, 'rich' in sys.modules]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(result.stdout) == [False, True, True]
+
+
+def test_the_console_script_runs_the_command_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "lifecycle_controller", "version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.startswith("lifecycle-controller ")
