@@ -18,6 +18,7 @@ annotations, owner references, finalizers; managed fields are skipped by length)
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 import time
 from collections.abc import AsyncIterator
@@ -142,7 +143,7 @@ def object_identity(raw: bytes | bytearray, start: int, end: int) -> tuple[str, 
     reports a broken one.
     """
     try:
-        return _identity(raw, start, end)
+        return _go_identity(raw, start, end) or _identity(raw, start, end)
     except (IndexError, ValueError):
         return None
 
@@ -166,22 +167,24 @@ def _next(buf: bytes | bytearray, pos: int) -> tuple[int, int, int]:
     return _field(buf, pos)
 
 
+#: How Go writes a frame up to the object's TypeMeta, matched in one call: the event type
+#: (field 1, a short upper-case string), the object (2, a RawExtension: its length), its raw
+#: bytes (1: their length), the magic, then field 1 of the runtime.Unknown (the TypeMeta) and
+#: its one-byte length, which is group 1.
+_GO_PREFIX = re.compile(
+    rb"\n[\x01-\x7f][A-Z]+\x12[\x80-\xff]{0,4}[\x00-\x7f]\n[\x80-\xff]{0,4}[\x00-\x7f]k8s\x00\n([\x00-\x7f])",
+    re.DOTALL,
+)
+
+
 def _metadata_as_go_writes_it(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int] | None:
     """The bounds of the object's metadata when the frame is laid out as Go writes it (each
-    message's fields in order: the type, then the object; the magic; the TypeMeta, then the
-    object; its metadata first), found without a loop; None otherwise."""
-    if buf[pos] != 0x0A or buf[pos + 1] >= 0x80:  # WatchEvent.type, a short string
+    message's fields in order: the type, then the object; the magic; a short TypeMeta, then
+    the object; its metadata first), found without a loop; None otherwise."""
+    found = _GO_PREFIX.match(buf, pos, end)
+    if found is None:
         return None
-    pos += 2 + buf[pos + 1]
-    if buf[pos] != 0x12:  # WatchEvent.object
-        return None
-    _, pos = _varint(buf, pos + 1)
-    if buf[pos] != 0x0A:  # RawExtension.raw
-        return None
-    _, pos = _varint(buf, pos + 1)
-    if buf[pos : pos + 4] != _MAGIC or buf[pos + 4] != 0x0A or buf[pos + 5] >= 0x80:
-        return None
-    pos += 6 + buf[pos + 5]  # past the magic and a short TypeMeta
+    pos = found.end() + buf[found.start(1)]  # past the TypeMeta
     if buf[pos] != 0x12:  # Unknown.raw: the object
         return None
     _, pos = _varint(buf, pos + 1)
@@ -221,6 +224,55 @@ def _identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str
         elif key > 0x32:
             break
     return (name, namespace, version) if version and name else None
+
+
+def _go_identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str] | None:
+    """:func:`_identity` in one call, for a frame laid out as Go writes it (:data:`_GO_PREFIX`)
+    whose ObjectMeta starts as Go writes every one: name (1), generateName (2), namespace (3),
+    selfLink (4), uid (5) and resourceVersion (6), each present (Go writes empty strings too)
+    and shorter than 128 bytes; None for any other frame (:func:`_identity` then reads it).
+    The listing reads every unannotated object's identity this way, so it is one function."""
+    found = _GO_PREFIX.match(buf, pos, end)
+    if found is None:
+        return None
+    pos = found.end() + buf[found.start(1)]  # past the TypeMeta
+    if buf[pos] != 0x12:  # Unknown.raw: the object (its length skipped)
+        return None
+    pos += 1
+    while buf[pos] >= 0x80:
+        pos += 1
+    if buf[pos + 1] != 0x0A:  # ObjectMeta, the object's first field (its length skipped)
+        return None
+    pos += 2
+    while buf[pos] >= 0x80:
+        pos += 1
+    pos += 1
+    if buf[pos] != 0x0A or buf[pos + 1] >= 0x80:  # name
+        return None
+    start = pos + 2
+    pos = start + buf[pos + 1]
+    name = buf[start:pos]
+    if buf[pos] != 0x12 or buf[pos + 1] >= 0x80:  # generateName
+        return None
+    pos += 2 + buf[pos + 1]
+    if buf[pos] != 0x1A or buf[pos + 1] >= 0x80:  # namespace
+        return None
+    start = pos + 2
+    pos = start + buf[pos + 1]
+    namespace = buf[start:pos]
+    if buf[pos] != 0x22 or buf[pos + 1] >= 0x80:  # selfLink
+        return None
+    pos += 2 + buf[pos + 1]
+    if buf[pos] != 0x2A or buf[pos + 1] >= 0x80:  # uid
+        return None
+    pos += 2 + buf[pos + 1]
+    if buf[pos] != 0x32 or buf[pos + 1] >= 0x80:  # resourceVersion
+        return None
+    start = pos + 2
+    pos = start + buf[pos + 1]
+    if pos > end or pos == start or not name:
+        return None
+    return name.decode(), namespace.decode(), buf[start:pos].decode()
 
 
 # ---------------------------------------------------------------------- wire format
