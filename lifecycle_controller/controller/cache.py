@@ -71,6 +71,7 @@ from lifecycle_controller.core.objects.copies import controller_owner
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.policy.field_paths import split_read
+from lifecycle_controller.core.policy.in_force import NameTest, never_kept
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.text.timestamps import (
     TimestampError,
@@ -165,13 +166,11 @@ class PolicyViews(Protocol):
         """The paths beyond metadata the conditions for ``resource`` read (empty: none)."""
         ...
 
-    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        """Whether :meth:`view` may keep an object so named (None: cluster-scoped), judged
-        before its metadata is decoded; never False for one it would keep."""
-        ...
-
-    def may_keep_every(self, resource: ResourceType) -> bool:
-        """Whether :meth:`may_keep` holds whatever the name and namespace (no need to ask)."""
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        """Whether :meth:`view` may keep an object of ``resource`` so named, judged before
+        its metadata is decoded: a test of (namespace (None: cluster-scoped), name) that is
+        never False for one it would keep, the same test until the policies change; None
+        when any object of the type may be kept, whatever its name."""
         ...
 
 
@@ -306,17 +305,14 @@ class MetadataCache:
         views = self.policy_views
         return views is not None and views.watches(resource)
 
-    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        """Whether an unannotated object so named may be kept (a policy may match it, judged
-        on its namespace and name alone: never False for one :meth:`project` would keep)."""
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        """Whether an unannotated object of ``resource`` may be kept, by its namespace and
+        name (a policy may match it: never False for one :meth:`project` would keep), as
+        one test, the same until the policies change (the listing asks it for every frame);
+        None when any may be kept, whatever its name: its frames must be decoded to be
+        judged."""
         views = self.policy_views
-        return views is not None and views.may_keep(resource, namespace, name)
-
-    def may_keep_every(self, resource: ResourceType) -> bool:
-        """Whether any unannotated object of ``resource`` may be kept, whatever its name:
-        its frames must be decoded to be judged."""
-        views = self.policy_views
-        return views is not None and views.may_keep_every(resource)
+        return never_kept if views is None else views.name_test(resource)
 
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)

@@ -33,16 +33,17 @@ these hold, and then only its resourceVersion is read:
   bookmarks, errors and JSON lines are always decoded);
 * the bytes of the lifecycle annotation prefix are nowhere in the frame (strings are plain
   UTF-8 in protobuf, so an annotation under the prefix cannot hide);
-* the keeper allows it (:meth:`Holder.skips_unheld`: the shared cache's keeper does while
-  nobody hears of every change and no policy may keep every object of the type, such as one
-  that selects by labels alone);
+* the keeper allows it (:meth:`Holder.held_test` is not None: the shared cache's keeper
+  allows it while nobody hears of every change and no policy may keep every object of the
+  type, such as one that selects by labels alone);
 * the keeper does not hold the object (an object that just lost its last lifecycle
   annotation is held, so its event is decoded and it leaves the cache as before), and no
   lifecycle policy may keep it, judged on its namespace and name alone
   (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.may_keep`: a policy of the
   type that may reach them, or an invalid policy), asked for each frame since policies come
-  and go. With 1,000 policies each naming a few objects, the other objects of the type are
-  dropped as they are without policies.
+  and go (the test is built once per policy set and type, one call per frame). With 1,000
+  policies each naming a few objects, the other objects of the type are dropped as they are
+  without policies.
 
 The informer is told of each dropped event (its type and resourceVersion) so that its
 resourceVersion, its metrics and its liveness move as if it had been applied. While a
@@ -68,10 +69,15 @@ from lifecycle_controller.controller.informer_ports import (
 )
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.in_force import NameTest
 from lifecycle_controller.kube import EventFilter, ResourceType
 from lifecycle_controller.kube.watch_protobuf import object_identity
 
-__all__ = ["CacheWriter", "Holder", "UnkeptEvents"]
+__all__ = ["CacheWriter", "HeldTest", "Holder", "UnkeptEvents"]
+
+#: Whether an event of an unannotated object, by its namespace ("" for a cluster-scoped one)
+#: and name, may change what a keeper keeps (:meth:`Holder.held_test`).
+HeldTest = Callable[[str, str], bool]
 
 
 _log = structlog.get_logger(__name__)
@@ -99,6 +105,9 @@ class CacheWriter(Keeper):
         self._on_object_change = on_object_change
         self._on_change_seen = on_change_seen
         self._on_listed = on_listed
+        #: The policies' name test :attr:`_held` was built on (see :meth:`held_test`).
+        self._names: NameTest | None = None
+        self._held: HeldTest | None = None
         self._log = _log.bind(resource=str(resource), scope=namespace or "*")
         cache.register_scope(resource, namespace)
 
@@ -126,19 +135,30 @@ class CacheWriter(Keeper):
     def unkept_filter(self, on_skipped: Skipped, rest: float = 0.0) -> EventFilter | None:
         return UnkeptEvents(self, on_skipped, rest)
 
-    def skips_unheld(self) -> bool:
-        """Unannotated objects are dropped unless somebody hears of every change
-        (discovery's CRD informer, the Namespaces' defaults) or a policy may keep any of
-        them, whatever its name (no frame is then read for its name)."""
-        return self._on_change_seen is None and not self._cache.may_keep_every(self._resource)
+    def held_test(self) -> HeldTest | None:
+        """None while every event must be decoded: somebody hears of every change
+        (discovery's CRD informer, the Namespaces' defaults), or a policy may keep any
+        object of the type whatever its name (no frame is then read for its name).
+        Otherwise a test of an unannotated object's namespace and name: the cache holds it,
+        or may keep it for a policy (the same test until the policies change)."""
+        if self._on_change_seen is not None:
+            return None
+        names = self._cache.name_test(self._resource)
+        if names is None:
+            return None
+        if names is not self._names:
+            self._names, self._held = names, self._holding(names)
+        return self._held
 
-    def holds(self, namespace: str, name: str) -> bool:
-        """The cache holds the object, or may keep it for a policy (judged on its namespace
-        and name: the policies that may reach them)."""
-        scope = namespace if self._resource.namespaced else None
-        return self._cache.holds(self._resource, scope, name) or (
-            self._cache.may_keep(self._resource, scope, name)
-        )
+    def _holding(self, names: NameTest) -> HeldTest:
+        holds, resource = self._cache.holds, self._resource
+        namespaced = resource.namespaced
+
+        def held(namespace: str, name: str) -> bool:
+            scope = namespace if namespaced else None
+            return holds(resource, scope, name) or names(scope, name)
+
+        return held
 
     def _key(self, obj: CachedObject) -> ObjectKey:
         namespace = obj.namespace if self._resource.namespaced else None
@@ -216,13 +236,10 @@ class Holder(Protocol):
     """What the filter asks the keeper (the shared cache's: :class:`~lifecycle_controller.
     controller.cache_writer.CacheWriter`)."""
 
-    def skips_unheld(self) -> bool:
-        """Whether events of unannotated objects it does not hold may be dropped now."""
-        ...
-
-    def holds(self, namespace: str, name: str) -> bool:
-        """Whether an event of the object, unannotated, may change what it keeps: it holds
-        the object, or may keep it (``namespace`` empty for a cluster-scoped one)."""
+    def held_test(self) -> HeldTest | None:
+        """None while every event must be decoded now; otherwise whether an event of an
+        unannotated object, by its namespace (empty for a cluster-scoped one) and name, may
+        change what it keeps: it holds the object, or may keep it."""
         ...
 
 
@@ -246,13 +263,16 @@ class UnkeptEvents:
             event_type = "ADDED"
         else:
             return True
-        if raw.find(_PREFIX_BYTES, start, end) >= 0 or not self._keeper.skips_unheld():
+        if raw.find(_PREFIX_BYTES, start, end) >= 0:
+            return True
+        held = self._keeper.held_test()
+        if held is None:
             return True
         identity = object_identity(raw, start, end)
         if identity is None:
             return True
         name, namespace, version = identity
-        if self._keeper.holds(namespace, name):
+        if held(namespace, name):
             return True
         self._on_skipped(event_type, version)
         return False

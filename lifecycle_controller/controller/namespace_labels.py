@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.in_force import NameTest, never_kept
 from lifecycle_controller.core.policy.match import ObjectView
 
 __all__ = ["NamespaceLabelViews", "labels_changed", "labels_of"]
@@ -65,12 +66,9 @@ class NamespaceLabelViews:
         """Nothing beyond a Namespace's metadata."""
         return frozenset()
 
-    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        """Every Namespace."""
-        return self.watches(resource)
-
-    def may_keep_every(self, resource: ResourceType) -> bool:
-        return self.watches(resource)
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        """Every Namespace may be kept, whatever its name (None); nothing else."""
+        return None if self.watches(resource) else never_kept
 
 
 def labels_of(obj: CachedObject | None) -> Mapping[str, str] | None:

@@ -46,6 +46,7 @@ from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.field_paths import FieldInterner, pick
 from lifecycle_controller.core.policy.in_force import (
+    NameTest,
     PolicySet,
     object_view,
     policy_from_manifest,
@@ -198,11 +199,8 @@ class PolicyStore:
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         return self.current.reads(resource)
 
-    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        return self.current.may_keep(resource, namespace, name)
-
-    def may_keep_every(self, resource: ResourceType) -> bool:
-        return self.current.may_keep_every(resource)
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        return self.current.name_test(resource)
 
     # ------------------------------------------------------------------ applying
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
@@ -18,6 +20,7 @@ from lifecycle_controller.core.policy.model import (
     PolicyRef,
     parse_policy,
 )
+from lifecycle_controller.core.text.globs import BadPatternError, filepath_match
 
 CLUSTER = PolicyKind.CLUSTER
 NAMESPACED = PolicyKind.NAMESPACED
@@ -381,3 +384,19 @@ def test_a_namespaced_policy_needs_its_namespace() -> None:
     invalid = parse_policy(NAMESPACED, None, "p", 1, spec())
     assert isinstance(invalid, PolicyInvalid)
     assert invalid.problems == ("metadata.namespace: a LifecyclePolicy lives in a namespace",)
+
+
+@given(st.text(alphabet="ab-*?[]^\\/.", max_size=8))
+def test_a_name_pattern_is_refused_exactly_when_go_s_match_refuses_it(pattern: str) -> None:
+    """Exact names skip the syntax check (they cannot fail it); every other pattern gets it."""
+    try:
+        filepath_match(pattern, "")
+    except BadPatternError:
+        bad = True
+    else:
+        bad = False
+    found = parse_policy(CLUSTER, None, "p", 3, spec(names=[pattern]))
+    refused = isinstance(found, PolicyInvalid) and any(
+        problem.startswith("spec.names[0]") for problem in found.problems
+    )
+    assert refused == bad

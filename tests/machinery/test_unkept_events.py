@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from lifecycle_controller.controller.cache_writer import CacheWriter, UnkeptEven
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.keys import PREFIX
-from lifecycle_controller.core.policy.in_force import object_view
+from lifecycle_controller.core.policy.in_force import NameTest, never_kept, object_view
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.kube import EventFilter, ResourceType, watch_protobuf
 from lifecycle_controller.kube.watch_protobuf import (
@@ -118,11 +118,8 @@ class Holder:
     held: set[tuple[str, str]] = field(default_factory=set)
     skips: bool = True
 
-    def skips_unheld(self) -> bool:
-        return self.skips
-
-    def holds(self, namespace: str, name: str) -> bool:
-        return (namespace, name) in self.held
+    def held_test(self) -> Callable[[str, str], bool] | None:
+        return (lambda namespace, name: (namespace, name) in self.held) if self.skips else None
 
 
 CASES = [
@@ -219,11 +216,8 @@ class Selecting:
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         return frozenset()
 
-    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        return self.watches(resource)  # as a label selector: any name may be kept
-
-    def may_keep_every(self, resource: ResourceType) -> bool:
-        return self.watches(resource)
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        return None if self.watches(resource) else never_kept  # as a label selector
 
 
 @dataclass
@@ -239,15 +233,13 @@ class Naming(Selecting):
         fields: Mapping[str, Any] | None = None,
         read: frozenset[tuple[str, ...]] | None = None,
     ) -> ObjectView | None:
-        if not self.may_keep(resource, metadata.get("namespace"), metadata["name"]):
+        if not self.watches(resource) or metadata["name"] not in self.names:
             return None
         return object_view(resource, metadata)
 
-    def may_keep(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        return self.watches(resource) and name in self.names
-
-    def may_keep_every(self, resource: ResourceType) -> bool:
-        return False
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        names = self.names if self.watches(resource) else frozenset()
+        return lambda namespace, name: name in names
 
 
 def informer_on(

@@ -24,7 +24,7 @@ namespace and objects, the system namespaces), so every question is asked with i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -61,12 +61,24 @@ from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3
 
 __all__ = [
     "POLICY_API_VERSION",
+    "NameTest",
     "PolicySet",
     "is_policy_manifest",
+    "never_kept",
     "object_view",
     "policy_from_manifest",
     "reported_schedule_since",
 ]
+
+#: Whether an unannotated object of a type, by its namespace (None: cluster-scoped) and name,
+#: may be kept for a policy (:meth:`PolicySet.name_test`).
+NameTest = Callable[[str | None, str], bool]
+
+
+def never_kept(namespace: str | None, name: str) -> bool:
+    """The name test of a type no policy selects: no object of it is kept for a policy."""
+    return False
+
 
 #: ``apiVersion`` of both policy kinds.
 POLICY_API_VERSION: Final = "lifecycle.cezary.dev/v1alpha1"
@@ -167,6 +179,9 @@ class PolicySet:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _every: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _name_tests: dict[str, NameTest | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def of(
@@ -271,10 +286,27 @@ class PolicySet:
         cluster-scoped), before anything else of it is read: some policy of the type may
         reach that namespace and name, or an invalid policy may hold it. Never False for a
         candidate, so an object refused here can be dropped without being decoded."""
-        reach = self._reach_of(resource)  # asked for every frame listed: one lookup
+        test = self.name_test(resource)
+        return True if test is None else test(namespace, name)
+
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        """:meth:`may_keep` for one type as a test of (namespace, name), built once per type
+        (the listing asks it for every frame); None when :meth:`may_keep_every` (a name tells
+        nothing)."""
+        try:
+            return self._name_tests[resource.key]
+        except KeyError:
+            pass
+        reach = self._reach_of(resource)
+        test: NameTest | None
         if not reach.policies:
-            return False
-        return bool(self.invalid) or bool(reach.named(namespace, name))
+            test = never_kept
+        elif self.may_keep_every(resource):  # an invalid policy, or one reaching every name
+            test = None
+        else:
+            test = reach.reaches
+        self._name_tests[resource.key] = test
+        return test
 
     def may_keep_every(self, resource: ResourceType) -> bool:
         """Whether :meth:`may_keep` holds for every object of ``resource`` (a policy of the

@@ -234,6 +234,8 @@ def _string_list(spec: Mapping[str, object], field: str, problems: list[str]) ->
 
 def _globs(field: str, patterns: list[str], problems: list[str]) -> None:
     for index, pattern in enumerate(patterns):
+        if not has_glob_meta(pattern):
+            continue  # an exact name is a well-formed pattern (most are: no match to run)
         try:
             filepath_match(pattern, "")  # Go validates the whole pattern even on a mismatch
         except BadPatternError as error:

@@ -129,6 +129,14 @@ class Reach:
         whose ``namespaces`` are all literal names, none of them this one."""
         return self._named(namespace).policies
 
+    def reaches(self, namespace: str | None, name: str) -> bool:
+        """Whether :meth:`named` is not empty, without building it (asked for every object
+        listed while a policy names objects of the type)."""
+        found = self._memo.get(namespace)
+        if found is None:
+            found = self._named(namespace)
+        return bool(found.unnamed) or name in found.by_name
+
     def named(self, namespace: str | None, name: str) -> tuple[Policy, ...]:
         """:meth:`in_namespace` less the policies whose ``names`` are all literal names,
         none of them ``name``."""
