@@ -421,11 +421,7 @@ class Controller:
         _log.warning(
             "starting workers before every informer has listed",
             waited_seconds=WORKERS_WAIT_FOR_LISTS,
-            not_listed=sorted(
-                str(informer.resource) + (f" in {informer.namespace}" if informer.namespace else "")
-                for informer in informers.informers()
-                if not informer.synced
-            ),
+            not_listed=informers.not_listed(),
         )
 
     def _notifier(self) -> WebhookNotifier | None:

@@ -205,8 +205,17 @@ class InformerSet:
         for (resource, scope), informer in self._informers.items():
             task = self._tasks.get(resource, {}).get(scope)
             if task is not None and not task.done() and informer.disconnected:
-                names.append(str(resource) if scope is None else f"{resource} in {scope}")
+                names.append(_scoped(resource, scope))
         return sorted(names)
+
+    def not_listed(self) -> list[str]:
+        """The informers that have not completed a first list, named as :meth:`disconnected`
+        names them, sorted."""
+        return sorted(
+            _scoped(resource, scope)
+            for (resource, scope), informer in self._informers.items()
+            if not informer.synced
+        )
 
     async def aclose(self) -> None:
         """Stop every informer (objects stay in the cache). Idempotent."""
@@ -228,6 +237,11 @@ class InformerSet:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+def _scoped(resource: ResourceType, scope: str | None) -> str:
+    """How the informer of ``resource`` in ``scope`` is named in readiness and logs."""
+    return str(resource) if scope is None else f"{resource} in {scope}"
 
 
 def _log_unexpected_exit(task: asyncio.Task[None]) -> None:

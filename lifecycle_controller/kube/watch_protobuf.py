@@ -143,7 +143,7 @@ def object_identity(raw: bytes | bytearray, start: int, end: int) -> tuple[str, 
     reports a broken one.
     """
     try:
-        return _go_identity(raw, start, end) or _identity(raw, start, end)
+        return _identity(raw, start, end)
     except (IndexError, ValueError):
         return None
 
@@ -185,12 +185,14 @@ def _metadata_as_go_writes_it(buf: bytes | bytearray, pos: int, end: int) -> tup
     if found is None:
         return None
     pos = found.end() + buf[found.start(1)]  # past the TypeMeta
-    if buf[pos] != 0x12:  # Unknown.raw: the object
+    if buf[pos] != 0x12:  # Unknown.raw: the object (its length skipped)
         return None
-    _, pos = _varint(buf, pos + 1)
-    if buf[pos] != 0x0A:  # ObjectMeta, the object's first field
+    pos += 1
+    while buf[pos] >= 0x80:
+        pos += 1
+    if buf[pos + 1] != 0x0A:  # ObjectMeta, the object's first field
         return None
-    size, pos = _varint(buf, pos + 1)
+    size, pos = _varint(buf, pos + 2)
     return (pos, pos + size) if pos + size <= end else None
 
 
@@ -203,8 +205,13 @@ def _identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str
             return None
         pos, end = _inside(buf, pos + 4, end, 0x12)  # Unknown.raw: the object
         pos, end = _inside(buf, pos, end, 0x0A)  # its metadata
-    else:
-        pos, end = located
+        return _identity_fields(buf, pos, end)
+    return _identity_as_go_writes_it(buf, *located) or _identity_fields(buf, *located)
+
+
+def _identity_fields(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str] | None:
+    """The name, namespace and resourceVersion among the ObjectMeta fields in
+    ``buf[pos:end]``, read field by field."""
     name = namespace = version = ""
     while pos < end:  # name (1), namespace (3), resourceVersion (6): Go writes them in order
         key, size = buf[pos], buf[pos + 1]
@@ -226,27 +233,13 @@ def _identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str
     return (name, namespace, version) if version and name else None
 
 
-def _go_identity(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, str, str] | None:
-    """:func:`_identity` in one call, for a frame laid out as Go writes it (:data:`_GO_PREFIX`)
-    whose ObjectMeta starts as Go writes every one: name (1), generateName (2), namespace (3),
-    selfLink (4), uid (5) and resourceVersion (6), each present (Go writes empty strings too)
-    and shorter than 128 bytes; None for any other frame (:func:`_identity` then reads it).
-    The listing reads every unannotated object's identity this way, so it is one function."""
-    found = _GO_PREFIX.match(buf, pos, end)
-    if found is None:
-        return None
-    pos = found.end() + buf[found.start(1)]  # past the TypeMeta
-    if buf[pos] != 0x12:  # Unknown.raw: the object (its length skipped)
-        return None
-    pos += 1
-    while buf[pos] >= 0x80:
-        pos += 1
-    if buf[pos + 1] != 0x0A:  # ObjectMeta, the object's first field (its length skipped)
-        return None
-    pos += 2
-    while buf[pos] >= 0x80:
-        pos += 1
-    pos += 1
+def _identity_as_go_writes_it(
+    buf: bytes | bytearray, pos: int, end: int
+) -> tuple[str, str, str] | None:
+    """:func:`_identity_fields` without a loop, for an ObjectMeta that starts as Go writes
+    every one: name (1), generateName (2), namespace (3), selfLink (4), uid (5) and
+    resourceVersion (6), each present (Go writes empty strings too) and shorter than 128
+    bytes; None for any other (the listing reads every unannotated object's identity)."""
     if buf[pos] != 0x0A or buf[pos + 1] >= 0x80:  # name
         return None
     start = pos + 2

@@ -14,6 +14,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
+
+
+def fresh_interpreter(probe: str) -> Any:
+    """What ``probe`` printed as JSON, run by a fresh interpreter."""
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return json.loads(result.stdout)
+
 
 LAZY = ("kubernetes_asyncio.client", "cryptography", "croniter", "cel", "rich", "pygments")
 
@@ -26,10 +36,7 @@ def test_the_run_path_leaves_the_heavy_optional_libraries_unloaded() -> None:
         "import lifecycle_controller.cli, lifecycle_controller.app\n"
         f"print(json.dumps([m for m in {list(LAZY)!r} if m in sys.modules]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(result.stdout) == []
+    assert fresh_interpreter(probe) == []
 
 
 def test_the_lazy_libraries_still_load_when_needed() -> None:
@@ -43,10 +50,7 @@ def test_the_lazy_libraries_still_load_when_needed() -> None:
         "print(json.dumps([cert.startswith(b'-----BEGIN'), due,"
         " 'cryptography' in sys.modules, 'croniter' in sys.modules]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(result.stdout) == [True, 9000 * 10**9, True, True]  # 1970-01-01T02:30Z
+    assert fresh_interpreter(probe) == [True, 9000 * 10**9, True, True]  # 1970-01-01T02:30Z
 
 
 def test_structlog_loads_without_rich_and_rich_still_loads_after() -> None:
@@ -62,10 +66,7 @@ def test_structlog_loads_without_rich_and_rich_still_loads_after() -> None:
         "import rich\n"
         "print(json.dumps([before, plain, 'rich' in sys.modules]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(result.stdout) == [False, True, True]
+    assert fresh_interpreter(probe) == [False, True, True]
 
 
 def test_the_console_script_runs_the_command_line() -> None:
