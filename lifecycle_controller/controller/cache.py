@@ -61,7 +61,7 @@ a type is synced when every scope registered for it has completed its first full
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -318,10 +318,15 @@ class MetadataCache:
         return self._objects.get(key.resource, {}).get(key)
 
     def holds(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
-        """Whether an object is stored under this key (asked for every watch event of an
-        object without a lifecycle annotation: no :class:`ObjectKey` is built)."""
+        """Whether an object is stored under this key (no :class:`ObjectKey` is built)."""
         names = self._names.get(resource)
         return names is not None and (namespace, name) in names
+
+    def kept_names(self, resource: ResourceType) -> Set[tuple[str | None, str]]:
+        """The (namespace, name) of every object of ``resource`` stored, as a live view: it
+        follows every later put and delete, even across :meth:`drop_type` (an informer's
+        filter asks it for every event of an object without a lifecycle annotation)."""
+        return self._names.setdefault(resource, set())
 
     def put(self, key: ObjectKey, obj: CachedObject) -> None:
         """Store ``obj`` under ``key`` (callers store annotated objects only)."""
@@ -462,7 +467,9 @@ class MetadataCache:
     def drop_type(self, resource: ResourceType) -> None:
         """Forget a resource type entirely: its objects and its synced flags."""
         self._objects.pop(resource, None)
-        self._names.pop(resource, None)
+        names = self._names.get(resource)
+        if names is not None:
+            names.clear()  # kept, empty: filters hold it (kept_names)
         self._synced.pop(resource, None)
 
 

@@ -47,9 +47,12 @@ these hold, and then only its resourceVersion is read:
 
 The informer is told of each dropped event (its type and resourceVersion) so that its
 resourceVersion, its metrics and its liveness move as if it had been applied. While a
-streaming list's initial events come, the same test drops an ADDED frame without a word
-(nothing is applied before the list's bookmark), so a list with policies decodes only the
-objects a policy may keep.
+streaming list's initial events come, :class:`UnkeptListed` applies the same test to each
+ADDED frame and drops it without a word (nothing is applied before the list's bookmark), so a
+list with policies decodes only the objects a policy may keep; it reads only the namespace
+and name, in one pattern match for a frame laid out as Go writes it
+(:func:`~lifecycle_controller.kube.watch_protobuf.object_names`), since no resourceVersion is
+needed there.
 """
 
 from __future__ import annotations
@@ -71,9 +74,9 @@ from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.policy.in_force import NameTest
 from lifecycle_controller.kube import EventFilter, ResourceType
-from lifecycle_controller.kube.watch_protobuf import object_identity
+from lifecycle_controller.kube.watch_protobuf import object_identity, object_names
 
-__all__ = ["CacheWriter", "HeldTest", "Holder", "UnkeptEvents"]
+__all__ = ["CacheWriter", "HeldTest", "Holder", "UnkeptEvents", "UnkeptListed"]
 
 #: Whether an event of an unannotated object, by its namespace ("" for a cluster-scoped one)
 #: and name, may change what a keeper keeps (:meth:`Holder.held_test`).
@@ -135,6 +138,9 @@ class CacheWriter(Keeper):
     def unkept_filter(self, on_skipped: Skipped, rest: float = 0.0) -> EventFilter | None:
         return UnkeptEvents(self, on_skipped, rest)
 
+    def listed_filter(self) -> EventFilter | None:
+        return UnkeptListed(self)
+
     def held_test(self) -> HeldTest | None:
         """None while every event must be decoded: somebody hears of every change
         (discovery's CRD informer, the Namespaces' defaults), or a policy may keep any
@@ -151,12 +157,16 @@ class CacheWriter(Keeper):
         return self._held
 
     def _holding(self, names: NameTest) -> HeldTest:
-        holds, resource = self._cache.holds, self._resource
-        namespaced = resource.namespaced
+        kept = self._cache.kept_names(self._resource)
+        if self._resource.namespaced:
 
-        def held(namespace: str, name: str) -> bool:
-            scope = namespace if namespaced else None
-            return holds(resource, scope, name) or names(scope, name)
+            def held(namespace: str, name: str) -> bool:
+                return (namespace, name) in kept or names(namespace, name)
+
+        else:
+
+            def held(namespace: str, name: str) -> bool:
+                return (None, name) in kept or names(None, name)
 
         return held
 
@@ -241,6 +251,27 @@ class Holder(Protocol):
         unannotated object, by its namespace (empty for a cluster-scoped one) and name, may
         change what it keeps: it holds the object, or may keep it."""
         ...
+
+
+class UnkeptListed:
+    """The filter of a streaming list's initial events (all ADDED): it refuses, without a
+    word, the frames :class:`UnkeptEvents` refuses, reading only the object's namespace and
+    name (nothing is applied before the list's bookmark, so no resourceVersion is needed)."""
+
+    __slots__ = ("_keeper",)
+
+    def __init__(self, keeper: Holder) -> None:
+        self._keeper = keeper
+
+    def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
+        """True: decode the frame; False: it was dropped."""
+        if not raw.startswith(_ADDED, start) or raw.find(_PREFIX_BYTES, start, end) >= 0:
+            return True
+        held = self._keeper.held_test()
+        if held is None:
+            return True
+        names = object_names(raw, start, end)
+        return names is None or held(*names)
 
 
 class UnkeptEvents:

@@ -151,6 +151,13 @@ class Keeper:
         """Which raw lines of a watch are decoded at all (None: every line)."""
         return None
 
+    def listed_filter(self) -> EventFilter | None:
+        """While a streaming list's initial events come (unless :meth:`skips_unannotated`),
+        which are decoded: it is asked of every one and passes all but the ADDED frames of
+        objects this keeper would keep nothing of
+        (:class:`~lifecycle_controller.controller.cache_writer.UnkeptListed`); None: all."""
+        return None
+
     def unkept_filter(self, on_skipped: Skipped, rest: float = 0.0) -> EventFilter | None:
         """A filter that drops, undecoded, the watch events of objects this keeper would keep
         nothing of, telling ``on_skipped`` of each, and has the watch rest ``rest`` seconds

@@ -388,7 +388,7 @@ class Informer:
         decode_if = _ListThenWatch(
             skip_unannotated,
             self._keeper.unkept_filter(self._skipped, self._settings.watch_rest),
-            self._keeper.unkept_filter(_listed_unapplied),
+            self._keeper.listed_filter(),
         )
         stream = self._projection.watch_list(
             self.resource,
@@ -516,9 +516,10 @@ class Informer:
 class _ListThenWatch:
     """The filter of a streaming list: while its initial events come, an ADDED frame without
     a lifecycle annotation is dropped when the keeper may skip those, else when the keeper's
-    unkept filter for the list (``listed``, which reports nothing: nothing is applied before
-    the bookmark) refuses it (and the stream never rests: a list is read as fast as it
-    comes); after them, the keeper's unkept filter, resting as it says."""
+    filter for the list (``listed``: :meth:`~lifecycle_controller.controller.informer_ports.
+    Keeper.listed_filter`, which reports nothing, since nothing is applied before the
+    bookmark) refuses it (and the stream never rests: a list is read as fast as it comes);
+    after them, the keeper's unkept filter, resting as it says."""
 
     __slots__ = ("_listed", "_skip_unannotated", "_unkept", "listing")
 
@@ -542,16 +543,9 @@ class _ListThenWatch:
     def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
         if not self.listing:
             return self._unkept is None or self._unkept(raw, start, end)
-        if not is_added_event(raw, start):
-            return True
         if self._skip_unannotated:
-            return raw.find(_PREFIX_BYTES, start, end) >= 0
-        return self._listed is None or self._listed(raw, start, end)
-
-
-def _listed_unapplied(event_type: str, version: str) -> None:
-    """An initial event dropped undecoded: nothing to report (the list's bookmark gives the
-    resourceVersion, and listed objects are not counted as watch events)."""
+            return not is_added_event(raw, start) or raw.find(_PREFIX_BYTES, start, end) >= 0
+        return self._listed is None or self._listed(raw, start, end)  # it passes non-ADDED
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

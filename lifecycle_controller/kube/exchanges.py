@@ -295,7 +295,7 @@ class StreamedAnswer(Protocol):
 
 def is_added_event(raw: bytes | bytearray, start: int = 0) -> bool:
     """True when the raw event at ``start`` (a JSON line or a protobuf frame) is an ADDED."""
-    return is_added_line(raw, start) or is_added_frame(raw, start)
+    return is_added_frame(raw, start) or is_added_line(raw, start)
 
 
 def watch_events(

@@ -39,6 +39,7 @@ __all__ = [
     "ProtobufError",
     "decode_watch_event",
     "object_identity",
+    "object_names",
     "protobuf_events",
 ]
 
@@ -146,6 +147,41 @@ def object_identity(raw: bytes | bytearray, start: int, end: int) -> tuple[str, 
         return _identity(raw, start, end)
     except (IndexError, ValueError):
         return None
+
+
+#: How Go writes the start of a metadata-only frame, up to the key of the object's selfLink,
+#: matched in one call while the names are DNS names (as most types' are): the event type,
+#: the object and its raw bytes (their lengths), the magic, the TypeMeta of
+#: PartialObjectMetadata, the object and its ObjectMeta (their lengths), then name (groups
+#: 1, 2: its one-byte length, its bytes), generateName (3, 4) and namespace (5, 6). The
+#: lengths are checked after the match (:func:`object_names`), so a name holding a byte the
+#: pattern takes for the next key cannot be misread.
+_NAMES_AS_GO_WRITES_THEM = re.compile(
+    rb"\n[\x01-\x7f][A-Z]+\x12[\x80-\xff]{0,4}[\x00-\x7f]\n[\x80-\xff]{0,4}[\x00-\x7f]k8s\x00"
+    rb"\n'\n\x0emeta\.k8s\.io/v1\x12\x15PartialObjectMetadata"
+    rb"\x12[\x80-\xff]{0,4}[\x00-\x7f]\n[\x80-\xff]{0,4}[\x00-\x7f]"
+    rb"\n([\x01-\x7f])([a-z0-9.\-]+)\x12([\x00-\x7f])([a-z0-9.\-]*)\x1a([\x00-\x7f])([a-z0-9\-]*)\"",
+    re.DOTALL,
+)
+
+
+def object_names(raw: bytes | bytearray, start: int, end: int) -> tuple[str, str] | None:
+    """The namespace (empty for a cluster-scoped object) and name of the object in the frame
+    ``raw[start:end]``: :func:`object_identity` without the resourceVersion, in one pattern
+    match when the frame is a metadata-only one laid out as Go writes it (a streaming list
+    asks this of every object without a lifecycle annotation: docs/performance.md#many-policies).
+    None as for :func:`object_identity`."""
+    found = _NAMES_AS_GO_WRITES_THEM.match(raw, start, end)
+    if found is not None:
+        name, generate, namespace = found.span(2), found.span(4), found.span(6)
+        if (
+            raw[name[0] - 1] == name[1] - name[0]
+            and raw[generate[0] - 1] == generate[1] - generate[0]
+            and raw[namespace[0] - 1] == namespace[1] - namespace[0]
+        ):
+            return raw[namespace[0] : namespace[1]].decode(), raw[name[0] : name[1]].decode()
+    identity = object_identity(raw, start, end)
+    return None if identity is None else (identity[1], identity[0])
 
 
 def _inside(buf: bytes | bytearray, pos: int, end: int, wanted: int) -> tuple[int, int]:

@@ -1,8 +1,9 @@
 """Watch events of objects the informer keeps nothing of are dropped undecoded (churn).
 
-The filter (``UnkeptEvents``, controller/cache_writer.py) is checked frame by frame against a
-scripted holder,
-``object_identity`` against the full decoder on random metadata, and the informer end to
+The filters (``UnkeptEvents`` for watches, ``UnkeptListed`` for a streaming list's initial
+events, controller/cache_writer.py) are checked frame by frame against a scripted holder,
+``object_identity`` and ``object_names`` against the full decoder on random metadata (and
+names built to mislead the one-pattern read), and the informer end to
 end on protobuf frames read by the real frame reader: what it drops still moves its
 resourceVersion and its counts, and an object that loses its last lifecycle annotation, an
 object a policy could keep, and a keeper that hears of every change still see every event.
@@ -21,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter, UnkeptEvents
+from lifecycle_controller.controller.cache_writer import CacheWriter, UnkeptEvents, UnkeptListed
 from lifecycle_controller.controller.informer_projection import MetadataProjection
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.keys import PREFIX
@@ -31,6 +32,7 @@ from lifecycle_controller.kube import EventFilter, ResourceType, watch_protobuf
 from lifecycle_controller.kube.watch_protobuf import (
     decode_watch_event,
     object_identity,
+    object_names,
     protobuf_events,
 )
 from tests.doubles.fakeclock import FakeClock
@@ -116,6 +118,52 @@ def test_identity_is_none_unless_the_frame_holds_it(raw: bytes) -> None:
     assert object_identity(*body(raw)) is None
 
 
+# ---------------------------------------------------------------------- object_names
+
+#: Strings a name, generateName or namespace may hold in a frame, DNS names and others: upper
+#: case, the bytes of the keys that follow a name ("\x12", "\x1a", '"'), any text.
+any_text = st.one_of(names, st.text(max_size=140), st.sampled_from(["a\x12\x00\x1a", 'b"', "X"]))
+
+
+@given(name=any_text, generate=any_text | st.just(""), ns=any_text | st.just(""))
+def test_names_are_what_the_decoder_reads(name: str, generate: str, ns: str) -> None:
+    """``object_names`` (one pattern match for DNS names, the field read otherwise) gives
+    the namespace and name the full decoder reads, or None exactly when ``object_identity``
+    does."""
+    meta = {"name": name, "generateName": generate, "namespace": ns, "resourceVersion": "9"}
+    raw = metadata_frame("ADDED", meta)
+    identity = object_identity(*body(raw))
+    if identity is None:
+        assert object_names(*body(raw)) is None
+        return
+    metadata = decode_watch_event(*body(raw))["object"]["metadata"]
+    assert object_names(*body(raw)) == (metadata.get("namespace", ""), metadata["name"])
+
+
+def test_names_of_a_real_api_server_frame_take_one_match() -> None:
+    raw = REAL_CONFIGMAP_ADDED
+    assert watch_protobuf._NAMES_AS_GO_WRITES_THEM.match(*body(raw)) is not None
+    assert object_names(*body(raw)) == ("bench-00", "cm-000250")
+
+
+@pytest.mark.parametrize(
+    ("name", "generate", "ns"),
+    [
+        ('ab\x12\x00\x1a\x02cd"x', "", "ns"),  # reads as name "ab", namespace "cd"
+        ("web", 'x\x1a\x01y"', "ns"),  # reads as generateName "x", namespace "y"
+        ("web", "", 'a"b'),  # reads as namespace "a"
+    ],
+)
+def test_a_name_that_looks_like_the_next_key_is_read_field_by_field(
+    name: str, generate: str, ns: str
+) -> None:
+    """The pattern matches these frames with the wrong bounds; the lengths it checks tell."""
+    meta = {"name": name, "generateName": generate, "namespace": ns, "resourceVersion": "9"}
+    raw = metadata_frame("ADDED", meta)
+    assert watch_protobuf._NAMES_AS_GO_WRITES_THEM.match(*body(raw)) is not None
+    assert object_names(*body(raw)) == (ns, name)
+
+
 # ---------------------------------------------------------------------- the filter
 
 
@@ -159,6 +207,16 @@ def test_the_filter_drops_only_events_that_change_nothing_kept(
         assert skipped == [(raw[6 : 6 + raw[5]].decode(), "7")]
     else:
         assert skipped == []
+
+
+@pytest.mark.parametrize(("what", "raw", "holder", "dropped"), CASES, ids=[c[0] for c in CASES])
+def test_the_list_filter_drops_what_the_watch_filter_drops_of_added_frames(
+    what: str, raw: bytes, holder: Holder, dropped: bool
+) -> None:
+    """``UnkeptListed`` refuses the ADDED frames ``UnkeptEvents`` refuses, and passes every
+    other frame (a streaming list's initial events are ADDED; a MODIFIED one is decoded)."""
+    added = raw.startswith(b"\x0a\x05ADDED", 4)
+    assert UnkeptListed(holder)(*body(raw)) is not (dropped and added)
 
 
 # ---------------------------------------------------------------------- the informer
@@ -393,6 +451,25 @@ def test_the_cache_holds_exactly_what_it_stores() -> None:
     cache.put(key, stored)
     cache.drop_type(CONFIGMAPS)
     assert not cache.holds(CONFIGMAPS, "ns", "a")
+
+
+def test_the_kept_names_follow_the_cache_across_a_dropped_type() -> None:
+    """The filters bind the live set of stored names once per policy set: it follows every
+    put and delete, and a type dropped and listed again (an informer restarted)."""
+    from lifecycle_controller.controller.cache import CachedObject
+    from lifecycle_controller.core.objects.resources import ObjectKey
+
+    cache = MetadataCache()
+    kept = cache.kept_names(CONFIGMAPS)
+    key = ObjectKey(CONFIGMAPS, "ns", "a")
+    cache.put(key, CachedObject.from_metadata(plain("a", "1", **{ANNOTATION: "1h"})))
+    assert ("ns", "a") in kept
+    cache.drop_type(CONFIGMAPS)
+    assert ("ns", "a") not in kept
+    cache.put(key, CachedObject.from_metadata(plain("a", "2", **{ANNOTATION: "1h"})))
+    assert ("ns", "a") in kept
+    cache.delete(key)
+    assert not kept
 
 
 # ---------------------------------------------------------------------- resting after drops

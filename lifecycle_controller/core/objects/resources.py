@@ -78,6 +78,15 @@ class ResourceType:
     def __str__(self) -> str:
         return f"{self.key}/{self.version}"
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        """The fields' hash, computed once: a type keys the cache's maps, looked up for every
+        watch event (equality stays the dataclass's, over the same fields)."""
+        return hash((self.group, self.version, self.resource, self.kind, self.namespaced))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ObjectKey:
