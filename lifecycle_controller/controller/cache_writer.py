@@ -254,20 +254,30 @@ class Holder(Protocol):
 
 
 class UnkeptListed:
-    """The filter of a streaming list's initial events (all ADDED): it refuses, without a
+    """The filter of one streaming list's initial events (all ADDED): it refuses, without a
     word, the frames :class:`UnkeptEvents` refuses, reading only the object's namespace and
-    name (nothing is applied before the list's bookmark, so no resourceVersion is needed)."""
+    name (nothing is applied before the list's bookmark, so no resourceVersion is needed).
 
-    __slots__ = ("_keeper",)
+    The keeper's test is asked once, at the first frame, and kept for the list: a change of
+    the policies that changes what the type's informers keep lists the type again (a new
+    filter); one that does not (an invalid policy coming or going) changes nothing this list
+    may drop, an unannotated object no valid policy may keep, which nothing acts on (the
+    watch after the list asks the keeper at every event again)."""
+
+    __slots__ = ("_asked", "_held", "_keeper")
 
     def __init__(self, keeper: Holder) -> None:
         self._keeper = keeper
+        self._asked = False
+        self._held: HeldTest | None = None
 
     def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
         """True: decode the frame; False: it was dropped."""
         if not raw.startswith(_ADDED, start) or raw.find(_PREFIX_BYTES, start, end) >= 0:
             return True
-        held = self._keeper.held_test()
+        if not self._asked:
+            self._held, self._asked = self._keeper.held_test(), True
+        held = self._held
         if held is None:
             return True
         names = object_names(raw, start, end)

@@ -219,6 +219,27 @@ def test_the_list_filter_drops_what_the_watch_filter_drops_of_added_frames(
     assert UnkeptListed(holder)(*body(raw)) is not (dropped and added)
 
 
+def test_the_list_filter_asks_the_keeper_once_per_list() -> None:
+    """One list keeps the test it was given at its first frame: a change that could change
+    what it drops lists the type again, with a new filter."""
+    asked: list[bool] = []
+
+    @dataclass
+    class Counting(Holder):
+        def held_test(self) -> Callable[[str, str], bool] | None:
+            asked.append(True)
+            return super().held_test()
+
+    holder = Counting(held={("ns", "kept")})
+    listed = UnkeptListed(holder)
+    frames = [metadata_frame("ADDED", plain(name, "1")) for name in ("a", "kept", "b")]
+    assert [listed(*body(raw)) for raw in frames] == [False, True, False]
+    holder.skips = False  # would decode everything from now on
+    assert listed(*body(frames[0])) is False
+    assert asked == [True]
+    assert UnkeptListed(holder)(*body(frames[0])) is True  # the next list asks again
+
+
 # ---------------------------------------------------------------------- the informer
 
 
