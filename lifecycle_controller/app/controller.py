@@ -353,6 +353,7 @@ class Controller:
             on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
             objects=self.kube,
             reads=lambda resource: policies.store.current.reads(resource),
+            held=True,  # until the policies are loaded (released below)
         )
         assert reconciler.policies is not None
         policies.attach(
@@ -370,10 +371,9 @@ class Controller:
         namespace_task: asyncio.Task[None] | None = None
         try:
             watched = await discovery.initial()  # logs an empty watch set itself
-            await policies.load()  # before the first lists, which keep what policies match
+            await self._open_lists_while_loading(informers, policies, watched)
             # After the policies: whether it keeps the Namespaces' labels is known at its list.
             namespace_task = asyncio.create_task(namespaces.run(), name="namespace defaults")
-            await self._watch(informers, added=frozenset(watched), removed=frozenset())
             await breaker.load()  # the latched state, before any worker acts
             await namespaces.wait_synced()  # no action before the namespace defaults are known
             await self._wait_for_lists(informers)
@@ -409,6 +409,25 @@ class Controller:
             await queue.aclose()
             await events.aclose()
             self._pipeline = None
+
+    async def _open_lists_while_loading(
+        self,
+        informers: InformerSet,
+        policies: PolicyPipeline,
+        watched: tuple[ResourceType, ...],
+    ) -> None:
+        """Load the policies while the informers of ``watched`` open their lists, which read
+        nothing until the policies are in: what a list keeps depends on them (docs/
+        reliability.md#start-up). A type whose policies read fields beyond its metadata
+        starts over with them first; then the lists read."""
+        loading = asyncio.create_task(policies.load(), name="lifecycle policies load")
+        try:
+            await self._watch(informers, added=frozenset(watched), removed=frozenset())
+            await loading
+            await informers.reproject()
+        finally:
+            await cancel_and_wait(loading)  # done unless this is cancelled
+            informers.release()
 
     async def _wait_for_lists(self, informers: InformerSet) -> None:
         """Hold the workers until every informer has listed once, as client-go's

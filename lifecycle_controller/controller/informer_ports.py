@@ -11,7 +11,7 @@ counts, and client-go's reflector defaults.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -49,7 +49,8 @@ ResourceGoneHandler = Callable[[ResourceType], None]
 
 
 class MetadataSource(Protocol):
-    """The calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them."""
+    """The calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them
+    (``before_reading`` is passed only when there is one)."""
 
     async def list_metadata(
         self,
@@ -81,6 +82,7 @@ class MetadataSource(Protocol):
         timeout_seconds: int,
         field_selector: str | None = None,
         decode_if: EventFilter | None = None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]: ...
 
 

@@ -24,7 +24,7 @@ watch (``tests/machinery/test_one_informer.py`` checks it).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from lifecycle_controller.controller.informer_ports import MetadataSource, ObjectSource
@@ -75,8 +75,10 @@ class Projection(Protocol):
         timeout_seconds: int,
         field_selector: str | None,
         decode_if: EventFilter | None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """A streaming list (only when :attr:`streams`)."""
+        """A streaming list (only when :attr:`streams`); ``before_reading`` is awaited once
+        the server has answered, before its first event is read."""
         ...
 
     def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -138,13 +140,17 @@ class MetadataProjection:
         timeout_seconds: int,
         field_selector: str | None,
         decode_if: EventFilter | None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
+        extra: dict[str, Any] = _selected(field_selector)
+        if before_reading is not None:
+            extra["before_reading"] = before_reading
         return self.source.watch_list_metadata(
             resource,
             namespace=namespace,
             timeout_seconds=timeout_seconds,
             decode_if=decode_if,
-            **_selected(field_selector),
+            **extra,
         )
 
     def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -207,6 +213,7 @@ class WholeObjects:
         timeout_seconds: int,
         field_selector: str | None,
         decode_if: EventFilter | None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         raise NotImplementedError("whole objects are listed in pages")
 

@@ -74,8 +74,15 @@ class InformerSet:
         on_answered_again: Callable[[], None] | None = None,
         objects: ObjectSource | None = None,
         reads: Callable[[ResourceType], frozenset[tuple[str, ...]]] | None = None,
+        held: bool = False,
     ) -> None:
         self._projection = MetadataProjection(source)
+        #: Set while lists may read: with ``held``, only once :meth:`release` is called (the
+        #: lists of the annotated types wait for the policies; a streaming list opens its
+        #: request meanwhile: docs/reliability.md#start-up).
+        self._released = asyncio.Event()
+        if not held:
+            self._released.set()
         #: Whole objects, for the types whose policies' conditions read beyond metadata
         #: (``reads``: those paths); every other type is metadata-only.
         self._objects = objects
@@ -139,6 +146,7 @@ class InformerSet:
             on_resource_gone=self._on_gone,
             rng=random.Random(self._rng.random()),
             on_answered_again=self._on_answered_again,
+            hold=None if self._released.is_set() else self._released.wait,
         )
         self._informers[(resource, scope)] = informer
         task = asyncio.create_task(informer.run(), name=f"informer {resource} {scope or '*'}")
@@ -156,13 +164,33 @@ class InformerSet:
     async def relist(self, resource: ResourceType) -> None:
         """List ``resource`` again from scratch, keeping its cached objects meanwhile (a
         lifecycle policy that selects it changed: objects to keep may differ)."""
+        for _ in await self._restart(resource):
+            self._metrics.relisted(resource)
+
+    async def _restart(self, resource: ResourceType) -> list[str | None]:
+        """Start the informers of ``resource`` over; return their scopes."""
         tasks = self._tasks.get(resource)
         if not tasks:
-            return
+            return []
         await self._cancel(tasks.values())
         self._tasks[resource] = {scope: self._start(resource, scope) for scope in tasks}
-        for _ in tasks:
-            self._metrics.relisted(resource)
+        return list(tasks)
+
+    def release(self) -> None:
+        """Let held lists read (see ``held``); informers started from now on are not held."""
+        self._released.set()
+
+    async def reproject(self) -> None:
+        """Start over, before they read anything, the held informers whose projection is no
+        longer what :meth:`projection` chooses (the policies, loaded meanwhile, read fields
+        of the type beyond its metadata): nothing of theirs was read, so this is no relist."""
+        for resource in sorted(self._tasks):
+            wanted = _projected(self.projection(resource))
+            if any(
+                _projected(self._informers[(resource, scope)].projection) != wanted
+                for scope in self._tasks[resource]
+            ):
+                await self._restart(resource)
 
     async def stop(self, resource: ResourceType) -> None:
         """Stop the informers of ``resource`` and drop its objects and synced flags."""
@@ -237,6 +265,12 @@ class InformerSet:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+def _projected(projection: Projection) -> tuple[type, frozenset[tuple[str, ...]]]:
+    """What a projection asks for: its kind and the paths it keeps beyond metadata."""
+    paths = projection.paths if isinstance(projection, FieldProjection) else frozenset()
+    return type(projection), paths
 
 
 def _scoped(resource: ResourceType, scope: str | None) -> str:

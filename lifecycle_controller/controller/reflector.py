@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 import structlog
@@ -118,6 +118,7 @@ class Informer:
         field_selector: str | None = None,
         on_answered_again: Callable[[], None] | None = None,
         resource_version: str | None = None,
+        hold: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         if namespace is not None and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it has no namespace scope")
@@ -145,6 +146,9 @@ class Informer:
             rng=self._rng,
         )
         self._resource_version = resource_version
+        #: Awaited before the first list reads anything (then dropped): a streaming list
+        #: opens its request first (:meth:`stream_once`).
+        self._hold = hold
         self._streaming = s.streaming_list and projection.streams and keeper.full_lists
         self._stream_listed = False
         self._lists = 0
@@ -281,6 +285,7 @@ class Informer:
         are gone, and marks it synced. A keeper without :attr:`~Keeper.full_lists` is given
         nothing: one object is asked for, for the resourceVersion. Raises KubeError.
         """
+        await self._held()
         if not self._keeper.full_lists:
             page = await self._list_page(limit=1, continue_token=None, resource_version=None)
             version = str((page.get("metadata") or {}).get("resourceVersion", ""))
@@ -300,6 +305,12 @@ class Informer:
                 consistent = True
                 self._log.info("list continue token expired; listing again")
         return resource_version
+
+    async def _held(self) -> None:
+        """Wait for :attr:`_hold` the first time a list asks (a no-op afterwards)."""
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            await hold()
 
     def _listed(self, resource_version: str, stale: set[Hashable]) -> None:
         """A full list is in: synthesise deletes for ``stale`` keys, mark the keeper synced."""
@@ -377,25 +388,30 @@ class Informer:
         object, kept as a paginated list keeps it; at the bookmark, keys the keeper held
         that were not listed get synthesised deletes and it is synced; after it, events
         apply as in :meth:`watch_once`. Initial objects the keeper would keep nothing of are
-        dropped before they are decoded (docs/architecture.md#informer-loop).
+        dropped before they are decoded (docs/architecture.md#informer-loop). An informer
+        given a ``hold`` opens the request, then waits for it before the first frame is read,
+        and asks the keeper only then what the list keeps.
         Returns how the stream ended; raises KubeError, and TransportError when it ends
         before its initial events do.
         """
         self._stream_listed = False
-        stale = self._keeper.listing()
-        skip_unannotated = not stale and self._keeper.skips_unannotated()
         listing = True
         decode_if = _ListThenWatch(
-            skip_unannotated,
-            self._keeper.unkept_filter(self._skipped, self._settings.watch_rest),
-            self._keeper.listed_filter(),
+            self._keeper, self._keeper.unkept_filter(self._skipped, self._settings.watch_rest)
         )
+        held = self._hold is not None
+
+        async def before_reading() -> None:
+            await self._held()
+            decode_if.prepare(self._keeper)  # what the list keeps, as the keeper says now
+
         stream = self._projection.watch_list(
             self.resource,
             namespace=self.namespace,
             timeout_seconds=self._watch_timeout(),
             field_selector=self._field_selector,
             decode_if=decode_if,
+            before_reading=before_reading if held else None,
         )
         try:
             async for event in stream:
@@ -414,12 +430,14 @@ class Informer:
                 if event_type == "ADDED":
                     part = self._projection.kept(obj)
                     if part is not None:
-                        stale.discard(self._keeper.upsert(part, created=True, listed=True))
+                        decode_if.stale.discard(
+                            self._keeper.upsert(part, created=True, listed=True)
+                        )
                 elif event_type == "BOOKMARK":
                     annotations = metadata.get("annotations") or {}
                     if annotations.get(_INITIAL_EVENTS_END) == "true":
                         listing = decode_if.listing = False
-                        self._listed(str(metadata.get("resourceVersion", "")), stale)
+                        self._listed(str(metadata.get("resourceVersion", "")), decode_if.stale)
                         self._stream_listed = True
                 else:
                     self._apply_event(event_type, obj)
@@ -521,18 +539,23 @@ class _ListThenWatch:
     bookmark) refuses it (and the stream never rests: a list is read as fast as it comes);
     after them, the keeper's unkept filter, resting as it says."""
 
-    __slots__ = ("_listed", "_skip_unannotated", "_unkept", "listing")
+    __slots__ = ("_listed", "_skip_unannotated", "_unkept", "listing", "stale")
 
-    def __init__(
-        self,
-        skip_unannotated: bool,
-        unkept: EventFilter | None,
-        listed: EventFilter | None = None,
-    ) -> None:
-        self._skip_unannotated = skip_unannotated
+    def __init__(self, keeper: Keeper, unkept: EventFilter | None) -> None:
         self._unkept = unkept
-        self._listed = listed
         self.listing = True
+        self.stale: set[Hashable] = set()
+        self._skip_unannotated = False
+        self._listed: EventFilter | None = None
+        self.prepare(keeper)
+
+    def prepare(self, keeper: Keeper) -> None:
+        """What the list keeps, as ``keeper`` says now (again before the first frame when
+        the list was held): the keys it holds (``stale`` until listed again), and the
+        filter of the initial events."""
+        self.stale = keeper.listing()
+        self._skip_unannotated = not self.stale and keeper.skips_unannotated()
+        self._listed = keeper.listed_filter()
 
     @property
     def rest_after_refused(self) -> float:

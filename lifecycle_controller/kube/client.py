@@ -12,7 +12,7 @@ long-running watches from starving ordinary requests or the leader-election rene
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -182,6 +182,7 @@ class KubeClient(ApiExchanges):
         timeout_seconds: int,
         field_selector: str | None = None,
         decode_if: EventFilter | None = None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A streaming list: a metadata-only watch that starts with every current object.
 
@@ -189,7 +190,8 @@ class KubeClient(ApiExchanges):
         resourceVersion: an ADDED event per object as of a consistent read, then a BOOKMARK
         annotated ``k8s.io/initial-events-end``, then ordinary watch events
         (docs/architecture.md#informer-loop). A server without the feature refuses the
-        request (400 or 422).
+        request (400 or 422). ``before_reading``: awaited once the server has answered,
+        before the first event is read (:meth:`stream`).
         """
         query = [
             ("watch", "true"),
@@ -198,7 +200,7 @@ class KubeClient(ApiExchanges):
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
-        return self._watch(resource, namespace, query, field_selector, decode_if)
+        return self._watch(resource, namespace, query, field_selector, decode_if, before_reading)
 
     async def _watch(
         self,
@@ -207,13 +209,18 @@ class KubeClient(ApiExchanges):
         query: list[tuple[str, str]],
         field_selector: str | None,
         decode_if: EventFilter | None = None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Protobuf first (docs/architecture.md#protobuf-watches), JSON once it failed."""
         if field_selector:
             query.append(("fieldSelector", field_selector))
         accept = ACCEPT_METADATA if resource in self._json_watches else ACCEPT_METADATA_WATCH
         events = self.stream(
-            resource.collection_path(namespace), query=query, accept=accept, decode_if=decode_if
+            resource.collection_path(namespace),
+            query=query,
+            accept=accept,
+            decode_if=decode_if,
+            before_reading=before_reading,
         )
         try:
             async with aclosing(events):

@@ -17,7 +17,7 @@ Both yield the same dicts.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -262,13 +262,17 @@ class ApiExchanges:
         accept: str = JSON,
         idle_timeout: float | None = None,
         decode_if: EventFilter | None = None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Open a watch and yield each event; a silence over ``idle_timeout`` ends it.
 
         The events are read as the server sent them, JSON lines or protobuf frames; those
-        refused by ``decode_if`` are dropped undecoded (:func:`watch_events`). Ends
-        normally when the server closes the stream; raises TransportError when the
-        connection breaks or stays silent too long, and KubeError for a non-2xx answer.
+        refused by ``decode_if`` are dropped undecoded (:func:`watch_events`). Once the
+        server has answered, ``before_reading`` (if given) is awaited before anything of the
+        body is read: meanwhile the server streams into the connection's buffers and its
+        owner decides what ``decode_if`` refuses. Ends normally when the server closes the
+        stream; raises TransportError when the connection breaks or stays silent too long,
+        and KubeError for a non-2xx answer.
         """
         idle = idle_timeout or self.timeouts.watch_idle
         async with self._open(
@@ -279,6 +283,8 @@ class ApiExchanges:
             deadlines=Deadlines(None, self.timeouts.connect, idle),
             pool="watches",
         ) as response:
+            if before_reading is not None:
+                await before_reading()
             async for event in watch_events(response, what=f"watch {path}", decode_if=decode_if):
                 yield event
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 import random
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ import pytest
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.cache_writer import CacheWriter
-from lifecycle_controller.controller.informer_projection import MetadataProjection
+from lifecycle_controller.controller.informer_projection import FieldProjection, MetadataProjection
 from lifecycle_controller.controller.informers import ChangeKind, InformerSet, InformerSettings
 from lifecycle_controller.controller.reflector import Informer, WatchEnd
 from lifecycle_controller.core.objects.resources import ObjectKey
@@ -38,6 +38,7 @@ from lifecycle_controller.machinery.backoff import Backoff
 from tests.doubles.fakeclock import FakeClock
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
+SECRETS = ResourceType("", "v1", "secrets", "Secret", namespaced=True)
 ANNOTATION = "lifecycle.cezary.dev/delete-after"
 
 Script = dict[str, Any] | list[dict[str, Any] | Exception] | Exception
@@ -135,8 +136,10 @@ class FakeSource:
         timeout_seconds: int,
         field_selector: str | None = None,
         decode_if: EventFilter | None = None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         self.stream_calls.append({"ns": namespace, "t": timeout_seconds})
+        assert before_reading is None, "no list of these tests is held"
         if not self.streams:
             refused = Unprocessable(422, {"message": "sendInitialEvents is forbidden"})
             return self._stream(refused)
@@ -511,6 +514,63 @@ async def test_set_scopes_per_namespace_and_cluster_wide(h: Harness, no_leaked_t
         await informers.stop(CONFIGMAPS)
         assert informers.running() == {NAMESPACES}
         assert not h.cache.is_synced(CONFIGMAPS, "a")
+
+
+@dataclass
+class WholeSource:
+    """Whole objects: every list is empty, every watch blocks."""
+
+    lists: int = 0
+
+    async def list_objects(self, resource: ResourceType, **kwargs: Any) -> dict[str, Any]:
+        self.lists += 1
+        return page("1")
+
+    async def watch_objects(self, resource: ResourceType, **kwargs: Any) -> AsyncIterator[Any]:
+        await asyncio.Event().wait()
+        yield {}  # pragma: no cover - never reached
+
+
+async def test_held_lists_read_once_released_with_the_projection_chosen_then(
+    h: Harness, no_leaked_tasks: None
+) -> None:
+    """At start the informers are held while the policies load: no list reads. A type whose
+    policies turn out to read beyond its metadata starts over with those paths before it
+    reads (not counted as a relist); once released, every list reads, each as chosen."""
+    reads: dict[ResourceType, frozenset[tuple[str, ...]]] = {}
+    objects, metrics = WholeSource(), CountingMetrics()
+    informers = InformerSet(
+        source=h.source,
+        cache=h.cache,
+        on_object_change=h.recorder,
+        clock=h.clock,
+        settings=SETTINGS,
+        metrics=metrics,
+        objects=objects,
+        reads=lambda resource: reads.get(resource, frozenset()),
+        held=True,
+    )
+    async with informers:
+        await informers.ensure([CONFIGMAPS, NAMESPACES])
+        await h.clock.settle()
+        assert (h.source.list_calls, objects.lists, informers.synced()) == ([], 0, False)
+        reads[CONFIGMAPS] = frozenset({("data",)})  # the policies are in
+        await informers.reproject()
+        kinds = {i.resource: i.projection for i in informers.informers()}
+        configmaps = kinds[CONFIGMAPS]
+        assert isinstance(configmaps, FieldProjection)
+        assert configmaps.paths == {("data",)}
+        assert isinstance(kinds[NAMESPACES], MetadataProjection)
+        await h.clock.settle()
+        assert (h.source.list_calls, objects.lists) == ([], 0)
+        informers.release()
+        await h.clock.settle()
+        assert (len(h.source.list_calls), objects.lists) == (1, 1)  # Namespaces; ConfigMaps
+        assert informers.synced()
+        assert metrics.relists == 0
+        await informers.ensure([SECRETS])  # started after the release: not held
+        await h.clock.settle()
+        assert len(h.source.list_calls) == 2
 
 
 async def test_the_set_is_not_synced_before_its_initial_watch_set(

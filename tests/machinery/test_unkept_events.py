@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,6 +252,8 @@ class FrameSource:
     decoded: list[str] = field(default_factory=list)
     #: Streaming lists, each a body read by the real reader.
     streams: list[ScriptedBody] = field(default_factory=list)
+    #: Streaming lists opened (answered, not necessarily read).
+    opened: int = 0
 
     async def list_metadata(self, resource: ResourceType, **kwargs: Any) -> dict[str, Any]:
         return self.lists.pop(0)
@@ -262,14 +264,25 @@ class FrameSource:
         return self._read(self.watches.pop(0), decode_if)
 
     def watch_list_metadata(
-        self, resource: ResourceType, *, decode_if: EventFilter | None = None, **kwargs: Any
+        self,
+        resource: ResourceType,
+        *,
+        decode_if: EventFilter | None = None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         assert self.streams, "paged lists only"
-        return self._stream(self.streams.pop(0), decode_if)
+        return self._stream(self.streams.pop(0), decode_if, before_reading)
 
     async def _stream(
-        self, body: ScriptedBody, decode_if: EventFilter | None
+        self,
+        body: ScriptedBody,
+        decode_if: EventFilter | None,
+        before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
+        self.opened += 1  # the request is answered: as the client does, then wait
+        if before_reading is not None:
+            await before_reading()
         async for event in protobuf_events(body, what="watch", decode_if=decode_if):
             self.decoded.append(event["object"].get("metadata", {}).get("name", ""))
             yield event
@@ -327,8 +340,22 @@ class Naming(Selecting):
         return lambda namespace, name: name in names
 
 
+@dataclass
+class Arriving(Naming):
+    """Policies that name objects, in force once they have :attr:`arrived`."""
+
+    arrived: bool = False
+
+    def watches(self, resource: ResourceType) -> bool:
+        return self.arrived and super().watches(resource)
+
+
 def informer_on(
-    source: FrameSource, cache: MetadataCache, recorder: Recorder, seen: list[int] | None = None
+    source: FrameSource,
+    cache: MetadataCache,
+    recorder: Recorder,
+    seen: list[int] | None = None,
+    hold: Callable[[], Awaitable[object]] | None = None,
 ) -> tuple[Informer, CountingMetrics]:
     metrics = CountingMetrics()
     on_seen = None if seen is None else (lambda: seen.append(1))
@@ -342,6 +369,7 @@ def informer_on(
         metrics=metrics,
         settings=SETTINGS,
         rng=random.Random(1),
+        hold=hold,
     )
     return informer, metrics
 
@@ -421,6 +449,32 @@ async def test_a_streaming_list_decodes_only_what_it_may_keep_and_counts_nothing
     assert cache.holds(CONFIGMAPS, "ns", "annotated")
     assert metrics.events == []
     assert informer.resource_version == "62288"  # the bookmark's
+
+
+async def test_a_held_list_opens_its_request_and_reads_once_released() -> None:
+    """A held streaming list (the annotated types' at start, while the policies load)
+    opens its request at once, reads nothing until released, and asks the keeper only then
+    what the list keeps: here what policies that came in meanwhile name."""
+    body = ScriptedBody(
+        metadata_frame("ADDED", plain("other", "1")),
+        metadata_frame("ADDED", plain("named", "2")),
+        REAL_BOOKMARK,
+    )
+    source = FrameSource([], [], streams=[body])
+    policies = Arriving(frozenset({"named"}))
+    cache = MetadataCache(policies)  # none yet: no unannotated object would be decoded
+    released = asyncio.Event()
+    informer, _ = informer_on(source, cache, Recorder(), hold=released.wait)
+    listing = asyncio.create_task(informer.stream_once())
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert (source.opened, body.reads, informer.synced) == (1, 0, False)
+    policies.arrived = True
+    released.set()
+    await asyncio.wait_for(listing, 5)
+    assert source.decoded == ["named", ""]  # "": the bookmark
+    assert cache.holds(CONFIGMAPS, "ns", "named")
+    assert informer.synced
 
 
 async def test_a_relist_decodes_what_the_cache_holds_and_drops_the_rest() -> None:
