@@ -56,7 +56,9 @@ class InformerSet:
 
     With ``namespaces`` (exact names, docs/behaviour.md#read-scoping) every namespaced type
     gets one informer per namespace, so namespaced Roles suffice; cluster-scoped types are
-    always watched cluster-wide. ``None`` means cluster-wide for every type.
+    always watched cluster-wide. ``None`` means cluster-wide for every type. With ``held``,
+    the informers started before :meth:`release` open their lists but read nothing until
+    then (docs/reliability.md#start-up).
     """
 
     def __init__(

@@ -226,6 +226,17 @@ class Harness:
     metrics: CountingMetrics = field(default_factory=CountingMetrics)
     gone: list[ResourceType] = field(default_factory=list)
 
+    def informer_set(self, **extra: Any) -> InformerSet:
+        """An informer set on this harness's source, cache, recorder and clock."""
+        return InformerSet(
+            source=self.source,
+            cache=self.cache,
+            on_object_change=self.recorder,
+            clock=self.clock,
+            settings=SETTINGS,
+            **extra,
+        )
+
     def informer(
         self, namespace: str | None = None, settings: InformerSettings = SETTINGS
     ) -> Informer:
@@ -539,12 +550,7 @@ async def test_held_lists_read_once_released_with_the_projection_chosen_then(
     reads (not counted as a relist); once released, every list reads, each as chosen."""
     reads: dict[ResourceType, frozenset[tuple[str, ...]]] = {}
     objects, metrics = WholeSource(), CountingMetrics()
-    informers = InformerSet(
-        source=h.source,
-        cache=h.cache,
-        on_object_change=h.recorder,
-        clock=h.clock,
-        settings=SETTINGS,
+    informers = h.informer_set(
         metrics=metrics,
         objects=objects,
         reads=lambda resource: reads.get(resource, frozenset()),
@@ -592,14 +598,7 @@ async def test_set_keeps_other_informers_running_and_restarts_gone_ones(
 ) -> None:
     h.source.lists.append(NotFound(404, {}))
     gone: list[ResourceType] = []
-    informers = InformerSet(
-        source=h.source,
-        cache=h.cache,
-        on_object_change=h.recorder,
-        clock=h.clock,
-        settings=SETTINGS,
-        on_resource_gone=gone.append,
-    )
+    informers = h.informer_set(on_resource_gone=gone.append)
     async with informers:
         await informers.ensure([CONFIGMAPS, NAMESPACES])
         await h.clock.settle()
