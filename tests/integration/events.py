@@ -8,7 +8,8 @@ Deployments too). Views of it:
 - :func:`event_records`: :class:`EventRecord` with the series count, of every reporter's
   Events (the restart scenarios assert that nobody warned, kube-controller-manager included);
 
-and waits for an Event with a given reason (:func:`wait_event`, :func:`wait_for_event`).
+and waits for an Event with a given reason (:func:`wait_event`, :func:`wait_for_event`) or
+for the one Event an action writes (:func:`sole_event`).
 """
 
 from __future__ import annotations
@@ -108,6 +109,25 @@ async def wait_event(
 
     await eventually(present, within=within, what=f"a {reason} Event about {name}")
     return seen
+
+
+async def sole_event(
+    kube: KubeClient, namespace: str, name: str, *, within: float = 10
+) -> dict[str, Any]:
+    """The one Event the controller wrote about ``name``, as the API returns it.
+
+    Waits for it first: an action's Event follows the action by a moment (see
+    :func:`events_of`), so a test that has just seen an object go may read before it is
+    written. Then reads until settled and fails unless there is exactly one.
+    """
+
+    async def written() -> bool:
+        return bool(await list_events(kube, namespace, name))
+
+    await eventually(written, within=within, what=f"an Event about {name}")
+    events = await settled(lambda: list_events(kube, namespace, name))
+    assert len(events) == 1, events
+    return events[0]
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ async def test_changing_the_namespace_re_evaluates_its_objects(
     await wait_event(kube, namespace, "later", "DryRunDelete")
     await annotate_namespace(kube, namespace, **{DRY_RUN: None})
     await wait_gone(kube, CONFIGMAPS, namespace, "later", within=15)
-    reasons = [reason for _, reason, _ in await events_of(kube, namespace, "later")]
+    reasons = [reason for _, reason, _ in await wait_event(kube, namespace, "later", "Deleted")]
     assert reasons == ["DryRunDelete", "Deleted"]
 
 

@@ -27,7 +27,7 @@ import pytest
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import CRDS, NAMESPACES, KubeClient, NotFound, ResourceType
 from tests.integration.controller import StartController
-from tests.integration.events import events_of, list_events, wait_event
+from tests.integration.events import events_of, list_events, sole_event, wait_event
 from tests.integration.faults import configmap_edit, interfere, label_bump
 from tests.integration.keys import (
     CONTROLLER,
@@ -345,7 +345,7 @@ async def test_as_15_unrelated_updates_leave_delete_at_alone(
         assert annotations_of(obj)[DELETE_AT] == deadline
     await wait_gone(kube, CONFIGMAPS, namespace, "cm")
     assert time.time() >= epoch(deadline)
-    assert await events_of(kube, namespace, "cm") == [
+    assert await wait_event(kube, namespace, "cm", "Deleted") == [
         ("Normal", "Deleted", f"Resource deleted based on delete-at annotation: {deadline}")
     ]
 
@@ -386,7 +386,7 @@ async def test_as_17_future_delete_at_waits_for_the_deadline(
         assert await read(kube, CONFIGMAPS, namespace, "cm") is not None, "deleted too early"
         await asyncio.sleep(0.1)
     await wait_gone(kube, CONFIGMAPS, namespace, "cm", within=5)
-    (event,) = await list_events(kube, namespace, "cm")
+    event = await sole_event(kube, namespace, "cm")
     assert event["reason"] == "Deleted"
     acted = calendar.timegm(time.strptime(event["eventTime"][:19], "%Y-%m-%dT%H:%M:%S"))
     assert deadline <= acted <= deadline + 2, event["eventTime"]
@@ -642,7 +642,7 @@ async def test_as_21_custom_resources_are_deleted(
         },
     )
     await wait_gone(kube, widgets, namespace, "w")
-    (event,) = await list_events(kube, namespace, "w")
+    event = await sole_event(kube, namespace, "w")
     assert event["reason"] == "Deleted"
     assert event["regarding"]["apiVersion"] == widgets.api_version
     assert event["regarding"]["kind"] == "Widget"
