@@ -6,6 +6,9 @@ table (``config/flags.py``: name, default, help, kind). Every ``run`` flag can a
 an environment variable ``LIFECYCLE_<FLAG>`` (``--watch-resource`` → ``LIFECYCLE_WATCH_RESOURCE``;
 lists are comma-separated). Boolean flags follow Go's syntax: ``--dry-run`` or
 ``--dry-run=false``. Invalid configuration exits 1 with one line saying what is wrong.
+The operator tools (``plan``, ``status``, ``explain``, ``breaker``, ``policies``) are imported
+only when one is called (:class:`~lifecycle_controller.tools.click_shell.LazyGroup`), so a
+controller's start does not load them.
 """
 
 from __future__ import annotations
@@ -19,18 +22,54 @@ import click
 from lifecycle_controller import __version__
 from lifecycle_controller.config import RUN_FLAGS as RUN_FLAGS
 from lifecycle_controller.config import Flag as Flag
-from lifecycle_controller.tools.breaker import breaker_command
-from lifecycle_controller.tools.commands import (
-    explain_command,
-    invoke,
-    plan_command,
-    status_command,
+from lifecycle_controller.tools.click_shell import LazyGroup, apply_flags, invoke
+
+
+def _plan() -> click.Command:
+    from lifecycle_controller.tools.commands import plan_command
+
+    return plan_command
+
+
+def _status() -> click.Command:
+    from lifecycle_controller.tools.commands import status_command
+
+    return status_command(kubectl_namespaces=False)
+
+
+def _explain() -> click.Command:
+    from lifecycle_controller.tools.commands import explain_command
+
+    return explain_command
+
+
+def _breaker() -> click.Command:
+    from lifecycle_controller.tools.breaker import breaker_command
+
+    return breaker_command
+
+
+def _policies() -> click.Command:
+    from lifecycle_controller.tools.policy_commands import policies_command
+
+    return policies_command(kubectl_namespaces=False)
+
+
+#: The operator tools, imported only when one is asked for: ``run`` starts without them.
+TOOLS = {
+    "plan": _plan,
+    "status": _status,
+    "explain": _explain,
+    "breaker": _breaker,
+    "policies": _policies,
+}
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=TOOLS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-from lifecycle_controller.tools.options import apply_flags
-from lifecycle_controller.tools.policy_commands import policies_command
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli() -> None:
     """Carry out lifecycle.cezary.dev annotations: timed deletes and workload restarts."""
 
@@ -57,13 +96,6 @@ def run(**values: Any) -> None:
     from lifecycle_controller.app import run_controller
 
     sys.exit(run_controller(settings))
-
-
-cli.add_command(plan_command)
-cli.add_command(status_command(kubectl_namespaces=False))
-cli.add_command(explain_command)
-cli.add_command(breaker_command)
-cli.add_command(policies_command(kubectl_namespaces=False))
 
 
 @cli.command()

@@ -51,7 +51,7 @@ streaming list's initial events come, :class:`UnkeptListed` applies the same tes
 ADDED frame and drops it without a word (nothing is applied before the list's bookmark), so a
 list with policies decodes only the objects a policy may keep; it reads only the namespace
 and name, in one pattern match for a frame laid out as Go writes it
-(:func:`~lifecycle_controller.kube.watch_protobuf.object_names`), since no resourceVersion is
+(:func:`~lifecycle_controller.kube.frame_names.object_names`), since no resourceVersion is
 needed there.
 """
 
@@ -74,7 +74,12 @@ from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.policy.in_force import NameTest
 from lifecycle_controller.kube import EventFilter, ResourceType
-from lifecycle_controller.kube.watch_protobuf import object_identity, object_names
+from lifecycle_controller.kube.frame_names import (
+    object_identity,
+    object_names,
+    skip_unkept_frames,
+)
+from lifecycle_controller.kube.watch_protobuf import FrameSkipper
 
 __all__ = ["CacheWriter", "HeldTest", "Holder", "UnkeptEvents", "UnkeptListed"]
 
@@ -275,13 +280,30 @@ class UnkeptListed:
         """True: decode the frame; False: it was dropped."""
         if not raw.startswith(_ADDED, start) or raw.find(_PREFIX_BYTES, start, end) >= 0:
             return True
-        if not self._asked:
-            self._held, self._asked = self._keeper.held_test(), True
-        held = self._held
+        held = self._held_test()
         if held is None:
             return True
         names = object_names(raw, start, end)
         return names is None or held(*names)
+
+    @property
+    def skipper(self) -> FrameSkipper:
+        """The same test over a run of frames (a
+        :class:`~lifecycle_controller.kube.watch_protobuf.SkippingFilter`)."""
+        return self.skip
+
+    def skip(self, buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
+        """Drop the frames from ``start`` that :meth:`__call__` would drop, up to the first it
+        would not (:func:`~lifecycle_controller.kube.watch_protobuf.skip_unkept_frames`)."""
+        held = self._held_test()
+        if held is None:
+            return start, 0
+        return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, held=held)
+
+    def _held_test(self) -> HeldTest | None:
+        if not self._asked:
+            self._held, self._asked = self._keeper.held_test(), True
+        return self._held
 
 
 class UnkeptEvents:

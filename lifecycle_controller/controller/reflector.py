@@ -76,7 +76,9 @@ from lifecycle_controller.kube import (
     TransportError,
     is_added_event,
 )
+from lifecycle_controller.kube.frame_names import skip_unkept_frames
 from lifecycle_controller.kube.paging import pages
+from lifecycle_controller.kube.watch_protobuf import FrameSkipper, SkippingFilter
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.machinery.tasks import being_cancelled
@@ -539,7 +541,7 @@ class _ListThenWatch:
     bookmark) refuses it (and the stream never rests: a list is read as fast as it comes);
     after them, the keeper's unkept filter, resting as it says."""
 
-    __slots__ = ("_listed", "_skip_unannotated", "_unkept", "listing", "stale")
+    __slots__ = ("_listed", "_skip_unannotated", "_skipper", "_unkept", "listing", "stale")
 
     def __init__(self, keeper: Keeper, unkept: EventFilter | None) -> None:
         self._unkept = unkept
@@ -547,6 +549,7 @@ class _ListThenWatch:
         self.stale: set[Hashable] = set()
         self._skip_unannotated = False
         self._listed: EventFilter | None = None
+        self._skipper: FrameSkipper | None = None
         self.prepare(keeper)
 
     def prepare(self, keeper: Keeper) -> None:
@@ -556,6 +559,18 @@ class _ListThenWatch:
         self.stale = keeper.listing()
         self._skip_unannotated = not self.stale and keeper.skips_unannotated()
         self._listed = keeper.listed_filter()
+        if self._skip_unannotated:
+            self._skipper = _skip_unannotated
+        elif isinstance(self._listed, SkippingFilter):
+            self._skipper = self._listed.skipper
+        else:
+            self._skipper = None
+
+    @property
+    def skipper(self) -> FrameSkipper | None:
+        """While the initial events come, the list filter's over a run of frames
+        (:class:`~lifecycle_controller.kube.watch_protobuf.SkippingFilter`); then none."""
+        return self._skipper if self.listing else None
 
     @property
     def rest_after_refused(self) -> float:
@@ -569,6 +584,11 @@ class _ListThenWatch:
         if self._skip_unannotated:
             return not is_added_event(raw, start) or raw.find(_PREFIX_BYTES, start, end) >= 0
         return self._listed is None or self._listed(raw, start, end)  # it passes non-ADDED
+
+
+def _skip_unannotated(buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
+    """The run of ADDED frames without a lifecycle annotation from ``start``, dropped."""
+    return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, held=None)
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

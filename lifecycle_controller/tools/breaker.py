@@ -26,7 +26,7 @@ from lifecycle_controller.kube import KubeClient, KubeError, NotFound
 from lifecycle_controller.kube.breaker_store import breaker_name, find_breaker
 from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.machinery.clock import RealClock
-from lifecycle_controller.tools.options import apply_flags
+from lifecycle_controller.tools.click_shell import apply_flags
 
 __all__ = ["breaker_command", "describe_breaker"]
 

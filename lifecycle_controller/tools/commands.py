@@ -12,25 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import click
 
+from lifecycle_controller.tools.click_shell import apply_flags
 from lifecycle_controller.tools.options import (
     CONTROLLER_FLAGS,
     OutputOption,
-    apply_flags,
     cluster_options,
     controller_settings,
 )
 
 __all__ = [
     "EXIT_PROBLEMS",
-    "EXIT_USAGE",
     "NOW_OPTION",
     "explain_command",
-    "invoke",
     "namespace_options",
     "now_ns_of",
     "plan_command",
@@ -39,8 +36,6 @@ __all__ = [
 
 #: ``plan`` found objects with problems.
 EXIT_PROBLEMS = 1
-#: A tool was called wrongly.
-EXIT_USAGE = 2
 
 NOW_OPTION = click.option(
     "--now", default="", help="Evaluate at this RFC3339 time instead of the clock."
@@ -219,20 +214,3 @@ def explain_command(
         )
     )
     click.echo(text)
-
-
-def invoke(group: click.Group, prog: str, argv: Sequence[str], *, exit_1_for: str = "") -> None:
-    """Run ``group`` as a program: one-line errors, exit 2 for usage errors.
-
-    A usage error of the sub-command ``exit_1_for`` exits 1 instead (``run``, as the
-    reference controller does for invalid configuration).
-    """
-    args = list(argv)
-    try:
-        group.main(args=args, prog_name=prog, standalone_mode=False)
-    except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as error:
-        click.echo(f"{prog}: {error.format_message()}", err=True)
-        usage = isinstance(error, click.UsageError) and not (args and args[0] == exit_1_for)
-        sys.exit(EXIT_USAGE if usage else 1)

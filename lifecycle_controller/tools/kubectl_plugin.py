@@ -19,9 +19,9 @@ import sys
 import click
 
 from lifecycle_controller import __version__
+from lifecycle_controller.tools.click_shell import invoke
 from lifecycle_controller.tools.commands import (
     explain_command,
-    invoke,
     plan_command,
     status_command,
 )

@@ -34,7 +34,6 @@ __all__ = [
     "CONTROLLER_FLAGS",
     "ControllerView",
     "OutputOption",
-    "apply_flags",
     "cluster_options",
     "controller_settings",
     "controller_view",
@@ -96,50 +95,6 @@ def controller_view(settings: Settings) -> ControllerView:
         ),
         default_limit=settings.actions.policy_default_limit,
     )
-
-
-class _CommaList(click.ParamType[str]):
-    """A string option whose environment variable holds a comma-separated list."""
-
-    name = "list"
-    envvar_list_splitter = ","
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        return str(value)
-
-
-def apply_flags(flags: tuple[Flag, ...]) -> Callable[[F], F]:
-    """Click options for ``flags``: lists repeatable, booleans in Go's syntax, env vars."""
-
-    def decorate(function: F) -> F:
-        for flag in reversed(flags):
-            names = [f"--{flag.name}", flag.dest]
-            common: dict[str, Any] = {
-                "envvar": flag.envvar,
-                "help": flag.help,
-                "hidden": flag.hidden,
-                "show_envvar": True,
-            }
-            if flag.kind == "list":
-                option = click.option(*names, type=_CommaList(), multiple=True, **common)
-            elif flag.kind == "bool":
-                option = click.option(
-                    *names,
-                    is_flag=False,
-                    flag_value="true",
-                    default=flag.default,
-                    show_default=True,
-                    metavar="[BOOL]",
-                    **common,
-                )
-            else:
-                option = click.option(
-                    *names, default=flag.default, show_default=bool(flag.default), **common
-                )
-            function = option(function)
-        return function
-
-    return decorate
 
 
 def controller_settings(values: Mapping[str, Any]) -> ControllerView:

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from lifecycle_controller.tools.click_shell import apply_flags
 from lifecycle_controller.tools.commands import (
     EXIT_PROBLEMS,
     NOW_OPTION,
@@ -26,7 +27,6 @@ from lifecycle_controller.tools.options import (
     CONTROLLER_FLAGS,
     ControllerView,
     OutputOption,
-    apply_flags,
     cluster_options,
     controller_settings,
 )

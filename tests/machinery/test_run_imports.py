@@ -3,7 +3,8 @@
 Start-up time and memory are mostly imports, so the heavy libraries that only some
 configurations need stay out of the common path: kubernetes-asyncio's generated client
 (only for kubeconfigs that need its loader), cryptography (only for a self-signed metrics
-certificate) and croniter (only once a ``restart-cron`` is evaluated); rich, which structlog
+certificate) and croniter (only once a ``restart-cron`` is evaluated), and so do the operator
+tools (``plan``, ``status``...: loaded when one is called); rich, which structlog
 would import for tracebacks the controller does not print, is hidden from it by the console
 script (docs/performance.md#start-up-imports). A fresh interpreter imports what ``run``
 imports and reports which of them got loaded.
@@ -26,6 +27,13 @@ def fresh_interpreter(probe: str) -> Any:
 
 
 LAZY = ("kubernetes_asyncio.client", "cryptography", "croniter", "cel", "rich", "pygments")
+TOOLS = (
+    "lifecycle_controller.tools.commands",
+    "lifecycle_controller.tools.options",
+    "lifecycle_controller.tools.breaker",
+    "lifecycle_controller.tools.policy_commands",
+    "lifecycle_controller.core.tooling.plan",
+)
 
 
 def test_the_run_path_leaves_the_heavy_optional_libraries_unloaded() -> None:
@@ -34,9 +42,33 @@ def test_the_run_path_leaves_the_heavy_optional_libraries_unloaded() -> None:
         "from lifecycle_controller.entry import import_structlog_without_rich\n"
         "import_structlog_without_rich()\n"
         "import lifecycle_controller.cli, lifecycle_controller.app\n"
-        f"print(json.dumps([m for m in {list(LAZY)!r} if m in sys.modules]))\n"
+        f"print(json.dumps([m for m in {list(LAZY + TOOLS)!r} if m in sys.modules]))\n"
     )
     assert fresh_interpreter(probe) == []
+
+
+def test_each_tool_loads_when_called_and_every_command_is_listed() -> None:
+    probe = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from lifecycle_controller.cli import TOOLS, cli\n"
+        "runner = CliRunner()\n"
+        "status = runner.invoke(cli, ['status', '--help'])\n"
+        "after_status = [m for m in sys.modules if m.startswith('lifecycle_controller.tools.')]\n"
+        "listing = runner.invoke(cli, ['--help']).output\n"
+        "print(json.dumps([status.exit_code, 'Usage: cli status' in status.output,"
+        " sorted(after_status), all(f'  {name} ' in listing for name in TOOLS)]))\n"
+    )
+    assert fresh_interpreter(probe) == [
+        0,
+        True,
+        [
+            "lifecycle_controller.tools.click_shell",
+            "lifecycle_controller.tools.commands",
+            "lifecycle_controller.tools.options",
+        ],
+        True,
+    ]
 
 
 def test_the_lazy_libraries_still_load_when_needed() -> None:

@@ -28,13 +28,9 @@ from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.policy.in_force import NameTest, never_kept, object_view
 from lifecycle_controller.core.policy.match import ObjectView
-from lifecycle_controller.kube import EventFilter, ResourceType, watch_protobuf
-from lifecycle_controller.kube.watch_protobuf import (
-    decode_watch_event,
-    object_identity,
-    object_names,
-    protobuf_events,
-)
+from lifecycle_controller.kube import EventFilter, ResourceType, frame_names
+from lifecycle_controller.kube.frame_names import object_identity, object_names
+from lifecycle_controller.kube.watch_protobuf import decode_watch_event, protobuf_events
 from tests.doubles.fakeclock import FakeClock
 from tests.machinery.test_informers import CONFIGMAPS, SETTINGS, CountingMetrics, Recorder
 from tests.machinery.test_watch_lines import reader
@@ -85,10 +81,10 @@ def test_the_unrolled_read_agrees_with_the_field_loop(name: str, ns: str, rv: st
     what the loop over its fields gives, and declines (None) only for a field of 128 bytes or
     more."""
     raw = metadata_frame("ADDED", {"name": name, "namespace": ns, "resourceVersion": rv})
-    located = watch_protobuf._metadata_as_go_writes_it(*body(raw))
+    located = frame_names._metadata_as_go_writes_it(*body(raw))
     assert located is not None
-    fast = watch_protobuf._identity_as_go_writes_it(bytearray(raw), *located)
-    assert fast == watch_protobuf._identity_fields(bytearray(raw), *located) or fast is None
+    fast = frame_names._identity_as_go_writes_it(bytearray(raw), *located)
+    assert fast == frame_names._identity_fields(bytearray(raw), *located) or fast is None
     short = len(name.encode()) < 128 and len(ns.encode()) < 128
     assert (fast is not None) == short
 
@@ -96,9 +92,9 @@ def test_the_unrolled_read_agrees_with_the_field_loop(name: str, ns: str, rv: st
 def test_the_unrolled_read_takes_a_real_api_server_frame() -> None:
     """A ConfigMap's ADDED frame of a streaming list, as a real API server sent it."""
     raw = REAL_CONFIGMAP_ADDED
-    located = watch_protobuf._metadata_as_go_writes_it(*body(raw))
+    located = frame_names._metadata_as_go_writes_it(*body(raw))
     assert located is not None
-    unrolled = watch_protobuf._identity_as_go_writes_it(bytearray(raw), *located)
+    unrolled = frame_names._identity_as_go_writes_it(bytearray(raw), *located)
     assert unrolled == ("cm-000250", "bench-00", "522")
     assert object_identity(*body(raw)) == ("cm-000250", "bench-00", "522")
 
@@ -142,7 +138,7 @@ def test_names_are_what_the_decoder_reads(name: str, generate: str, ns: str) -> 
 
 def test_names_of_a_real_api_server_frame_take_one_match() -> None:
     raw = REAL_CONFIGMAP_ADDED
-    assert watch_protobuf._NAMES_AS_GO_WRITES_THEM.match(*body(raw)) is not None
+    assert frame_names._NAMES_AS_GO_WRITES_THEM.match(*body(raw)) is not None
     assert object_names(*body(raw)) == ("bench-00", "cm-000250")
 
 
@@ -160,7 +156,7 @@ def test_a_name_that_looks_like_the_next_key_is_read_field_by_field(
     """The pattern matches these frames with the wrong bounds; the lengths it checks tell."""
     meta = {"name": name, "generateName": generate, "namespace": ns, "resourceVersion": "9"}
     raw = metadata_frame("ADDED", meta)
-    assert watch_protobuf._NAMES_AS_GO_WRITES_THEM.match(*body(raw)) is not None
+    assert frame_names._NAMES_AS_GO_WRITES_THEM.match(*body(raw)) is not None
     assert object_names(*body(raw)) == (ns, name)
 
 
