@@ -4,9 +4,15 @@ without them.
     python -m benchmarks.policies_many --objects 20000 --policies 1000 --output benchmarks/results/
 
 One control plane with the chart's policy CRDs and N ConfigMaps of 512 B over 50 namespaces.
-Each round measures the list floor, then starts ``lifecycle-controller run
---watch-resource=configmaps`` as a separate process and measures the time to /readyz, then its
-CPU while idle (after the reconciles that follow ready are done).
+Each round alternates ``--starts`` list floors with as many starts of ``lifecycle-controller
+run --watch-resource=configmaps`` as a separate process, each timed to /readyz (all but the
+last stopped once ready), then measures the last one's CPU while idle (after the reconciles
+that follow ready are done). The headline ratio is the median of every start of a mode over
+the median of every floor (the ratio of the medians): one floor is as noisy as one start on
+a 2-core machine (the API server streams a large list at one of two speeds), so a round's
+own ratio, also reported, swings with which speed each of its two samples hit. A mode's
+first round waits ``--settle`` seconds after what was just written (100,000 ConfigMaps or
+1,000 policies), which the API server and etcd are still digesting.
 
 The floor is everything the controller must list before it is ready, done by a plain client
 in a process of its own (:mod:`benchmarks.floor_list`), timed from just before that process
@@ -159,27 +165,50 @@ async def start_floor(kubeconfig: Path) -> float:
     return round(float(floor["done_at"]) - spawned, 3)
 
 
+async def _paired_starts(
+    plane: ControlPlane, args: argparse.Namespace, policies: int
+) -> tuple[list[float], list[float], Any]:
+    """``args.starts`` pairs of a floor and a controller start, alternated; every start but
+    the last is stopped once ready. Returns the floors, the ready times and the last start,
+    still running."""
+    floors: list[float] = []
+    readies: list[float] = []
+    for pair in range(args.starts):
+        floors.append(await start_floor(plane.admin_kubeconfig))
+        running = _start(plane, args, resources=("configmaps",))
+        profiler = None
+        if args.profile and policies and pair == 0:
+            profiler = StackSampler(running.process.pid, args.output / "profile-policies-start.txt")
+            if not profiler.start():
+                profiler = None
+        try:
+            await running.until_ready()
+        except BaseException:
+            await running.stop()
+            raise
+        if profiler is not None:
+            profiler.stop()
+            args.profiles["start"] = top_items(profiler.output)
+        assert running.sampler.ready_at is not None
+        readies.append(round(running.sampler.ready_at, 3))
+        if pair < args.starts - 1:
+            await running.stop()
+            await asyncio.sleep(0.5)
+    return floors, readies, running
+
+
 async def one_round(
     plane: ControlPlane, args: argparse.Namespace, config: Any, kube: KubeClient, policies: int
 ) -> dict[str, Any]:
     load_1m = round(os.getloadavg()[0], 2)  # the machine is shared: say how busy it was
     old_floor = await list_floor(config, (CONFIGMAPS,), runs=1)
-    floor_s = await start_floor(plane.admin_kubeconfig)
-    running = _start(plane, args, resources=("configmaps",))
-    profiler = None
-    if args.profile and policies:
-        profiler = StackSampler(running.process.pid, args.output / "profile-policies-start.txt")
-        if not profiler.start():
-            profiler = None
+    floors, readies, running = await _paired_starts(plane, args, policies)
     try:
-        await running.until_ready()
-        if profiler is not None:
-            profiler.stop()
-            args.profiles["start"] = top_items(profiler.output)
-        assert running.sampler.ready_at is not None
         figures: dict[str, Any] = {
-            "ready_s": round(running.sampler.ready_at, 3),
-            "floor_s": floor_s,
+            "ready_s": round(statistics.median(readies), 3),
+            "floor_s": round(statistics.median(floors), 3),
+            "readies_s": readies,
+            "floors_s": floors,
             "floor_configmaps_s": old_floor["sequential_s"],
             "load_1m": load_1m,
         }
@@ -223,13 +252,14 @@ async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, An
         for mode, count in (("no_policy", 0), ("policies", args.policies)):
             if count:
                 await create_policies(kube, policy_manifests(count, args.objects))
+            await asyncio.sleep(args.settle)  # the API server digests what was just written
             rounds = [await one_round(plane, args, config, kube, count) for _ in range(args.rounds)]
             medians = {
                 key: round(statistics.median(r[key] for r in rounds), 3)
                 for key in rounds[0]
                 if isinstance(rounds[0][key], int | float)
             }
-            result[mode] = {**medians, "rounds": rounds}
+            result[mode] = {**medians, **_over_all_starts(rounds), "rounds": rounds}
     if args.profile:
         result["profiles"] = args.profiles
     base, many = result["no_policy"], result["policies"]
@@ -239,19 +269,36 @@ async def measure(plane: ControlPlane, args: argparse.Namespace) -> dict[str, An
     return result
 
 
+def _over_all_starts(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The headline figures: the medians of every start and of every floor of the mode, and
+    their ratio (the ratio of the medians); the median of the rounds' own ratios beside it."""
+    readies = [ready for one in rounds for ready in one["readies_s"]]
+    floors = [floor for one in rounds for floor in one["floors_s"]]
+    ready, floor = statistics.median(readies), statistics.median(floors)
+    return {
+        "ready_s": round(ready, 3),
+        "floor_s": round(floor, 3),
+        "ratio": round(ready / floor, 3),
+        "ratio_median_of_rounds": round(statistics.median(one["ratio"] for one in rounds), 3),
+        "starts": len(readies),
+    }
+
+
 def _report(result: dict[str, Any]) -> str:
     lines = [
         f"{result['objects']:,} ConfigMaps; {result['policy_count']:,} policies (half namespaced, "
         "half cluster), each naming two of them",
         "",
-        "| policies | ready (list floor) | ratio | idle CPU | status writes/min idle | RSS idle |",
-        "|---|---|---|---|---|---|",
+        "| policies | ready (list floor), medians of all starts | ratio of the medians | "
+        "median of the rounds' ratios | idle CPU | status writes/min idle | RSS idle |",
+        "|---|---|---|---|---|---|---|",
     ]
     for mode in ("no_policy", "policies"):
         one = result[mode]
         count = 0 if mode == "no_policy" else result["policy_count"]
         lines.append(
-            f"| {count:,} | {one['ready_s']} s ({one['floor_s']} s) | {one['ratio']}x | "
+            f"| {count:,} | {one['ready_s']} s ({one['floor_s']} s), {one['starts']} starts | "
+            f"{one['ratio']}x | {one['ratio_median_of_rounds']}x | "
             f"{one['idle_cpu_percent']} % | {one['status_writes_per_minute_idle']} | "
             f"{one['rss_idle_mb']} MB |"
         )
@@ -265,6 +312,13 @@ def _report(result: dict[str, Any]) -> str:
             + "; 1-minute load average before each round "
             + ", ".join(str(r["load_1m"]) for r in rounds)
         )
+        lines.append(
+            f"{mode.replace('_', ' ')}: ready per start "
+            + ", ".join(f"{ready}" for r in rounds for ready in r["readies_s"])
+            + " s; floor per start "
+            + ", ".join(f"{floor}" for r in rounds for floor in r["floors_s"])
+            + " s"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -275,7 +329,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objects", type=int, default=20000, help="ConfigMaps")
     parser.add_argument("--policies", type=int, default=1000, help="policies (half cluster)")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds idle measured")
-    parser.add_argument("--rounds", type=int, default=3, help="controller starts per mode")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode")
+    parser.add_argument(
+        "--starts", type=int, default=3, help="floor and controller starts per round, alternated"
+    )
+    parser.add_argument(
+        "--settle", type=float, default=20.0, help="seconds of rest before a mode's first round"
+    )
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results"))
     parser.add_argument(
         "--profile", action="store_true", help="py-spy the start and the idle (bench extra)"
