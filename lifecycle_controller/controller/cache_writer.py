@@ -294,7 +294,7 @@ class UnkeptListed:
 
     def skip(self, buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
         """Drop the frames from ``start`` that :meth:`__call__` would drop, up to the first it
-        would not (:func:`~lifecycle_controller.kube.watch_protobuf.skip_unkept_frames`)."""
+        would not (:func:`~lifecycle_controller.kube.frame_names.skip_unkept_frames`)."""
         held = self._held_test()
         if held is None:
             return start, 0
