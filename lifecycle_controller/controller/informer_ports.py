@@ -49,8 +49,7 @@ ResourceGoneHandler = Callable[[ResourceType], None]
 
 
 class MetadataSource(Protocol):
-    """The calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them
-    (``before_reading`` is passed only when there is one)."""
+    """The calls an informer makes; :class:`lifecycle_controller.kube.KubeClient` has them."""
 
     async def list_metadata(
         self,

@@ -142,15 +142,13 @@ class MetadataProjection:
         decode_if: EventFilter | None,
         before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        extra: dict[str, Any] = _selected(field_selector)
-        if before_reading is not None:
-            extra["before_reading"] = before_reading
         return self.source.watch_list_metadata(
             resource,
             namespace=namespace,
             timeout_seconds=timeout_seconds,
             decode_if=decode_if,
-            **extra,
+            before_reading=before_reading,
+            **_selected(field_selector),
         )
 
     def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:

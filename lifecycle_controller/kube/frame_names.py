@@ -66,17 +66,33 @@ def object_names(raw: bytes | bytearray, start: int, end: int) -> tuple[str, str
     match when the frame is a metadata-only one laid out as Go writes it (a streaming list
     asks this of every object without a lifecycle annotation: docs/performance.md#many-policies).
     None as for :func:`object_identity`."""
-    found = _NAMES_AS_GO_WRITES_THEM.match(raw, start, end)
+    found = _names_as_go_writes_them(raw, start, end)
     if found is not None:
-        name, generate, namespace = found.span(2), found.span(4), found.span(6)
-        if (
-            raw[name[0] - 1] == name[1] - name[0]
-            and raw[generate[0] - 1] == generate[1] - generate[0]
-            and raw[namespace[0] - 1] == namespace[1] - namespace[0]
-        ):
-            return raw[namespace[0] : namespace[1]].decode(), raw[name[0] : name[1]].decode()
+        name_at, name_end, namespace_at, namespace_end = found
+        return raw[namespace_at:namespace_end].decode(), raw[name_at:name_end].decode()
     identity = object_identity(raw, start, end)
     return None if identity is None else (identity[1], identity[0])
+
+
+def _names_as_go_writes_them(
+    raw: bytes | bytearray, start: int, end: int
+) -> tuple[int, int, int, int] | None:
+    """Where the name and the namespace of the frame ``raw[start:end]`` are (start and end of
+    each), read in one match of :data:`_NAMES_AS_GO_WRITES_THEM` with the three lengths
+    checked; None when the frame is laid out otherwise."""
+    found = _NAMES_AS_GO_WRITES_THEM.match(raw, start, end)
+    if found is None:
+        return None
+    name_at, name_end = found.span(2)
+    generate_at, generate_end = found.span(4)
+    namespace_at, namespace_end = found.span(6)
+    if (
+        raw[name_at - 1] != name_end - name_at
+        or raw[generate_at - 1] != generate_end - generate_at
+        or raw[namespace_at - 1] != namespace_end - namespace_at
+    ):
+        return None
+    return name_at, name_end, namespace_at, namespace_end
 
 
 def skip_unkept_frames(
@@ -86,12 +102,12 @@ def skip_unkept_frames(
     without ``marker`` whose object ``held`` refuses (every one when ``held`` is None), and
     stops at any other frame, at a frame not whole in ``buffer[:stop]`` and after ``most``.
 
-    The loop of :func:`protobuf_events` and of its filter in one: a list of 100,000 objects
-    nobody keeps costs a pattern match each here, without a call per frame. Names are read
-    as :func:`object_names` reads them, and a namespace's bytes are decoded once per run of
-    its objects (a list comes namespace by namespace)."""
+    The loop of :func:`~.watch_protobuf.protobuf_events` and of its filter in one: a list
+    of 100,000 objects nobody keeps costs a pattern match each here, without the filter's
+    calls. Names are read as :func:`object_names` reads them, and a namespace's bytes are
+    decoded once per run of its objects (a list comes namespace by namespace)."""
     unpack = LENGTH.unpack_from
-    match = _NAMES_AS_GO_WRITES_THEM.match
+    names_at = _names_as_go_writes_them
     last_namespace = bytearray()
     namespace = ""
     skipped = 0
@@ -102,18 +118,10 @@ def skip_unkept_frames(
         if end > stop or not buffer.startswith(ADDED, body) or buffer.find(marker, body, end) >= 0:
             break  # not whole (or too long), not an ADDED, or marked: asked alone
         if held is not None:
-            found = match(buffer, body, end)
+            found = names_at(buffer, body, end)
             if found is None:
-                break
-            name_at, name_end = found.span(2)
-            namespace_at, namespace_end = found.span(6)
-            generate_at, generate_end = found.span(4)
-            if (
-                buffer[name_at - 1] != name_end - name_at
-                or buffer[namespace_at - 1] != namespace_end - namespace_at
-                or buffer[generate_at - 1] != generate_end - generate_at
-            ):
-                break
+                break  # laid out otherwise: the filter reads it field by field
+            name_at, name_end, namespace_at, namespace_end = found
             namespace_bytes = buffer[namespace_at:namespace_end]
             if namespace_bytes != last_namespace:
                 last_namespace, namespace = namespace_bytes, namespace_bytes.decode()
