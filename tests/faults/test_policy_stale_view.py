@@ -138,7 +138,7 @@ def policy_generation(running: RunningController) -> int | None:
 def policies_known(running: RunningController) -> list[str]:
     """Every policy in the controller's store, valid or not."""
     current = decisions_of(running).store.current
-    return sorted(str(p.ref) for p in (*current.valid, *current.invalid))
+    return sorted([str(p.ref) for p in current.valid] + [str(p.ref) for p in current.invalid])
 
 
 @pytest.mark.parametrize("change", ["narrowed", "deleted"])
