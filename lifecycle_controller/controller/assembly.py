@@ -9,6 +9,7 @@ writes through the one writer, and the writer alone hands API answers back to th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from lifecycle_controller.controller.accounting import Accounting, ActionMetrics, NoActionMetrics
 from lifecycle_controller.controller.breaker import CircuitBreaker
@@ -17,7 +18,7 @@ from lifecycle_controller.controller.execution import Executor
 from lifecycle_controller.controller.guardrail_state import Guardrails, RestartPacing
 from lifecycle_controller.controller.observations import ObservationMetrics, ObservationWriter
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
-from lifecycle_controller.controller.policy_fence import FenceMetrics, PolicyFence
+from lifecycle_controller.controller.policy_fence import FenceMetrics, PolicyFence, PolicyReads
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.reconciler import PassFacts, Reconciler
 from lifecycle_controller.controller.recorder import EventRecorder
@@ -29,12 +30,16 @@ from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.machinery.budget import ActionBudget
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["build_reconciler"]
+__all__ = ["ReconcilerApi", "build_reconciler"]
+
+
+class ReconcilerApi(ObjectApi, PolicyReads, Protocol):
+    """The writer's requests and the policy fence's reads (``KubeClient`` has both)."""
 
 
 def build_reconciler(
     *,
-    api: ObjectApi,
+    api: ReconcilerApi,
     cache: MetadataCache,
     recorder: EventRecorder,
     clock: Clock,

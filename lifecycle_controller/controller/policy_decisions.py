@@ -21,19 +21,21 @@ pass's facts include its policies, resolved once per pass:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.policy_limits import PolicyLimits
-from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.policy_store import PolicyStore, with_namespace_labels
 from lifecycle_controller.controller.policy_tallies import PolicyAggregates
 from lifecycle_controller.controller.references import ReferenceWatch
 from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
 from lifecycle_controller.core.policy.decide import Verdict
+from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
@@ -105,13 +107,36 @@ class PolicyDecisions:
         """The object's policies resolved now (None: its annotations alone decide)."""
         if not self.applies(obj):
             return None
+        return self._resolve(obj, now_ns, self.store.current, self.store.namespace_labels)
+
+    def resolve_on(
+        self,
+        obj: CachedObject,
+        now_ns: int,
+        policies: PolicySet,
+        namespace_labels: Mapping[str, str] | None,
+    ) -> Resolution | None:
+        """The object resolved as :meth:`resolve` does, on other ``policies`` and its
+        Namespace's ``namespace_labels`` (the policy fence's fresh view); None when the
+        cache does not keep it for a policy."""
+        if obj.view is None:
+            return None
+        return self._resolve(obj, now_ns, policies, lambda _name: namespace_labels)
+
+    def _resolve(
+        self,
+        obj: CachedObject,
+        now_ns: int,
+        policies: PolicySet,
+        namespace_labels: Callable[[str], Mapping[str, str] | None],
+    ) -> Resolution:
         assert obj.view is not None
         view = obj.view
-        if self.references is not None and self.store.current.reads_references():
+        if self.references is not None and policies.reads_references():
             view = self.references.view_of(view)
-        return self.store.current.resolve(
+        return policies.resolve(
             obj.annotations,
-            self.store.with_namespace(view),
+            with_namespace_labels(view, policies, namespace_labels),
             restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),

@@ -1,41 +1,48 @@
-"""The fence of a policy-driven deletion: the deciding policy, confirmed on the API server.
+"""The fence of a policy-driven deletion: the view it was decided on, read again from etcd.
 
-A deletion a lifecycle policy decides is decided on the controller's copy of that policy (the
-:class:`~lifecycle_controller.controller.policy_store.PolicyStore`, fed by a watch). The
-DELETE's UID and resourceVersion preconditions protect it from a change of the *object*
-(docs/behaviour.md#guarded-writes), but the request knows nothing of the *policy*: if an
-administrator narrows or deletes the policy while the policy watch is behind (slow,
-reconnecting, its events held up), the controller would carry out a deletion the policy no
-longer allows. A policy is another object, so it gets a fence of its own:
+A deletion a lifecycle policy decides is decided on the controller's copies: the policies
+(the :class:`~lifecycle_controller.controller.policy_store.PolicyStore`, fed by a watch) and,
+for a ``namespaceSelector``, the labels of the object's Namespace (the namespace store,
+another watch). The DELETE's UID and resourceVersion preconditions protect it from a change
+of the *object* (docs/behaviour.md#guarded-writes), but the request knows nothing of the
+rest: while a watch is behind (slow, reconnecting, its events held up) an administrator may
+narrow or delete the policy, create a policy that outranks it or an invalid one that holds
+the object, or relabel the Namespace out of the selector, and the controller would carry out
+a deletion its view no longer allows. So the fence reads that view again:
 
-* the decision's **basis** is the deciding policy as the store held it when the decision was
-  made (:meth:`PolicyFence.basis`: its UID and ``metadata.generation``, read with no ``await``
-  after deciding);
-* before the deletion is sent, :meth:`PolicyFence.check` compares the basis with the policy on
-  the API server, read by a GET without a resourceVersion: a quorum read, from etcd, not from
-  a cache that may be as far behind as the watch. It goes only if the policy exists with the
-  same UID and generation;
-* the server's answer is kept for ``fresh_for`` seconds (2 s) and concurrent checks of one
-  policy share one read, so a burst of a thousand deletions by one policy costs a handful of
-  GETs. Those 2 s are the staleness the fence accepts: a change older than that always stops
-  the deletion;
-* otherwise (the policy is gone, has another UID or generation, or could not be read: an API
-  server that cannot answer a GET would not take the DELETE either) the deletion is held:
-  :meth:`PolicyFence.check` returns a :class:`~lifecycle_controller.core.decision.guardrails.Hold`
-  (``policy_unconfirmed``) that the reconciler treats like any hold, requeueing the object
-  after ``retry_after``. By then the store's watch has usually caught up, and the next
-  decision is made on the policy as it now is. It is logged, and counted in
-  ``lifecycle_policy_fence_checks_total{result}``.
+* :meth:`PolicyFence.view` is the fact the pass asks for before a policy deletion
+  (``MissingFact.POLICY_CONFIRMATION``): every ``ClusterLifecyclePolicy``, the
+  ``LifecyclePolicy`` objects of the object's namespace (the only policies that may concern
+  it) and, when one of them has a ``namespaceSelector``, that Namespace's labels, each read
+  without a resourceVersion: quorum reads, from etcd, not from a cache that may be as far
+  behind as the watch. Each item is parsed as the store parses it (a generation the store
+  holds is not parsed again), into a :class:`~lifecycle_controller.core.policy.in_force.
+  PolicySet` the pass resolves the object on, exactly as it resolves it on the store's;
+* the pure verdict decides on both and lets the deletion go only when the fresh view decides
+  it too, by the same policy object at the same generation (:mod:`lifecycle_controller.core.
+  policy.fence`); otherwise, or when a read failed (an API server that cannot answer a read
+  would not take the DELETE either), the deletion is held (``policy_unconfirmed``) and the
+  object requeued after ``retry_after``. By then the watches have usually caught up, and the
+  next decision is made on the view as it now is;
+* each read is kept for ``fresh_for`` seconds (2 s) and concurrent checks share it: a burst
+  of deletions in one namespace costs one list of each policy kind (and one GET of the
+  Namespace) per 2 s, whatever its size; deletions in *k* namespaces at once, one list of
+  cluster policies and *k* of namespaced ones (and *k* GETs). Those 2 s are the staleness the
+  fence accepts: a change older than that always stops the deletion.
 
-Restarts are not fenced: a restart a stale policy decides is a rolling replacement of Pods
-the workload lives through; a deletion cannot be undone.
+:meth:`PolicyFence.checked` counts each check in ``lifecycle_policy_fence_checks_total
+{result}`` and logs a held one. Restarts are not fenced: a restart a stale view decides is a
+rolling replacement of Pods the workload lives through; a deletion cannot be undone.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -43,27 +50,41 @@ from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
 from lifecycle_controller.core.decision.outcomes import Delete
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.model import PolicyRef
+from lifecycle_controller.core.policy.decide import PolicyConfirmation, Verdict
+from lifecycle_controller.core.policy.in_force import PolicySet
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
-from lifecycle_controller.kube import KubeError, NotFound
+from lifecycle_controller.kube import NotFound
+from lifecycle_controller.kube.paging import list_whole
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["FenceMetrics", "PolicyBasis", "PolicyFence", "PolicyReads"]
+__all__ = ["FenceMetrics", "FreshView", "PolicyFence", "PolicyReads"]
 
 _log = structlog.get_logger(__name__)
 
 
 class PolicyReads(Protocol):
-    """The one read the fence makes (``KubeClient`` is one)."""
+    """The reads the fence makes (``KubeClient`` has them)."""
 
     async def get(
         self, resource: ResourceType, namespace: str | None, name: str
     ) -> dict[str, Any]: ...
 
+    async def list_objects(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> dict[str, Any]: ...
+
 
 class FenceMetrics(Protocol):
-    """``result``: ``confirmed`` (read), ``recent`` (read within ``fresh_for``), ``changed``
-    or ``error`` (held); the family is serving/policy_metrics.py's."""
+    """``result``: ``confirmed`` (read for this check), ``recent`` (a read of the last
+    ``fresh_for`` seconds), ``changed`` or ``error`` (held); the family is
+    serving/policy_metrics.py's."""
 
     def count_policy_fence(self, result: str) -> None: ...
 
@@ -74,17 +95,56 @@ class NoFenceMetrics:
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyBasis:
-    """The policy a decision was made on: which one, its UID and its generation."""
+class FreshView:
+    """What the API server has now for the objects of one namespace: the policies that may
+    concern them and, when a ``namespaceSelector`` reads them, the Namespace's labels (None:
+    unknown, as the store's view says while it does not know them)."""
 
-    ref: PolicyRef
-    resource: ResourceType
-    uid: str
-    generation: int
+    policies: PolicySet
+    namespace_labels: Mapping[str, str] | None
+    #: Every read was made for an earlier check, within ``fresh_for``.
+    recent: bool
 
 
-#: What a read found: (uid, generation), or None when the policy does not exist.
-_Found = tuple[str, int | None] | None
+_Parsed = tuple[Policy | PolicyInvalid, ...]
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _SharedReads(Generic[_K, _V]):
+    """Reads kept ``fresh_for`` seconds per key; concurrent askers share one read in flight.
+    A failed read is not kept (the next check reads again)."""
+
+    def __init__(self, clock: Clock, fresh_for: float) -> None:
+        self._clock = clock
+        self._fresh_for = fresh_for
+        #: The last answer per key and when it was read, oldest first.
+        self._seen: OrderedDict[_K, tuple[float, _V]] = OrderedDict()
+        self._reading: dict[_K, asyncio.Task[_V]] = {}
+
+    async def get(self, key: _K, read: Callable[[], Awaitable[_V]]) -> tuple[_V, bool]:
+        """The answer, and whether it was kept from an earlier read."""
+        now = self._clock.monotonic()
+        while self._seen:  # forget what expired (oldest first): the map stays small
+            oldest = next(iter(self._seen.values()))
+            if now - oldest[0] <= self._fresh_for:
+                break
+            self._seen.popitem(last=False)
+        seen = self._seen.get(key)
+        if seen is not None:
+            return seen[1], True
+        task = self._reading.get(key)
+        if task is None:
+            task = asyncio.create_task(self._read(key, read))
+            self._reading[key] = task
+            task.add_done_callback(lambda _: self._reading.pop(key, None))
+        return await asyncio.shield(task), False
+
+    async def _read(self, key: _K, read: Callable[[], Awaitable[_V]]) -> _V:
+        answer = await read()
+        self._seen.pop(key, None)
+        self._seen[key] = (self._clock.monotonic(), answer)
+        return answer
 
 
 class PolicyFence:
@@ -102,92 +162,99 @@ class PolicyFence:
     ) -> None:
         self._store = store
         self._api = api
-        self._clock = clock
-        self._fresh_for = fresh_for
-        self._retry_after_ns = int(retry_after * NS_PER_SECOND)
+        self.retry_after_ns = int(retry_after * NS_PER_SECOND)
         self._metrics = metrics or NoFenceMetrics()
-        #: The last answer per policy and when it was read (monotonic seconds).
-        self._seen: dict[PolicyRef, tuple[float, _Found]] = {}
-        self._reading: dict[PolicyRef, asyncio.Task[_Found]] = {}
+        #: Policies per (kind, namespace): every cluster policy, a namespace's policies.
+        self._policies: _SharedReads[tuple[ResourceType, str | None], _Parsed] = _SharedReads(
+            clock, fresh_for
+        )
+        self._labels: _SharedReads[str, Mapping[str, str] | None] = _SharedReads(clock, fresh_for)
+        #: The last set built per namespace, from which reads (the same reads: the same set),
+        #: all on the cluster policies of ``_sets_cluster`` (a new read of them clears it).
+        self._sets: dict[str | None, tuple[_Parsed, PolicySet]] = {}
+        self._sets_cluster: _Parsed | None = None
 
-    def basis(self, ref: PolicyRef | None) -> PolicyBasis | None:
-        """The deciding policy as the store holds it now (call with no ``await`` since the
-        decision was made)."""
-        if ref is None:
-            return None
-        doc = self._store.doc(ref)
-        if doc is None:
-            return None
-        resource = self._store.resource_of(ref)
-        return PolicyBasis(ref, resource, doc.uid, doc.parsed.generation)
+    async def view(self, namespace: str | None) -> FreshView:
+        """The fresh view for an object in ``namespace`` (None: cluster-scoped); raises
+        ``KubeError`` when a read fails."""
+        cluster, recent = await self._policies.get(
+            (CLUSTER_POLICIES, None), lambda: self._list(CLUSTER_POLICIES, None)
+        )
+        namespaced: _Parsed = ()
+        if namespace is not None:  # a LifecyclePolicy matches objects of its namespace only
+            namespaced, recent_too = await self._policies.get(
+                (POLICIES, namespace), lambda: self._list(POLICIES, namespace)
+            )
+            recent = recent and recent_too
+        policies = self._set(namespace, cluster, namespaced)
+        labels: Mapping[str, str] | None = None
+        if namespace is not None and policies.selects_namespaces_by_label():
+            labels, recent_too = await self._labels.get(
+                namespace, lambda: self._namespace_labels(namespace)
+            )
+            recent = recent and recent_too
+        return FreshView(policies, labels, recent)
 
-    async def check(self, basis: PolicyBasis | None, decision: Delete) -> Hold | None:
-        """None: the deletion may go; else the hold that stops it (see the module). No
-        basis (the store no longer holds the deciding policy) holds it too."""
-        if basis is None:
-            self._metrics.count_policy_fence("changed")
-            return self._hold(decision, f"{decision.policy} is no longer in force")
-        seen = self._seen.get(basis.ref)
-        result = "recent"
-        if seen is None or self._clock.monotonic() - seen[0] > self._fresh_for:
-            result = "confirmed"
-            try:
-                found = await self._read(basis)
-            except KubeError as error:
+    def _set(self, namespace: str | None, cluster: _Parsed, namespaced: _Parsed) -> PolicySet:
+        """The policies as one set, built once per pair of reads (its per-type indexes too)."""
+        if self._sets_cluster is not cluster:
+            self._sets.clear()  # so it holds only the namespaces of the last 2 s or so
+            self._sets_cluster = cluster
+        built = self._sets.get(namespace)
+        if built is not None and built[0] is namespaced:
+            return built[1]
+        policies = PolicySet.of((*cluster, *namespaced), self._store.protection)
+        self._sets[namespace] = (namespaced, policies)
+        return policies
+
+    async def _list(self, resource: ResourceType, namespace: str | None) -> _Parsed:
+        async def page(token: str | None) -> Mapping[str, Any]:
+            return await self._api.list_objects(
+                resource,
+                namespace=namespace,
+                limit=PolicyStore.PAGE_SIZE,
+                continue_token=token,
+            )
+
+        items, _ = await list_whole(page)
+        parsed = (self._store.parse_current(resource, item) for item in items)
+        return tuple(p for p in parsed if p is not None)
+
+    async def _namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        try:
+            namespace = await self._api.get(NAMESPACES, None, name)
+        except NotFound:
+            return None  # gone: its objects go with it, no selector is judged on it
+        raw = (namespace.get("metadata") or {}).get("labels")
+        if not isinstance(raw, Mapping):
+            return MappingProxyType({})
+        return MappingProxyType({str(k): str(v) for k, v in raw.items()})
+
+    def confirmation_failed(self, error: Exception) -> PolicyConfirmation:
+        """The fact when the fresh view could not be read: no policy deletion goes."""
+        return PolicyConfirmation(None, self.retry_after_ns, problem=str(error) or repr(error))
+
+    def checked(self, confirmation: PolicyConfirmation, verdict: Verdict) -> None:
+        """Count (and log, when held) a policy deletion's check; nothing when the verdict did
+        not use ``confirmation`` (the store's view no longer decides a policy deletion)."""
+        decision = verdict.decision
+        if not isinstance(decision, Delete) or not decision.policy:
+            return
+        final = verdict.final
+        if isinstance(final, Hold) and final.reason is HoldReason.POLICY_UNCONFIRMED:
+            if confirmation.problem is not None:
                 self._metrics.count_policy_fence("error")
                 _log.warning(
-                    "policy deletion held: its policy could not be confirmed",
-                    policy=str(basis.ref),
-                    error=str(error),
+                    "policy deletion held: the policies in force could not be read",
+                    policy=decision.policy,
+                    error=confirmation.problem,
                 )
-                return self._hold(decision, f"{basis.ref} could not be read: {error}")
-        else:
-            found = seen[1]
-        if found == (basis.uid, basis.generation):
-            self._metrics.count_policy_fence(result)
-            return None
-        self._metrics.count_policy_fence("changed")
-        now = "deleted" if found is None else f"at generation {found[1]}"
-        _log.info(
-            "policy deletion held: its policy changed since the decision",
-            policy=str(basis.ref),
-            decided_on_generation=basis.generation,
-            policy_now=now,
-        )
-        return self._hold(decision, f"{basis.ref} changed since the decision ({now})")
-
-    async def _read(self, basis: PolicyBasis) -> _Found:
-        """One GET per policy at a time; every check waiting for it shares the answer."""
-        task = self._reading.get(basis.ref)
-        if task is None:
-            task = asyncio.create_task(self._get(basis))
-            self._reading[basis.ref] = task
-            task.add_done_callback(lambda _: self._reading.pop(basis.ref, None))
-        return await asyncio.shield(task)
-
-    async def _get(self, basis: PolicyBasis) -> _Found:
-        ref = basis.ref
-        try:
-            obj = await self._api.get(basis.resource, ref.namespace, ref.name)
-        except NotFound:
-            found: _Found = None
-        else:
-            metadata = obj.get("metadata") or {}
-            generation = metadata.get("generation")
-            found = (
-                str(metadata.get("uid", "")),
-                generation if isinstance(generation, int) else None,
-            )
-        self._seen[ref] = (self._clock.monotonic(), found)
-        return found
-
-    def _hold(self, decision: Delete, why: str) -> Hold:
-        return Hold(
-            reason=HoldReason.POLICY_UNCONFIRMED,
-            held=decision,
-            requeue_after_ns=self._retry_after_ns,
-            action=decision.action,
-            due_ns=decision.due_ns,
-            policy=decision.policy,
-            log=why,
-        )
+            else:
+                self._metrics.count_policy_fence("changed")
+                _log.info(
+                    "policy deletion held: the API server's view decides otherwise",
+                    policy=decision.policy,
+                    why=final.log,
+                )
+            return
+        self._metrics.count_policy_fence("recent" if confirmation.recent else "confirmed")

@@ -58,7 +58,7 @@ from lifecycle_controller.kube import Forbidden, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["PolicyDoc", "PolicySource", "PolicyStore"]
+__all__ = ["PolicyDoc", "PolicySource", "PolicyStore", "with_namespace_labels"]
 
 _log = structlog.get_logger(__name__)
 
@@ -178,9 +178,7 @@ class PolicyStore:
     def with_namespace(self, view: ObjectView) -> ObjectView:
         """``view`` with its Namespace's labels, when a namespaceSelector reads them (the
         cached view leaves them out: they change without the object changing)."""
-        if view.namespace is None or not self.current.selects_namespaces_by_label():
-            return view
-        return replace(view, namespace_labels=self.namespace_labels(view.namespace))
+        return with_namespace_labels(view, self.current, self.namespace_labels)
 
     def view(
         self,
@@ -204,7 +202,24 @@ class PolicyStore:
 
     # ------------------------------------------------------------------ applying
 
-    def _parse(self, resource: ResourceType, obj: Mapping[str, Any]) -> PolicyDoc | None:
+    @property
+    def protection(self) -> Protection:
+        """What no policy reaches (every snapshot carries it)."""
+        return self._protection
+
+    def parse_current(
+        self, resource: ResourceType, obj: Mapping[str, Any]
+    ) -> Policy | PolicyInvalid | None:
+        """``obj``, a policy object of ``resource``, parsed as the store parses what its watch
+        sends (None: one the store would not keep), its parsed form shared when the store
+        holds that generation; nothing of the store changes (the policy fence's fresh view)."""
+        found = self._parsed(resource, obj)
+        return None if found is None else found[1]
+
+    def _parsed(
+        self, resource: ResourceType, obj: Mapping[str, Any]
+    ) -> tuple[str, Policy | PolicyInvalid] | None:
+        """The object's UID and its parsed generation (None: not one the store keeps)."""
         metadata = obj.get("metadata")
         if not isinstance(metadata, Mapping):
             return None
@@ -212,15 +227,24 @@ class PolicyStore:
         key = (resource, metadata.get("namespace") or None, str(metadata.get("name", "")))
         if key[1] is not None and self._namespaces is not None and not self._namespaces(key[1]):
             return None
-        generation = metadata.get("generation")
         old = self._docs.get(key)
+        if (
+            old is not None
+            and old.uid == uid
+            and old.parsed.generation == metadata.get("generation")
+        ):
+            return uid, old.parsed  # a status or label change: the spec is the same
+        manifest = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
+        return uid, policy_from_manifest(manifest)
+
+    def _parse(self, resource: ResourceType, obj: Mapping[str, Any]) -> PolicyDoc | None:
+        found = self._parsed(resource, obj)
+        if found is None:
+            return None
+        uid, parsed = found
+        metadata = obj["metadata"]
         raw_status = obj.get("status")
         status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
-        if old is not None and old.uid == uid and old.parsed.generation == generation:
-            parsed = old.parsed  # a status or label change: the spec is the same
-        else:
-            manifest = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
-            parsed = policy_from_manifest(manifest)
         since_key = (uid, parsed.generation)
         if since_key not in self._since:
             known = reported_schedule_since(status, parsed.generation)
@@ -413,6 +437,18 @@ class _PolicyKeeper(Keeper):
     def listed(self, stale: set[Hashable]) -> None:
         super().listed(stale)
         self._store._listed(stale)
+
+
+def with_namespace_labels(
+    view: ObjectView,
+    policies: PolicySet,
+    labels: Callable[[str], Mapping[str, str] | None],
+) -> ObjectView:
+    """``view`` with the labels of its Namespace (``labels``, None while unknown) when a
+    namespaceSelector of ``policies`` reads them."""
+    if view.namespace is None or not policies.selects_namespaces_by_label():
+        return view
+    return replace(view, namespace_labels=labels(view.namespace))
 
 
 def _identity(policies: PolicySet) -> tuple[tuple[PolicyRef, int, bool], ...]:

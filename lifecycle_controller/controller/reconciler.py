@@ -13,10 +13,11 @@ Each pass over the object:
    :func:`~lifecycle_controller.core.policy.decide.decide_pass` answers the final
    decision, the guardrails' :class:`~lifecycle_controller.core.decision.guardrails.Hold`
    included (treated like a ``Wait``), or the one fact it lacks that is not in memory: the
-   workload's Pod template marker (read once per workload and process) or the
-   :class:`~lifecycle_controller.controller.policy_fence.PolicyFence`'s confirmation of the
-   policy that decided a deletion. The pass reads that fact, once, and asks again: those are
-   its only reads;
+   workload's Pod template marker (read once per workload and process) or, before a policy's
+   deletion, the :class:`~lifecycle_controller.controller.policy_fence.PolicyFence`'s fresh
+   view: the object resolved again on the policies and Namespace labels the API server has
+   now, which the verdict must find deciding the same deletion. The pass reads each such
+   fact once and asks again: those are its only reads;
 3. **account** for the final decision
    (:class:`~lifecycle_controller.controller.accounting.Accounting`:
    ledger, Events, the metrics that describe decisions, one log line);
@@ -36,7 +37,7 @@ Each pass over the object:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
 
@@ -69,7 +70,6 @@ from lifecycle_controller.core.policy.decide import (
     PolicyConfirmation,
     decide_pass,
 )
-from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import Conflict, KubeError
 from lifecycle_controller.machinery.clock import Clock
@@ -78,9 +78,9 @@ __all__ = ["PassFacts", "Reconciler"]
 
 _log = structlog.get_logger(__name__)
 
-#: How many times one pass asks the verdict again with a fact it lacked (the marker once,
-#: the fence's confirmation, and again if the deciding policy changed in between).
-_MAX_ASKS = 4
+#: How many times one pass asks the verdict again with a fact it lacked: once per fact (the
+#: verdict never asks again for one it was given).
+_MAX_ASKS = len(MissingFact)
 
 
 @dataclass
@@ -97,7 +97,7 @@ class PassFacts:
     namespace_defaults: Callable[[str | None], NamespaceDefaults | None] | None = None
     #: Lifecycle policies (docs/policies.md); None: annotations alone decide.
     policies: PolicyDecisions | None = None
-    #: Confirms the deciding policy before a policy deletion (None: not confirmed).
+    #: Reads the fresh view a policy deletion is confirmed on (None: not confirmed).
     fence: PolicyFence | None = None
 
     def inputs(
@@ -140,13 +140,19 @@ class PassFacts:
         except KubeError as error:
             _log.warning("workload unreadable for its restart marker", error=str(error))
 
-    async def confirm(self, decision: Delete, resolution: Resolution | None) -> PolicyConfirmation:
-        """What the fence says of the policy that decided ``decision`` (docs/reliability.md)."""
-        assert self.fence is not None
-        deciders = () if resolution is None else resolution.deciders
-        ref = next((r for r in deciders if str(r) == decision.policy), None)
-        basis = self.fence.basis(ref)  # the store's view, with no await since the decision
-        return PolicyConfirmation(decision.policy or "", await self.fence.check(basis, decision))
+    async def confirm(self, obj: CachedObject, now_ns: int) -> PolicyConfirmation:
+        """The policy fence's fact: the object resolved on the API server's view of its
+        policies and Namespace labels (docs/reliability.md#policy-fence)."""
+        fence, policies = self.fence, self.policies
+        assert fence is not None
+        assert policies is not None
+        namespace = None if obj.view is None else obj.view.namespace
+        try:
+            fresh = await fence.view(namespace)
+        except KubeError as error:
+            return fence.confirmation_failed(error)
+        resolution = policies.resolve_on(obj, now_ns, fresh.policies, fresh.namespace_labels)
+        return PolicyConfirmation(resolution, fence.retry_after_ns, recent=fresh.recent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,25 +270,21 @@ class Reconciler:
         facts = self.facts
         marker_tried = False
         confirmation: PolicyConfirmation | None = None
-        for ask in range(_MAX_ASKS + 1):
+        for _ in range(_MAX_ASKS + 1):
             inputs = facts.inputs(
                 key, obj, now_ns, marker_tried=marker_tried, confirmation=confirmation
             )
             verdict = decide_pass(inputs)
-            if verdict.missing is None or ask == _MAX_ASKS:
+            if verdict.missing is None:
                 break
             if verdict.missing is MissingFact.TEMPLATE_MARKER:
                 await facts.read_marker(key, obj)
                 marker_tried = True  # once: a failed read is not tried again in this pass
             else:
-                assert isinstance(verdict.decision, Delete)
-                confirmation = await facts.confirm(verdict.decision, inputs.resolution)
-        if verdict.missing is not None:  # the deciding policy kept changing under the fence
-            decision = verdict.decision
-            assert isinstance(decision, Delete)
-            assert facts.fence is not None
-            hold = await facts.fence.check(None, decision)
-            verdict = replace(verdict, final=hold or decision, missing=None)
+                confirmation = await facts.confirm(obj, now_ns)
+        assert verdict.missing is None, "the verdict asked again for a fact it was given"
+        if confirmation is not None and facts.fence is not None:
+            facts.fence.checked(confirmation, verdict)
         policies = self.policies
         if policies is not None:
             if inputs.resolution is not None:

@@ -13,9 +13,9 @@ from lifecycle_controller.serving.loop_metrics import LoopCounter
 
 __all__ = ["FENCE_RESULTS", "PolicyMetrics"]
 
-#: ``result`` of ``lifecycle_policy_fence_checks_total``: the policy confirmed by a read, by a
-#: read of the last 2 s, the deletion held because the policy changed, or because the read
-#: failed.
+#: ``result`` of ``lifecycle_policy_fence_checks_total``: the deletion confirmed on the API
+#: server's view by a read made for it, by a read of the last 2 s, held because that view
+#: decides otherwise, or because a read failed.
 FENCE_RESULTS = ("confirmed", "recent", "changed", "error")
 
 
@@ -50,7 +50,7 @@ class PolicyMetrics:
         self._held_series: set[tuple[str, str]] = set()
         self.fence = Counter(
             "lifecycle_policy_fence_checks",
-            "Policy deletions checked against their policy on the API server, by result.",
+            "Policy deletions checked against the policies in force on the API server, by result.",
             ["result"],
             registry=registry,
         )

@@ -168,22 +168,23 @@ def test_a_policy_deletion_waits_for_the_fence_and_takes_its_answer() -> None:
     )
     assert asked.missing is MissingFact.POLICY_CONFIRMATION
     assert isinstance(asked.final, Delete)  # not held by the budget before it is confirmed
-    policy = asked.decision.policy
-    assert policy == "ClusterLifecyclePolicy/tmp"
-    confirmed = PolicyConfirmation(policy, None)
+    assert asked.decision.policy == "ClusterLifecyclePolicy/tmp"
+    resolution = _inputs(CONFIGMAPS, {}, policies=policies).resolution
+    confirmed = PolicyConfirmation(resolution, 10**9)  # the API server has the same view
     goes = decide_pass(
         _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=confirmed)
     )
     assert isinstance(goes.final, Delete)
-    hold = Hold(reason=HoldReason.POLICY_UNCONFIRMED, requeue_after_ns=10**9, held=goes.final)
-    refused = PolicyConfirmation(policy, hold)
+    assert goes.missing is None
+    narrowed = _policy("tmp", ["secrets"], {"delete-after": "1h"})
+    changed = PolicyConfirmation(_inputs(CONFIGMAPS, {}, policies=narrowed).resolution, 10**9)
     held = decide_pass(
-        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=refused)
+        _inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=changed)
     )
-    assert held.final is hold
-    other = PolicyConfirmation("ClusterLifecyclePolicy/other", None)
-    again = decide_pass(_inputs(CONFIGMAPS, {}, policies=policies, fenced=True, confirmation=other))
-    assert again.missing is MissingFact.POLICY_CONFIRMATION
+    assert isinstance(held.final, Hold)
+    assert held.final.reason is HoldReason.POLICY_UNCONFIRMED
+    assert held.final.held == goes.final
+    assert held.missing is None
 
 
 def test_an_unfenced_or_annotation_deletion_needs_no_confirmation() -> None:

@@ -94,6 +94,16 @@ class InstantApi:
     async def get(self, resource: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         raise NotImplementedError("a deletion burst reads nothing")
 
+    async def list_objects(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> dict[str, Any]:
+        raise NotImplementedError("a deletion burst reads nothing (no policy to fence)")
+
 
 async def measure(objects: int, rounds: int, profile: str | None) -> dict[str, Any]:
     clock = RealClock()

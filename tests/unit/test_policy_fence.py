@@ -1,11 +1,16 @@
-"""The policy fence on the in-memory API server: a policy deletion goes only while the policy
-on the server is the one it was decided on (docs/reliability.md#policy-fence).
+"""The policy fence on the in-memory API server: a policy deletion goes only while the API
+server's view (the policies that may concern the object, its Namespace's labels) decides it
+too (docs/reliability.md#policy-fence).
 
-The store is loaded once and not watching, so it is exactly the stale view the fence exists
-for: the server's policy is changed (narrowed, deleted, recreated) behind its back.
+The store is loaded once and not watching, and the Namespace labels it is given are a dict
+the test changes by hand: exactly the stale view the fence exists for. The server's side is
+changed behind its back: the policy narrowed, deleted or created again, the Namespace
+relabelled out of the policy's ``namespaceSelector``, a policy that outranks it or an invalid
+one that holds the objects created.
 
-Caught: a deletion decided on the controller's copy of a policy was carried out after the
-policy had been narrowed or deleted, whenever the policy watch was behind.
+Caught: a deletion decided on the controller's copy was carried out after the view it was
+decided on had changed, whenever a watch was behind; and, before the fence covered the view,
+whenever the change was not to the deciding policy itself.
 """
 
 from __future__ import annotations
@@ -23,17 +28,17 @@ from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
-from lifecycle_controller.core.decision.events import DELETION_FAILURE
-from lifecycle_controller.core.decision.guardrails import HoldReason
-from lifecycle_controller.core.decision.outcomes import Action, Delete
 from lifecycle_controller.core.objects.resources import ObjectKey
-from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
+from lifecycle_controller.kube import KubeClient, KubeError
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, NAMESPACES, POLICIES
 from lifecycle_controller.machinery.tasks import cancel_and_wait
 from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
 
-SWEEP = "/namespaces/team/lifecyclepolicies/sweep"
+CLUSTER_LIST = "/apis/lifecycle.cezary.dev/v1alpha1/clusterlifecyclepolicies"
+TEAM_LIST = "/namespaces/team/lifecyclepolicies"
+TEAM = "/api/v1/namespaces/team"
+PREVIEW = {"env": "preview"}
 
 
 class Checks:
@@ -44,83 +49,146 @@ class Checks:
         self.results[result] += 1
 
 
-def sweep(names: list[str]) -> dict[str, Any]:
+def policy(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    metadata = {"name": name} if kind.startswith("Cluster") else {"name": name, "namespace": "team"}
     return {
         "apiVersion": "lifecycle.cezary.dev/v1alpha1",
-        "kind": "LifecyclePolicy",
-        "metadata": {"name": "sweep"},
-        "spec": {"resources": ["configmaps"], "names": names, "lifecycle": {"delete-after": "1s"}},
+        "kind": kind,
+        "metadata": metadata,
+        "spec": {"resources": ["configmaps"], **spec},
     }
+
+
+def sweep(names: list[str]) -> dict[str, Any]:
+    """ConfigMaps named ``names`` in Namespaces labelled env=preview, after 1s."""
+    return policy(
+        "ClusterLifecyclePolicy",
+        "sweep",
+        names=names,
+        namespaceSelector={"matchLabels": PREVIEW},
+        lifecycle={"delete-after": "1s"},
+    )
+
+
+def namespace(**labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": labels}}
 
 
 @pytest.fixture
 async def store(api: FakeApiServer, kube: KubeClient, clock: FakeClock) -> PolicyStore:
-    """``sweep`` (ConfigMaps named tmp-*), as the store read it once."""
+    """``sweep`` (ConfigMaps named tmp-* in env=preview Namespaces), as the store read it
+    once; Namespace ``team`` labelled env=preview, as the store was told."""
     api.serve(CLUSTER_POLICIES)
     api.serve(POLICIES)
-    api.store.create(POLICIES, "team", sweep(["tmp-*"]))
+    api.store.create(CLUSTER_POLICIES, None, sweep(["tmp-*"]))
+    api.store.create(NAMESPACES, None, namespace(**PREVIEW))
     loaded = PolicyStore(kube, clock=clock)
     assert await loaded.load()
+    labels = {"team": PREVIEW}
+    loaded.namespace_labels = labels.get
     return loaded
 
 
-def decision() -> Delete:
-    return Delete(
-        uid="u",
-        resource_version="1",
-        failure=DELETION_FAILURE,
-        action=Action.DELETE,
-        policy="LifecyclePolicy/team/sweep",
-    )
+def reads(api: FakeApiServer, path: str) -> int:
+    """GETs of ``path`` (the store's own list of the cluster policies left out)."""
+    found = sum(1 for r in api.requests_to("GET", path) if r.path.endswith(path))
+    return found - 1 if path == CLUSTER_LIST else found
 
 
-def policy_gets(api: FakeApiServer) -> int:
-    return len(api.requests_to("GET", SWEEP))
-
-
-async def test_an_unchanged_policy_is_read_once_per_two_seconds(
+async def test_a_burst_of_checks_costs_one_read_of_each_kind_per_two_seconds(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore
 ) -> None:
-    checks = Checks()
-    fence = PolicyFence(store, kube, clock, metrics=checks)
-    basis = fence.basis(store.docs()[0].ref)
-    holds = await asyncio.gather(*(fence.check(basis, decision()) for _ in range(50)))
-    assert holds == [None] * 50
-    assert policy_gets(api) == 1  # fifty deletions at once, one quorum read
+    fence = PolicyFence(store, kube, clock)
+    views = await asyncio.gather(*(fence.view("team") for _ in range(50)))
+    # Fifty deletions at once: one quorum list of each kind, one GET of the Namespace (the
+    # policy selects namespaces by label), shared.
+    assert (reads(api, CLUSTER_LIST), reads(api, TEAM_LIST), reads(api, TEAM)) == (1, 1, 1)
+    assert not any(view.recent for view in views)
+    assert views[0].namespace_labels == PREVIEW
+    # A generation the store holds is not parsed again; the set is built once per read.
+    assert views[0].policies.valid[0] is store.current.valid[0]
+    assert all(view.policies is views[0].policies for view in views)
+
     await clock.advance(1.5)
-    assert await fence.check(basis, decision()) is None
-    assert policy_gets(api) == 1
+    kept = await fence.view("team")
+    assert kept.recent
+    assert kept.policies is views[0].policies
+    assert (reads(api, CLUSTER_LIST), reads(api, TEAM_LIST), reads(api, TEAM)) == (1, 1, 1)
+    other = await fence.view("other")  # another namespace: the cluster policies are shared
+    assert not other.recent
+    assert other.namespace_labels is None  # no such Namespace: unknown
+    assert reads(api, CLUSTER_LIST) == 1
+    assert reads(api, "/namespaces/other/lifecyclepolicies") == 1
+
     await clock.advance(1.0)
-    assert await fence.check(basis, decision()) is None
-    assert policy_gets(api) == 2
-    assert checks.results == {"confirmed": 51, "recent": 1}
+    assert not (await fence.view("team")).recent
+    assert (reads(api, CLUSTER_LIST), reads(api, TEAM_LIST), reads(api, TEAM)) == (2, 2, 2)
+    lists = len(api.requests_to("GET", "lifecyclepolicies"))
+    assert (await fence.view(None)).recent  # cluster-scoped: the cluster policies only
+    assert len(api.requests_to("GET", "lifecyclepolicies")) == lists
 
 
-@pytest.mark.parametrize("change", ["narrowed", "deleted", "recreated", "unreadable"])
-async def test_a_changed_or_unreadable_policy_holds_the_deletion(
-    api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore, change: str
-) -> None:
-    checks = Checks()
-    fence = PolicyFence(store, kube, clock, metrics=checks, retry_after=1.0)
-    basis = fence.basis(store.docs()[0].ref)
-    if change == "narrowed":
-        api.store.patch(POLICIES, "team", "sweep", {"spec": {"names": ["tmp-go-*"]}})
-    elif change in ("deleted", "recreated"):
-        api.store.delete(POLICIES, "team", "sweep")
-        if change == "recreated":
-            api.store.create(POLICIES, "team", sweep(["tmp-*"]))  # generation 1, another uid
-    else:
-        api.fail(500, method="GET", path=SWEEP)
-    hold = await fence.check(basis, decision())
-    assert hold is not None
-    assert hold.reason is HoldReason.POLICY_UNCONFIRMED
-    assert hold.requeue_after_ns == 10**9
-    assert hold.held == decision()
-    assert checks.results == {"error" if change == "unreadable" else "changed": 1}
-
-
-async def test_the_reconciler_deletes_only_while_the_policy_is_unchanged(
+async def test_no_namespace_is_read_while_no_policy_selects_namespaces_by_label(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore
+) -> None:
+    api.store.delete(CLUSTER_POLICIES, None, "sweep")
+    api.store.create(
+        POLICIES, "team", policy("LifecyclePolicy", "keep", lifecycle={"delete-after": "1h"})
+    )
+    view = await PolicyFence(store, kube, clock).view("team")
+    assert [str(p.ref) for p in view.policies.valid] == ["LifecyclePolicy/team/keep"]
+    assert view.namespace_labels is None
+    assert reads(api, TEAM) == 0
+
+
+async def test_a_failed_read_is_raised_and_not_kept(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore
+) -> None:
+    fence = PolicyFence(store, kube, clock)
+    api.fail(500, method="GET", path=TEAM_LIST + "$")
+    with pytest.raises(KubeError):
+        await fence.view("team")
+    assert (await fence.view("team")).policies.valid  # read again at once
+
+
+#: The change on the server, and what the view that caught up deletes.
+CHANGES = {
+    "narrowed": ["tmp-go"],
+    "deleted": [],
+    "recreated": ["tmp-go", "tmp-stay"],  # the same rule again: it deletes once confirmed
+    "relabelled": [],
+    "outranked": [],
+    "held": [],
+    "unreadable": ["tmp-go", "tmp-stay"],
+}
+
+
+def change_on_the_server(api: FakeApiServer, change: str) -> None:
+    if change == "narrowed":
+        api.store.patch(CLUSTER_POLICIES, None, "sweep", {"spec": {"names": ["tmp-go*"]}})
+    elif change in ("deleted", "recreated"):
+        api.store.delete(CLUSTER_POLICIES, None, "sweep")
+        if change == "recreated":  # generation 1 again, another uid
+            api.store.create(CLUSTER_POLICIES, None, sweep(["tmp-*"]))
+    elif change == "relabelled":
+        api.store.patch(NAMESPACES, None, "team", {"metadata": {"labels": {"env": "prod"}}})
+    elif change == "outranked":  # a LifecyclePolicy outranks a (not enforced) cluster policy
+        keep = policy(
+            "LifecyclePolicy", "keep", names=["tmp-*"], lifecycle={"delete-after": "1000h"}
+        )
+        api.store.create(POLICIES, "team", keep)
+    elif change == "held":  # an invalid policy holds what it would match
+        broken = policy(
+            "LifecyclePolicy", "broken", names=["tmp-*"], lifecycle={"delete-after": "soon"}
+        )
+        api.store.create(POLICIES, "team", broken)
+    else:
+        api.fail(500, method="GET", path=CLUSTER_LIST + "$", times=2)
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+async def test_the_reconciler_deletes_only_what_the_view_on_the_server_decides(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock, store: PolicyStore, change: str
 ) -> None:
     cache = MetadataCache(policy_views=store)
     checks = Checks()
@@ -139,21 +207,25 @@ async def test_the_reconciler_deletes_only_while_the_policy_is_unchanged(
         created = api.store.create(CONFIGMAPS, "team", {"metadata": {"name": name}})
         keys[name] = ObjectKey(CONFIGMAPS, "team", name)
         cache.put(keys[name], cache.project(CONFIGMAPS, created["metadata"]))
-    await clock.advance(2)  # both due by the policy the store holds
-    api.store.patch(POLICIES, "team", "sweep", {"spec": {"names": ["tmp-go*"]}})
+    await clock.advance(2)  # both due by the view the store holds
+    change_on_the_server(api, change)
 
     assert await reconcile(keys["tmp-stay"]) == Result(requeue_after=1.0)
     assert await reconcile(keys["tmp-go"]) == Result(requeue_after=1.0)  # decided on the old
     assert api.requests_to("DELETE") == []
-    assert checks.results == {"changed": 2}
+    assert checks.results == {"error" if change == "unreadable" else "changed": 2}
 
-    # The store's watch catches up: the next decisions are made on the narrowed policy.
+    # The watches catch up: the next decisions are made on the view as it now is.
     watching = asyncio.create_task(store.run())
+    if change == "relabelled":
+        store.namespace_labels = {"team": {"env": "prod"}}.get
     await clock.settle()
-    assert store.current.valid[0].generation == 2
-    assert await reconcile(keys["tmp-stay"]) is None
-    assert await reconcile(keys["tmp-go"]) is None
+    await clock.advance(2.5)  # past the fence's kept reads
+    for key in keys.values():
+        await reconcile(key)
     await cancel_and_wait(watching)
-    deleted = [request.path.rsplit("/", 1)[-1] for request in api.requests_to("DELETE")]
-    assert deleted == ["tmp-go"]
-    assert api.store.get(CONFIGMAPS, "team", "tmp-stay") is not None
+    deleted = sorted(request.path.rsplit("/", 1)[-1] for request in api.requests_to("DELETE"))
+    assert deleted == CHANGES[change]
+    for name in set(keys) - set(deleted):
+        assert api.store.get(CONFIGMAPS, "team", name) is not None
+    assert checks.results["confirmed"] + checks.results["recent"] == len(deleted)

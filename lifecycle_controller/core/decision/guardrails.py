@@ -71,8 +71,9 @@ class HoldReason(enum.StrEnum):
     RESTART_JITTER = "restart_jitter"
     ROLLOUT_SLOT = "rollout_slot"
     BUDGET = "budget"
-    #: A policy deletion whose policy changed since the decision, or could not be read
-    #: (the controller's policy fence, controller/policy_fence.py).
+    #: A policy deletion the API server's view of the policies (and of the Namespace's
+    #: labels) does not decide, or that view could not be read (the policy fence,
+    #: core/policy/fence.py).
     POLICY_UNCONFIRMED = "policy_unconfirmed"
     #: The deciding policy's ``limit`` is reached (controller/policy_limits.py).
     POLICY_LIMIT = "policy_limit"

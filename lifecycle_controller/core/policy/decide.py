@@ -34,9 +34,11 @@ depends on the decision). :func:`decide_pass` answers, reading nothing: the deci
 for a due deletion or restart the guardrails' verdict
 (:func:`~lifecycle_controller.core.decision.guardrails.check`: the write, or the ``Hold`` that
 stops it), or the one fact it still lacks (:class:`MissingFact`): the workload's template
-marker (a policy restart counts from it, the restart guard measures from it), or the fence's
-confirmation of the policy that decided a deletion. The controller reads it, once, and asks
-again.
+marker (a policy restart counts from it, the restart guard measures from it), or, for a
+policy's deletion, the policy fence's fact: the object's policies resolved on a fresh read of
+the API server (:class:`PolicyConfirmation`). The controller reads it, once, and asks again;
+the verdict then decides on that fresh view as well and lets the deletion go only when both
+decide it (:mod:`.fence`).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from lifecycle_controller.core.decision.outcomes import (
     Wait,
 )
 from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.fence import fence_hold, unconfirmed
 from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.core.policy.precedence import Family, PolicyInputs, Resolution
 from lifecycle_controller.core.schedule.catchup import LedgerView
@@ -260,16 +263,25 @@ class MissingFact(enum.Enum):
 
     #: The workload's Pod template restart marker (never in the metadata-only cache).
     TEMPLATE_MARKER = "template_marker"
-    #: The policy that decided a deletion, confirmed on the API server (the policy fence).
+    #: For a policy's deletion: the object's policies as the API server has them now (the
+    #: policy fence).
     POLICY_CONFIRMATION = "policy_confirmation"
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyConfirmation:
-    """What the fence said of ``policy``: None, the deletion may go; else the hold."""
+    """The policy fence's fact: the object resolved on a fresh read of the API server (the
+    policies that may concern it, its Namespace's labels), or ``problem``, why that read
+    failed (then ``resolution`` is None and no policy deletion goes).
 
-    policy: str
-    hold: Hold | None
+    ``retry_after_ns``: when a deletion it holds is tried again. ``recent``: the read was
+    made for an earlier check, within the fence's freshness (the fence's metric says so).
+    """
+
+    resolution: Resolution | None
+    retry_after_ns: int
+    problem: str | None = None
+    recent: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -354,12 +366,14 @@ def decide_pass(inputs: PassInputs) -> Verdict:
         return Verdict(decision, decision, others, acknowledged)
     if inputs.fenced and isinstance(decision, Delete) and decision.policy:
         confirmation = inputs.confirmation
-        if confirmation is None or confirmation.policy != decision.policy:
+        if confirmation is None:
             return Verdict(
                 decision, decision, others, acknowledged, MissingFact.POLICY_CONFIRMATION
             )
-        if confirmation.hold is not None:
-            return Verdict(decision, confirmation.hold, others, acknowledged)
+        assert resolution is not None  # a policy decided it
+        fenced = _fence(decision, resolution, confirmation, inputs)
+        if fenced is not None:
+            return Verdict(decision, fenced, others, acknowledged)
     if (
         not inputs.marker_known
         and inputs.guardrails.min_restart_interval_ns > 0
@@ -368,3 +382,23 @@ def decide_pass(inputs: PassInputs) -> Verdict:
         return Verdict(decision, decision, others, acknowledged, MissingFact.TEMPLATE_MARKER)
     hold = check(decision, inputs.guardrails.facts(decision))
     return Verdict(decision, decision if hold is None else hold, others, acknowledged)
+
+
+def _fence(
+    decision: Delete, resolution: Resolution, confirmation: PolicyConfirmation, inputs: PassInputs
+) -> Hold | None:
+    """None when the fresh view decides ``decision`` too, else the hold that stops it."""
+    fresh_on = confirmation.resolution
+    if fresh_on is None:
+        unread = f"the policies in force could not be read: {confirmation.problem}"
+        return fence_hold(decision, unread, confirmation.retry_after_ns)
+    fresh = decide_with_policies(
+        inputs=fresh_on,
+        facts=inputs.facts,
+        now_ns=inputs.now_ns,
+        settings=inputs.settings,
+        ledger=inputs.ledger,
+        defaults=inputs.defaults,
+    ).decision
+    why = unconfirmed(decision, resolution, fresh, fresh_on)
+    return None if why is None else fence_hold(decision, why, confirmation.retry_after_ns)

@@ -104,7 +104,8 @@ def policy_from_manifest(doc: Mapping[str, Any]) -> Policy | PolicyInvalid:
         ref = PolicyRef(kind, namespace if kind is PolicyKind.NAMESPACED else None, name)
         problem = f"apiVersion: {doc.get('apiVersion')} is not served; use {POLICY_API_VERSION}"
         return PolicyInvalid(ref, generation, (problem,))
-    return parse_policy(kind, namespace, name, generation, doc.get("spec"))
+    uid = str(metadata.get("uid") or "")
+    return parse_policy(kind, namespace, name, generation, doc.get("spec"), uid=uid)
 
 
 def _creation_ns(value: object) -> int | None:

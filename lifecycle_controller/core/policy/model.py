@@ -174,6 +174,9 @@ class Policy:
     #: ``spec.limit``: at most so many actions per sliding window (:mod:`.policy_limit`);
     #: None: the controller's default (``--policy-default-limit``) applies.
     limit: PolicyLimit | None = None
+    #: The policy object's ``metadata.uid`` ("" for a manifest without one): with
+    #: ``generation``, which policy object and which spec (the policy fence compares both).
+    uid: str = ""
 
     @property
     def kind(self) -> PolicyKind:
@@ -350,8 +353,11 @@ def parse_policy(
     name: str,
     generation: int,
     spec: object,
+    *,
+    uid: str = "",
 ) -> Policy | PolicyInvalid:
-    """Validate a decoded ``spec``; never raises. ``namespace`` is None for a cluster policy."""
+    """Validate a decoded ``spec``; never raises. ``namespace`` is None for a cluster policy;
+    ``uid`` is the object's ``metadata.uid``, when it has one."""
     ref = PolicyRef(kind, namespace if kind is PolicyKind.NAMESPACED else None, name)
     if not isinstance(spec, Mapping):
         return PolicyInvalid(ref, generation, ("spec: must be an object",))
@@ -462,4 +468,5 @@ def parse_policy(
         deletion_propagation=str(propagation) if propagation is not None else None,
         namespace_selector=namespace_selector,
         limit=limit,
+        uid=uid,
     )
