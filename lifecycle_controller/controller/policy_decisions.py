@@ -12,7 +12,8 @@ pass's facts include its policies, resolved once per pass:
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
   tallies (which policies decide each object, which they overlapped, which hold it or are kept
-  from it by its protection, the next action) are what the policies' ``status`` reports
+  from it by its protection or by ``exempt`` on it or its Namespace, the next action) are
+  what the policies' ``status`` reports
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
@@ -58,6 +59,8 @@ class Tally:
     held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
+    #: The policies that would match it but for ``exempt`` on it or on its Namespace.
+    exempt_from: tuple[PolicyRef, ...] = ()
 
 
 class PolicyDecisions:
@@ -133,6 +136,7 @@ class PolicyDecisions:
             due_ns=decision.due_ns if pending else None,
             held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
             protected_from=resolution.protected,
+            exempt_from=resolution.exempted,
         )
         old = self.tallies.get(key)
         if old != tally:

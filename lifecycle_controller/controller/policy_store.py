@@ -145,6 +145,8 @@ class PolicyStore:
         #: The labels of a Namespace, None while unknown (the namespace store's, set by the
         #: composition root); a namespaceSelector holds what it cannot judge.
         self.namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None
+        #: Whether a Namespace is exempt (the namespace store's, set by the composition root).
+        self.namespace_exempt: Callable[[str], bool] = lambda _name: False
 
     # ------------------------------------------------------------------ reading
 
@@ -176,11 +178,16 @@ class PolicyStore:
         return bool(self.current.for_resource(resource))
 
     def with_namespace(self, view: ObjectView) -> ObjectView:
-        """``view`` with its Namespace's labels, when a namespaceSelector reads them (the
-        cached view leaves them out: they change without the object changing)."""
-        if view.namespace is None or not self.current.selects_namespaces_by_label():
+        """``view`` with whether its Namespace is exempt and, when a namespaceSelector reads
+        them, its Namespace's labels (the cached view leaves both out: they change without
+        the object changing)."""
+        if view.namespace is None:
             return view
-        return replace(view, namespace_labels=self.namespace_labels(view.namespace))
+        exempt = self.namespace_exempt(view.namespace)
+        if not self.current.selects_namespaces_by_label():
+            return replace(view, namespace_exempt=True) if exempt else view
+        labels = self.namespace_labels(view.namespace)
+        return replace(view, namespace_labels=labels, namespace_exempt=exempt)
 
     def view(
         self,
