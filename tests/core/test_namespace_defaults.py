@@ -163,7 +163,8 @@ def test_ignoring_drops_values_settings_and_problems_of_the_keys() -> None:
     assert left.problems == ()
     assert left.values == {keys.DRY_RUN: "true", keys.EXEMPT: "true"}
     assert (left.dry_run, left.exempt, left.namespace) == (True, True, NS)
-    assert defaults.problems and defaults.windows is not None  # the original is untouched
+    assert defaults.problems
+    assert defaults.windows is not None
 
 
 # --- precedence -------------------------------------------------------------------------

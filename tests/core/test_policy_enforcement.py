@@ -127,11 +127,13 @@ def test_an_enforced_deletion_goes_on_time_whatever_the_namespace_defaults(
         _, decision, _ = judge(policies(doc), namespace)
         assert not isinstance(decision, Delete)
         if plain == "skipped":
-            assert isinstance(decision, Patch) and decision.operation is Operation.SKIP
+            assert isinstance(decision, Patch)
+            assert decision.operation is Operation.SKIP
         elif plain == "refused":
             assert [e.reason for e in decision.events] == ["DeleteTTLExceeded"]
         else:
-            assert isinstance(plain, type) and isinstance(decision, plain)
+            assert isinstance(plain, type)
+            assert isinstance(decision, plain)
 
 
 @pytest.mark.parametrize(
@@ -190,7 +192,8 @@ def test_an_enforced_restart_ignores_the_namespace_window_too() -> None:
     meta = metadata()
     namespace = {keys.MAINTENANCE_WINDOW: FAR_WINDOW}
     _, decision, _ = judge(policies(nightly), namespace, meta=meta, resource=DEPLOYMENTS)
-    assert decision.action is not None and decision.action.value == "restart"
+    assert decision.action is not None
+    assert decision.action.value == "restart"
     assert not isinstance(decision, (Wait, Invalid))
 
 
@@ -273,7 +276,9 @@ def test_defaults_for_an_enforced_family_only() -> None:
     assert defaults_for(plain.primary, defaults) is defaults
     stripped = defaults_for(enforced.primary, defaults)
     assert stripped == enforced_defaults(defaults)
-    assert stripped is not None and stripped.catch_up is None and stripped.dry_run is True
+    assert stripped is not None
+    assert stripped.catch_up is None
+    assert stripped.dry_run is True
     assert enforced_defaults(None) is None
     assert overrides(enforced.primary, None, DecisionSettings()) == ()
 
@@ -351,7 +356,8 @@ def test_an_exempt_namespace_does_not_stop_the_objects_own_annotations() -> None
     meta = metadata(annotations={keys.DELETE_AFTER: "1s"}, created_ns=NOW - HOUR)
     resolution, decision, _ = judge(policies(PLAIN), {keys.EXEMPT: "true"}, meta=meta)
     assert resolution.deciders == ()
-    assert decision.action is not None and decision.action.value == "delete"
+    assert decision.action is not None
+    assert decision.action.value == "delete"
 
 
 def test_only_policies_that_would_match_count_as_exempted() -> None:
