@@ -317,6 +317,7 @@ class Controller:
             metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
         policies.store.namespace_labels = namespaces.labels
+        policies.store.namespace_exempt = namespaces.exempt
         policies.keep_namespace_labels = namespaces.keep_labels
         reconciler = build_reconciler(
             api=self.kube,

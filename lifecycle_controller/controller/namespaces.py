@@ -9,8 +9,12 @@ informer reads every Namespace; with exact ``--watch-namespace`` names, one info
 lists and watches with ``fieldSelector=metadata.name=<name>``, so RBAC on just those
 Namespace objects suffices.
 
-A change of a Namespace's defaults (:func:`~lifecycle_controller.core.decision.namespace_defaults.
-namespace_defaults_changed`) calls ``on_change(name)``, which the composition root turns
+The same store says whether a Namespace is exempt from the policies that are not enforced
+(:meth:`NamespaceDefaultsStore.exempt`, which policy matching reads).
+
+A change of a Namespace's defaults or exemption
+(:func:`~lifecycle_controller.core.decision.namespace_defaults.namespace_defaults_changed`)
+calls ``on_change(name)``, which the composition root turns
 into re-evaluating that namespace's objects, and reports its invalid values once, as
 Warning Events on the Namespace (``report``) and a log line.
 
@@ -130,6 +134,12 @@ class NamespaceDefaultsStore:
     def get(self, namespace: str | None) -> NamespaceDefaults | None:
         """The defaults of ``namespace`` (None: none known, or a cluster-scoped object)."""
         return None if namespace is None else self._defaults.get(namespace)
+
+    def exempt(self, name: str) -> bool:
+        """Whether Namespace ``name`` is exempt: the policies that are not enforced leave its
+        objects alone (docs/policies.md#which-objects-a-policy-matches)."""
+        defaults = self._defaults.get(name)
+        return defaults is not None and defaults.exempt
 
     def labels(self, name: str) -> Mapping[str, str] | None:
         """The labels of Namespace ``name``; None while unknown: not listed yet, not

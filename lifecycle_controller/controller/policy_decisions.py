@@ -12,7 +12,8 @@ pass's facts include its policies, resolved once per pass:
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
   tallies (which policies decide each object, which they overlapped, which hold it or are kept
-  from it by its protection, the next action) are what the policies' ``status`` reports
+  from it by its protection or by ``exempt`` on it or its Namespace, the next action) are
+  what the policies' ``status`` reports
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
@@ -22,7 +23,7 @@ pass's facts include its policies, resolved once per pass:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -60,6 +61,8 @@ class Tally:
     held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
+    #: The policies that would match it but for ``exempt`` on it or on its Namespace.
+    exempt_from: tuple[PolicyRef, ...] = ()
 
 
 class PolicyDecisions:
@@ -134,6 +137,8 @@ class PolicyDecisions:
         view = obj.view
         if self.references is not None and policies.reads_references():
             view = self.references.view_of(view)
+        if view.namespace is not None and self.store.namespace_exempt(view.namespace):
+            view = replace(view, namespace_exempt=True)
         return policies.resolve(
             obj.annotations,
             with_namespace_labels(view, policies, namespace_labels),
@@ -158,6 +163,7 @@ class PolicyDecisions:
             due_ns=decision.due_ns if pending else None,
             held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
             protected_from=resolution.protected,
+            exempt_from=resolution.exempted,
         )
         old = self.tallies.get(key)
         if old != tally:

@@ -12,7 +12,8 @@ cluster costs nothing), compares what it would report with what it last wrote an
   those it matches while another policy, or the object's own action annotations, decide;
   ``held``: those it holds (it is invalid, or its condition failed on them: nothing acts on
   them in its family until it is fixed); ``protected``: those it would match but for their
-  protection; ``nextAction``: its earliest pending action (``at``, ``kind``, ``namespace``,
+  protection; ``exempt``: those it would match but for ``exempt`` on them or on their
+  Namespace; ``nextAction``: its earliest pending action (``at``, ``kind``, ``namespace``,
   ``name``, ``action``);
 * ``conditions``: ``Ready``; ``Invalid`` with every problem (and one Warning Event on the
   policy per invalid generation); ``Unwatched`` naming the ``resources`` entries that select
@@ -152,6 +153,7 @@ class PolicyStatusWriter:
         next_action = None if best is None else _next_action(best[0], best[2].value, best[1])
         matched, held = len(aggregate.matched), len(aggregate.held)
         overlapped, protected = len(aggregate.overlapped), len(aggregate.protected)
+        exempt = len(aggregate.exempt)
         limited = self._decisions.limits.state(ref, self._clock.now_ns())
         status: dict[str, Any] = {
             "observedGeneration": parsed.generation,
@@ -159,6 +161,7 @@ class PolicyStatusWriter:
             "overlapped": overlapped,
             "held": held,
             "protected": protected,
+            "exempt": exempt,
             "nextAction": next_action,
             "conditions": self._conditions(parsed)
             + self._held_condition(parsed, aggregate.held_by_reason)
@@ -264,6 +267,8 @@ class PolicyStatusWriter:
                 held[(str(ref), reason.value)] = count
         if report["protected"]:
             held[(str(ref), "protected")] = report["protected"]
+        if report["exempt"]:
+            held[(str(ref), "exempt")] = report["exempt"]
         if limited := report.get("actions", {}).get("held", 0):
             held[(str(ref), "limit")] = limited
         changed = self._matched.get(ref) != report["matched"] or self._held.get(ref) != held

@@ -145,6 +145,8 @@ class PolicyStore:
         #: The labels of a Namespace, None while unknown (the namespace store's, set by the
         #: composition root); a namespaceSelector holds what it cannot judge.
         self.namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None
+        #: Whether a Namespace is exempt (the namespace store's, set by the composition root).
+        self.namespace_exempt: Callable[[str], bool] = lambda _name: False
 
     # ------------------------------------------------------------------ reading
 
@@ -176,8 +178,11 @@ class PolicyStore:
         return bool(self.current.for_resource(resource))
 
     def with_namespace(self, view: ObjectView) -> ObjectView:
-        """``view`` with its Namespace's labels, when a namespaceSelector reads them (the
-        cached view leaves them out: they change without the object changing)."""
+        """``view`` with whether its Namespace is exempt and, when a namespaceSelector reads
+        them, its Namespace's labels (the cached view leaves both out: they change without
+        the object changing)."""
+        if view.namespace is not None and self.namespace_exempt(view.namespace):
+            view = replace(view, namespace_exempt=True)
         return with_namespace_labels(view, self.current, self.namespace_labels)
 
     def view(

@@ -24,6 +24,7 @@ from lifecycle_controller.core.objects.copies import is_annotation_copy
 from lifecycle_controller.core.objects.relevance import has_action
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.scope import REQUIRED_VERBS, DiscoveredResource, ScopeConfig
+from lifecycle_controller.core.policy.enforcement import defaults_for
 from lifecycle_controller.core.policy.field_paths import fields_of, pick
 from lifecycle_controller.core.text.gotext import format_go_duration
 from lifecycle_controller.core.text.timestamps import (
@@ -93,6 +94,8 @@ class ObjectReport:
     why_nothing_happened: str | None = None
     #: Values taken from the object's Namespace (docs/annotations.md#namespace-defaults).
     inherited: list[str] = field(default_factory=list)
+    #: What of its Namespace's an enforced policy acts regardless of.
+    overrides: list[str] = field(default_factory=list)
     #: When the Upcoming warning is posted (``--warn-before`` or the annotation), if ever.
     warning: str | None = None
     #: The lifecycle policies' part (docs/policies.md); None when the cluster has none.
@@ -338,6 +341,7 @@ async def explain_object(
         raise ExplainError(str(error)) from error
     annotations = dict(obj.annotations)
     inputs = annotations if verdict.inputs is None else dict(verdict.inputs.annotations)
+    taken = defaults if verdict.inputs is None else defaults_for(verdict.inputs.primary, defaults)
     sources = policy_sources(verdict)
     policies = policy_report(
         docs,
@@ -347,6 +351,7 @@ async def explain_object(
         unreadable=read.problem,
         fields=fields,
         referenced_by=referenced_by,
+        namespace_exempt=defaults is not None and defaults.exempt,
     )
     due = explanation.due_ns
     report = ObjectReport(
@@ -371,13 +376,14 @@ async def explain_object(
         upcoming=[format_rfc3339_nano(instant) for instant in explanation.upcoming],
         steps=list(explanation.steps),
         problems=list(explanation.problems),
-        catch_up=_catch_up(inputs, explanation.action, settings, defaults, sources),
-        dry_run=_dry_run(inputs, settings, defaults, sources),
+        catch_up=_catch_up(inputs, explanation.action, settings, taken, sources),
+        dry_run=_dry_run(inputs, settings, taken, sources),
         watched=watched,
         scope=scope_text,
         events=events,
         why_nothing_happened=_why_nothing(inputs, explanation, watched, scope_text, obj, policies),
         inherited=list(explanation.inherited),
+        overrides=list(explanation.overrides),
         warning=_warning(explanation, now_ns),
         policies=policies,
     )
@@ -441,6 +447,8 @@ def render_report(report: ObjectReport) -> str:
     lines.append(_field("Dry-run", report.dry_run))
     for inherited in report.inherited:
         lines.append(_field("Inherited", inherited))
+    for override in report.overrides:
+        lines.append(_field("Enforced", override.removeprefix("enforced: ")))
     for problem in report.problems:
         lines.append(_field("Problem", problem))
     if report.why_nothing_happened:

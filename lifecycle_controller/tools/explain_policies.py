@@ -33,6 +33,8 @@ class PolicyReport:
     overlapped: list[str]
     exempt: bool
     own_action: bool
+    #: The exempt Namespace, when the exemption is its Namespace's ("" none).
+    exempt_namespace: str = ""
     #: ``{"policy": ..., "why": ...}`` for each policy that may act on the type but not on it.
     not_matched: list[dict[str, str]] = field(default_factory=list)
     #: Why the policies could not be read (the object is then judged without them).
@@ -61,8 +63,10 @@ def policy_report(
     unreadable: str | None = None,
     fields: Mapping[str, Any] | None = None,
     referenced_by: tuple[str, ...] | None = None,
+    namespace_exempt: bool = False,
 ) -> PolicyReport | None:
-    """The report, or None when no policy exists at all (nothing is said about policies)."""
+    """The report, or None when no policy exists at all (nothing is said about policies);
+    ``namespace_exempt``: the object's Namespace is exempt."""
     if not docs.any and unreadable is None:
         return None
     return PolicyReport(
@@ -71,9 +75,12 @@ def policy_report(
         overlapped=list(verdict.overlapped),
         exempt=verdict.exempt,
         own_action=verdict.own_action,
+        exempt_namespace=verdict.exempt_namespace,
         not_matched=[
             {"policy": policy, "why": why}
-            for policy, why in refusals(docs, resource, metadata, fields, referenced_by)
+            for policy, why in refusals(
+                docs, resource, metadata, fields, referenced_by, namespace_exempt
+            )
         ],
         unreadable=unreadable,
         held=verdict.held or None,
@@ -122,6 +129,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         ]
     elif report.held:
         lines = [_field("Policy", f"none acts: {report.held}")]
+    elif report.exempt and report.exempt_namespace:
+        lines = [_field("Policy", f"left alone: namespace {report.exempt_namespace} is exempt")]
     elif report.exempt:
         lines = [_field("Policy", "none: it is exempt (lifecycle.cezary.dev/exempt)")]
     elif report.own_action:
@@ -143,6 +152,11 @@ def why_no_policy(report: PolicyReport | None) -> str:
         return ""
     if report.held:
         return f"; {report.held}"
+    if report.exempt and report.exempt_namespace:
+        return (
+            f"; namespace {report.exempt_namespace} is exempt from every lifecycle policy "
+            "not enforced"
+        )
     if report.exempt:
         return "; it is exempt from every lifecycle policy"
     if report.not_matched:

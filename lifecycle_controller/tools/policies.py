@@ -17,7 +17,7 @@ nothing. The totals count, per tried policy, what it decides and what it leaves 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lifecycle_controller.controller.cache import CachedObject
@@ -226,6 +226,8 @@ class Totals:
     own_annotations: int = 0
     other_policy: int = 0
     exempt: int = 0
+    #: Left alone because their Namespace is exempt.
+    exempt_namespace: int = 0
     owned: int = 0
     #: Held: its condition failed on them, or an invalid policy holds them (nothing acts).
     held: int = 0
@@ -310,7 +312,10 @@ async def _try_one(
     obj = CachedObject.from_metadata(metadata)
     if not run.scope.allows_object(resource, obj.namespace, obj.name):
         return  # the controller never sees it
+    defaults = run.defaults.get(obj.namespace) if obj.namespace else None
     view = run.docs.view(resource, metadata, fields)
+    if defaults is not None and defaults.exempt:
+        view = replace(view, namespace_exempt=True)
     protection = run.docs.policies.protection
     results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]
@@ -320,6 +325,8 @@ async def _try_one(
     for ref, result in results.items():
         if result.reason is MatchReason.EXEMPT:
             report.totals[ref].exempt += 1
+        elif result.reason is MatchReason.NAMESPACE_EXEMPT:
+            report.totals[ref].exempt_namespace += 1
         elif result.reason is MatchReason.OWNED:
             report.totals[ref].owned += 1
         elif result.reason is MatchReason.PROTECTED:
@@ -336,7 +343,7 @@ async def _try_one(
         metadata,
         now_ns=run.now_ns,
         settings=run.settings,
-        defaults=run.defaults.get(obj.namespace) if obj.namespace else None,
+        defaults=defaults,
         guardrails=run.guardrails,
         fields=fields,
     )
@@ -469,6 +476,8 @@ def totals_line(ref: str, totals: Totals) -> str:
     left = []
     if totals.exempt:
         left.append(f"{totals.exempt} exempt")
+    if totals.exempt_namespace:
+        left.append(f"{totals.exempt_namespace} in an exempt namespace")
     if totals.owned:
         left.append(f"{totals.owned} owned")
     if totals.protected:

@@ -34,6 +34,7 @@ from lifecycle_controller.core.policy.match import (
     MatchReason,
     ObjectView,
     Protection,
+    is_exempt,
     match,
 )
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyRef
@@ -131,7 +132,8 @@ class PolicyVerdict:
     its attribution as the Events carry it (``based on ...: delete-after 48h``);
     ``overlapped``: the other matching policies, best first; ``own_action``: policies
     matched but the object's own action annotations decide; ``exempt``: a policy would
-    match it but ``lifecycle.cezary.dev/exempt`` keeps them all away.
+    match it but ``lifecycle.cezary.dev/exempt`` keeps them all away (but enforced ones),
+    and ``exempt_namespace`` names its Namespace when the exemption is the Namespace's.
     """
 
     decided_by: str = ""
@@ -139,6 +141,7 @@ class PolicyVerdict:
     overlapped: tuple[str, ...] = ()
     own_action: bool = False
     exempt: bool = False
+    exempt_namespace: str = ""
     #: The lifecycle keys a policy supplied (``lifecycle.cezary.dev/catch-up``, ...).
     from_policy: frozenset[str] = frozenset()
     inputs: Resolution | None = None
@@ -173,6 +176,14 @@ def _verdict(inputs: Resolution, candidate: bool, view: ObjectView) -> PolicyVer
         overlapped=tuple(str(ref) for ref in inputs.overlapped),
         own_action=inputs.annotation_driven,
         exempt=inputs.exempt and candidate,
+        exempt_namespace=(
+            view.namespace or ""
+            if inputs.exempt
+            and candidate
+            and view.namespace_exempt
+            and not is_exempt(view.annotations)
+            else ""
+        ),
         from_policy=frozenset(k for k, s in inputs.sources.items() if s is InputSource.POLICY),
         inputs=inputs,
         held="" if held is None else held.describe(),
@@ -225,12 +236,15 @@ def judge(
     every annotation, owner references), which matching reads; ``fields``: its other
     top-level fields, which conditions may read; ``restart_marker``: the Pod template's
     ``restartedAt`` (recurring policy restarts count from it); ``referenced_by``: what uses
-    the object, when known (``referencedBy``; None: a condition reading it holds).
+    the object, when known (``referencedBy``; None: a condition reading it holds);
+    ``defaults``: its Namespace's, whose ``exempt`` matching reads too.
     """
     policies = docs.policies
     view = docs.view(resource, metadata, fields) if policies.for_resource(resource) else None
     if view is not None and referenced_by is not None:
         view = replace(view, referenced_by=referenced_by)
+    if view is not None and defaults is not None and defaults.exempt:
+        view = replace(view, namespace_exempt=True)
     candidate = view is not None and policies.candidate(view)
     inputs = None
     if view is not None and candidate:
@@ -277,13 +291,19 @@ def refusals(
     metadata: Mapping[str, Any],
     fields: Mapping[str, Any] | None = None,
     referenced_by: tuple[str, ...] | None = None,
+    namespace_exempt: bool = False,
 ) -> list[tuple[str, str]]:
     """``(policy, why)`` for every valid policy that may act on the type but not on this
     object (the first of core's filters that refused it, with the fields its condition read
     when that refused it; ``explain`` prints them), and every invalid one, leaving out the
-    ``LifecyclePolicy`` objects of other namespaces."""
+    ``LifecyclePolicy`` objects of other namespaces. ``namespace_exempt``: the object's
+    Namespace is exempt."""
     policies = docs.policies
-    view = replace(docs.view(resource, metadata, fields), referenced_by=referenced_by)
+    view = replace(
+        docs.view(resource, metadata, fields),
+        referenced_by=referenced_by,
+        namespace_exempt=namespace_exempt,
+    )
     out: list[tuple[str, str]] = []
     for policy in policies.for_resource(resource):
         if policy.ref.namespace not in (None, view.namespace):

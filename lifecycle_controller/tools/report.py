@@ -73,6 +73,10 @@ class Row:
     own_action: bool = False
     #: A policy would match it, but it is exempt (lifecycle.cezary.dev/exempt).
     exempt: bool = False
+    #: The exempt Namespace, when the exemption is its Namespace's ("" none).
+    exempt_namespace: str = ""
+    #: What of its Namespace's an enforced policy acts regardless of.
+    overrides: list[str] = field(default_factory=list)
     #: ``held: LifecyclePolicy/team-a/keep is invalid`` when a hold stops the policies.
     held: str = ""
     #: Policies that would match it but for its protection (a system namespace...).
@@ -104,6 +108,7 @@ def row_for(
             overlapped=list(verdict.overlapped),
             own_action=verdict.own_action,
             exempt=verdict.exempt,
+            exempt_namespace=verdict.exempt_namespace,
             held=verdict.held,
             protected=list(verdict.protected),
             also_decided_by=list(verdict.also_decided_by),
@@ -130,6 +135,7 @@ def _row(
         dry_run=explanation.dry_run,
         inherited=list(explanation.inherited),
         warn_at=format_rfc3339_nano(explanation.warn_at_ns) if explanation.warn_at_ns else "",
+        overrides=list(explanation.overrides),
     )
 
 
@@ -146,7 +152,11 @@ def _policy_words(row: Row, shown: str = "") -> str:
         words.append(row.held)
     if row.also_decided_by:
         words.append("its other action family: " + ", ".join(row.also_decided_by))
-    if row.exempt:
+    if row.overrides:
+        words.extend(row.overrides)
+    if row.exempt and not row.policy and row.exempt_namespace:
+        words.append(f"left alone: namespace {row.exempt_namespace} is exempt")
+    elif row.exempt and not row.policy:
         words.append("left alone by policies (exempt)")
     elif row.own_action and row.overlapped:
         words.append("its own action annotations win over " + ", ".join(row.overlapped))

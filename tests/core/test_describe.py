@@ -178,3 +178,15 @@ def test_on_a_namespace_the_defaults_and_the_cap_are_described() -> None:
         "; also the default of the objects in this namespace"
     )
     assert meanings[keys.DRY_RUN].endswith("; also the default of the objects in this namespace")
+
+
+def test_on_a_namespace_exempt_is_described_for_its_objects() -> None:
+    lines = describe_annotations({keys.EXEMPT: "true"}, now_ns=NOW, local_zone=UTC, namespace=True)
+    assert lines[0][2] == (
+        "no lifecycle policy but an enforced one acts on this Namespace or any object in it "
+        "(their own annotations still do)"
+    )
+    (line,) = describe_annotations(
+        {keys.EXEMPT: "false"}, now_ns=NOW, local_zone=UTC, namespace=True
+    )
+    assert line[2] == "lifecycle policies may act on this object"

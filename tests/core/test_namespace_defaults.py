@@ -24,6 +24,7 @@ from lifecycle_controller.core import (
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceSource,
     decide_in_namespace,
+    ignoring,
     namespace_defaults_changed,
     parse_namespace_defaults,
     resolve_inputs,
@@ -123,6 +124,47 @@ def test_only_default_keys_count_as_a_change() -> None:
     assert namespace_defaults_changed({keys.MAX_DELETE_TTL: "1d"}, {})
     assert not namespace_defaults_changed({keys.DELETE_AT: PAST}, {keys.DELETE_AT: FUTURE})
     assert not namespace_defaults_changed({}, {keys.MANAGED_BY: "x"})
+
+
+@pytest.mark.parametrize(
+    ("value", "exempt"),
+    [("true", True), ("yes", True), ("", True), ("false", False), ("0", False)],
+)
+def test_exempt_on_a_namespace_is_read_as_on_an_object(value: str, exempt: bool) -> None:
+    """Any value but a false one: a misspelt value errs on the side of leaving alone."""
+    defaults = parse_namespace_defaults(NS, {keys.EXEMPT: value})
+    assert defaults.exempt is exempt
+    assert defaults.problems == ()
+    assert defaults.values == {keys.EXEMPT: value}
+    assert parse_namespace_defaults(NS, {}).exempt is False
+
+
+def test_gaining_or_losing_exempt_is_a_change() -> None:
+    """The objects of a Namespace that gains or loses ``exempt`` are decided again."""
+    assert namespace_defaults_changed({}, {keys.EXEMPT: "true"})
+    assert namespace_defaults_changed({keys.EXEMPT: "true"}, {})
+    assert namespace_defaults_changed({keys.EXEMPT: "true"}, {keys.EXEMPT: "false"})
+    assert not namespace_defaults_changed({keys.EXEMPT: "true"}, {keys.EXEMPT: "true"})
+
+
+def test_ignoring_drops_values_settings_and_problems_of_the_keys() -> None:
+    defaults = parse_namespace_defaults(
+        NS,
+        {
+            keys.CATCH_UP: "sometimes",
+            keys.DRY_RUN: "true",
+            keys.MAINTENANCE_WINDOW: WINDOW,
+            keys.MAX_DELETE_TTL: "1h",
+            keys.EXEMPT: "true",
+        },
+    )
+    left = ignoring(defaults, (keys.CATCH_UP, keys.MAINTENANCE_WINDOW, keys.MAX_DELETE_TTL))
+    assert (left.catch_up, left.windows, left.max_delete_ttl_ns) == (None, None, None)
+    assert left.problems == ()
+    assert left.values == {keys.DRY_RUN: "true", keys.EXEMPT: "true"}
+    assert (left.dry_run, left.exempt, left.namespace) == (True, True, NS)
+    assert defaults.problems
+    assert defaults.windows is not None
 
 
 # --- precedence -------------------------------------------------------------------------

@@ -132,3 +132,19 @@ def test_the_policy_store_adds_the_namespace_labels_only_when_a_policy_reads_the
     assert store.with_namespace(replace(view, namespace="other")).namespace_labels is None
     cluster_scoped = ObjectView(resource=NAMESPACES, namespace=None, name="team-a")
     assert store.with_namespace(cluster_scoped) is cluster_scoped
+
+
+def test_the_policy_store_says_whether_the_namespace_is_exempt(
+    kube: KubeClient, clock: FakeClock
+) -> None:
+    store = PolicyStore(kube, clock=clock)
+    store.namespace_exempt = {"team-a"}.__contains__
+    view = ObjectView(resource=CONFIGMAPS, namespace="team-a", name="cfg")
+    other = replace(view, namespace="other")
+    for selects_by_label in (False, True):
+        selector = {"namespaceSelector": {"matchLabels": {"env": "x"}}} if selects_by_label else {}
+        store.current = PolicySet.of([_policy(**selector)])
+        assert store.with_namespace(view).namespace_exempt
+        assert not store.with_namespace(other).namespace_exempt
+    store.current = PolicySet.of([_policy()])
+    assert store.with_namespace(other) is other  # nothing to add: the same view

@@ -94,6 +94,27 @@ async def test_defaults_follow_the_namespace_and_only_their_changes_re_evaluate(
         assert recorded.reports == []
 
 
+async def test_a_namespace_gaining_or_losing_exempt_re_evaluates_its_objects(
+    api: FakeApiServer, kube: KubeClient, clock: FakeClock, recorded: Recorded
+) -> None:
+    api.store.create(NAMESPACES, None, annotated("team-a", {}))
+    store = make_store(kube, clock, recorded)
+    async for _ in running(store):
+        await asyncio.wait_for(store.wait_synced(), 5)
+        assert not store.exempt("team-a")
+        api.store.patch(
+            NAMESPACES, None, "team-a", {"metadata": {"annotations": {keys.EXEMPT: "true"}}}
+        )
+        await eventually(lambda: recorded.changes == ["team-a"])
+        assert store.exempt("team-a")
+        assert not store.exempt("elsewhere")
+        api.store.patch(
+            NAMESPACES, None, "team-a", {"metadata": {"annotations": {keys.EXEMPT: None}}}
+        )
+        await eventually(lambda: recorded.changes == ["team-a", "team-a"])
+        assert not store.exempt("team-a")
+
+
 async def test_an_invalid_default_is_reported_once_on_the_namespace(
     api: FakeApiServer, kube: KubeClient, clock: FakeClock, recorded: Recorded
 ) -> None:

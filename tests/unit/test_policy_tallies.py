@@ -23,10 +23,10 @@ KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 def _walk(
     tallies: dict[ObjectKey, Tally], ref: PolicyRef
-) -> tuple[int, int, int, int, int | None, Counter[PolicyHoldReason]]:
+) -> tuple[int, int, int, int, int, int | None, Counter[PolicyHoldReason]]:
     """What the status writer used to compute, walking every tally (and the holds by
     reason: the first the policy gave for each object)."""
-    matched = overlapped = held = protected = 0
+    matched = overlapped = held = protected = exempt = 0
     best: int | None = None
     reasons: Counter[PolicyHoldReason] = Counter()
     for tally in tallies.values():
@@ -41,7 +41,9 @@ def _walk(
             overlapped += 1
         if ref in tally.protected_from:
             protected += 1
-    return matched, overlapped, held, protected, best, reasons
+        if ref in tally.exempt_from:
+            exempt += 1
+    return matched, overlapped, held, protected, exempt, best, reasons
 
 
 refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
@@ -56,6 +58,7 @@ tallies = st.builds(
         max_size=2,
     ).map(tuple),
     protected_from=refs,
+    exempt_from=refs,
 )
 
 
@@ -77,6 +80,7 @@ def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tall
             len(aggregate.overlapped),
             len(aggregate.held),
             len(aggregate.protected),
+            len(aggregate.exempt),
             None if best is None else best[1],
             aggregate.held_by_reason,
         )

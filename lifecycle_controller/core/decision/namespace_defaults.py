@@ -16,6 +16,10 @@ holds back in the objects that would inherit it. ``maintenance-window``, ``dry-r
 acting without the safety would be worse than waiting. An invalid ``max-delete-ttl`` blocks
 their deletions (it guards nothing else). An invalid ``warn-before`` only turns the warning off.
 
+``exempt`` on a Namespace is not a default either: it exempts every object in it from the
+lifecycle policies that are not enforced (``NamespaceDefaults.exempt``, which policy matching
+reads), as an object's own ``exempt`` does; the objects' own annotations still act.
+
 Action annotations on a Namespace are not defaults: they act on the Namespace itself, which
 is cluster-scoped and so has no namespace defaults of its own.
 """
@@ -23,7 +27,7 @@ is cluster-scoped and so has no namespace defaults of its own.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -61,6 +65,7 @@ __all__ = [
     "NamespaceSource",
     "ResolvedInputs",
     "decide_in_namespace",
+    "ignoring",
     "namespace_default_annotations",
     "namespace_defaults_changed",
     "parse_namespace_defaults",
@@ -68,6 +73,16 @@ __all__ = [
 ]
 
 _BOTH = frozenset({Action.DELETE, Action.RESTART})
+#: The keys a Namespace carries for the objects in it: the defaults, the cap and ``exempt``.
+_NAMESPACE_WIDE = (*keys.NAMESPACE_DEFAULT_KEYS, keys.EXEMPT)
+#: Each default's parsed field of :class:`NamespaceDefaults`.
+_FIELDS = {
+    keys.CATCH_UP: "catch_up",
+    keys.DRY_RUN: "dry_run",
+    keys.WARN_BEFORE: "warn_before_ns",
+    keys.MAINTENANCE_WINDOW: "windows",
+    keys.MAX_DELETE_TTL: "max_delete_ttl_ns",
+}
 _BLOCKS_ALL = "objects here without their own value take no action until it is fixed"
 _BLOCKS_DELETES = "objects here are not deleted until it is fixed"
 _BLOCKS_WARNING = "objects here without their own value get no warning before actions"
@@ -109,7 +124,8 @@ class NamespaceDefaults:
     """A Namespace's parsed defaults; None fields are absent (or invalid, see ``problems``)."""
 
     namespace: str
-    #: The raw default annotations present on the Namespace (the five keys only).
+    #: The raw annotations present on the Namespace that concern its objects (the five
+    #: defaults and ``exempt`` only).
     values: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     catch_up: CatchUpRule | None = None
     dry_run: bool | None = None
@@ -117,15 +133,20 @@ class NamespaceDefaults:
     windows: MaintenanceWindows | None = None
     max_delete_ttl_ns: int | None = None
     problems: tuple[NamespaceProblem, ...] = ()
+    #: ``exempt`` (any value but a false one, as on an object): the policies that are not
+    #: enforced leave every object in the Namespace alone.
+    exempt: bool = False
 
 
 def namespace_default_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """Only the keys a Namespace carries as defaults (the rest do not concern its objects)."""
-    return {key: annotations[key] for key in keys.NAMESPACE_DEFAULT_KEYS if key in annotations}
+    """Only the keys a Namespace carries for its objects: the defaults, the cap and
+    ``exempt`` (the rest do not concern its objects)."""
+    return {key: annotations[key] for key in _NAMESPACE_WIDE if key in annotations}
 
 
 def namespace_defaults_changed(old: Mapping[str, str], new: Mapping[str, str]) -> bool:
-    """Whether a Namespace update changes the defaults of its objects (re-evaluate them)."""
+    """Whether a Namespace update changes the defaults or the exemption of its objects
+    (re-evaluate them)."""
     return namespace_default_annotations(old) != namespace_default_annotations(new)
 
 
@@ -168,11 +189,25 @@ def parse_namespace_defaults(namespace: str, annotations: Mapping[str, str]) -> 
             parsed["max_delete_ttl_ns"] = parse_max_delete_ttl(value)
         except DurationError as error:
             problem(keys.MAX_DELETE_TTL, str(error), frozenset({Action.DELETE}))
+    exempt = keys.EXEMPT in values and go_parse_bool(values[keys.EXEMPT]) is not False
     return NamespaceDefaults(
         namespace,
         MappingProxyType(values),
         problems=tuple(problems),
+        exempt=exempt,
         **parsed,  # type: ignore[arg-type]
+    )
+
+
+def ignoring(defaults: NamespaceDefaults, dropped: Collection[str]) -> NamespaceDefaults:
+    """``defaults`` as if the Namespace did not carry the default keys ``dropped``: neither
+    their values nor their problems (an enforced policy decides without some of them)."""
+    changes: dict[str, object] = {_FIELDS[key]: None for key in dropped}
+    return replace(
+        defaults,
+        values=MappingProxyType({k: v for k, v in defaults.values.items() if k not in dropped}),
+        problems=tuple(p for p in defaults.problems if p.key not in dropped),
+        **changes,  # type: ignore[arg-type]
     )
 
 

@@ -21,10 +21,13 @@ annotations. For a policy-driven decision (docs/policies.md#what-a-policy-writes
 
 **One decision per action family** (:class:`~.policy_precedence.Resolution`): a family won
 by the object's own annotations is decided on them, one won by a policy on the merged
-inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold). Under an
-enforced deletion the sooner of the enforced deadline and the next contender's deletion
-goes. :attr:`PolicyDecision.decisions` has every family's decision, the one to carry out
-this pass first (:func:`first_to_act`).
+inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold). A family
+an enforced policy won is decided without the Namespace's ``catch-up``,
+``maintenance-window`` and ``max-delete-ttl``
+(:mod:`~lifecycle_controller.core.policy.enforcement`). Under an enforced deletion the
+sooner of the enforced deadline and the next contender's deletion goes (the next contender
+still obeys the Namespace). :attr:`PolicyDecision.decisions` has every family's decision,
+the one to carry out this pass first (:func:`first_to_act`).
 
 **One reconcile pass, one pure call** (:func:`decide_pass`): the controller gathers a pass's
 facts first (docs/architecture.md#decision-path): the object, its namespace's defaults, the
@@ -74,6 +77,7 @@ from lifecycle_controller.core.decision.outcomes import (
     Wait,
 )
 from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.enforcement import defaults_for
 from lifecycle_controller.core.policy.fence import fence_hold, unconfirmed
 from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.core.policy.precedence import Family, PolicyInputs, Resolution
@@ -211,7 +215,8 @@ def _decide_family(
         # A policy's writes come in its form: no annotation changes.
         settings=settings if policy is None else _in_policy_form(settings),
         ledger=ledger,
-        defaults=defaults,
+        # An enforced policy is not weakened by the Namespace's catch-up, window or cap.
+        defaults=defaults_for(inputs, defaults),
     )
     if policy is None:
         return decision, None

@@ -25,11 +25,12 @@ namespace and objects, the system namespaces), so every question is asked with i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
 from lifecycle_controller.core.decision.outcomes import Action
+from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
 from lifecycle_controller.core.policy.match import (
@@ -38,6 +39,7 @@ from lifecycle_controller.core.policy.match import (
     ObjectView,
     Protection,
     holds,
+    is_exempt,
     match,
     matches_statically,
     selects_resource,
@@ -353,6 +355,23 @@ class PolicySet:
             and match(p, view, _UNPROTECTED).matched
         )
 
+    def exempted_from(self, view: ObjectView) -> tuple[PolicyRef, ...]:
+        """The policies that would match the object but for ``exempt`` on it or on its
+        Namespace (none unless one of them is exempt: the common object costs nothing)."""
+        if not (view.namespace_exempt or is_exempt(view.annotations)):
+            return ()
+        bare = replace(
+            view,
+            annotations={k: v for k, v in view.annotations.items() if k != keys.EXEMPT},
+            namespace_exempt=False,
+        )
+        return tuple(
+            p.ref
+            for p in self._named(view)
+            if match(p, view, self.protection).reason in _EXEMPTIONS
+            and match(p, bare, self.protection).matched
+        )
+
     def resolve(
         self,
         annotations: Mapping[str, str],
@@ -363,7 +382,7 @@ class PolicySet:
         schedule_since_ns: Mapping[PolicyRef, int] | None = None,
     ) -> Resolution:
         """The decision's inputs for an object whose lifecycle annotations are ``annotations``."""
-        return resolve_policies(
+        resolution = resolve_policies(
             annotations,
             self.matching(view),
             creation_ns=view.creation_ns,
@@ -371,11 +390,16 @@ class PolicySet:
             now_ns=now_ns,
             schedule_since_ns=schedule_since_ns,
             protected=self.protected_from(view),
+            namespace_exempt=view.namespace_exempt,
         )
+        exempted = self.exempted_from(view)
+        return replace(resolution, exempted=exempted) if exempted else resolution
 
 
 #: Matching without protection (to tell what protection refused).
 _UNPROTECTED: Final = Protection(namespaces=frozenset())
+#: The refusals of an exemption, the object's own or its Namespace's.
+_EXEMPTIONS: Final = frozenset({MatchReason.EXEMPT, MatchReason.NAMESPACE_EXEMPT})
 
 
 def reported_schedule_since(status: Mapping[str, Any], generation: int) -> int | None:

@@ -23,7 +23,8 @@ A policy matches an object when every one of its filters accepts it, checked che
    names that namespace literally, or by a ``LifecyclePolicy`` living there; the controller's
    own Lease, breaker ConfigMap and chart-labelled objects never;
 5. **exempt**: ``lifecycle.cezary.dev/exempt`` on the object (any value but a false one, so
-   a misspelt value errs on the side of leaving the object alone) stops every policy;
+   a misspelt value errs on the side of leaving the object alone), or on its Namespace
+   (:attr:`ObjectView.namespace_exempt`), stops every policy that is not enforced;
 6. **owned**: an object with a *controller* owner reference (a Deployment's ReplicaSets, a
    Job's Pods) is matched only with ``includeOwned: true``;
 7. the CEL **condition**, last because it is the dearest; an evaluation error is reported
@@ -102,6 +103,7 @@ class MatchReason(enum.StrEnum):
     NAMESPACE_SELECTOR = "its namespace's labels do not match the policy's namespaceSelector"
     NAMESPACE_UNKNOWN = "its namespace's labels are not known yet"
     EXEMPT = "it is exempt (lifecycle.cezary.dev/exempt)"
+    NAMESPACE_EXEMPT = "its namespace is exempt (lifecycle.cezary.dev/exempt on the Namespace)"
     PROTECTED = "it is protected from policies"
     OWNED = "it has a controller owner and the policy does not include owned objects"
     CONDITION = "the policy's condition is false for it"
@@ -138,6 +140,8 @@ class ObjectView:
     owner_references: tuple[OwnerReference, ...] = ()
     #: The labels of the object's Namespace; None: not known (not read, or not synced yet).
     namespace_labels: Mapping[str, str] | None = None
+    #: Its Namespace carries ``lifecycle.cezary.dev/exempt`` (docs/annotations.md).
+    namespace_exempt: bool = False
     #: The object's top-level fields other than metadata, as far as a condition reads them
     #: (docs/policies.md#what-a-condition-reads); empty when none does.
     fields: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
@@ -298,7 +302,7 @@ def match(
     policy: Policy, view: ObjectView, protection: Protection = DEFAULT_PROTECTION
 ) -> PolicyMatch:
     """Check the filters in the module's order; never raises. An enforced policy is not
-    stopped by ``exempt``."""
+    stopped by ``exempt``, on the object or on its Namespace."""
     refusal = _static_refusal(policy, view)
     if refusal is not None:
         return _refused(refusal)
@@ -309,6 +313,8 @@ def match(
         return _refused(refusal)
     if not policy.enforce and is_exempt(view.annotations):
         return _refused(MatchReason.EXEMPT)
+    if not policy.enforce and view.namespace_exempt:
+        return _refused(MatchReason.NAMESPACE_EXEMPT)
     if view.has_controller and not policy.include_owned:
         return _refused(MatchReason.OWNED)
     if policy.condition is not None:
@@ -371,7 +377,7 @@ def holds(
             return False  # an unknown Namespace: held, as it may match
     if protection.refuses(invalid, view):
         return False
-    return scope.enforce or not is_exempt(view.annotations)
+    return scope.enforce or not (is_exempt(view.annotations) or view.namespace_exempt)
 
 
 def unwatched_resources(policy: Policy, watched_keys: Iterable[str]) -> tuple[str, ...]:

@@ -268,6 +268,8 @@ class Resolution:
     decides or holds any family)."""
 
     families: tuple[PolicyInputs, ...]
+    #: Policies that would match but for ``exempt`` on the object or its Namespace.
+    exempted: tuple[PolicyRef, ...] = ()
 
     @property
     def primary(self) -> PolicyInputs:
@@ -525,6 +527,7 @@ def resolve_policies(
     now_ns: int,
     schedule_since_ns: Mapping[PolicyRef, int] | None = None,
     protected: Iterable[PolicyRef] = (),
+    namespace_exempt: bool = False,
 ) -> Resolution:
     """Every family's inputs from the object's annotations and its contenders.
 
@@ -533,8 +536,9 @@ def resolve_policies(
     whose condition failed on the object). ``schedule_since_ns`` maps a policy to when its
     current generation was first accepted (see the module docstring); a missing entry is
     unknown. ``protected``: the policies that would match but for protection (reported).
+    ``namespace_exempt``: the object's Namespace is exempt (as if the object were).
     """
-    exempt = is_exempt(annotations)
+    exempt = is_exempt(annotations) or namespace_exempt
     shielded = tuple(protected)
     families: list[PolicyInputs] = []
     all_contenders = list(matched)

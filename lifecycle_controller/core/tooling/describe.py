@@ -122,6 +122,11 @@ def _max_delete_ttl(value: str, ctx: _Context) -> str:
 def _exempt(value: str, ctx: _Context) -> str:
     if go_parse_bool(value) is False:
         return "lifecycle policies may act on this object"
+    if ctx.namespace:
+        return (
+            "no lifecycle policy but an enforced one acts on this Namespace or any object "
+            "in it (their own annotations still do)"
+        )
     return "no lifecycle policy acts on this object (its own annotations still do)"
 
 

@@ -50,6 +50,8 @@ from lifecycle_controller.core.decision.pacing import last_restart_ns
 from lifecycle_controller.core.decision.warnings import parse_lead_time
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.policy.decide import decide_with_policies
+from lifecycle_controller.core.policy.enforcement import defaults_for
+from lifecycle_controller.core.policy.enforcement import overrides as enforced_overrides
 from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.schedule.catchup import Ledger
 from lifecycle_controller.core.schedule.schedules import (
@@ -82,6 +84,8 @@ class Explanation:
     first. ``problems``: Warning Event messages (``reason: message``). ``upcoming``: the
     next occurrences of a recurring schedule (or the one-time due instant). ``inherited``:
     the values that came from the object's Namespace (``dry-run from namespace previews``).
+    ``overrides``: what of its Namespace's an enforced policy acts regardless of
+    (``enforced: overrides namespace team-a's catch-up never``).
     """
 
     action: str | None
@@ -94,6 +98,7 @@ class Explanation:
     inherited: tuple[str, ...] = ()
     #: When the Upcoming warning is posted (None: no lead time, or nothing scheduled).
     warn_at_ns: int | None = None
+    overrides: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +235,19 @@ def explain(
     policy could match, what :meth:`~.policy_set.PolicySet.resolve` made of its
     ``annotations``; the object is then decided as the controller decides it, by
     :func:`~.policy_decide.decide_with_policies` (whose decisions write no annotation, so
-    there is no bookkeeping step), and its texts name the deciding policy.
+    there is no bookkeeping step), and its texts name the deciding policy; an enforced one
+    takes less of the Namespace's defaults (:mod:`~lifecycle_controller.core.policy.
+    enforcement`), and ``overrides`` says what it left out.
     """
+    overrides: tuple[str, ...] = ()
+    shown_defaults = namespace_defaults
     if policy_inputs is not None:
+        primary = policy_inputs.primary
+        overrides = tuple(
+            f"enforced: {override.describe()}"
+            for override in enforced_overrides(primary, namespace_defaults, settings)
+        )
+        shown_defaults = defaults_for(primary, namespace_defaults)
         annotations = policy_inputs.annotations
         if not policy_inputs.deciders and not policy_inputs.holds:
             # No policy decides or holds: decide_with_policies is decide_in_namespace on the
@@ -279,7 +294,7 @@ def explain(
     summary = _summary(decision)
     dry_run = (
         isinstance(decision, DryRun)
-        or dry_run_state(annotations, settings, namespace_defaults).value is True
+        or dry_run_state(annotations, settings, shown_defaults).value is True
     )
     if guardrails is not None and due is not None and not dry_run:
         due, summary = _guarded(decision, current, facts, now_ns, guardrails, due, summary)
@@ -298,10 +313,11 @@ def explain(
         dry_run=dry_run,
         inherited=()
         if isinstance(decision, Invalid) and decision.events  # blocked by its own value
-        else _inherited(annotations, namespace_defaults, settings),
+        else _inherited(annotations, shown_defaults, settings),
         warn_at_ns=_warn_at(
-            current, facts, settings, namespace_defaults, due if action else None, now_ns
+            current, facts, settings, shown_defaults, due if action else None, now_ns
         ),
+        overrides=overrides,
     )
 
 
