@@ -12,7 +12,8 @@ pass's facts include its policies, resolved once per pass:
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
   tallies (which policies decide each object, which they overlapped, which hold it or are kept
-  from it by its protection, the next action) are what the policies' ``status`` reports
+  from it by its protection, whose deletion of it ``max-delete-ttl`` refuses, the next
+  action) are what the policies' ``status`` reports
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
@@ -37,6 +38,7 @@ from lifecycle_controller.core.policy.decide import Verdict
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
+from lifecycle_controller.core.policy.refused import refusals
 from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
 )
@@ -58,6 +60,8 @@ class Tally:
     held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
+    #: The deciding policies whose deletion ``max-delete-ttl`` refuses, and why.
+    refused: tuple[tuple[PolicyRef, str], ...] = ()
 
 
 class PolicyDecisions:
@@ -126,6 +130,12 @@ class PolicyDecisions:
             self._writer.acknowledge(key, obj, acknowledged)
         decision = verdict.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
+        deciders = {str(ref): ref for ref in resolution.deciders}
+        refused = tuple(
+            (deciders[policy], cause)
+            for policy, cause in refusals((decision, *verdict.others))
+            if policy in deciders
+        )
         tally = Tally(
             decided_by=resolution.deciders,
             overlapped=resolution.overlapped,
@@ -133,6 +143,7 @@ class PolicyDecisions:
             due_ns=decision.due_ns if pending else None,
             held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
             protected_from=resolution.protected,
+            refused=refused,
         )
         old = self.tallies.get(key)
         if old != tally:

@@ -45,6 +45,7 @@ import structlog
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_limits import LimitState
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
+from lifecycle_controller.controller.policy_tallies import Aggregate
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
@@ -52,6 +53,7 @@ from lifecycle_controller.core.policy.audit import merge
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason
+from lifecycle_controller.core.policy.refused import readiness, refused_condition
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, format_rfc3339_seconds
 from lifecycle_controller.kube import Conflict, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
@@ -160,8 +162,9 @@ class PolicyStatusWriter:
             "held": held,
             "protected": protected,
             "nextAction": next_action,
-            "conditions": self._conditions(parsed)
+            "conditions": self._conditions(parsed, aggregate)
             + self._held_condition(parsed, aggregate.held_by_reason)
+            + _refused(parsed, aggregate)
             + _limited(limited, parsed.generation),
         }
         if limited is not None:
@@ -170,7 +173,9 @@ class PolicyStatusWriter:
             status["scheduleSince"] = format_rfc3339_nano(since)
         return status
 
-    def _conditions(self, parsed: Policy | PolicyInvalid) -> list[dict[str, Any]]:
+    def _conditions(
+        self, parsed: Policy | PolicyInvalid, aggregate: Aggregate
+    ) -> list[dict[str, Any]]:
         generation = parsed.generation
         if isinstance(parsed, PolicyInvalid):
             return [
@@ -178,14 +183,12 @@ class PolicyStatusWriter:
                 _condition("Invalid", True, "InvalidSpec", parsed.message, generation),
             ]
         unwatched = unwatched_resources(parsed, self._watched_keys())
+        watched = len(unwatched) < len(parsed.resources)
+        ready = (watched, "Active" if watched else "NothingWatched", "the policy is in force")
+        if watched:
+            ready = readiness(len(aggregate.matched), len(aggregate.refused)) or ready
         conditions = [
-            _condition(
-                "Ready",
-                len(unwatched) < len(parsed.resources),
-                "Active" if len(unwatched) < len(parsed.resources) else "NothingWatched",
-                "the policy is in force",
-                generation,
-            ),
+            _condition("Ready", *ready, generation),
             _condition("Invalid", False, "Valid", "", generation),
         ]
         if unwatched:
@@ -423,6 +426,14 @@ def _held(held: Mapping[PolicyHoldReason, int], missing: str, generation: int) -
         f"{count} held: {_HOLDS[reason][1].format(missing=missing)}" for reason, count in causes
     )
     return _condition("Held", True, _HOLDS[first][0], message, generation)
+
+
+def _refused(parsed: Policy | PolicyInvalid, aggregate: Aggregate) -> list[dict[str, Any]]:
+    """``Refused`` (a valid policy): the deletions ``max-delete-ttl`` refuses it, by cause."""
+    if isinstance(parsed, PolicyInvalid):
+        return []
+    refused = refused_condition(aggregate.refused_by_cause)
+    return [_condition("Refused", *refused, parsed.generation)]
 
 
 def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:

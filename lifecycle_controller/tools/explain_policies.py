@@ -50,6 +50,9 @@ class PolicyReport:
     #: ``condition read object.spec.replicas = 0``: the fields beyond metadata the deciding
     #: policy's condition read (None when it reads none).
     condition_read: str | None = None
+    #: Why ``max-delete-ttl`` refuses the deciding policy's deletion (the words of its
+    #: ``Refused`` condition; None: it does not).
+    refused: str | None = None
 
 
 def policy_report(
@@ -61,6 +64,7 @@ def policy_report(
     unreadable: str | None = None,
     fields: Mapping[str, Any] | None = None,
     referenced_by: tuple[str, ...] | None = None,
+    refused: str = "",
 ) -> PolicyReport | None:
     """The report, or None when no policy exists at all (nothing is said about policies)."""
     if not docs.any and unreadable is None:
@@ -82,6 +86,7 @@ def policy_report(
         propagation=verdict.propagation or None,
         namespace_selection=verdict.namespace_selection or None,
         condition_read=_deciding_read(docs, verdict, resource, metadata, fields) or None,
+        refused=refused or None,
     )
 
 
@@ -116,6 +121,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
             lines.append(_field("Condition", report.condition_read))
         if report.propagation:
             lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
+        if report.refused:
+            lines.append(_field("Refused", f"{report.refused}: it deletes nothing here"))
         lines += [
             _field("Policy", f"{ref} decides its other action family")
             for ref in report.also_decided_by

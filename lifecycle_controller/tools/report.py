@@ -83,6 +83,8 @@ class Row:
     propagation: str = ""
     #: What its ``namespaceSelector`` made of the Namespace ("" none).
     namespace_selection: str = ""
+    #: The deciding policy's deletion ``max-delete-ttl`` refuses, why ("" none).
+    refused: str = ""
 
 
 def row_for(
@@ -130,6 +132,7 @@ def _row(
         dry_run=explanation.dry_run,
         inherited=list(explanation.inherited),
         warn_at=format_rfc3339_nano(explanation.warn_at_ns) if explanation.warn_at_ns else "",
+        refused=explanation.refused,
     )
 
 

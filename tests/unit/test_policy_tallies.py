@@ -23,13 +23,18 @@ KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 def _walk(
     tallies: dict[ObjectKey, Tally], ref: PolicyRef
-) -> tuple[int, int, int, int, int | None, Counter[PolicyHoldReason]]:
+) -> tuple[int, int, int, int, int | None, Counter[PolicyHoldReason], Counter[str]]:
     """What the status writer used to compute, walking every tally (and the holds by
-    reason: the first the policy gave for each object)."""
+    reason: the first the policy gave for each object; the refusals by cause, the first the
+    policy got for each object)."""
     matched = overlapped = held = protected = 0
     best: int | None = None
     reasons: Counter[PolicyHoldReason] = Counter()
+    causes: Counter[str] = Counter()
     for tally in tallies.values():
+        cause = next((cause for refuser, cause in tally.refused if refuser == ref), None)
+        if cause is not None:
+            causes[cause] += 1
         if ref in tally.decided_by:
             matched += 1
             if tally.due_ns is not None and tally.action is not None:
@@ -41,7 +46,7 @@ def _walk(
             overlapped += 1
         if ref in tally.protected_from:
             protected += 1
-    return matched, overlapped, held, protected, best, reasons
+    return matched, overlapped, held, protected, best, reasons, causes
 
 
 refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
@@ -56,6 +61,10 @@ tallies = st.builds(
         max_size=2,
     ).map(tuple),
     protected_from=refs,
+    refused=st.lists(
+        st.tuples(st.sampled_from(REFS), st.sampled_from(["over 168h", "over 24h"])),
+        max_size=2,
+    ).map(tuple),
 )
 
 
@@ -79,7 +88,9 @@ def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tall
             len(aggregate.protected),
             None if best is None else best[1],
             aggregate.held_by_reason,
+            aggregate.refused_by_cause,
         )
+        assert sum(aggregate.refused_by_cause.values()) == len(aggregate.refused)
 
 
 def test_only_the_policies_a_change_concerns_become_dirty() -> None:

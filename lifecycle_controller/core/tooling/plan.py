@@ -51,6 +51,7 @@ from lifecycle_controller.core.decision.warnings import parse_lead_time
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.policy.refused import refusals
 from lifecycle_controller.core.schedule.catchup import Ledger
 from lifecycle_controller.core.schedule.schedules import (
     CronSchedule,
@@ -94,6 +95,9 @@ class Explanation:
     inherited: tuple[str, ...] = ()
     #: When the Upcoming warning is posted (None: no lead time, or nothing scheduled).
     warn_at_ns: int | None = None
+    #: A policy's deletion ``max-delete-ttl`` refuses, why in a few words ("" none): the
+    #: words of the policy's ``Refused`` condition (docs/policies.md#status).
+    refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +306,7 @@ def explain(
         warn_at_ns=_warn_at(
             current, facts, settings, namespace_defaults, due if action else None, now_ns
         ),
+        refused=next((cause for _, cause in refusals((decision,))), ""),
     )
 
 
