@@ -38,7 +38,7 @@ from lifecycle_controller.core.policy.decide import Verdict
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
-from lifecycle_controller.core.policy.refused import refusals
+from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
 )
@@ -133,7 +133,7 @@ class PolicyDecisions:
         deciders = {str(ref): ref for ref in resolution.deciders}
         refused = tuple(
             (deciders[policy], cause)
-            for policy, cause in refusals((decision, *verdict.others))
+            for policy, cause in cap_refusals((decision, *verdict.others))
             if policy in deciders
         )
         tally = Tally(

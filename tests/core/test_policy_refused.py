@@ -22,9 +22,9 @@ from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
 from lifecycle_controller.core.policy.precedence import resolve_policies
 from lifecycle_controller.core.policy.refused import (
-    MAX_DELETE_TTL,
+    REFUSED_REASON,
+    cap_refusals,
     readiness,
-    refusals,
     refused_condition,
 )
 
@@ -114,7 +114,7 @@ def test_a_policy_deletion_the_cap_refuses_carries_its_cause_and_its_policy(
     decision = _decide(_policy(**{"delete-after": "720h"}), settings, namespace)
     assert isinstance(decision, Invalid)
     assert str(decision.refusal) == cause
-    assert refusals([decision]) == (("LifecyclePolicy/team-a/month", cause),)
+    assert cap_refusals([decision]) == (("LifecyclePolicy/team-a/month", cause),)
 
 
 def test_a_deletion_within_the_cap_and_other_problems_are_not_refusals() -> None:
@@ -125,7 +125,7 @@ def test_a_deletion_within_the_cap_and_other_problems_are_not_refusals() -> None
     cap = Refusal("delete-after 720h", "max-delete-ttl 168h (--max-delete-ttl)")
     own = Invalid(reason="DeleteTTLExceeded", refusal=cap)  # the object's own annotation
     other = Invalid(reason="InvalidTimestamp", policy="LifecyclePolicy/team-a/month")
-    assert refusals([within, own, other, Idle(action=Action.DELETE)]) == ()
+    assert cap_refusals([within, own, other, Idle(action=Action.DELETE)]) == ()
 
 
 @pytest.mark.parametrize(
@@ -133,19 +133,19 @@ def test_a_deletion_within_the_cap_and_other_problems_are_not_refusals() -> None
     [
         ({}, (False, "NothingRefused", "")),
         ({FLAG: 0}, (False, "NothingRefused", "")),
-        ({FLAG: 1}, (True, MAX_DELETE_TTL, f"1 object: {FLAG}")),
-        ({FLAG: 3}, (True, MAX_DELETE_TTL, f"3 objects: {FLAG}")),
+        ({FLAG: 1}, (True, REFUSED_REASON, f"1 object: {FLAG}")),
+        ({FLAG: 3}, (True, REFUSED_REASON, f"3 objects: {FLAG}")),
         # The commonest cause first; ties by their words.
         (
             {"b": 1, "a": 1, FLAG: 3},
-            (True, MAX_DELETE_TTL, f"3 objects: {FLAG}; 1 object: a; 1 object: b"),
+            (True, REFUSED_REASON, f"3 objects: {FLAG}; 1 object: a; 1 object: b"),
         ),
         # At most three causes named (a Namespace each), the rest counted.
         (
             {"a": 4, "b": 3, "c": 2, "d": 1, "e": 1},
             (
                 True,
-                MAX_DELETE_TTL,
+                REFUSED_REASON,
                 "4 objects: a; 3 objects: b; 2 objects: c; 2 objects for 2 other causes",
             ),
         ),
@@ -167,7 +167,7 @@ def test_the_refused_condition_counts_each_cause(
             3,
             (
                 False,
-                MAX_DELETE_TTL,
+                REFUSED_REASON,
                 "max-delete-ttl refuses the deletion of every object it decides (3); see Refused",
             ),
         ),

@@ -25,20 +25,20 @@ from typing import Final
 from lifecycle_controller.core.decision.outcomes import Decision, Invalid
 
 __all__ = [
-    "MAX_DELETE_TTL",
+    "REFUSED_REASON",
     "SHOWN_CAUSES",
+    "cap_refusals",
     "readiness",
-    "refusals",
     "refused_condition",
 ]
 
 #: The reason of the ``Refused`` condition and of ``Ready=False`` it causes.
-MAX_DELETE_TTL: Final = "MaxDeleteTTL"
+REFUSED_REASON: Final = "MaxDeleteTTL"
 #: A ``Refused`` message names at most this many causes (one per cap and value), then counts.
 SHOWN_CAUSES: Final = 3
 
 
-def refusals(decisions: Iterable[Decision]) -> tuple[tuple[str, str], ...]:
+def cap_refusals(decisions: Iterable[Decision]) -> tuple[tuple[str, str], ...]:
     """``(policy, cause)`` of each decision a policy made that the cap refused."""
     return tuple(
         (decision.policy, str(decision.refusal))
@@ -61,7 +61,7 @@ def refused_condition(causes: Mapping[str, int]) -> tuple[bool, str, str]:
     rest = counted[SHOWN_CAUSES:]
     if rest:
         parts.append(f"{_objects(sum(n for n, _ in rest))} for {len(rest)} other causes")
-    return True, MAX_DELETE_TTL, "; ".join(parts)
+    return True, REFUSED_REASON, "; ".join(parts)
 
 
 def _commonest(item: tuple[int, str]) -> tuple[int, str]:
@@ -76,7 +76,7 @@ def readiness(decided: int, refused: int) -> tuple[bool, str, str] | None:
     if refused >= decided:
         return (
             False,
-            MAX_DELETE_TTL,
+            REFUSED_REASON,
             f"max-delete-ttl refuses the deletion of every object it decides ({refused}); "
             "see Refused",
         )

@@ -51,7 +51,7 @@ from lifecycle_controller.core.decision.warnings import parse_lead_time
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.precedence import Resolution
-from lifecycle_controller.core.policy.refused import refusals
+from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.schedule.catchup import Ledger
 from lifecycle_controller.core.schedule.schedules import (
     CronSchedule,
@@ -306,7 +306,7 @@ def explain(
         warn_at_ns=_warn_at(
             current, facts, settings, namespace_defaults, due if action else None, now_ns
         ),
-        refused=next((cause for _, cause in refusals((decision,))), ""),
+        refused=next((cause for _, cause in cap_refusals((decision,))), ""),
     )
 
 
