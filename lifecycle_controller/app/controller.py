@@ -98,6 +98,12 @@ class _Pipeline:
         """:meth:`listed`, and the reference index has synced while it is open."""
         return self.listed() and self.references_pending() is None
 
+    def idle(self) -> bool:
+        """Synced, and no object queued or being reconciled: every object known has been
+        decided since it last changed (a policy's status may say how far its dry-run
+        reports go: docs/reliability.md#policy-audit)."""
+        return self.synced() and not len(self.queue) and not self.queue.in_flight
+
     def references_pending(self) -> str | None:
         """Why the open reference index has not synced (None: synced, or not open)."""
         references = self.references
@@ -364,6 +370,7 @@ class Controller:
             allows=lambda key: settings.scope.allows_object(key.resource, key.namespace, key.name),
             decisions=reconciler.policies,
             recorder=recorder,
+            idle=lambda: self._pipeline is not None and self._pipeline.idle(),
         )
         self._pipeline = _Pipeline(
             discovery, informers, queue, reconciler, events, namespaces, policies.references

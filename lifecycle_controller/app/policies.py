@@ -127,8 +127,10 @@ class PolicyPipeline:
         allows: Callable[[ObjectKey], bool],
         decisions: PolicyDecisions,
         recorder: EventRecorder,
+        idle: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Connect the store to the pipeline (after the reconciler exists)."""
+        """Connect the store to the pipeline (after the reconciler exists); ``idle``: every
+        object known has been decided since it last changed (the status writer's)."""
         self._cache = cache
         self._informers = informers
         self._enqueue = enqueue
@@ -143,6 +145,7 @@ class PolicyPipeline:
             watched_keys=lambda: [r.key for r in informers.running()],
             on_matched=self.metrics.policy.set_matched,
             on_held=self.metrics.policy.set_held,
+            idle=idle,
         )
         self.store.on_change = self._changed
         decisions.limits.on_freed = enqueue  # a place a failed write gave back

@@ -12,8 +12,8 @@ pass's facts include its policies, resolved once per pass:
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
   tallies (which policies decide each object, which they overlapped, which hold it or are kept
-  from it by its protection or by ``exempt`` on it or its Namespace, the next action) are
-  what the policies' ``status`` reports
+  from it by its protection or by ``exempt`` on it or its Namespace, whose deletion of it
+  ``max-delete-ttl`` refuses, the next action) are what the policies' ``status`` reports
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
@@ -40,6 +40,7 @@ from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
+from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
 )
@@ -63,6 +64,8 @@ class Tally:
     protected_from: tuple[PolicyRef, ...] = ()
     #: The policies that would match it but for ``exempt`` on it or on its Namespace.
     exempt_from: tuple[PolicyRef, ...] = ()
+    #: The deciding policies whose deletion ``max-delete-ttl`` refuses, and why.
+    refused: tuple[tuple[PolicyRef, str], ...] = ()
 
 
 class PolicyDecisions:
@@ -156,6 +159,12 @@ class PolicyDecisions:
             self._writer.acknowledge(key, obj, acknowledged)
         decision = verdict.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
+        deciders = {str(ref): ref for ref in resolution.deciders}
+        refused = tuple(
+            (deciders[policy], cause)
+            for policy, cause in cap_refusals((decision, *verdict.others))
+            if policy in deciders
+        )
         tally = Tally(
             decided_by=resolution.deciders,
             overlapped=resolution.overlapped,
@@ -164,6 +173,7 @@ class PolicyDecisions:
             held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
             protected_from=resolution.protected,
             exempt_from=resolution.exempted,
+            refused=refused,
         )
         old = self.tallies.get(key)
         if old != tally:

@@ -21,15 +21,25 @@ created again under the same name before the controller saw the deletion starts 
 
 :meth:`done` records the audit entry of an action carried out (or reported, for a dry
 run), which the status writer merges into the policy's ``status`` (:mod:`.policy_status`).
+
+**A rehearsal is counted once** (:mod:`~lifecycle_controller.core.policy.audit`). A dry-run
+report reported already, by this process (remembered per object while it lives) or by an
+earlier one (due at or before the ``status.actions.dryRunThrough`` the policy showed when this
+process first looked at it), is let through without a place in the window and without an
+audit entry. The earlier one's instant holds for the policy's generation this process found
+it at (followed until the process has first decided every object: :attr:`settled`): an
+object an edit seen later brings under the policy is reported, whatever its due time.
+:meth:`next_through` says what instant the writer may record now.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
 from lifecycle_controller.core.decision.outcomes import (
+    Action,
     Decision,
     Delete,
     DryRun,
@@ -38,7 +48,12 @@ from lifecycle_controller.core.decision.outcomes import (
     Wait,
 )
 from lifecycle_controller.core.objects.resources import ObjectKey
-from lifecycle_controller.core.policy.audit import AuditEntry, seed_instants
+from lifecycle_controller.core.policy.audit import (
+    AuditEntry,
+    next_through,
+    reported_through,
+    seed_instants,
+)
 from lifecycle_controller.core.policy.limit import LimitWindow, PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 
@@ -54,6 +69,20 @@ class LimitState:
     used: int
     held: int
     until_ns: int | None
+
+
+@dataclass(slots=True)
+class _Rehearsal:
+    """One policy's dry-run reports as this process knows them."""
+
+    #: ``status.actions.dryRunThrough`` when this process first looked (None: none).
+    through: int | None
+    #: The generation that instant holds for.
+    generation: int
+    #: The latest instant the status shows (read, or written by this process).
+    written: int | None
+    #: The latest due time of the occurrences this process reported.
+    newest: int | None = None
 
 
 class PolicyLimits:
@@ -80,14 +109,21 @@ class PolicyLimits:
         self.tripped: set[PolicyRef] = set()
         #: Told the object waiting that may take a place given back (the work queue's add).
         self.on_freed: Callable[[ObjectKey], None] = lambda key: None
+        self._rehearsals: dict[PolicyRef, _Rehearsal] = {}
+        #: Per object, the due time of the dry-run occurrence each policy reported.
+        self._reported: dict[ObjectKey, dict[PolicyRef, int]] = {}
+        #: Every object has been decided once since the start (the status writer says when).
+        self.settled = False
 
     def limit_of(self, policy: Policy) -> PolicyLimit | None:
         return policy.limit if policy.limit is not None else self.default
 
-    def _window(self, policy: Policy, status: dict[str, object], uid: str) -> LimitWindow | None:
-        if self._owners.setdefault(policy.ref, uid) != uid:
-            self.drop([policy.ref])  # another object under the same name: its window is gone
-            self._owners[policy.ref] = uid
+    def _own(self, ref: PolicyRef, uid: str) -> None:
+        if self._owners.setdefault(ref, uid) != uid:
+            self.drop([ref])  # another object under the same name: its window is gone
+            self._owners[ref] = uid
+
+    def _window(self, policy: Policy, status: dict[str, object]) -> LimitWindow | None:
         limit = self.limit_of(policy)
         window = self._windows.get(policy.ref)
         if limit is None:
@@ -111,7 +147,10 @@ class PolicyLimits:
         if found is None:
             return decision
         policy, status, uid = found
-        window = self._window(policy, status, uid)
+        self._own(policy.ref, uid)
+        window = self._window(policy, status)
+        if isinstance(decision, DryRun) and self._rehearsed(key, policy, status, decision):
+            return decision  # reported already: no place, no second count
         if window is None:
             return decision
         due = decision.due_ns if decision.due_ns is not None else now_ns
@@ -151,6 +190,91 @@ class PolicyLimits:
             log=f"held by {ref}'s limit {window.limit}",
         )
 
+    def _rehearsal(self, policy: Policy, status: Mapping[str, object]) -> _Rehearsal:
+        rehearsal = self._rehearsals.get(policy.ref)
+        if rehearsal is None:
+            through = reported_through(status)
+            rehearsal = _Rehearsal(through, policy.generation, through)
+            self._rehearsals[policy.ref] = rehearsal
+        elif not self.settled:  # an edit before every object was decided once
+            rehearsal.generation = policy.generation
+        return rehearsal
+
+    def _rehearsed(
+        self, key: ObjectKey, policy: Policy, status: Mapping[str, object], decision: DryRun
+    ) -> bool:
+        """The dry-run occurrence was reported already (see the module docstring)."""
+        due = decision.due_ns
+        if due is None:
+            return False
+        ref = policy.ref
+        reported = self._reported.get(key)
+        if reported is not None and reported.get(ref) == due:
+            return True
+        rehearsal = self._rehearsal(policy, status)
+        through = rehearsal.through
+        if through is None or due > through or policy.generation != rehearsal.generation:
+            return False
+        self._reported.setdefault(key, {})[ref] = due  # an earlier process reported it
+        return True
+
+    def _report(
+        self, key: ObjectKey, policy: Policy, status: Mapping[str, object], decision: DryRun
+    ) -> bool:
+        """Remember a dry-run report; False if it was reported already (no audit entry)."""
+        due = decision.due_ns
+        if due is None:
+            return True
+        ref = policy.ref
+        reported = self._reported.setdefault(key, {})
+        if reported.get(ref) == due:
+            return False
+        reported[ref] = due
+        rehearsal = self._rehearsal(policy, status)
+        rehearsal.newest = due if rehearsal.newest is None else max(rehearsal.newest, due)
+        return True
+
+    def next_through(
+        self, ref: PolicyRef, matched: Mapping[ObjectKey, tuple[int, Action] | None], now_ns: int
+    ) -> int | None:
+        """The ``dryRunThrough`` the policy's status may show now (None: nothing new), given
+        the objects it decides with their pending action (``Aggregate.matched``); for the
+        writer, once every object has been decided since the last change."""
+        rehearsal = self._rehearsals.get(ref)
+        if rehearsal is None or rehearsal.newest is None:
+            return None
+        unreported = (
+            pending[0]
+            for key, pending in matched.items()
+            if pending is not None
+            and pending[0] <= now_ns
+            and self._reported.get(key, {}).get(ref) != pending[0]
+        )
+        return next_through(
+            written=rehearsal.written, newest=rehearsal.newest, unreported=unreported
+        )
+
+    def written_through(self, ref: PolicyRef) -> int | None:
+        """The ``dryRunThrough`` the policy's status shows, as this process knows it (None:
+        none, or no dry run of the policy decided in this process)."""
+        rehearsal = self._rehearsals.get(ref)
+        return None if rehearsal is None else rehearsal.written
+
+    def through_written(self, ref: PolicyRef, through: int) -> None:
+        """The status shows ``through`` now."""
+        rehearsal = self._rehearsals.get(ref)
+        if rehearsal is not None:
+            rehearsal.written = max(through, rehearsal.written or through)
+
+    def lagging(self) -> set[PolicyRef]:
+        """The policies whose status does not show yet how far their reports go."""
+        return {
+            ref
+            for ref, rehearsal in self._rehearsals.items()
+            if rehearsal.newest is not None
+            and (rehearsal.written is None or rehearsal.written < rehearsal.newest)
+        }
+
     def give_back(self, key: ObjectKey) -> None:
         """The action admitted for ``key`` was not carried out (its write failed, or found
         the object gone): its place is free, for the first object waiting, or for ``key``
@@ -175,6 +299,10 @@ class PolicyLimits:
             self._windows.pop(ref, None)
             self._owners.pop(ref, None)
             self.pending.pop(ref, None)
+            self._rehearsals.pop(ref, None)
+        for reported in self._reported.values():
+            for ref in gone & reported.keys():
+                del reported[ref]
         self.tripped -= gone
         for key in [key for key, ref in self._waits.items() if ref in gone]:
             del self._waits[key]
@@ -189,6 +317,8 @@ class PolicyLimits:
         if found is None:
             return
         ref = found[0].ref
+        if isinstance(decision, DryRun) and not self._report(key, found[0], found[1], decision):
+            return  # reported already: counted once
         entry = AuditEntry(
             at_ns=now_ns,
             action=decision.action.value,
@@ -215,6 +345,7 @@ class PolicyLimits:
     def gone(self, key: ObjectKey) -> None:
         self.forget(key)
         self._admitted.pop(key, None)
+        self._reported.pop(key, None)
 
     def holding(self) -> set[PolicyRef]:
         """The policies whose limit holds objects now (their report changes as time passes)."""

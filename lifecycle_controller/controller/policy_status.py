@@ -29,7 +29,9 @@ cluster costs nothing), compares what it would report with what it last wrote an
   the audit (:mod:`~lifecycle_controller.core.policy.audit`). A policy with new entries is
   read fresh, the entries merged into what its status already shows (each counted once)
   and patched with that read's resourceVersion (a Conflict: read and merge again next
-  time); ``Limited`` (``LimitReached`` while its limit holds objects, one Warning
+  time); ``actions.dryRunThrough``, how far its dry-run reports go, recorded only once every
+  object known has been decided (``idle``), so that a restart counts no rehearsal twice;
+  ``Limited`` (``LimitReached`` while its limit holds objects, one Warning
   ``PolicyLimitReached`` per trip).
 
 A condition that fails on some object gets one Warning (``PolicyConditionFailed``) per
@@ -46,14 +48,20 @@ import structlog
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
 from lifecycle_controller.controller.policy_limits import LimitState
 from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
+from lifecycle_controller.controller.policy_tallies import Aggregate
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, ResourceType
-from lifecycle_controller.core.policy.audit import merge
+from lifecycle_controller.core.policy.audit import THROUGH, merge
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason
-from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, format_rfc3339_seconds
+from lifecycle_controller.core.policy.refused import readiness, refused_condition
+from lifecycle_controller.core.text.timestamps import (
+    format_rfc3339_nano,
+    format_rfc3339_seconds,
+    parse_rfc3339,
+)
 from lifecycle_controller.kube import Conflict, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
@@ -115,7 +123,12 @@ class PolicyStatusWriter:
         interval: float = 5.0,
         on_matched: Callable[[dict[str, int]], None] | None = None,
         on_held: Callable[[dict[tuple[str, str], int]], None] | None = None,
+        idle: Callable[[], bool] = lambda: False,
     ) -> None:
+        #: Every object known has been decided since it last changed (the caches are synced,
+        #: nothing is queued or being reconciled): how far the dry-run reports go may be
+        #: recorded. The default never says so, and records nothing.
+        self._idle = idle
         self._on_matched = on_matched
         self._on_held = on_held
         self._api = api
@@ -163,17 +176,33 @@ class PolicyStatusWriter:
             "protected": protected,
             "exempt": exempt,
             "nextAction": next_action,
-            "conditions": self._conditions(parsed)
+            "conditions": self._conditions(parsed, aggregate)
             + self._held_condition(parsed, aggregate.held_by_reason)
+            + _refused(parsed, aggregate)
             + _limited(limited, parsed.generation),
         }
         if limited is not None:
             status["actions"] = {"held": limited.held}
+        through = self._through(ref, aggregate)
+        if through is not None:
+            status.setdefault("actions", {})[THROUGH] = format_rfc3339_nano(through)
         if since is not None:
             status["scheduleSince"] = format_rfc3339_nano(since)
         return status
 
-    def _conditions(self, parsed: Policy | PolicyInvalid) -> list[dict[str, Any]]:
+    def _through(self, ref: PolicyRef, aggregate: Aggregate) -> int | None:
+        """How far the policy's dry-run reports go: further when the status may say more now
+        (the pipeline is idle), else what it shows (None: nothing known)."""
+        limits = self._decisions.limits
+        if self._idle():
+            moved = limits.next_through(ref, aggregate.matched, self._clock.now_ns())
+            if moved is not None:
+                return moved
+        return limits.written_through(ref)
+
+    def _conditions(
+        self, parsed: Policy | PolicyInvalid, aggregate: Aggregate
+    ) -> list[dict[str, Any]]:
         generation = parsed.generation
         if isinstance(parsed, PolicyInvalid):
             return [
@@ -181,14 +210,12 @@ class PolicyStatusWriter:
                 _condition("Invalid", True, "InvalidSpec", parsed.message, generation),
             ]
         unwatched = unwatched_resources(parsed, self._watched_keys())
+        watched = len(unwatched) < len(parsed.resources)
+        ready = (watched, "Active" if watched else "NothingWatched", "the policy is in force")
+        if watched:
+            ready = readiness(len(aggregate.matched), len(aggregate.refused)) or ready
         conditions = [
-            _condition(
-                "Ready",
-                len(unwatched) < len(parsed.resources),
-                "Active" if len(unwatched) < len(parsed.resources) else "NothingWatched",
-                "the policy is in force",
-                generation,
-            ),
+            _condition("Ready", *ready, generation),
             _condition("Invalid", False, "Valid", "", generation),
         ]
         if unwatched:
@@ -227,6 +254,10 @@ class PolicyStatusWriter:
         limits = self._decisions.limits
         dirty = self._decisions.aggregates.take_dirty() | self._retry
         dirty |= set(limits.pending) | limits.tripped | limits.holding()
+        if not limits.settled and self._idle():
+            limits.settled = True  # every object decided once: an edit now is an edit
+        if lagging := limits.lagging():
+            dirty |= lagging  # until their status says how far their reports go
         self._retry = set()
         version = self._store.version
         if not everything and not dirty and version == self._docs_version:
@@ -282,6 +313,9 @@ class PolicyStatusWriter:
             return changed
         if await self._write(doc, report, pending or []):
             self._written[doc.uid] = report
+            through = report.get("actions", {}).get(THROUGH)
+            if through is not None:
+                self._decisions.limits.through_written(ref, parse_rfc3339(through))
         else:
             self._retry.add(ref)
         return changed
@@ -299,9 +333,10 @@ class PolicyStatusWriter:
                 previous = fresh.get("status") or {}
                 actions, last, _ = merge(previous, pending)
                 body["metadata"] = {"resourceVersion": fresh["metadata"]["resourceVersion"]}
+                shown = report.get("actions", {})  # held, and dryRunThrough if it moves
                 report = {
                     **report,
-                    "actions": {**actions, "held": report.get("actions", {}).get("held", 0)},
+                    "actions": {**actions, **shown, "held": shown.get("held", 0)},
                     "lastActions": last,
                 }
             body["status"] = _with_transitions(report, previous, self._clock.now_ns())
@@ -428,6 +463,14 @@ def _held(held: Mapping[PolicyHoldReason, int], missing: str, generation: int) -
         f"{count} held: {_HOLDS[reason][1].format(missing=missing)}" for reason, count in causes
     )
     return _condition("Held", True, _HOLDS[first][0], message, generation)
+
+
+def _refused(parsed: Policy | PolicyInvalid, aggregate: Aggregate) -> list[dict[str, Any]]:
+    """``Refused`` (a valid policy): the deletions ``max-delete-ttl`` refuses it, by cause."""
+    if isinstance(parsed, PolicyInvalid):
+        return []
+    refused = refused_condition(aggregate.refused_by_cause)
+    return [_condition("Refused", *refused, parsed.generation)]
 
 
 def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """Per-policy aggregates of the objects' tallies, kept as the tallies change.
 
 The status writer (:mod:`.policy_status`) reports, per policy, how many objects it decides,
-overlaps, holds and is kept from by protection or an exemption, its earliest pending action
-and the first object its condition failed on. Walking every object's tally for every policy
-on each flush costs policies times objects every few seconds, even when nothing changes. Instead,
+overlaps, holds and is kept from by protection or an exemption, how many deletions
+``max-delete-ttl`` refuses it, its earliest pending action and the first object its condition
+failed on. Walking every object's tally for every policy on each flush costs policies times
+objects every few seconds, even when nothing changes. Instead,
 :class:`PolicyAggregates` is told of each tally that changes (:meth:`PolicyAggregates.update`)
 and moves the object between the sets of the policies involved, marking them ``dirty``: the
 writer then looks at the dirty policies only, and an idle cluster costs nothing.
@@ -41,6 +42,8 @@ class TallyView(Protocol):
     def protected_from(self) -> tuple[PolicyRef, ...]: ...
     @property
     def exempt_from(self) -> tuple[PolicyRef, ...]: ...
+    @property
+    def refused(self) -> tuple[tuple[PolicyRef, str], ...]: ...
 
 
 @dataclass
@@ -59,6 +62,10 @@ class Aggregate:
     exempt: set[ObjectKey] = field(default_factory=set)
     #: Objects its condition failed on, first seen first.
     condition_failed: dict[ObjectKey, None] = field(default_factory=dict)
+    #: Objects whose deletion ``max-delete-ttl`` refuses, and why (``Refused``).
+    refused: dict[ObjectKey, str] = field(default_factory=dict)
+    #: How many it refuses for each cause (kept with ``refused``).
+    refused_by_cause: Counter[str] = field(default_factory=Counter)
 
     def next_action(self) -> tuple[ObjectKey, int, Action] | None:
         """Its earliest pending action (cost: the objects it decides, once per flush)."""
@@ -79,6 +86,11 @@ class Aggregate:
         self.protected.discard(key)
         self.exempt.discard(key)
         self.condition_failed.pop(key, None)
+        cause = self.refused.pop(key, None)
+        if cause is not None:
+            self.refused_by_cause[cause] -= 1
+            if not self.refused_by_cause[cause]:
+                del self.refused_by_cause[cause]
 
 
 _EMPTY = Aggregate()
@@ -100,6 +112,7 @@ def _refs(tally: TallyView) -> set[PolicyRef]:
         *(ref for ref, _ in tally.held_by),
         *tally.protected_from,
         *tally.exempt_from,
+        *(ref for ref, _ in tally.refused),
     }
 
 
@@ -142,6 +155,10 @@ class PolicyAggregates:
                 aggregate.exempt.add(key)
             if _held_for(new, ref) in _CONDITION_FAILED:
                 aggregate.condition_failed.setdefault(key, None)
+            cause = next((cause for refuser, cause in new.refused if refuser == ref), None)
+            if cause is not None:
+                aggregate.refused[key] = cause
+                aggregate.refused_by_cause[cause] += 1
 
     def take_dirty(self) -> set[PolicyRef]:
         """The dirty policies, now clean."""

@@ -221,6 +221,8 @@ def _why_nothing(
         return "the object is being deleted; the controller leaves it alone"
     if not has_action(annotations):
         return "it has no action annotation (delete-* or restart-*)" + why_no_policy(policies)
+    if explanation.refused and policies is not None and policies.decided_by:
+        return f"max-delete-ttl refuses {policies.decided_by}'s deletion: {explanation.refused}"
     if explanation.problems:
         return "a problem blocks it: " + explanation.problems[0]
     if explanation.dry_run:
@@ -352,6 +354,7 @@ async def explain_object(
         fields=fields,
         referenced_by=referenced_by,
         namespace_exempt=defaults is not None and defaults.exempt,
+        refused=explanation.refused,
     )
     due = explanation.due_ns
     report = ObjectReport(

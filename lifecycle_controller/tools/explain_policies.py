@@ -52,6 +52,9 @@ class PolicyReport:
     #: ``condition read object.spec.replicas = 0``: the fields beyond metadata the deciding
     #: policy's condition read (None when it reads none).
     condition_read: str | None = None
+    #: Why ``max-delete-ttl`` refuses the deciding policy's deletion (the words of its
+    #: ``Refused`` condition; None: it does not).
+    refused: str | None = None
 
 
 def policy_report(
@@ -64,6 +67,7 @@ def policy_report(
     fields: Mapping[str, Any] | None = None,
     referenced_by: tuple[str, ...] | None = None,
     namespace_exempt: bool = False,
+    refused: str = "",
 ) -> PolicyReport | None:
     """The report, or None when no policy exists at all (nothing is said about policies);
     ``namespace_exempt``: the object's Namespace is exempt."""
@@ -89,6 +93,7 @@ def policy_report(
         propagation=verdict.propagation or None,
         namespace_selection=verdict.namespace_selection or None,
         condition_read=_deciding_read(docs, verdict, resource, metadata, fields) or None,
+        refused=refused or None,
     )
 
 
@@ -123,6 +128,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
             lines.append(_field("Condition", report.condition_read))
         if report.propagation:
             lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
+        if report.refused:
+            lines.append(_field("Refused", f"{report.refused}: it deletes nothing here"))
         lines += [
             _field("Policy", f"{ref} decides its other action family")
             for ref in report.also_decided_by

@@ -2,7 +2,8 @@
 
 ``policies`` lists both kinds with what the controller reports in their ``status``
 (docs/policies.md#status): matched and overlapped objects, the next action and the
-``Ready``/``Invalid``/``Unwatched`` conditions; a policy the controller has not reported on
+conditions that hold (``Invalid``, ``Unwatched``, ``Held``, ``Refused``...) with their
+messages; a policy the controller has not reported on
 yet shows its own parse (an invalid one says so).
 
 ``policies try -f`` reads policy manifests, lists the cluster's metadata (as ``status`` does,
@@ -11,7 +12,9 @@ the same kind, namespace and name) and, for every object a tried policy matches,
 the controller would do: the same decision path (:func:`~.policy_live.judge_live`), so
 windows, catch-up, namespace caps and the guardrails the tools know of apply, and the POLICY
 column names who decides when an annotation or another policy wins instead. It writes
-nothing. The totals count, per tried policy, what it decides and what it leaves to others.
+nothing. The totals count, per tried policy, what it decides and what it leaves to others, and
+say the deletions ``max-delete-ttl`` would refuse it in the words of its ``Refused``
+condition.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from lifecycle_controller.core.policy.in_force import object_view, policy_from_m
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import HOLDING, MatchReason, match, matches_statically
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
+from lifecycle_controller.core.policy.refused import refused_condition
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
@@ -237,6 +241,8 @@ class Totals:
     limit: str = ""
     #: The actions due now that its limit would hold at first (they go as the window frees).
     limit_holds: int = 0
+    #: The objects it decides whose deletion ``max-delete-ttl`` refuses, by cause.
+    refused: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -275,6 +281,8 @@ def _count(totals: Totals, row: Row, ref: str, now_ns: int) -> None:
             totals.other_policy += 1
         return
     totals.decides += 1
+    if row.refused and row.policy == ref:
+        totals.refused[row.refused] = totals.refused.get(row.refused, 0) + 1
     if row.dry_run:
         totals.dry_run += 1
     if row.action == "delete":
@@ -466,6 +474,9 @@ def totals_line(ref: str, totals: Totals) -> str:
         parts.append(_plural(totals.problems, "problem"))
     if totals.held:
         parts.append(f"{totals.held} held (its condition failed on them, or an invalid policy)")
+    refused, _, causes = refused_condition(totals.refused)
+    if refused:
+        parts.append(f"max-delete-ttl refuses {causes}")
     if totals.limit_holds:
         parts.append(
             f"would act on {totals.due_now} objects now; limit {totals.limit} holds "

@@ -87,6 +87,8 @@ class Row:
     propagation: str = ""
     #: What its ``namespaceSelector`` made of the Namespace ("" none).
     namespace_selection: str = ""
+    #: The deciding policy's deletion ``max-delete-ttl`` refuses, why ("" none).
+    refused: str = ""
 
 
 def row_for(
@@ -136,6 +138,7 @@ def _row(
         inherited=list(explanation.inherited),
         warn_at=format_rfc3339_nano(explanation.warn_at_ns) if explanation.warn_at_ns else "",
         overrides=list(explanation.overrides),
+        refused=explanation.refused,
     )
 
 

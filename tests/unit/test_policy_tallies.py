@@ -23,13 +23,18 @@ KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 def _walk(
     tallies: dict[ObjectKey, Tally], ref: PolicyRef
-) -> tuple[int, int, int, int, int, int | None, Counter[PolicyHoldReason]]:
+) -> tuple[int, int, int, int, int, int | None, Counter[PolicyHoldReason], Counter[str]]:
     """What the status writer used to compute, walking every tally (and the holds by
-    reason: the first the policy gave for each object)."""
+    reason: the first the policy gave for each object; the refusals by cause, the first the
+    policy got for each object)."""
     matched = overlapped = held = protected = exempt = 0
     best: int | None = None
     reasons: Counter[PolicyHoldReason] = Counter()
+    causes: Counter[str] = Counter()
     for tally in tallies.values():
+        cause = next((cause for refuser, cause in tally.refused if refuser == ref), None)
+        if cause is not None:
+            causes[cause] += 1
         if ref in tally.decided_by:
             matched += 1
             if tally.due_ns is not None and tally.action is not None:
@@ -43,7 +48,7 @@ def _walk(
             protected += 1
         if ref in tally.exempt_from:
             exempt += 1
-    return matched, overlapped, held, protected, exempt, best, reasons
+    return matched, overlapped, held, protected, exempt, best, reasons, causes
 
 
 refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
@@ -59,6 +64,10 @@ tallies = st.builds(
     ).map(tuple),
     protected_from=refs,
     exempt_from=refs,
+    refused=st.lists(
+        st.tuples(st.sampled_from(REFS), st.sampled_from(["over 168h", "over 24h"])),
+        max_size=2,
+    ).map(tuple),
 )
 
 
@@ -83,7 +92,9 @@ def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tall
             len(aggregate.exempt),
             None if best is None else best[1],
             aggregate.held_by_reason,
+            aggregate.refused_by_cause,
         )
+        assert sum(aggregate.refused_by_cause.values()) == len(aggregate.refused)
 
 
 def test_only_the_policies_a_change_concerns_become_dirty() -> None:

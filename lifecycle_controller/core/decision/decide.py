@@ -161,7 +161,7 @@ def decide_deletion(run: DecisionPass) -> Decision:
     ttl = delete_at_ttl(due, annotations=run.annotations, facts=run.facts, now_ns=run.now)
     refusal = refuse_ttl(run.settings, annotation=keys.DELETE_AT, value=value, ttl_ns=ttl)
     if refusal is not None:  # docs/behaviour.md#max-delete-ttl: never expires by itself
-        return run.invalid(refusal.event, refusal.log)
+        return run.invalid(refusal.event, refusal.log, refusal=refusal.refusal)
 
     allowed = run.allowed(run.opening(due), run.identity())
     if run.now < due:

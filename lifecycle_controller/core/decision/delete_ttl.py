@@ -21,6 +21,12 @@ instant that does not move:
 
 TTLs are shown rounded up to whole seconds, so a refused TTL always reads longer than the
 cap (a cap is whole seconds by its grammar).
+
+A refusal also says why in a few words (:attr:`TtlRefusal.refusal`: ``delete-at
+2026-12-01T10:00:00Z exceeds max-delete-ttl 168h (--max-delete-ttl)``): the refused decision
+carries it (``Invalid.refusal``; a policy's says its own value, ``delete-after 720h``), so that
+a policy's status can count the objects it refuses, and the tools say the same words
+(docs/policies.md#status).
 """
 
 from __future__ import annotations
@@ -30,20 +36,22 @@ from dataclasses import dataclass
 
 from lifecycle_controller.core.decision import events
 from lifecycle_controller.core.decision.events import Event
-from lifecycle_controller.core.decision.outcomes import DecisionSettings, ObjectFacts
+from lifecycle_controller.core.decision.outcomes import DecisionSettings, ObjectFacts, Refusal
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.text.gotext import format_go_duration
 from lifecycle_controller.core.text.units import NS_PER_SECOND
 
-__all__ = ["TtlRefusal", "delete_at_ttl", "refuse_ttl"]
+__all__ = ["TtlRefusal", "compact_duration", "delete_at_ttl", "refuse_ttl"]
 
 
 @dataclass(frozen=True, slots=True)
 class TtlRefusal:
-    """A refused deletion: its ``DeleteTTLExceeded`` Warning and the log detail."""
+    """A refused deletion: its ``DeleteTTLExceeded`` Warning, the log detail and what was
+    refused by which cap, in a few words (what a policy's ``Refused`` condition counts)."""
 
     event: Event
     log: str
+    refusal: Refusal
 
 
 def delete_at_ttl(
@@ -54,6 +62,17 @@ def delete_at_ttl(
         return due_ns - now_ns
     start = now_ns if facts.creation_ns is None else facts.creation_ns
     return due_ns - start
+
+
+def compact_duration(ns: int) -> str:
+    """A Go duration without its trailing zero units: ``168h``, ``1h30m``, ``90s`` reads
+    ``1m30s``, ``0s``."""
+    text = format_go_duration(ns)
+    if text.endswith("m0s"):
+        text = text[:-2]
+    if text.endswith("h0m"):
+        text = text[:-2]
+    return text
 
 
 def _whole_seconds_up(ns: int) -> int:
@@ -82,8 +101,10 @@ def refuse_ttl(
         else f"the max-delete-ttl annotation of Namespace {namespace}"
     )
     short = annotation.removeprefix(keys.PREFIX)
+    flag = "--max-delete-ttl" if namespace is None else f"Namespace {namespace}'s annotation"
     return TtlRefusal(
         event,
         f"{short} exceeds {source}: TTL {format_go_duration(shown)} "
         f"> maximum {format_go_duration(limit)}",
+        Refusal(f"{short} {value}", f"max-delete-ttl {compact_duration(limit)} ({flag})"),
     )

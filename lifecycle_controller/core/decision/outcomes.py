@@ -41,6 +41,7 @@ __all__ = [
     "Operation",
     "Outcome",
     "Patch",
+    "Refusal",
     "Wait",
 ]
 
@@ -156,9 +157,26 @@ class Idle(Decision):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Invalid(Decision):
-    """A misconfiguration blocks the action; ``events`` holds its Warning. No requeue."""
+    """A misconfiguration blocks the action; ``events`` holds its Warning. No requeue.
+
+    ``refusal``: a deletion ``max-delete-ttl`` refuses (None: another problem); a policy's
+    ``Refused`` condition counts them (docs/policies.md#status)."""
 
     reason: str
+    refusal: Refusal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """What ``max-delete-ttl`` refused and the cap that did, in a few words: ``what``
+    (``delete-after 720h``: a policy's own value, or the object's annotation and value) and
+    ``cap`` (``max-delete-ttl 168h (--max-delete-ttl)``)."""
+
+    what: str
+    cap: str
+
+    def __str__(self) -> str:
+        return f"{self.what} exceeds {self.cap}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,6 +28,7 @@ from lifecycle_controller.core.decision.outcomes import (
     Operation,
     Outcome,
     Patch,
+    Refusal,
     Wait,
 )
 from lifecycle_controller.core.decision.patches import (
@@ -271,10 +272,14 @@ class DecisionPass:
 
     # --- decisions -----------------------------------------------------------------------
 
-    def invalid(self, event: Event, log: str, error: str | None = None) -> Invalid:
-        """An Invalid decision; ``error`` (the parse error) goes into the log line too."""
+    def invalid(
+        self, event: Event, log: str, error: str | None = None, *, refusal: Refusal | None = None
+    ) -> Invalid:
+        """An Invalid decision; ``error`` (the parse error) goes into the log line too;
+        ``refusal``: what max-delete-ttl refused."""
         return Invalid(
             reason=event.reason,
+            refusal=refusal,
             events=(*self.events, event),
             ledger_ops=then_forget(self.ops),
             action=self.action,
@@ -474,7 +479,7 @@ def convert_relative(run: DecisionPass, relative: RelativeTimer) -> Decision:
             run.settings, annotation=relative.after_key, value=after_value, ttl_ns=duration
         )
         if refusal is not None:
-            return run.invalid(refusal.event, refusal.log)
+            return run.invalid(refusal.event, refusal.log, refusal=refusal.refusal)
 
     reference_point = run.get(keys.REFERENCE_POINT)
     reference = run.now

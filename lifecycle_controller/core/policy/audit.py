@@ -11,6 +11,18 @@ retried patch, or a new leader reporting an action its predecessor reported, cou
 nothing twice; the write that follows carries the read's resourceVersion, so two writers
 cannot both add to one status either (one of them gets a Conflict, reads again, merges
 again).
+
+**A rehearsal is counted once.** A dry-run report writes nothing on the object, so the object
+is decided again on every pass with the same occurrence, and after a restart, a leader change
+or a policy edit that re-queues everything it would be reported again; past the :data:`KEEP`
+entries of ``lastActions`` the merge cannot tell. So the policy's status also keeps
+``actions.dryRunThrough`` (:data:`THROUGH`): every dry-run occurrence due at or before that
+instant has been reported. A controller that starts treats such an occurrence as reported
+already (it counts nothing and takes no place in the limit's window) and remembers, per
+object, what it reported itself. It moves the instant forward (:func:`next_through`) only
+once it has decided every object it knows of, to the newest due time it reported, but never
+past an occurrence due and not reported yet (one its limit holds): one bounded field, whatever
+the number of objects (docs/reliability.md#policy-audit).
 """
 
 from __future__ import annotations
@@ -23,14 +35,26 @@ from lifecycle_controller.core.text.timestamps import (
     TimestampError,
     format_rfc3339_seconds,
     parse_rfc3339,
+    parse_rfc3339_or_none,
 )
 
-__all__ = ["COUNTS", "KEEP", "AuditEntry", "merge", "seed_instants"]
+__all__ = [
+    "COUNTS",
+    "KEEP",
+    "THROUGH",
+    "AuditEntry",
+    "merge",
+    "next_through",
+    "reported_through",
+    "seed_instants",
+]
 
 #: ``status.lastActions`` keeps this many entries, newest first.
 KEEP: Final = 50
 #: The counters of ``status.actions`` an entry raises (``held`` is a gauge, set apart).
 COUNTS: Final = ("deleted", "restarted", "dryRun")
+#: ``status.actions``'s instant through which every dry-run occurrence has been reported.
+THROUGH: Final = "dryRunThrough"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,3 +136,30 @@ def seed_instants(status: Mapping[str, Any]) -> list[int]:
             except TimestampError:
                 continue
     return out
+
+
+def reported_through(status: Mapping[str, Any]) -> int | None:
+    """``status.actions.dryRunThrough`` (None: absent or unreadable: nothing is known)."""
+    actions = status.get("actions")
+    raw = actions.get(THROUGH) if isinstance(actions, Mapping) else None
+    return parse_rfc3339_or_none(raw) if isinstance(raw, str) else None
+
+
+def next_through(
+    *, written: int | None, newest: int | None, unreported: Iterable[int]
+) -> int | None:
+    """The ``dryRunThrough`` to write (None: nothing new to say).
+
+    ``written``: the instant the status shows; ``newest``: the latest due time of the dry-run
+    occurrences this controller reported; ``unreported``: the due times of the occurrences
+    due and not reported yet (held by the limit, or not decided again since they fell due).
+    Only called once the controller has decided every object it knows of: the instant goes
+    to ``newest``, but stays before every occurrence not reported, and never goes back.
+    """
+    if newest is None or (written is not None and written >= newest):
+        return None
+    first = min(unreported, default=None)
+    target = newest if first is None else min(newest, first - 1)
+    if written is not None and target <= written:
+        return None
+    return target

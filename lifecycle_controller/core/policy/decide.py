@@ -149,15 +149,20 @@ def _sooner(enforced: Decision, other: Decision) -> Decision:
     return enforced
 
 
-def attribution(policy: Policy) -> str:
-    """``based on ClusterLifecyclePolicy/name: delete-after 48h`` (the action key and value),
-    with ``, enforced`` for an enforced policy."""
+def _action(policy: Policy) -> str:
+    """``delete-after 48h``: the policy's action key and value ("" none)."""
     actions = [
         f"{key} {value}"
         for key, value in policy.lifecycle.items()
         if keys.PREFIX + key in keys.ACTION_KEYS
     ]
-    action = actions[0] if actions else ""
+    return actions[0] if actions else ""
+
+
+def attribution(policy: Policy) -> str:
+    """``based on ClusterLifecyclePolicy/name: delete-after 48h`` (the action key and value),
+    with ``, enforced`` for an enforced policy."""
+    action = _action(policy)
     said = f"based on {policy.ref}: {action}" if action else f"based on {policy.ref}"
     return f"{said}, enforced" if policy.enforce else said
 
@@ -188,6 +193,9 @@ def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | Non
         changes["propagation"] = policy.deletion_propagation
     if isinstance(decision, Patch):
         acknowledged = decision.acknowledges
+    if isinstance(decision, Invalid) and decision.refusal is not None and _action(policy):
+        # What the cap refused is the policy's value, not the deadline merged from it.
+        changes["refusal"] = dataclasses.replace(decision.refusal, what=_action(policy))
     if decision.log:
         changes["log"] = f"{decision.log} ({suffix})"
         if "propagation" in changes:

@@ -53,6 +53,7 @@ from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.enforcement import defaults_for
 from lifecycle_controller.core.policy.enforcement import overrides as enforced_overrides
 from lifecycle_controller.core.policy.precedence import Resolution
+from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.schedule.catchup import Ledger
 from lifecycle_controller.core.schedule.schedules import (
     CronSchedule,
@@ -99,6 +100,9 @@ class Explanation:
     #: When the Upcoming warning is posted (None: no lead time, or nothing scheduled).
     warn_at_ns: int | None = None
     overrides: tuple[str, ...] = ()
+    #: A policy's deletion ``max-delete-ttl`` refuses, why in a few words ("" none): the
+    #: words of the policy's ``Refused`` condition (docs/policies.md#status).
+    refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +322,7 @@ def explain(
             current, facts, settings, shown_defaults, due if action else None, now_ns
         ),
         overrides=overrides,
+        refused=next((cause for _, cause in cap_refusals((decision,))), ""),
     )
 
 
