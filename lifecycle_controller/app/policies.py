@@ -27,7 +27,11 @@ from lifecycle_controller.controller.policy_status import PolicyStatusWriter
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
 from lifecycle_controller.controller.references import ReferenceWatch
-from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
+from lifecycle_controller.core.objects.pod_references import (
+    REFERENCED_KINDS,
+    covers,
+    used_kind,
+)
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.match import (
@@ -43,7 +47,7 @@ from lifecycle_controller.kube.resources import CLUSTER_POLICIES
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.serving.metrics import Metrics
 
-__all__ = ["PolicyPipeline"]
+__all__ = ["PolicyPipeline", "named_by"]
 
 _log = structlog.get_logger(__name__)
 
@@ -68,6 +72,23 @@ def _kept(policies: PolicySet, resource: ResourceType) -> tuple[object, ...]:
         tuple(static_filters(p) for p in policies.for_resource(resource)),
         policies.reads(resource),
     )
+
+
+def named_by(cache: MetadataCache, namespace: str, kind: str, name: str) -> list[ObjectKey]:
+    """The keys of the core-group objects a reference target names: one, or for a
+    StatefulSet's claim template every claim of its ordinals the cache keeps in that
+    namespace (any ordinal: they are looked for among the kept claims)."""
+    named = used_kind(kind)
+    found: list[ObjectKey] = []
+    for resource in cache.types():
+        if resource.group != "" or resource.kind != named:
+            continue
+        if named == kind:
+            found.append(ObjectKey(resource, namespace, name))
+        else:
+            keys = cache.keys(resource, namespace=namespace)
+            found.extend(key for key in keys if covers((kind, name), key.name))
+    return found
 
 
 def policy_protection(settings: Settings, default_namespace: str) -> Protection:
@@ -173,13 +194,12 @@ class PolicyPipeline:
             await self.references.aclose()
 
     def _referenced(self, namespace: str, kind: str, name: str) -> None:
-        """Who uses (namespace, kind, name) changed: re-evaluate that object, if kept."""
-        for resource in self._cache.types():
-            if resource.group == "" and resource.kind == kind:
-                key = ObjectKey(resource, namespace, name)
-                obj = self._cache.get(key)
-                if obj is not None and obj.view is not None and self._allows(key):
-                    self._enqueue(key)
+        """Who uses the target (namespace, kind, name) changed: re-evaluate the objects it
+        names, if kept."""
+        for key in named_by(self._cache, namespace, kind, name):
+            obj = self._cache.get(key)
+            if obj is not None and obj.view is not None and self._allows(key):
+                self._enqueue(key)
 
     def _references_synced(self) -> None:
         """The index is complete: the objects held for it are decided again."""

@@ -9,10 +9,14 @@ Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and CronJobs), purpose
 references, in a :class:`~lifecycle_controller.core.objects.pod_references.ReferenceIndex`.
 
 A change of who uses (namespace, kind, name) calls :attr:`ReferenceWatch.on_target`, so the
-object used is re-evaluated in the same reconcile as any other change; the first full list of
-every type calls :attr:`ReferenceWatch.on_synced`. Until then :meth:`ReferenceWatch.missing`
+object used is re-evaluated in the same reconcile as any other change (a StatefulSet's claim
+template is one target naming every claim of its ordinals: the listener re-queues those it
+keeps, :func:`~lifecycle_controller.core.objects.pod_references.covers`); the first full list
+of every type calls :attr:`ReferenceWatch.on_synced`. Until then :meth:`ReferenceWatch.missing`
 says why the references are unknown (not synced yet, or the controller may not list a type),
 and a condition reading them holds the object: nothing is deleted as unused on a partial index.
+The changes before that call nothing: on_synced re-queues every object they could concern,
+and the first list of many StatefulSets does not look through the kept claims once for each.
 Readiness waits for it too while it is open (:attr:`ReferenceWatch.synced`, with
 :meth:`ReferenceWatch.disconnected` afterwards), as it does for the other informers.
 """
@@ -188,7 +192,10 @@ class ReferenceWatch:
             self.on_synced()
 
     def _put(self, namespace: str, referrer: str, targets: frozenset[Target]) -> None:
-        for kind, name in self.index.put(namespace, referrer, targets):
+        changed = self.index.put(namespace, referrer, targets)
+        if not self._notified:
+            return  # every object reading the index is held; on_synced re-queues them all
+        for kind, name in changed:
             self.on_target(namespace, kind, name)
 
     async def aclose(self) -> None:

@@ -11,10 +11,12 @@ with the tried policies in force beside the existing ones: a tried policy replac
 the same kind, namespace and name) and, for every object a tried policy matches, shows what
 the controller would do: the same decision path (:func:`~.policy_live.judge_live`), so
 windows, catch-up, namespace caps and the guardrails the tools know of apply, and the POLICY
-column names who decides when an annotation or another policy wins instead. It writes
-nothing. The totals count, per tried policy, what it decides and what it leaves to others, and
-say the deletions ``max-delete-ttl`` would refuse it in the words of its ``Refused``
-condition.
+column names who decides when an annotation or another policy wins instead. A tried policy
+whose condition reads ``referencedBy`` is matched on what uses each object, read from its
+namespace's Pods and workloads as ``explain`` reads them (without it every object would be
+held as unknown). It writes nothing. The totals count, per tried policy, what it decides and
+what it leaves to others, and say the deletions ``max-delete-ttl`` would refuse it in the
+words of its ``Refused`` condition.
 """
 
 from __future__ import annotations
@@ -324,6 +326,10 @@ async def _try_one(
     view = run.docs.view(resource, metadata, fields)
     if defaults is not None and defaults.exempt:
         view = replace(view, namespace_exempt=True)
+    if any(p.condition is not None and p.condition.reads_references for p in mine):
+        # What uses it, read as the controller's index has it (None: unreadable, held).
+        found = await run.markers.referenced_by(run.kube, resource, metadata)
+        view = replace(view, referenced_by=found)
     protection = run.docs.policies.protection
     results = {str(p.ref): match(p, view, protection) for p in mine}
     matched = [ref for ref, result in results.items() if result.matched]

@@ -2,11 +2,14 @@
 
 Each recipe's YAML block is read out of docs/policies.md after its marker, only its
 namespace replaced by the test's; the policy's status must then count exactly the unused
-objects as matched (their deletion is days away), the used ones not at all.
+objects as matched (their deletion is days away), the used ones not at all. The claim of a
+StatefulSet scaled to zero by the real StatefulSet controller is used by it (``explain`` and
+``policies try`` say so too); a Secret only a storage driver is handed is used.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +20,23 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import PODS, POLICIES
 from tests.integration.controller import StartController
-from tests.integration.scenario_support import create, read, run_cli, start_for
+from tests.integration.policy_tools import tool_json
+from tests.integration.scenario_support import (
+    create,
+    gone,
+    patch,
+    read,
+    run_cli,
+    start_for,
+    wait_for,
+    wait_gone,
+    workload,
+)
 from tests.integration.support import (
     CONFIGMAPS,
     DEPLOYMENTS,
     SECRETS,
+    STATEFULSETS,
     configmap,
     deployment,
     eventually,
@@ -42,13 +57,18 @@ def _secret(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": {}}
 
 
-def _pvc(name: str) -> dict[str, Any]:
+def claim(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
+
+
+def claim_template(name: str) -> dict[str, Any]:
+    """A StatefulSet's ``volumeClaimTemplates`` entry."""
+    return {"metadata": {"name": name}, "spec": claim(name)["spec"]}
 
 
 def _pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -108,8 +128,115 @@ async def test_the_unused_pvcs_recipe_matches_only_claims_no_pod_mounts(
 ) -> None:
     await create(kube, POLICIES, namespace, recipe("unused-pvcs", namespace))
     for name in ("mounted", "idle"):
-        await create(kube, PVCS, namespace, _pvc(name))
+        await create(kube, PVCS, namespace, claim(name))
     volume = {"name": "d", "persistentVolumeClaim": {"claimName": "mounted"}}
     await create(kube, PODS, namespace, _pod("db", {"volumes": [volume]}))
     await start_for(start_controller, namespace, "persistentvolumeclaims")
     await _matched(kube, namespace, "unused-pvcs", 1)
+
+
+async def _scaled_to_zero(kube: KubeClient, namespace: str) -> None:
+    """StatefulSet ``db`` with the claim template ``data``: the StatefulSet controller makes
+    ``data-db-0`` and Pod ``db-0``; scaled to zero, the Pod goes and the claim stays."""
+    db = workload("StatefulSet", "db")
+    db["spec"]["podManagementPolicy"] = "Parallel"
+    db["spec"]["volumeClaimTemplates"] = [claim_template("data")]
+    await create(kube, STATEFULSETS, namespace, db)
+    await wait_for(kube, PODS, namespace, "db-0", bool, within=60, what="Pod db-0")
+    await wait_for(kube, PVCS, namespace, "data-db-0", bool, within=60, what="claim data-db-0")
+    await patch(kube, STATEFULSETS, namespace, "db", {"spec": {"replicas": 0}})
+    await wait_gone(kube, PODS, namespace, "db-0", within=60)
+
+
+async def test_the_unused_pvcs_recipe_keeps_the_claims_of_a_statefulset_scaled_to_zero(
+    policy_crds: None,
+    start_controller: StartController,
+    control_plane: ControlPlane,
+    namespace: str,
+    kube: KubeClient,
+) -> None:
+    """``data-db-0`` has no Pod once ``db`` is scaled to zero: it is used by
+    ``StatefulSet/db``, for the controller, ``explain`` and ``policies try`` alike; so is the
+    claim of a Pod's generic ephemeral volume. ``idle`` and ``data-db-01`` (a leading zero:
+    no ordinal of ``db``) are unused."""
+    await _scaled_to_zero(kube, namespace)
+    ephemeral = {"volumeClaimTemplate": {"spec": claim("x")["spec"]}}
+    await create(
+        kube, PODS, namespace, _pod("p", {"volumes": [{"name": "scratch", "ephemeral": ephemeral}]})
+    )
+    for name in ("idle", "data-db-01", "p-scratch"):
+        await create(kube, PVCS, namespace, claim(name))
+    policy = recipe("unused-pvcs", namespace)
+    await create(kube, POLICIES, namespace, policy)
+    await start_for(start_controller, namespace, "persistentvolumeclaims")
+    await _matched(kube, namespace, "unused-pvcs", 2)  # idle, data-db-01
+
+    decided = f"LifecyclePolicy/{namespace}/unused-pvcs decides"
+    used, _ = await run_cli(
+        control_plane, namespace, "explain", "persistentvolumeclaim/data-db-0", "-n", namespace
+    )
+    assert decided not in used, used
+    assert "condition is false for it (referencedBy: StatefulSet/db)" in used, used
+    idle, _ = await run_cli(
+        control_plane, namespace, "explain", "persistentvolumeclaim/idle", "-n", namespace
+    )
+    assert decided in idle, idle
+
+    args = ("policies", "try", "-f", "-", "-n", namespace)
+    tried = await asyncio.to_thread(
+        tool_json, control_plane, *args, "--watch-resource", "persistentvolumeclaims",
+        stdin=yaml.safe_dump({**policy, "metadata": {**policy["metadata"], "name": "tried"}}),
+    )  # fmt: skip
+    assert sorted(row["name"] for row in tried["objects"]) == ["data-db-01", "idle"]
+    totals = tried["totals"][f"LifecyclePolicy/{namespace}/tried"]
+    assert (totals["matched"], totals["held"]) == (2, 0)
+    assert not await gone(kube, PVCS, namespace, "data-db-0")
+
+
+def _driver_volumes() -> list[dict[str, Any]]:
+    """A volume of every source that hands its driver a Secret (fields the API requires)."""
+    ref = {"secretRef": {"name": "from-secret-ref"}}
+    return [
+        {"name": "csi", "csi": {"driver": "secrets-store.csi.k8s.io",
+                                "nodePublishSecretRef": {"name": "csi-credentials"}}},
+        {"name": "rbd", "rbd": {"monitors": ["10.0.0.1:6789"], "image": "i", **ref}},
+        {"name": "azure", "azureFile": {"secretName": "azure-account", "shareName": "s"}},
+    ]  # fmt: skip
+
+
+def _template_volumes() -> list[dict[str, Any]]:
+    return [
+        {"name": "cephfs", "cephfs": {"monitors": ["10.0.0.1:6789"],
+                                      "secretRef": {"name": "cephfs-key"}}},
+        {"name": "iscsi", "iscsi": {"targetPortal": "10.0.0.2:3260", "lun": 0,
+                                    "iqn": "iqn.2001-04.com.example:storage",
+                                    "secretRef": {"name": "iscsi-chap"}}},
+        {"name": "flex", "flexVolume": {"driver": "example.com/flex",
+                                        "secretRef": {"name": "flex-credentials"}}},
+        {"name": "scaleio", "scaleIO": {"gateway": "https://gw", "system": "s",
+                                        "volumeName": "v",
+                                        "secretRef": {"name": "scaleio-login"}}},
+    ]  # fmt: skip
+
+
+async def test_the_unused_config_recipe_keeps_the_secrets_storage_drivers_are_handed(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """A Pod's CSI ``nodePublishSecretRef`` (the secrets-store driver), ``rbd`` ``secretRef``
+    and ``azureFile`` ``secretName``, and a Deployment template's ``cephfs``, ``iscsi``,
+    ``flexVolume`` and ``scaleIO`` ``secretRef``: each Secret is used; only the orphan is
+    matched."""
+    await create(kube, POLICIES, namespace, recipe("unused-configmaps-and-secrets", namespace))
+    await create(kube, PODS, namespace, _pod("p", {"volumes": _driver_volumes()}))
+    app = deployment("app")
+    app["spec"]["replicas"] = 0
+    app["spec"]["template"]["spec"]["volumes"] = _template_volumes()
+    await create(kube, DEPLOYMENTS, namespace, app)
+    used = [
+        "from-secret-ref", "csi-credentials", "azure-account", "cephfs-key", "iscsi-chap",
+        "flex-credentials", "scaleio-login",
+    ]  # fmt: skip
+    for name in (*used, "orphan"):
+        await create(kube, SECRETS, namespace, _secret(name))
+    await start_for(start_controller, namespace, "secrets")
+    await _matched(kube, namespace, "unused-config", 1)

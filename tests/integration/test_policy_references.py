@@ -3,9 +3,10 @@
 The reference index is opened only because a policy reads ``referencedBy`` (the controller
 is told to act on ConfigMaps only): a ConfigMap used only by the template of a Deployment
 scaled to zero is kept, an unused one is deleted, and one a Pod created after the controller
-started uses is kept too. A controller that may not list Pods holds, says why in the
-policy's status (``Held``, ``ReferencesUnknown``) and metrics (``references-unknown``), and
-is not ready.
+started uses is kept too. A StatefulSet created or deleted while the controller runs
+re-decides every claim of its templates. A controller that may not list Pods holds, says why
+in the policy's status (``Held``, ``ReferencesUnknown``) and metrics (``references-unknown``),
+and is not ready.
 """
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ from tests.integration.scenario_support import (
     settle,
     start_for,
     wait_gone,
+    workload,
 )
 from tests.integration.support import (
     CONFIGMAPS,
     DEPLOYMENTS,
+    STATEFULSETS,
     configmap,
     deployment,
     eventually,
 )
+from tests.integration.test_policy_reference_recipes import PVCS, claim, claim_template
 from tests.integration.test_scenarios_recurring_catchup import (
     POLICY_READER_RULES,
     controller_rules,
@@ -95,6 +99,50 @@ async def test_unused_configmaps_go_and_used_ones_stay(
     )
     assert added is not None
     assert added >= 1  # the Pod came through the reflector, purpose "references"
+
+
+def _statefulset(name: str) -> dict[str, Any]:
+    """``name`` scaled to zero, with the claim template ``data``."""
+    obj = workload("StatefulSet", name, replicas=0)
+    obj["spec"]["volumeClaimTemplates"] = [claim_template("data")]
+    return obj
+
+
+async def test_a_statefulset_created_or_deleted_re_decides_the_claims_of_its_templates(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """Claims of no StatefulSet yet (``data-late-0``, ``data-late-3``) are unused; ``late``
+    created with the template ``data`` uses them both at once, with no Pod; ``db`` deleted
+    leaves ``data-db-0`` unused (the policy's matched count follows; nothing is due)."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "unused-claims",
+            namespace,
+            resources=["persistentvolumeclaims"],
+            condition="size(referencedBy) == 0",
+            lifecycle={"delete-after": "87600h"},
+        ),
+    )
+    await create(kube, STATEFULSETS, namespace, _statefulset("db"))
+    for name in ("data-db-0", "data-late-0", "data-late-3"):
+        await create(kube, PVCS, namespace, claim(name))
+    await start_for(start_controller, namespace, "persistentvolumeclaims")
+
+    async def matched(expected: int, what: str) -> None:
+        async def counted() -> bool:
+            policy = await read(kube, POLICIES, namespace, "unused-claims")
+            return ((policy or {}).get("status") or {}).get("matched") == expected
+
+        await eventually(counted, within=60, what=what)
+
+    await matched(2, "data-late-0 and data-late-3 unused")
+    await create(kube, STATEFULSETS, namespace, _statefulset("late"))
+    await matched(0, "StatefulSet/late using its claims")
+    await kube.delete(STATEFULSETS, namespace, "db")
+    await matched(1, "data-db-0 unused once its StatefulSet is deleted")
 
 
 async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(

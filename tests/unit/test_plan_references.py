@@ -54,3 +54,34 @@ def test_plan_deletes_only_the_configmap_no_manifest_uses() -> None:
     assert rows["orphan"].policy == "ClusterLifecyclePolicy/unused"
     assert rows["orphan"].action == "delete"
     assert "used" not in rows or rows["used"].policy == ""
+
+
+def _claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "team-a"},
+    }
+
+
+def test_plan_keeps_the_claims_of_a_statefulset_scaled_to_zero() -> None:
+    """``data-db-0`` has no Pod: it is used by ``StatefulSet/db`` (its template ``data``)."""
+    policy = {**POLICY, "spec": {**POLICY["spec"], "resources": ["persistentvolumeclaims"]}}
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "team-a"},
+        "spec": {
+            "replicas": 0,
+            "template": {"spec": {"containers": [{"name": "c"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}}],
+        },
+    }
+    view = controller_view(build_settings({"watch_resource": ("persistentvolumeclaims",)}))
+    report = plan_report(
+        [policy, statefulset, _claim("data-db-0"), _claim("data-db-01"), _claim("idle")],
+        now_ns=NOW_NS,
+        controller=view,
+    )
+    deleted = sorted(row.name for row in report.rows if row.action == "delete")
+    assert deleted == ["data-db-01", "idle"]  # a leading zero is no ordinal of db

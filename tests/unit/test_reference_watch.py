@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from lifecycle_controller.controller.references import ReferenceWatch
+from lifecycle_controller.core.objects.pod_references import ORDINAL_CLAIMS
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, ObjectView
 from lifecycle_controller.kube import Forbidden
@@ -14,7 +15,9 @@ from tests.doubles.fakeclock import FakeClock
 
 PODS = ResourceType("", "v1", "pods", "Pod", True)
 DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True)
+STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet", True)
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True)
+PVCS = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 VIEW = ObjectView(resource=CONFIGMAPS, namespace="a", name="cfg")
 
 
@@ -23,13 +26,24 @@ def _pod(name: str, uses: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "a"}, "spec": {"volumes": [volume]}}
 
 
+def _statefulset(name: str, template: str) -> dict[str, Any]:
+    claims = [{"metadata": {"name": template}}]
+    spec = {"replicas": 0, "template": {"spec": {}}, "volumeClaimTemplates": claims}
+    return {"metadata": {"name": name, "namespace": "a", "resourceVersion": "2"}, "spec": spec}
+
+
 class _Source:
-    """Lists Pods from ``pods``; forbids ``forbidden``; lists stall until ``release``."""
+    """Lists Pods from ``pods``; forbids ``forbidden``; lists stall until ``release``; the
+    Pods' and StatefulSets' watches deliver what is put in ``events``."""
 
     def __init__(self, pods: list[dict[str, Any]], forbidden: frozenset[str] = frozenset()):
         self.pods = pods
         self.forbidden = forbidden
         self.release = asyncio.Event()
+        self.events: dict[ResourceType, asyncio.Queue[dict[str, Any]]] = {
+            PODS: asyncio.Queue(),
+            STATEFULSETS: asyncio.Queue(),
+        }
 
     async def list_objects(self, resource: ResourceType, **_: Any) -> dict[str, Any]:
         if resource.resource in self.forbidden:
@@ -41,8 +55,12 @@ class _Source:
     async def watch_objects(
         self, resource: ResourceType, **_: Any
     ) -> AsyncIterator[dict[str, Any]]:
-        await asyncio.Event().wait()
-        yield {}
+        events = self.events.get(resource)
+        while True:
+            if events is None:
+                await asyncio.Event().wait()
+            else:
+                yield await events.get()
 
 
 async def _settle() -> None:
@@ -66,8 +84,12 @@ async def test_references_are_unknown_until_every_type_is_listed() -> None:
     source.release.set()
     await _settle()
     assert watch.view_of(VIEW).referenced_by == ("Pod/p",)
-    assert changed == [("a", "ConfigMap", "cfg")]
+    assert changed == []  # the objects it held are all re-queued: on_synced
     assert synced == [True]
+    source.events[PODS].put_nowait({"type": "DELETED", "object": _pod("p", "cfg")})
+    await _settle()
+    assert watch.view_of(VIEW).referenced_by == ()
+    assert changed == [("a", "ConfigMap", "cfg")]  # once synced, every change is told
     watch.want(False)
     assert watch.view_of(VIEW).referenced_by is None
     await watch.aclose()
@@ -82,4 +104,28 @@ async def test_a_forbidden_type_holds_and_says_which() -> None:
     held = watch.view_of(VIEW)
     assert held.referenced_by is None
     assert "deployments.apps" in held.references_missing
+    await watch.aclose()
+
+
+async def test_a_statefulset_uses_its_claims_and_says_so_by_their_template() -> None:
+    """A StatefulSet scaled to zero uses ``data-db-0``; its template's target is told when
+    it goes (the listener finds the claims it names), and the claim is unused then."""
+    source = _Source([])
+    watch = ReferenceWatch(source, FakeClock(), types=(PODS, STATEFULSETS))
+    changed: list[tuple[str, str, str]] = []
+    watch.on_target = lambda *target: changed.append(target)
+    watch.want(True)
+    source.release.set()
+    await _settle()
+    claim = ObjectView(resource=PVCS, namespace="a", name="data-db-0")
+    source.events[STATEFULSETS].put_nowait({"type": "ADDED", "object": _statefulset("db", "data")})
+    await _settle()
+    assert watch.view_of(claim).referenced_by == ("StatefulSet/db",)
+    assert changed == [("a", ORDINAL_CLAIMS, "data-db")]
+    source.events[STATEFULSETS].put_nowait(
+        {"type": "DELETED", "object": _statefulset("db", "data")}
+    )
+    await _settle()
+    assert watch.view_of(claim).referenced_by == ()
+    assert changed == [("a", ORDINAL_CLAIMS, "data-db")] * 2
     await watch.aclose()
