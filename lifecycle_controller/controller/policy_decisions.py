@@ -11,8 +11,9 @@ pass's facts include its policies, resolved once per pass:
 * :meth:`PolicyDecisions.record` keeps what the verdict said: an occurrence a policy skipped
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
-  tallies (which policies decide each object, which they overlapped, which hold it or are kept
-  from it by its protection, the next action) are what the policies' ``status`` reports
+  tallies (which policies decide each object, which they overlapped, which hold it, are kept
+  from it by its protection or leave it alone for their own reasons, the next action) are
+  what the policies' ``status`` reports
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
@@ -58,6 +59,8 @@ class Tally:
     held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
+    #: The matching policies that leave it alone for their own reasons (a spent one-off).
+    left_alone_by: tuple[PolicyRef, ...] = ()
 
 
 class PolicyDecisions:
@@ -133,6 +136,7 @@ class PolicyDecisions:
             due_ns=decision.due_ns if pending else None,
             held_by=tuple((hold.ref, hold.reason) for hold in resolution.holds),
             protected_from=resolution.protected,
+            left_alone_by=tuple(spent.ref for spent in resolution.left_alone),
         )
         old = self.tallies.get(key)
         if old != tally:

@@ -1,9 +1,10 @@
 """Per-policy aggregates of the objects' tallies, kept as the tallies change.
 
 The status writer (:mod:`.policy_status`) reports, per policy, how many objects it decides,
-overlaps, holds and is kept from by protection, its earliest pending action and the first
-object its condition failed on. Walking every object's tally for every policy on each flush
-costs policies times objects every few seconds, even when nothing changes. Instead,
+overlaps, holds, is kept from by protection and leaves alone for its own reasons, its
+earliest pending action and the first object its condition failed on. Walking every
+object's tally for every policy on each flush costs policies times objects every few
+seconds, even when nothing changes. Instead,
 :class:`PolicyAggregates` is told of each tally that changes (:meth:`PolicyAggregates.update`)
 and moves the object between the sets of the policies involved, marking them ``dirty``: the
 writer then looks at the dirty policies only, and an idle cluster costs nothing.
@@ -39,6 +40,8 @@ class TallyView(Protocol):
     def held_by(self) -> tuple[tuple[PolicyRef, PolicyHoldReason], ...]: ...
     @property
     def protected_from(self) -> tuple[PolicyRef, ...]: ...
+    @property
+    def left_alone_by(self) -> tuple[PolicyRef, ...]: ...
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Aggregate:
     #: How many it holds for each reason (kept with ``held``, so a flush does not count).
     held_by_reason: Counter[PolicyHoldReason] = field(default_factory=Counter)
     protected: set[ObjectKey] = field(default_factory=set)
+    #: Objects it matches but leaves alone for its own reasons (created after its ``*-at``).
+    left_alone: set[ObjectKey] = field(default_factory=set)
     #: Objects its condition failed on, first seen first.
     condition_failed: dict[ObjectKey, None] = field(default_factory=dict)
 
@@ -73,6 +78,7 @@ class Aggregate:
             if not self.held_by_reason[reason]:
                 del self.held_by_reason[reason]
         self.protected.discard(key)
+        self.left_alone.discard(key)
         self.condition_failed.pop(key, None)
 
 
@@ -94,6 +100,7 @@ def _refs(tally: TallyView) -> set[PolicyRef]:
         *tally.overlapped,
         *(ref for ref, _ in tally.held_by),
         *tally.protected_from,
+        *tally.left_alone_by,
     }
 
 
@@ -130,6 +137,8 @@ class PolicyAggregates:
                 aggregate.held_by_reason[reason] += 1
             elif ref in new.overlapped:
                 aggregate.overlapped.add(key)
+            elif ref in new.left_alone_by:
+                aggregate.left_alone.add(key)
             if ref in new.protected_from:
                 aggregate.protected.add(key)
             if _held_for(new, ref) in _CONDITION_FAILED:

@@ -23,10 +23,10 @@ KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 def _walk(
     tallies: dict[ObjectKey, Tally], ref: PolicyRef
-) -> tuple[int, int, int, int, int | None, Counter[PolicyHoldReason]]:
+) -> tuple[int, int, int, int, int, int | None, Counter[PolicyHoldReason]]:
     """What the status writer used to compute, walking every tally (and the holds by
     reason: the first the policy gave for each object)."""
-    matched = overlapped = held = protected = 0
+    matched = overlapped = held = protected = left_alone = 0
     best: int | None = None
     reasons: Counter[PolicyHoldReason] = Counter()
     for tally in tallies.values():
@@ -39,9 +39,11 @@ def _walk(
             reasons[next(reason for holder, reason in tally.held_by if holder == ref)] += 1
         elif ref in tally.overlapped:
             overlapped += 1
+        elif ref in tally.left_alone_by:
+            left_alone += 1
         if ref in tally.protected_from:
             protected += 1
-    return matched, overlapped, held, protected, best, reasons
+    return matched, overlapped, held, protected, left_alone, best, reasons
 
 
 refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
@@ -56,6 +58,7 @@ tallies = st.builds(
         max_size=2,
     ).map(tuple),
     protected_from=refs,
+    left_alone_by=refs,
 )
 
 
@@ -77,6 +80,7 @@ def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tall
             len(aggregate.overlapped),
             len(aggregate.held),
             len(aggregate.protected),
+            len(aggregate.left_alone),
             None if best is None else best[1],
             aggregate.held_by_reason,
         )
@@ -119,3 +123,14 @@ def test_a_hold_for_unknown_references_counts_under_its_own_reason_and_warns() -
     assert list(aggregate.condition_failed) == [KEYS[0]]
     aggregates.update(KEYS[0], unknown, None)
     assert aggregate.held_by_reason == {PolicyHoldReason.NAMESPACE_UNKNOWN: 1}
+
+
+def test_a_policy_that_leaves_an_object_alone_is_dirty_and_counts_it() -> None:
+    aggregates = PolicyAggregates()
+    spent = Tally(decided_by=(REFS[1],), overlapped=(), left_alone_by=(REFS[0],))
+    aggregates.update(KEYS[0], None, spent)
+    assert aggregates.take_dirty() == {REFS[0], REFS[1]}
+    assert aggregates.of(REFS[0]).left_alone == {KEYS[0]}
+    assert aggregates.of(REFS[0]).matched == {}
+    aggregates.update(KEYS[0], spent, None)
+    assert aggregates.of(REFS[0]).left_alone == set()
