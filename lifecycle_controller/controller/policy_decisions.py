@@ -11,9 +11,10 @@ pass's facts include its policies, resolved once per pass:
 * :meth:`PolicyDecisions.record` keeps what the verdict said: an occurrence a policy skipped
   (catch-up) is acknowledged in memory, instead of on the object (a restart fact of the cache,
   written back through the writer like the marker, so it goes with the object), and the
-  tallies (which policies decide each object, which they overlapped, which hold it or are kept
-  from it by its protection or by ``exempt`` on it or its Namespace, whose deletion of it
-  ``max-delete-ttl`` refuses, the next action) are what the policies' ``status`` reports
+  tallies (which policies decide each object, which they overlapped, which hold it, are kept
+  from it by its protection or by ``exempt`` on it or its Namespace, or leave it alone for
+  their own reasons, whose deletion of it ``max-delete-ttl`` refuses, the next action) are
+  what the policies' ``status`` reports
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
@@ -66,6 +67,8 @@ class Tally:
     exempt_from: tuple[PolicyRef, ...] = ()
     #: The deciding policies whose deletion ``max-delete-ttl`` refuses, and why.
     refused: tuple[tuple[PolicyRef, str], ...] = ()
+    #: The matching policies that leave it alone for their own reasons (a spent one-off).
+    left_alone_by: tuple[PolicyRef, ...] = ()
 
 
 class PolicyDecisions:
@@ -174,6 +177,7 @@ class PolicyDecisions:
             protected_from=resolution.protected,
             exempt_from=resolution.exempted,
             refused=refused,
+            left_alone_by=tuple(spent.ref for spent in resolution.left_alone),
         )
         old = self.tallies.get(key)
         if old != tally:

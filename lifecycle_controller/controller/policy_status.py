@@ -21,8 +21,10 @@ cluster costs nothing), compares what it would report with what it last wrote an
   failed (``ConditionFailed``), their Namespace's labels are not known yet
   (``NamespaceUnknown``), what uses them is not known (``ReferencesUnknown``: the reference
   index has not synced, or may not list a type), each counted, as
-  ``lifecycle_policy_held_objects{reason}`` counts them. ``lastTransitionTime`` moves only
-  when a condition's status does.
+  ``lifecycle_policy_held_objects{reason}`` counts them; ``Spent`` (a ``delete-at`` or
+  ``restart-at`` policy) while it leaves objects it matches alone, created (or restarted)
+  at or after its time: the next contender decides for them. ``lastTransitionTime`` moves
+  only when a condition's status does.
 
 * ``actions`` (``deleted``, ``restarted``, ``dryRun`` since the policy's creation, and
   ``held``: the objects its limit holds now) and ``lastActions`` (newest first, at most 50):
@@ -179,7 +181,8 @@ class PolicyStatusWriter:
             "conditions": self._conditions(parsed, aggregate)
             + self._held_condition(parsed, aggregate.held_by_reason)
             + _refused(parsed, aggregate)
-            + _limited(limited, parsed.generation),
+            + _limited(limited, parsed.generation)
+            + _spent(parsed, len(aggregate.left_alone), matched),
         }
         if limited is not None:
             status["actions"] = {"held": limited.held}
@@ -471,6 +474,27 @@ def _refused(parsed: Policy | PolicyInvalid, aggregate: Aggregate) -> list[dict[
         return []
     refused = refused_condition(aggregate.refused_by_cause)
     return [_condition("Refused", *refused, parsed.generation)]
+
+
+def _spent(parsed: Policy | PolicyInvalid, left_alone: int, matched: int) -> list[dict[str, Any]]:
+    """The ``Spent`` condition while a one-off policy leaves objects it matches alone, past
+    its time (none otherwise): what happened to them, and what can be done."""
+    if not left_alone or isinstance(parsed, PolicyInvalid):
+        return []
+    key = "delete-at" if "delete-at" in parsed.lifecycle else "restart-at"
+    since = "created" if key == "delete-at" else "created or restarted"
+    one = left_alone == 1
+    objects, them, their = (
+        ("1 object", "it", "its") if one else (f"{left_alone} objects", "them", "their")
+    )
+    message = (
+        f"it leaves alone {objects} it matches, {since} at or after its {key} "
+        f"{parsed.lifecycle[key]}: the next policy (or {their} own annotations) decides for {them}"
+    )
+    if not matched:
+        message += f"; nothing is left for it to do: delete it, or move its {key} to cover {them}"
+    reason = "DeleteAtPassed" if key == "delete-at" else "RestartAtDone"
+    return [_condition("Spent", True, reason, message, parsed.generation)]
 
 
 def _limited(state: LimitState | None, generation: int) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
 """Per-policy aggregates of the objects' tallies, kept as the tallies change.
 
 The status writer (:mod:`.policy_status`) reports, per policy, how many objects it decides,
-overlaps, holds and is kept from by protection or an exemption, how many deletions
-``max-delete-ttl`` refuses it, its earliest pending action and the first object its condition
-failed on. Walking every object's tally for every policy on each flush costs policies times
-objects every few seconds, even when nothing changes. Instead,
+overlaps, holds and is kept from by protection or an exemption, leaves alone for its own
+reasons, how many deletions ``max-delete-ttl`` refuses it, its earliest pending action and
+the first object its condition failed on. Walking every object's tally for every policy on
+each flush costs policies times objects every few seconds, even when nothing changes. Instead,
 :class:`PolicyAggregates` is told of each tally that changes (:meth:`PolicyAggregates.update`)
 and moves the object between the sets of the policies involved, marking them ``dirty``: the
 writer then looks at the dirty policies only, and an idle cluster costs nothing.
@@ -44,6 +44,8 @@ class TallyView(Protocol):
     def exempt_from(self) -> tuple[PolicyRef, ...]: ...
     @property
     def refused(self) -> tuple[tuple[PolicyRef, str], ...]: ...
+    @property
+    def left_alone_by(self) -> tuple[PolicyRef, ...]: ...
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Aggregate:
     protected: set[ObjectKey] = field(default_factory=set)
     #: Objects it would match but for ``exempt`` on them or on their Namespace.
     exempt: set[ObjectKey] = field(default_factory=set)
+    #: Objects it matches but leaves alone for its own reasons (created after its ``*-at``).
+    left_alone: set[ObjectKey] = field(default_factory=set)
     #: Objects its condition failed on, first seen first.
     condition_failed: dict[ObjectKey, None] = field(default_factory=dict)
     #: Objects whose deletion ``max-delete-ttl`` refuses, and why (``Refused``).
@@ -85,6 +89,7 @@ class Aggregate:
                 del self.held_by_reason[reason]
         self.protected.discard(key)
         self.exempt.discard(key)
+        self.left_alone.discard(key)
         self.condition_failed.pop(key, None)
         cause = self.refused.pop(key, None)
         if cause is not None:
@@ -113,6 +118,7 @@ def _refs(tally: TallyView) -> set[PolicyRef]:
         *tally.protected_from,
         *tally.exempt_from,
         *(ref for ref, _ in tally.refused),
+        *tally.left_alone_by,
     }
 
 
@@ -149,6 +155,8 @@ class PolicyAggregates:
                 aggregate.held_by_reason[reason] += 1
             elif ref in new.overlapped:
                 aggregate.overlapped.add(key)
+            elif ref in new.left_alone_by:
+                aggregate.left_alone.add(key)
             if ref in new.protected_from:
                 aggregate.protected.add(key)
             if ref in new.exempt_from:

@@ -55,6 +55,9 @@ class PolicyReport:
     #: Why ``max-delete-ttl`` refuses the deciding policy's deletion (the words of its
     #: ``Refused`` condition; None: it does not).
     refused: str | None = None
+    #: ``{"policy": ..., "why": ...}`` for each matching policy that leaves it alone for its
+    #: own reasons (created after its ``delete-at``...): the next one decides.
+    left_alone: list[dict[str, str]] = field(default_factory=list)
 
 
 def policy_report(
@@ -94,6 +97,7 @@ def policy_report(
         namespace_selection=verdict.namespace_selection or None,
         condition_read=_deciding_read(docs, verdict, resource, metadata, fields) or None,
         refused=refused or None,
+        left_alone=[{"policy": ref, "why": why} for ref, why in verdict.left_alone],
     )
 
 
@@ -142,10 +146,16 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
         lines = [_field("Policy", "none: it is exempt (lifecycle.cezary.dev/exempt)")]
     elif report.own_action:
         lines = [_field("Policy", "none: its own action annotations decide")]
+    elif report.left_alone:
+        lines = [_field("Policy", "none decides: the policies that match leave it alone")]
     else:
         lines = [_field("Policy", "none matches it")]
     for ref in report.overlapped:
         lines.append(_field("Overlapped", f"{ref} (matches too, but does not decide)"))
+    for spent in report.left_alone:
+        lines.append(
+            _field("Left alone", f"by {spent['policy']}: {spent['why']} (the next one decides)")
+        )
     for refused in report.not_matched:
         lines.append(_field("Not matched", f"{refused['policy']}: {refused['why']}"))
     for ref in report.protected:
@@ -166,6 +176,9 @@ def why_no_policy(report: PolicyReport | None) -> str:
         )
     if report.exempt:
         return "; it is exempt from every lifecycle policy"
+    if report.left_alone:
+        first = report.left_alone[0]
+        return f"; left alone by {first['policy']}: {first['why']}"
     if report.not_matched:
         first = report.not_matched[0]
         return f"; no lifecycle policy matches it ({first['policy']}: {first['why']})"

@@ -93,6 +93,10 @@ def action_summary(policy: Policy) -> str:
     return ", ".join(action + [p for p in parts if p not in action])
 
 
+#: The actions that cover only what existed before their time.
+_ONE_OFF = frozenset({"delete-at", "restart-at"})
+
+
 def _action_key(policy: Policy) -> str:
     return next(k for k in policy.lifecycle if k.startswith(("delete-", "restart-")))
 
@@ -239,6 +243,11 @@ class Totals:
     held: int = 0
     #: It would match them but for their protection (a system namespace...).
     protected: int = 0
+    #: It matches them but leaves them alone for its own reasons (created after its
+    #: ``delete-at``, ``restart-at`` done): the next contender decides.
+    spent: int = 0
+    #: Its one-off action (``delete-at 2026-12-01T00:00:00Z``); "": a relative one.
+    one_off: str = ""
     #: Its limit (``spec.limit`` or ``--policy-default-limit``), ``ACTIONS/WINDOW``; "": none.
     limit: str = ""
     #: The actions due now that its limit would hold at first (they go as the window frees).
@@ -275,6 +284,9 @@ def _count(totals: Totals, row: Row, ref: str, now_ns: int) -> None:
         totals.problems += 1
     if row.held and row.policy != ref:
         totals.held += 1
+        return
+    if any(left["policy"] == ref for left in row.left_alone):
+        totals.spent += 1
         return
     if row.policy != ref and ref not in row.also_decided_by:
         if row.own_action:
@@ -454,6 +466,9 @@ async def try_policies(
     for policy in tried:
         limit = policy.limit if policy.limit is not None else default_limit
         totals = report.totals[str(policy.ref)]
+        key = _action_key(policy)
+        if key in _ONE_OFF:
+            totals.one_off = f"{key} {policy.lifecycle[key]}"
         if limit is not None:
             totals.limit = str(limit)
             totals.limit_holds = max(0, totals.due_now - limit.actions)
@@ -499,6 +514,9 @@ def totals_line(ref: str, totals: Totals) -> str:
         left.append(f"{totals.owned} owned")
     if totals.protected:
         left.append(f"{totals.protected} protected")
+    if totals.spent:
+        since = "created" if totals.one_off.startswith("delete-") else "created or restarted"
+        left.append(f"{totals.spent} {since} at or after its {totals.one_off}")
     line = f"{ref}: matches {_plural(totals.matched, 'object')}: " + "; ".join(parts)
     return line + (f"; left alone: {', '.join(left)}" if left else "")
 

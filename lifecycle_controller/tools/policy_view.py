@@ -156,13 +156,21 @@ class PolicyVerdict:
     #: What the deciding policy's ``namespaceSelector`` made of the object's Namespace
     #: (``namespace team-a labels match env=preview``; "" none).
     namespace_selection: str = ""
+    #: ``(policy, why)`` for each matching policy that leaves it alone for its own reasons
+    #: (``created …, at or after its delete-at …``): the next one decides.
+    left_alone: tuple[tuple[str, str], ...] = ()
 
     @property
     def concerned(self) -> bool:
-        """A policy decides it, is overlapped on it, holds it, or is kept away by its
-        exemption or protection."""
+        """A policy decides it, is overlapped on it, holds it, leaves it alone, or is kept
+        away by its exemption or protection."""
         return bool(
-            self.decided_by or self.overlapped or self.exempt or self.held or self.protected
+            self.decided_by
+            or self.overlapped
+            or self.exempt
+            or self.held
+            or self.protected
+            or self.left_alone
         )
 
 
@@ -191,6 +199,7 @@ def _verdict(inputs: Resolution, candidate: bool, view: ObjectView) -> PolicyVer
         also_decided_by=deciders[1:],
         propagation=(policy.deletion_propagation or "") if policy is not None else "",
         namespace_selection="" if policy is None else namespace_selection(policy, view),
+        left_alone=tuple((str(spent.ref), spent.reason) for spent in inputs.left_alone),
     )
 
 

@@ -89,6 +89,9 @@ class Row:
     namespace_selection: str = ""
     #: The deciding policy's deletion ``max-delete-ttl`` refuses, why ("" none).
     refused: str = ""
+    #: ``{"policy": ..., "why": ...}`` for each matching policy that leaves it alone for its
+    #: own reasons (created after its ``delete-at``...): the next one decides.
+    left_alone: list[dict[str, str]] = field(default_factory=list)
 
 
 def row_for(
@@ -116,6 +119,7 @@ def row_for(
             also_decided_by=list(verdict.also_decided_by),
             propagation=verdict.propagation,
             namespace_selection=verdict.namespace_selection,
+            left_alone=[{"policy": ref, "why": why} for ref, why in verdict.left_alone],
         )
     return shortened(row)
 
@@ -167,6 +171,7 @@ def _policy_words(row: Row, shown: str = "") -> str:
         words.append("overlapped: " + ", ".join(row.overlapped))
     if row.protected:
         words.append("protected from " + ", ".join(row.protected))
+    words += [f"left alone by {spent['policy']}: {spent['why']}" for spent in row.left_alone]
     return "; ".join(words)
 
 

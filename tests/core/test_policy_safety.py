@@ -291,8 +291,11 @@ def test_a_delete_at_policy_covers_objects_created_before_it(created: int, delet
     assert isinstance(decided.decision, Delete) is deleted
     if not deleted:
         assert isinstance(decided.decision, Idle)
-        assert "left alone" in decided.decision.log
-        assert resolution.primary.left_alone is not None
+        assert not resolution.deciders
+        assert not resolution.overlapped
+        (spent,) = resolution.left_alone
+        assert spent.describe().startswith("left alone by ClusterLifecyclePolicy/sprint: created")
+        assert spent.describe().endswith(f"at or after its delete-at {END_OF_SPRINT}")
 
 
 @pytest.mark.parametrize("offset", [-HOUR, 0, HOUR])

@@ -4,8 +4,8 @@ and restarts a Deployment because cluster-wide policies say so (real API server)
 Both policies are ``ClusterLifecyclePolicy`` objects limited to the test's namespace by
 ``spec.namespaces`` (other tests' controllers watch other namespaces only), removed after
 the test. The Events name the cluster policy, the restart writes only the Pod template
-marker, what neither policy selects is left alone, and each policy's status counts the
-object it decides.
+marker, what neither policy selects is left alone, and the status of the ``restart-at``
+policy, done with the workload it restarted, says so (``Spent``).
 
 Caught: only namespaced LifecyclePolicies were ever carried out by a running controller in
 the tests, so a cluster policy's path (no namespace in its reference, its status written
@@ -108,7 +108,15 @@ async def test_a_cluster_policy_deletes_and_restarts_through_the_running_control
             ready = [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
             if not ready or ready[0].get("status") != "True":
                 return False
+        # Done with web once it restarted it: web is left alone, neither matched nor
+        # overlapped, and the Spent condition says so.
         restart_status = (await kube.get(CLUSTER_POLICIES, None, restart)).get("status") or {}
-        return restart_status.get("matched") == 1
+        spent = [c for c in restart_status.get("conditions") or () if c.get("type") == "Spent"]
+        return (
+            restart_status.get("matched") == 0
+            and restart_status.get("overlapped") == 0
+            and bool(spent)
+            and spent[0].get("reason") == "RestartAtDone"
+        )
 
-    await eventually(counted, within=30, what="both cluster policies Ready, web counted")
+    await eventually(counted, within=30, what="both cluster policies Ready, web left alone")

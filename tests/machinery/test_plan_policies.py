@@ -303,3 +303,33 @@ def test_a_held_object_says_its_hold_once() -> None:
     assert row["held"].startswith(hold)
     (line,) = [line for line in table.splitlines() if " unlabelled " in line]
     assert line.count(hold) == 1, line
+
+
+def test_a_spent_delete_at_policy_leaves_newer_objects_to_the_next_one() -> None:
+    """The sprint's delete-at passed before the object was created: it is no contender for
+    it, so the cluster policy decides, and the table says who left it alone and why."""
+    sprint = policy(
+        "sprint", "pr-1", resources=["configmaps"], lifecycle={"delete-at": "2026-11-29T00:00:00Z"}
+    )
+    why = f"created {CREATED}, at or after its delete-at 2026-11-29T00:00:00Z"
+    _, rows, table = plan([sprint, PREVIEWS, configmap("new"), configmap("alone", "other")])
+    by_name = {r["name"]: r for r in rows}
+    new = by_name["new"]
+    assert (new["action"], new["next"]) == ("delete", "2026-12-02T00:00:00Z")
+    assert (new["policy"], new["overlapped"]) == ("ClusterLifecyclePolicy/previews", [])
+    assert new["left_alone"] == [{"policy": "LifecyclePolicy/pr-1/sprint", "why": why}]
+    (line,) = [line for line in table.splitlines() if " new " in line]
+    assert line.endswith(f"; left alone by LifecyclePolicy/pr-1/sprint: {why}")
+    assert "alone" not in by_name  # another namespace: the LifecyclePolicy never matches it
+
+
+def test_an_object_only_spent_policies_match_is_shown_left_alone() -> None:
+    sprint = policy(
+        "sprint", "pr-1", resources=["configmaps"], lifecycle={"delete-at": "2026-11-29T00:00:00Z"}
+    )
+    _, rows, table = plan([sprint, configmap("new")])
+    (row,) = rows
+    assert (row["action"], row["policy"], row["overlapped"]) == ("", "", [])
+    (line,) = [line for line in table.splitlines() if " new " in line]
+    assert line.split()[5] == "-"
+    assert "; left alone by LifecyclePolicy/pr-1/sprint: created" in line

@@ -23,11 +23,11 @@ KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 def _walk(
     tallies: dict[ObjectKey, Tally], ref: PolicyRef
-) -> tuple[int, int, int, int, int, int | None, Counter[PolicyHoldReason], Counter[str]]:
+) -> tuple[int, int, int, int, int, int, int | None, Counter[PolicyHoldReason], Counter[str]]:
     """What the status writer used to compute, walking every tally (and the holds by
     reason: the first the policy gave for each object; the refusals by cause, the first the
     policy got for each object)."""
-    matched = overlapped = held = protected = exempt = 0
+    matched = overlapped = held = protected = exempt = left_alone = 0
     best: int | None = None
     reasons: Counter[PolicyHoldReason] = Counter()
     causes: Counter[str] = Counter()
@@ -44,11 +44,13 @@ def _walk(
             reasons[next(reason for holder, reason in tally.held_by if holder == ref)] += 1
         elif ref in tally.overlapped:
             overlapped += 1
+        elif ref in tally.left_alone_by:
+            left_alone += 1
         if ref in tally.protected_from:
             protected += 1
         if ref in tally.exempt_from:
             exempt += 1
-    return matched, overlapped, held, protected, exempt, best, reasons, causes
+    return matched, overlapped, held, protected, exempt, left_alone, best, reasons, causes
 
 
 refs = st.lists(st.sampled_from(REFS), max_size=2, unique=True).map(tuple)
@@ -68,6 +70,7 @@ tallies = st.builds(
         st.tuples(st.sampled_from(REFS), st.sampled_from(["over 168h", "over 24h"])),
         max_size=2,
     ).map(tuple),
+    left_alone_by=refs,
 )
 
 
@@ -90,6 +93,7 @@ def test_the_aggregates_say_what_the_walk_said(steps: list[tuple[ObjectKey, Tall
             len(aggregate.held),
             len(aggregate.protected),
             len(aggregate.exempt),
+            len(aggregate.left_alone),
             None if best is None else best[1],
             aggregate.held_by_reason,
             aggregate.refused_by_cause,
@@ -134,3 +138,14 @@ def test_a_hold_for_unknown_references_counts_under_its_own_reason_and_warns() -
     assert list(aggregate.condition_failed) == [KEYS[0]]
     aggregates.update(KEYS[0], unknown, None)
     assert aggregate.held_by_reason == {PolicyHoldReason.NAMESPACE_UNKNOWN: 1}
+
+
+def test_a_policy_that_leaves_an_object_alone_is_dirty_and_counts_it() -> None:
+    aggregates = PolicyAggregates()
+    spent = Tally(decided_by=(REFS[1],), overlapped=(), left_alone_by=(REFS[0],))
+    aggregates.update(KEYS[0], None, spent)
+    assert aggregates.take_dirty() == {REFS[0], REFS[1]}
+    assert aggregates.of(REFS[0]).left_alone == {KEYS[0]}
+    assert aggregates.of(REFS[0]).matched == {}
+    aggregates.update(KEYS[0], spent, None)
+    assert aggregates.of(REFS[0]).left_alone == set()

@@ -1,9 +1,11 @@
 """What the tools' texts say of the safety rules: a hold, a protection, both families'
-deciders and a deletion's propagation, in ``explain``'s lines and ``plan``'s DETAIL."""
+deciders, a deletion's propagation and a policy that leaves an object alone past its time, in
+``explain``'s lines, ``plan``'s DETAIL and ``policies try``'s totals."""
 
 from __future__ import annotations
 
 from lifecycle_controller.tools.explain_policies import PolicyReport, policy_lines, why_no_policy
+from lifecycle_controller.tools.policies import Totals, _count, totals_line
 from lifecycle_controller.tools.report import Row, _policy_words
 
 HELD = "held: LifecyclePolicy/team-a/keep is invalid"
@@ -63,3 +65,63 @@ def test_plan_detail_says_held_protected_and_propagation() -> None:
     words = _policy_words(row)
     assert words.startswith("deletes with propagation Foreground; " + HELD)
     assert words.endswith("protected from ClusterLifecyclePolicy/all")
+
+
+SPENT = {
+    "policy": "LifecyclePolicy/team-a/sprint",
+    "why": "created 2026-10-04T01:00:00Z, at or after its delete-at 2026-10-04T00:00:00Z",
+}
+SPENT_WORDS = f"left alone by {SPENT['policy']}: {SPENT['why']}"
+
+
+def test_explain_says_which_policy_left_it_alone_and_who_decides() -> None:
+    decided = policy_lines(
+        report(
+            decided_by="ClusterLifecyclePolicy/previews",
+            based_on="based on ClusterLifecyclePolicy/previews: delete-after 72h",
+            left_alone=[SPENT],
+        )
+    )
+    assert "ClusterLifecyclePolicy/previews decides" in decided[0]
+    assert decided[-1] == (
+        f"Left alone:   by {SPENT['policy']}: {SPENT['why']} (the next one decides)"
+    )
+    alone = report(left_alone=[SPENT])
+    lines = policy_lines(alone)
+    assert lines[0].endswith("none decides: the policies that match leave it alone")
+    assert why_no_policy(alone) == f"; {SPENT_WORDS}"
+
+
+def _new_row() -> Row:
+    return Row(
+        api_version="v1",
+        kind="ConfigMap",
+        namespace="team-a",
+        name="new",
+        action="delete",
+        next="2026-10-07T01:00:00Z",
+        summary="",
+        steps=[],
+        problems=[],
+        upcoming=[],
+        dry_run=False,
+        policy="ClusterLifecyclePolicy/previews",
+        left_alone=[SPENT],
+    )
+
+
+def test_plan_detail_says_which_policy_left_it_alone() -> None:
+    assert _policy_words(_new_row()) == SPENT_WORDS
+
+
+def test_try_counts_the_objects_a_tried_policy_leaves_alone() -> None:
+    totals = Totals(one_off="delete-at 2026-10-04T00:00:00Z")
+    _count(totals, _new_row(), SPENT["policy"], 0)
+    assert (totals.matched, totals.spent, totals.decides, totals.other_policy) == (1, 1, 0, 0)
+    assert totals_line(SPENT["policy"], totals).endswith(
+        "; left alone: 1 created at or after its delete-at 2026-10-04T00:00:00Z"
+    )
+    restarts = Totals(matched=2, spent=2, one_off="restart-at 2026-10-04T00:00:00Z")
+    assert totals_line("LifecyclePolicy/team-a/once", restarts).endswith(
+        "; left alone: 2 created or restarted at or after its restart-at 2026-10-04T00:00:00Z"
+    )

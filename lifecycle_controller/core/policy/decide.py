@@ -228,8 +228,6 @@ def _decide_family(
     )
     if policy is None:
         return decision, None
-    if inputs.left_alone is not None and isinstance(decision, Idle):
-        decision = dataclasses.replace(decision, log=f"left alone: {inputs.left_alone}")
     attributed, acknowledged = _attributed(decision, policy)
     if inputs.sooner is not None:
         other, _ = _decide_family(

@@ -22,8 +22,12 @@ families is still the reference's conflict.
 **Merging a policy's inputs.** The winner's ``lifecycle`` applies; the object's own
 ``catch-up``, ``warn-before`` and ``maintenance-window`` override it key by key (not for an
 enforced policy), and **caution composes**: ``dry-run`` is true when the policy or the object
-says true (then the namespace default and ``--dry-run`` can still say true). A policy's
-``delete-at`` and ``restart-at`` cover only objects that existed before that time.
+says true (then the namespace default and ``--dry-run`` can still say true).
+
+**A policy that leaves an object alone for its own reasons is no contender for it**
+(:func:`~.coverage.leaves_alone`: created after its ``delete-at``, ``restart-at`` done): the
+next contender decides, and nothing of it applies (``dry-run``, ``limit``, an enforced
+deadline); :attr:`Resolution.left_alone` names it, for the tools and its status.
 
 **An enforced deletion is a deadline**: when the next contender of the deletion family is a
 real one (the object's own annotations or a policy), :attr:`PolicyInputs.sooner` carries its
@@ -59,15 +63,12 @@ from typing import Final
 
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.coverage import LeftAlone, leaves_alone
 from lifecycle_controller.core.policy.match import is_exempt
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.core.text.durations import parse_duration
 from lifecycle_controller.core.text.gotext import go_parse_bool
-from lifecycle_controller.core.text.timestamps import (
-    format_rfc3339_nano,
-    parse_rfc3339,
-    parse_rfc3339_or_none,
-)
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339_or_none
 
 __all__ = [
     "CLUSTER_LAYER",
@@ -131,6 +132,9 @@ class PolicyHold:
     layer: int
     #: Its rank within the layer (None: unreadable, first).
     priority: int | None
+    #: The valid policy whose condition failed (None: an invalid one): one that leaves the
+    #: object alone for its own reasons does not hold it (:func:`.coverage.leaves_alone`).
+    policy: Policy | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def invalid(cls, policy: PolicyInvalid) -> PolicyHold:
@@ -165,6 +169,7 @@ class PolicyHold:
             frozenset({family_of(policy.action)}),
             _layer(policy),
             policy.priority,
+            policy,
         )
 
     def describe(self) -> str:
@@ -232,10 +237,8 @@ class PolicyInputs:
     """One family's merged inputs, who decided, who was overlapped (best first).
 
     ``family`` None: no policy decides any family and ``annotations`` are the object's own,
-    unchanged. ``held``: a hold won the family (nothing acts). ``left_alone``: the winning
-    policy does not cover the object (it was created after the policy's ``delete-at``, or
-    restarted after its ``restart-at``). ``sooner``: under an enforced deletion, the next
-    contender's inputs (the decision takes whichever deletes first).
+    unchanged. ``held``: a hold won the family (nothing acts). ``sooner``: under an enforced
+    deletion, the next contender's inputs (the decision takes whichever deletes first).
     """
 
     annotations: Mapping[str, str]
@@ -246,7 +249,6 @@ class PolicyInputs:
     exempt: bool = False
     family: Family | None = None
     held: PolicyHold | None = None
-    left_alone: str | None = None
     sooner: PolicyInputs | None = None
     #: Policies that would match but for protection (docs/policies.md).
     protected: tuple[PolicyRef, ...] = ()
@@ -265,11 +267,14 @@ class PolicyInputs:
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """Every family's inputs for one object (one entry, ``family`` None, when no policy
-    decides or holds any family)."""
+    decides or holds any family), and the matching policies that leave it alone."""
 
     families: tuple[PolicyInputs, ...]
     #: Policies that would match but for ``exempt`` on the object or its Namespace.
     exempted: tuple[PolicyRef, ...] = ()
+    #: The policies passed over because they leave the object alone (best first): they
+    #: neither decide, nor hold, nor are overlapped.
+    left_alone: tuple[LeftAlone, ...] = ()
 
     @property
     def primary(self) -> PolicyInputs:
@@ -363,13 +368,6 @@ def _own_family(annotations: Mapping[str, str], family: Family) -> bool:
     return any(annotations.get(key) for key in FAMILY_KEYS[family])
 
 
-def _existed_before(at: str, *instants: int | None) -> bool:
-    """A policy's ``*-at`` covers an object none of whose ``instants`` (its creation, its
-    last restart) is at or after that time; unknown instants do not count."""
-    when = parse_rfc3339(at)  # validated by parse_policy
-    return not any(i is not None and i >= when for i in instants)
-
-
 def _compose_dry_run(
     merged: dict[str, str], sources: dict[str, InputSource], policy: Policy, own: str | None
 ) -> None:
@@ -395,8 +393,8 @@ def _merge(
     restart_marker: str | None,
     schedule_since_ns: int | None,
     now_ns: int,
-) -> tuple[dict[str, str], dict[str, InputSource], str | None]:
-    """The merged map, its sources, and why the policy leaves the object alone (or None)."""
+) -> tuple[dict[str, str], dict[str, InputSource]]:
+    """The merged map and its sources (the policy covers the object: :func:`leaves_alone`)."""
     if policy.enforce:
         merged: dict[str, str] = {}  # the administrator's rule: the object's keys do not count
     else:
@@ -412,21 +410,12 @@ def _merge(
     _compose_dry_run(
         merged, sources, policy, None if policy.enforce else annotations.get(keys.DRY_RUN)
     )
-    left_alone = None
-    if keys.DELETE_AT in merged and not _existed_before(merged[keys.DELETE_AT], creation_ns):
-        del merged[keys.DELETE_AT], sources[keys.DELETE_AT]
-        left_alone = "created at or after the policy's delete-at"
     if keys.DELETE_AFTER in merged:
         start = now_ns if creation_ns is None else creation_ns
         due = start + parse_duration(merged[keys.DELETE_AFTER])  # validated by parse_policy
         merged[keys.DELETE_AT] = format_rfc3339_nano(due)
         sources[keys.DELETE_AT] = InputSource.POLICY
         del merged[keys.DELETE_AFTER], sources[keys.DELETE_AFTER]
-    if keys.RESTART_AT in merged and not _existed_before(
-        merged[keys.RESTART_AT], parse_rfc3339_or_none(restart_marker), creation_ns
-    ):
-        del merged[keys.RESTART_AT], sources[keys.RESTART_AT]
-        left_alone = "created or restarted at or after the policy's restart-at"
     if keys.RESTART_EVERY in merged or keys.RESTART_CRON in merged:
         anchor = recurring_anchor(
             restart_marker=restart_marker,
@@ -436,7 +425,7 @@ def _merge(
         )
         merged[keys.LAST_RESTART_TIMESTAMP] = format_rfc3339_nano(anchor)
         sources[keys.LAST_RESTART_TIMESTAMP] = InputSource.POLICY
-    return merged, sources, left_alone
+    return merged, sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,7 +465,7 @@ def _family_inputs(
             held=winner,
             protected=protected,
         )
-    merged, sources, left_alone = _merge(
+    merged, sources = _merge(
         annotations,
         winner,
         creation_ns=creation_ns,
@@ -485,7 +474,7 @@ def _family_inputs(
         now_ns=now_ns,
     )
     sooner = None
-    if winner.enforce and family is Family.DELETE and left_alone is None:
+    if winner.enforce and family is Family.DELETE:
         below = [c for c in rest if not isinstance(c, PolicyHold)]
         if below:
             sooner = _family_inputs(
@@ -506,7 +495,6 @@ def _family_inputs(
         sources=MappingProxyType(sources),
         exempt=exempt,
         family=family,
-        left_alone=left_alone,
         sooner=sooner,
         protected=protected,
     )
@@ -516,6 +504,23 @@ def _in_family(contender: Policy | PolicyHold, family: Family) -> bool:
     if isinstance(contender, PolicyHold):
         return family in contender.families
     return family_of(contender.action) is family
+
+
+def _contending(
+    ranked: Sequence[Policy | PolicyHold], creation_ns: int | None, restart_marker: str | None
+) -> tuple[list[Policy | PolicyHold], list[LeftAlone]]:
+    """The contenders (order kept), and those passed over as they leave the object alone (a
+    hold of a valid policy too; an invalid one cannot be read, so it holds)."""
+    contending: list[Policy | PolicyHold] = []
+    passed_over: list[LeftAlone] = []
+    for contender in ranked:
+        policy = contender.policy if isinstance(contender, PolicyHold) else contender
+        why = None if policy is None else leaves_alone(policy, creation_ns, restart_marker)
+        if why is None:
+            contending.append(contender)
+        else:
+            passed_over.append(LeftAlone(contender.ref, why))
+    return contending, passed_over
 
 
 def resolve_policies(
@@ -537,10 +542,12 @@ def resolve_policies(
     current generation was first accepted (see the module docstring); a missing entry is
     unknown. ``protected``: the policies that would match but for protection (reported).
     ``namespace_exempt``: the object's Namespace is exempt (as if the object were).
+    A policy that leaves the object alone is passed over (:attr:`Resolution.left_alone`).
     """
     exempt = is_exempt(annotations) or namespace_exempt
     shielded = tuple(protected)
     families: list[PolicyInputs] = []
+    left_alone: list[LeftAlone] = []
     all_contenders = list(matched)
     for family in Family:
         ranked = sorted(
@@ -552,6 +559,8 @@ def resolve_policies(
             ),
             key=contender_order,
         )
+        ranked, passed_over = _contending(ranked, creation_ns, restart_marker)
+        left_alone.extend(passed_over)
         contenders: list[Policy | PolicyHold | _Own] = list(ranked)
         if _own_family(annotations, family):
             place = sum(1 for c in ranked if contender_order(c)[0] == ENFORCED_LAYER)
@@ -581,6 +590,7 @@ def resolve_policies(
                     exempt=exempt,
                     protected=shielded,
                 ),
-            )
+            ),
+            left_alone=tuple(left_alone),
         )
-    return Resolution(tuple(families))
+    return Resolution(tuple(families), left_alone=tuple(left_alone))
