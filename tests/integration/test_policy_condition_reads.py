@@ -192,6 +192,12 @@ async def test_a_condition_reading_secret_data_is_invalid_and_no_secret_data_is_
             lifecycle={"delete-after": "1s"},
         )  # fmt: skip
         await create(kube, POLICIES, namespace, body)
+    # Valid: a condition over Secrets reading their metadata and kind only (it matches none).
+    metadata_only = namespaced_policy(
+        "by-label", namespace, resources=["secrets"], lifecycle={"delete-after": "1s"},
+        condition='object.kind == "Secret" && has(object.metadata.labels.scratch)',
+    )  # fmt: skip
+    await create(kube, POLICIES, namespace, metadata_only)
     await kube.create(SECRETS, namespace, _secret("token"))
     running = await start_for(start_controller, namespace, "configmaps", "secrets")
 
@@ -210,7 +216,7 @@ async def test_a_condition_reading_secret_data_is_invalid_and_no_secret_data_is_
         == f'spec.condition: reads object.data.mode, and spec.resources[0] "*" {SECRET_DATA}'
     )
 
-    # Held by the invalid policies (cached, never acted on), with no field beyond metadata.
+    # Cached for the valid policy, with no field beyond metadata; never acted on.
     token = await wait_cached(running, SECRETS, namespace, "token")
     assert token.view is not None
     assert not token.view.fields
@@ -253,4 +259,3 @@ async def test_plan_try_and_explain_say_why_a_condition_is_refused(
         "policy": f"LifecyclePolicy/{namespace}/unfinalized",
         "why": f"it is invalid and acts on nothing: {NOT_KEPT}",
     } in report["policies"]["not_matched"]
-    assert report["policies"]["held"] == f"held: LifecyclePolicy/{namespace}/unfinalized is invalid"
