@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.condition import compile_condition
+from lifecycle_controller.core.policy.condition import ConditionError, compile_condition
+from lifecycle_controller.core.policy.condition_cost import analyse
 from lifecycle_controller.core.policy.field_paths import (
     READ_KEY,
     FieldInterner,
@@ -47,15 +48,33 @@ DEPLOYMENT: dict[str, Any] = {
         ('object.spec.containers.all(c, c.image != "")', {("spec", "containers")}),
         ('object.data["a.b"] == "x"', {("data",)}),
         ("object.spec[string(1)] == 1", {("spec",)}),
-        ('object["spec"] == {}', {()}),
-        ("size(object) > 1", {()}),
         ("// object.spec.x\nobject.metadata.name == 'object.status'", set()),
         ("object.spec.replicas == 0 || object.status.readyReplicas == 0",
          {("spec", "replicas"), ("status", "readyReplicas")}),
+        ('object.kind == "Deployment" && object.apiVersion.startsWith("apps/")', set()),
     ],
 )  # fmt: skip
 def test_the_paths_a_condition_reads(condition: str, reads: set[tuple[str, ...]]) -> None:
     assert compile_condition(condition).reads == reads
+
+
+@pytest.mark.parametrize(
+    ("condition", "reads"),
+    [
+        ('object["spec"] == {}', {()}),
+        ("size(object) > 1", {()}),
+        ("object.metadata.exists(k, k == 'uid')", {("metadata",)}),
+        ("has(object.metadata.finalizers)", {("metadata", "finalizers")}),
+    ],
+)
+def test_the_analysis_finds_whole_reads_which_compiling_refuses(
+    condition: str, reads: set[tuple[str, ...]]
+) -> None:
+    """The analysis says the whole object (``()``) or all of metadata is read; a condition
+    so reading is refused (tests/core/test_condition_reads.py)."""
+    assert analyse(condition).reads == reads
+    with pytest.raises(ConditionError):
+        compile_condition(condition)
 
 
 @pytest.mark.parametrize(
@@ -102,6 +121,8 @@ def test_read_values_says_what_was_read() -> None:
 def test_a_condition_sees_the_fields_and_a_missing_one_does_not_match() -> None:
     condition = compile_condition("has(object.spec.replicas) && object.spec.replicas == 0")
     common: dict[str, Any] = {
+        "kind": "Deployment",
+        "api_version": "apps/v1",
         "name": "web",
         "namespace": "a",
         "labels": {},

@@ -29,6 +29,8 @@ JOB = OwnerReference("batch/v1", "Job", "nightly", "uid-job", controller=True)
 
 def run(source: str, **overrides: object) -> ConditionResult:
     view: dict[str, object] = {
+        "kind": "ConfigMap",
+        "api_version": "v1",
         "name": "pr-1234",
         "namespace": "pr-1234",
         "labels": {"team": "web", "env": "preview"},
@@ -228,6 +230,8 @@ def test_an_evaluation_over_the_budget_is_not_run_and_says_why() -> None:
     condition = compile_condition(source)
     huge = {f"k{i}": "v" * 200 for i in range(3000)}
     result = condition.evaluate(
+        kind="ConfigMap",
+        api_version="v1",
         name="n",
         namespace="ns",
         labels={},
@@ -240,6 +244,8 @@ def test_an_evaluation_over_the_budget_is_not_run_and_says_why() -> None:
     assert result.problem.startswith("condition failed: estimated cost ")
     assert result.problem.endswith(f"exceeds the budget of {MAX_EVALUATION_COST} steps")
     small = condition.evaluate(
+        kind="ConfigMap",
+        api_version="v1",
         name="n",
         namespace="ns",
         labels={},

@@ -7,6 +7,8 @@
    for Secrets are far fewer than the Secrets' data (20 Secrets of 4 KiB each; the same list
    in full, read by the test, is the control). The audit log shows the verbs: list, watch
    and the due delete, never a ``get`` of a Secret.
+   A policy whose condition reads a Secret's data (or any field of it beyond metadata) is
+   ``Invalid``, and the requests for Secrets stay metadata-only.
 2. The chart's default RBAC grants nothing on Secrets (they are not in the default watch
    list); RBAC has no metadata-only verb, so watching Secrets necessarily grants reading
    their data (documented in docs/operator-guide.md and docs/reliability.md).
@@ -24,13 +26,15 @@ from typing import Any
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import ResourceType
+from lifecycle_controller.kube.resources import POLICIES, ResourceType
 from tests.chart.conftest import helm
 from tests.chart.support import Helm, manager_container, of_kind, rules
 from tests.faults.proxy import FaultProxy
 from tests.faults.support import CONTROLLER_USER, controller_kubeconfig, requests_of, writes
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
+from tests.integration.policy_crds import install_policy_crds
+from tests.integration.policy_tools import namespaced_policy
 from tests.integration.scenario_support import start_for
 from tests.integration.support import eventually
 from tests.integration.timestamps import PAST
@@ -116,6 +120,56 @@ async def test_requests_for_secrets_are_metadata_only(
         f"verbs {verbs}; "
         f"Accept {sorted({a[2] for a in arrived if a[0] == 'GET'})}"
     )
+
+
+async def test_a_policy_reading_secret_data_is_invalid_and_no_secret_data_is_listed(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    start_controller: StartController,
+    tmp_path: Path,
+) -> None:
+    """Policies over Secrets whose conditions read their data or type are ``Invalid``
+    (docs/policies.md#what-a-condition-reads): every request for Secrets still asks for
+    metadata only, and no Secret is deleted."""
+    install_policy_crds(control_plane)
+    for i in range(SECRET_COUNT):
+        await kube.create(SECRETS, namespace, secret(f"s-{i:02d}"))
+    conditions = {"by-data": "has(object.data.payload)", "by-type": 'object.type == "Opaque"'}
+    for name, condition in conditions.items():
+        body = namespaced_policy(
+            name, namespace, resources=["secrets"], condition=condition,
+            lifecycle={"delete-after": "1s"},
+        )  # fmt: skip
+        await kube.create(POLICIES, namespace, body)
+    upstream = Path(controller_kubeconfig(control_plane))
+    async with FaultProxy(upstream) as proxy:
+        running = await start_for(
+            start_controller,
+            namespace,
+            "secrets",
+            kubeconfig=proxy.kubeconfig(tmp_path / "proxied.kubeconfig"),
+        )
+
+        async def invalid() -> bool:
+            for name in conditions:
+                status = (await kube.get(POLICIES, namespace, name)).get("status") or {}
+                found = [c for c in status.get("conditions") or [] if c["type"] == "Invalid"]
+                if not found or found[0]["status"] != "True":
+                    return False
+            return True
+
+        await eventually(invalid, within=30, what="both policies reported Invalid")
+        await running.stop()  # before the proxy goes away
+        streamed = dict(proxy.bytes_streamed)
+    arrived = [a for a in proxy.arrived if re.search(r"/secrets(\?|$|/)", a[1])]
+    assert [a for a in arrived if a[0] == "GET" and "watch=" in a[1]], arrived
+    for method, path, accept in arrived:
+        if method == "GET":
+            assert "as=PartialObjectMetadata" in accept, (path, accept)
+    secret_bytes = sum(size for path, size in streamed.items() if "/secrets" in path)
+    assert 0 < secret_bytes < SECRET_COUNT * SECRET_BYTES / 4, secret_bytes
+    assert writes(control_plane, verb="delete", resource="secrets", namespace=namespace) == {}
 
 
 def test_chart_default_rbac_grants_nothing_on_secrets(helm: Helm) -> None:

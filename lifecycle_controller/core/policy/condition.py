@@ -1,14 +1,18 @@
 """A policy's ``condition``: a CEL expression over the object, compiled once.
 
 CEL is the language of Kubernetes' validation rules and admission policies, so users already
-know it. The expression sees one variable, ``object``: the object as the API serves it.
-``object.metadata`` holds ``name``, ``namespace``, ``labels``, ``annotations`` (maps, empty
-when absent), ``creationTimestamp`` (a CEL timestamp; absent from a manifest that has none, so
-``has(object.metadata.creationTimestamp)`` tells) and ``ownerReferences`` (a list of maps
-with ``apiVersion``, ``kind``, ``name``, ``uid`` and ``controller``). The other fields
-(``object.spec``, ``object.status``, ``object.data``...) are given as far as the condition
-reads them: :attr:`Condition.reads` says which paths, worked out from the parsed expression,
-so the controller's cache keeps only those (docs/policies.md#what-a-condition-reads).
+know it. The expression sees one variable, ``object``: the object as the API serves it, as
+far as the controller keeps it. ``object.metadata`` holds ``name``, ``namespace``,
+``labels``, ``annotations`` (maps, empty when absent), ``creationTimestamp`` (a CEL
+timestamp; absent from a manifest that has none, so ``has(object.metadata.creationTimestamp)``
+tells) and ``ownerReferences`` (a list of maps with ``apiVersion``, ``kind``, ``name``,
+``uid`` and ``controller``); ``object.kind`` and ``object.apiVersion`` are those of the
+object's resource type. The other fields (``object.spec``, ``object.status``,
+``object.data``...) are given as far as the condition reads them: :attr:`Condition.reads`
+says which paths, worked out from the parsed expression, so the controller's cache keeps
+only those (docs/policies.md#what-a-condition-reads). A condition reading what the
+controller does not keep (another metadata field, ``object.metadata`` or the object as a
+whole) is refused when compiled (:mod:`lifecycle_controller.core.policy.condition_reads`).
 
 The implementation is ``common-expression-language`` (Rust, package ``cel``): it compiled the
 issue's example about 20 times faster and evaluated it about 7 times faster per object than
@@ -51,6 +55,7 @@ from lifecycle_controller.core.policy.condition_cost import (
     analyse,
     identifiers,
 )
+from lifecycle_controller.core.policy.condition_reads import projected, unkept_refusal
 from lifecycle_controller.core.text.units import NS_PER_SECOND
 
 if TYPE_CHECKING:
@@ -222,13 +227,15 @@ class Condition:
 
     @property
     def reads(self) -> frozenset[tuple[str, ...]]:
-        """The paths under ``object`` outside ``metadata`` it reads (``()``: the whole
-        object; ``("spec",)``: all of spec): what the cache must keep for it."""
-        return frozenset(path for path in self._cost.reads if path[:1] != ("metadata",))
+        """The paths under ``object`` outside ``metadata``, ``kind`` and ``apiVersion`` it
+        reads (``("spec",)``: all of spec): what the cache must keep for it."""
+        return projected(self._cost.reads)
 
     def evaluate(
         self,
         *,
+        kind: str,
+        api_version: str,
         name: str,
         namespace: str | None,
         labels: Mapping[str, str],
@@ -239,7 +246,9 @@ class Condition:
         referenced_by: Sequence[str] = (),
     ) -> ConditionResult:
         """Evaluate over one object's metadata and ``fields`` (its other top-level fields, as
-        far as kept), within :data:`MAX_EVALUATION_COST`; never raises."""
+        far as kept), within :data:`MAX_EVALUATION_COST`; never raises. ``kind`` and
+        ``api_version`` are its resource type's (an object's own, if ``fields`` has them, is
+        not read: a listed object lacks them, a watched one has them)."""
         sizes = Sizes(
             name=len(name),
             namespace=len(namespace or ""),
@@ -284,7 +293,8 @@ class Condition:
                 microsecond=rest // _NS_PER_MICROSECOND
             )
         try:
-            context: dict[str, Any] = {"object": {**(fields or {}), "metadata": metadata}}
+            given = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+            context: dict[str, Any] = {"object": {**(fields or {}), **given}}
             if self.reads_references:
                 context[REFERENCES_VARIABLE] = list(referenced_by)
             result = self._program.execute(context)
@@ -298,7 +308,8 @@ class Condition:
 
 
 def compile_condition(source: str) -> Condition:
-    """Check the cost bound and compile; raise :class:`ConditionError` with the problem."""
+    """Check the cost bound, compile and check that it reads only what the controller keeps;
+    raise :class:`ConditionError` with the problem."""
     if not source.strip():
         raise ConditionError("is empty")
     try:
@@ -308,6 +319,9 @@ def compile_condition(source: str) -> Condition:
         raise
     except Exception as error:
         raise ConditionError(f"does not compile: {_first_line(error)}") from None
+    refusal = unkept_refusal(model.reads)
+    if refusal is not None:
+        raise ConditionError(refusal)
     return Condition(
         source, program, model, reads_references=REFERENCES_VARIABLE in identifiers(source)
     )

@@ -33,6 +33,7 @@ from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
+from lifecycle_controller.core.policy.condition_reads import SECRETS
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     MatchReason,
@@ -264,7 +265,11 @@ class PolicySet:
 
     def reads(self, resource: ResourceType) -> frozenset[tuple[str, ...]]:
         """The paths outside ``metadata`` the conditions of the policies for ``resource``
-        read (empty: its informers stay metadata-only)."""
+        read (empty: its informers stay metadata-only). Never any for Secrets: a valid
+        policy's condition reads only their metadata (:mod:`.condition_reads`), and should
+        one not, the object is held unread rather than every Secret listed whole."""
+        if resource.key == SECRETS:
+            return frozenset()
         found = self._reads.get(resource.key)
         if found is None:  # memoised: asked for every object listed
             found = self._reads[resource.key] = frozenset(

@@ -58,8 +58,8 @@ from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
 from lifecycle_controller.core.policy.field_paths import unread
-from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.text.globs import glob_match, has_glob_meta, matches_any
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, selects_key
+from lifecycle_controller.core.text.globs import glob_match, matches_any
 from lifecycle_controller.core.text.gotext import go_parse_bool
 
 __all__ = [
@@ -212,15 +212,11 @@ DEFAULT_PROTECTION: Final = Protection()
 def selects_resource(patterns: tuple[str, ...], resource: ResourceType) -> bool:
     """``resources`` select the type: an exact name, or a glob over a namespaced type; never
     CustomResourceDefinitions or the policies themselves."""
-    key = resource.key
-    if key in _NEVER_KEYS or resource.group in _NEVER_GROUPS:
+    if resource.key in _NEVER_KEYS or resource.group in _NEVER_GROUPS:
         return False
-    for pattern in patterns:
-        if pattern == key:
-            return True
-        if resource.namespaced and has_glob_meta(pattern) and glob_match(pattern, key):
-            return True
-    return False
+    return any(
+        selects_key(pattern, resource.key, namespaced=resource.namespaced) for pattern in patterns
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +322,8 @@ def match(
             names = ", ".join(".".join(("object", *path)) for path in missing)
             return _refused(MatchReason.CONDITION_ERROR, f"{names} not read yet (listing again)")
         result = policy.condition.evaluate(
+            kind=view.resource.kind,
+            api_version=view.resource.api_version,
             name=view.name,
             namespace=view.namespace,
             labels=view.labels,

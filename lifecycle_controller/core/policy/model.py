@@ -16,7 +16,9 @@ Rules of the model (docs/architecture.md#policy-anchors has how its actions are 
 * exactly one action: ``delete-after``, ``delete-at``, ``restart-at``, ``restart-every`` or
   ``restart-cron``; ``restart-after`` and ``reference-point`` count from when an annotation
   was applied, which a rule does not have, so they are refused;
-* the condition is compiled here, once per generation (:mod:`.policy_condition`);
+* the condition is compiled here, once per generation (:mod:`.policy_condition`); it may
+  read only what the controller keeps, and over ``secrets`` (named, or selected by a glob)
+  metadata only, never Secret data (:mod:`.condition_reads`);
 * ``namespaceSelector`` (over the labels of the object's Namespace, ANDed with
   ``namespaces``) is a ``ClusterLifecyclePolicy`` field only;
 * ``enforce`` is a ``ClusterLifecyclePolicy`` field only (an administrator's rule that wins
@@ -47,12 +49,18 @@ from lifecycle_controller.core.policy.condition import (
     ConditionError,
     compile_condition,
 )
+from lifecycle_controller.core.policy.condition_reads import SECRETS, secret_refusal
 from lifecycle_controller.core.policy.limit import PolicyLimit, parse_limit
 from lifecycle_controller.core.schedule.catchup import parse_catch_up_rule
 from lifecycle_controller.core.schedule.windows import parse_windows
 from lifecycle_controller.core.text.cron import load_zone, parse_cron
 from lifecycle_controller.core.text.durations import parse_duration, parse_restart_every
-from lifecycle_controller.core.text.globs import BadPatternError, filepath_match, has_glob_meta
+from lifecycle_controller.core.text.globs import (
+    BadPatternError,
+    filepath_match,
+    glob_match,
+    has_glob_meta,
+)
 from lifecycle_controller.core.text.gotext import go_parse_bool, go_quote
 from lifecycle_controller.core.text.label_selector import (
     LabelSelector,
@@ -71,6 +79,7 @@ __all__ = [
     "PolicyKind",
     "PolicyRef",
     "parse_policy",
+    "selects_key",
 ]
 
 
@@ -245,6 +254,27 @@ def _globs(field: str, patterns: list[str], problems: list[str]) -> None:
             problems.append(f"spec.{field}[{index}] {go_quote(pattern)}: {error}")
 
 
+def selects_key(pattern: str, key: str, *, namespaced: bool) -> bool:
+    """A ``resources`` entry selects the type of resource key ``key``: it names it exactly,
+    or it is a glob that matches it and the type is namespaced (a glob never selects a
+    cluster-scoped type)."""
+    if pattern == key:
+        return True
+    return namespaced and has_glob_meta(pattern) and glob_match(pattern, key)
+
+
+def _secret_refusal(resources: tuple[str, ...], condition: Condition, problems: list[str]) -> None:
+    """A condition over Secrets may read their metadata only (:mod:`.condition_reads`)."""
+    selecting = [
+        f"spec.resources[{index}] {go_quote(pattern)}"
+        for index, pattern in enumerate(resources)
+        if selects_key(pattern, SECRETS, namespaced=True)
+    ]
+    refusal = secret_refusal(condition.reads, selecting)
+    if refusal is not None:
+        problems.append(f"spec.condition: {refusal}")
+
+
 def _resources(
     kind: PolicyKind, spec: Mapping[str, object], action: Action | None, problems: list[str]
 ) -> tuple[str, ...]:
@@ -409,6 +439,8 @@ def parse_policy(
                 condition = compile_condition(source)
             except ConditionError as error:
                 problems.append(f"spec.condition: {error}")
+            else:
+                _secret_refusal(resources, condition, problems)
 
     include_owned = spec.get("includeOwned", False)
     if not isinstance(include_owned, bool):
