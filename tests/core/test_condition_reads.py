@@ -170,8 +170,8 @@ _SECRET_FIELDS = (
         (["secrets"], 'object.type == "kubernetes.io/tls"',
          f'spec.condition: reads object.type, and spec.resources[0] "secrets" selects '
          f"secrets: {_SECRET_FIELDS}"),
-        (["*"], "object.spec.replicas == 0",
-         f'spec.condition: reads object.spec.replicas, and spec.resources[0] "*" selects '
+        (["*"], "object.spec.replicas == 0 || object.immutable",
+         f'spec.condition: reads object.immutable, and spec.resources[0] "*" selects '
          f"secrets: {_SECRET_FIELDS}"),
         (["secrets"], "size(object) > 0", "spec.condition: reads the whole object"),
     ],
@@ -194,6 +194,8 @@ def test_a_condition_over_secrets_reads_their_metadata_only(
         (["configmaps"], "has(object.data.k)"),
         (["*.apps"], "object.spec.replicas == 0"),
         (["secrets.example.com"], "has(object.data.k)"),  # a custom type of that name
+        (["*"], "object.spec.replicas == 0"),  # Secrets have no spec: absent on every one
+        (["secrets"], "has(object.status.phase)"),
         (["*"], "has(object.metadata.annotations.x)"),
     ],
 )

@@ -22,11 +22,14 @@ answered wrongly on every object:
   projection keeps "everything", and a condition that needs every field can name them.
 
 Secret data is the one thing the controller never receives: over ``secrets`` every list and
-watch is metadata-only. Any field beyond metadata of a Secret (``data``, ``stringData``,
-``type``, ``immutable``) can only be fetched by listing whole Secrets, data included (the API
-server has no projection of one field), so a policy whose ``resources`` could select
-``secrets`` (exactly, or by a glob such as ``*``) may read metadata only
+watch is metadata-only. A Secret's own fields beyond metadata (:data:`SECRET_FIELDS`:
+``data``, ``stringData``, ``type``, ``immutable``) can only be fetched by listing whole
+Secrets, data included (the API server has no projection of one field), so a policy whose
+``resources`` could select ``secrets`` (exactly, or by a glob such as ``*``) may not read them
 (:func:`secret_refusal`, applied where a policy's resources and condition are both known).
+A path a Secret does not have at all (``object.spec.replicas`` in a ``*`` policy) is allowed:
+for a Secret it is absent, which is the truth, and answering it needs no field of the Secret,
+so its informers stay metadata-only.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "KEPT_METADATA",
     "SECRETS",
     "SECRET_DATA",
+    "SECRET_FIELDS",
     "TYPE_FIELDS",
     "projected",
     "secret_refusal",
@@ -59,6 +63,9 @@ TYPE_FIELDS: Final = ("apiVersion", "kind")
 SECRETS: Final = "secrets"
 #: A Secret's data fields (``stringData`` is write-only: the server never returns it).
 SECRET_DATA: Final = ("data", "stringData")
+#: Every top-level field a Secret has beyond ``metadata`` and the type fields: reading any
+#: of them would need the whole Secret.
+SECRET_FIELDS: Final = (*SECRET_DATA, "type", "immutable")
 
 _KEPT_WORDS: Final = (
     "a condition may read object.metadata."
@@ -113,8 +120,9 @@ def unkept_refusal(reads: Iterable[tuple[str, ...]]) -> str | None:
 
 def secret_refusal(reads: Iterable[tuple[str, ...]], selecting: Sequence[str]) -> str | None:
     """Why a condition reading ``reads`` is refused for a policy whose ``selecting`` entries
-    (``spec.resources[0] "*"``) select Secrets; None: it reads their metadata only."""
-    beyond = sorted(projected(reads))
+    (``spec.resources[0] "*"``) select Secrets; None: it reads no field of a Secret beyond
+    its metadata (a path Secrets do not have, such as ``spec``, is absent on every one)."""
+    beyond = sorted(path for path in projected(reads) if not path or path[0] in SECRET_FIELDS)
     if not selecting or not beyond:
         return None
     names = _listed([_name(path) for path in beyond])
