@@ -121,11 +121,23 @@ def run(**values: Any) -> None:
     help="Fake Nodes (kube-scheduler + kwok) on which the samples' Pods run; 0: none, Pods "
     "stay Pending.",
 )
-def demo(duration: float | None, nodes: int) -> None:
+@click.option(
+    "--console",
+    "console",
+    is_flag=True,
+    help="Also open the read-only web console on the demo's cluster (lifecycle-controller "
+    "console).",
+)
+@click.option(
+    "--no-browser", is_flag=True, help="With --console: print its URL, do not open a browser."
+)
+def demo(duration: float | None, nodes: int, console: bool, no_browser: bool) -> None:
     """Start a local control plane and show the controller deleting and restarting samples."""
     from lifecycle_controller.tools.demo import run_demo
 
-    run_demo(duration=duration, echo=click.echo, nodes=nodes)
+    run_demo(
+        duration=duration, echo=click.echo, nodes=nodes, console=console, browser=not no_browser
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

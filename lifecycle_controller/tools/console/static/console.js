@@ -193,6 +193,12 @@ function drawTimeline() {
   const now = Math.min(Math.max(Date.now(), timeline.startMs), timeline.endMs);
   root.append(svg("line", { class: "now", x1: x(now), x2: x(now), y1: 18, y2: height - 6 }));
   const lanes = Object.keys(LABELS);
+  // One group of marks, one listener of each kind for all of them (thousands at scale).
+  const marks = svg("g", { class: "marks" });
+  marks.addEventListener("click", (event) => event.target.classList.contains("mark") && select(event.target));
+  marks.addEventListener("keydown", (event) => event.target.classList.contains("mark") && key(event, event.target));
+  marks.addEventListener("mouseover", (event) => event.target.classList.contains("mark") && hint(event.target));
+  marks.addEventListener("focusin", (event) => event.target.classList.contains("mark") && hint(event.target));
   groups.forEach((group, index) => {
     const top = 28 + index * LINE;
     const name = svg("text", { class: "group", x: 6, y: top + LINE / 2 + 4 });
@@ -221,26 +227,29 @@ function drawTimeline() {
         "data-end-ms": String(end),
         "aria-label": `${number} ${LABELS[category]} in ${group.name}, ${clock(start, true)} to ${clock(end)}`,
       });
-      mark.style.opacity = String(Math.min(1, 0.45 + Math.log10(number + 1) / 2));
-      mark.append(Object.assign(svg("title"), { textContent: `${group.name}: ${number} ${LABELS[category]}, ${clock(start, true)}–${clock(end)}` }));
-      mark.addEventListener("click", () => select(mark));
-      mark.addEventListener("keydown", (event) => key(event, mark));
-      root.append(mark);
+      if (number > 1) mark.setAttribute("fill-opacity", String(Math.min(1, 0.55 + Math.log10(number) / 2)));
+      else mark.setAttribute("fill-opacity", "0.55");
+      marks.append(mark);
     }
   });
+  root.append(marks);
   if (!groups.length) {
     const empty = svg("text", { class: "axis", x: LEFT, y: 48 });
     empty.textContent = "Nothing due in this span.";
     root.append(empty);
   }
   chart.replaceChildren(root);
-  const marks = chart.querySelectorAll(".mark");
-  const chosen = state.cell && [...marks].find((m) => m.dataset.group === state.cell.group && m.dataset.bucket === state.cell.bucket && m.dataset.category === state.cell.category);
-  (chosen || marks[0])?.setAttribute("tabindex", "0");
+  const drawn = marks.children;
+  const chosen = state.cell && [...drawn].find((m) => m.dataset.group === state.cell.group && m.dataset.bucket === state.cell.bucket && m.dataset.category === state.cell.category);
+  (chosen || drawn[0])?.setAttribute("tabindex", "0");
   if (chosen) chosen.classList.add("selected");
   document.body.dataset.version = String(timeline.version);
   if (!state.drawn) document.body.dataset.firstDrawMs = String(Math.round(performance.now()));
   state.drawn += 1;
+}
+
+function hint(mark) {
+  document.getElementById("hint").textContent = mark.getAttribute("aria-label");
 }
 
 function key(event, mark) {
@@ -343,7 +352,25 @@ async function refreshTimeline() {
   if (state.cell) await drawCell();
 }
 
-async function refresh() {
+// One load at a time: a version pushed while one runs loads once more when it ends.
+let loading = null;
+let again = false;
+
+function refresh() {
+  if (loading) {
+    again = true;
+    return;
+  }
+  loading = load().finally(() => {
+    loading = null;
+    if (again) {
+      again = false;
+      refresh();
+    }
+  });
+}
+
+async function load() {
   try {
     state.overview = await get("/api/overview");
   } catch (error) {
@@ -354,7 +381,7 @@ async function refresh() {
   drawBanners(state.overview);
   drawLook(state.overview);
   if (!state.overview.ready) {
-    setTimeout(refresh, 500);
+    setTimeout(refresh, 2000); // the stream says when the first look is done; this is a fallback
     return;
   }
   drawActions();
@@ -388,11 +415,13 @@ function start() {
   for (const id of ["actions-namespace", "actions-policy", "actions-action"]) {
     document.getElementById(id).addEventListener("change", drawActions);
   }
+  // The stream's first message, at once, is the current version: it starts the first load.
   const stream = new EventSource("/api/stream");
-  stream.addEventListener("version", () => refresh());
+  stream.addEventListener("version", (event) => {
+    if (!state.overview || Number(event.data) !== state.overview.version) refresh();
+  });
   setInterval(refreshTimeline, 30000); // the axis moves with the clock
   window.addEventListener("resize", () => state.timeline && drawTimeline());
-  refresh();
 }
 
 start();
