@@ -24,6 +24,7 @@ from lifecycle_controller.tools.console.server import AddressError, Console, par
 from lifecycle_controller.tools.console.snapshot import ConsoleView, guard_text
 from lifecycle_controller.tools.kubectl_plugin import plugin
 from lifecycle_controller.tools.options import controller_settings
+from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
 from tests.unit.support import annotated, eventually
 
@@ -224,3 +225,28 @@ def test_both_front_doors_have_the_command_and_refuse_a_foreign_address() -> Non
         refused = runner.invoke(group, ["console", "--address", "0.0.0.0:1", "--no-browser"])
         assert refused.exit_code == 2
         assert "is not a loopback address" in refused.output
+
+
+async def test_a_failed_look_is_shown_and_the_next_one_tries_again(
+    kube: KubeClient, clock: FakeClock, api: FakeApiServer
+) -> None:
+    served = Console(
+        kube,
+        ConsoleView(namespace=None, controller=controller_settings({})),
+        clock=clock,
+        interval=2.0,
+        explainer=no_explainer,
+    )
+    api.fail(500, path="/api", times=10_000)  # discovery too: the whole look fails
+    await served.start("127.0.0.1", 0)
+    try:
+        await eventually(lambda: served.error != "")
+        overview = await fetch(served, "/api/overview")
+        assert overview["ready"] is False
+        assert overview["error"]
+        api.faults.clear()
+        await clock.advance(2.0)
+        await eventually(lambda: served.version == 1)
+        assert (await fetch(served, "/api/overview"))["error"] == ""
+    finally:
+        await served.stop()

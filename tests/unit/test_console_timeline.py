@@ -314,3 +314,23 @@ def test_an_event_and_its_status_entry_are_one_action_newest_first() -> None:
         ("", "P"),
     ]
     assert found[0].document()["at"] == format_rfc3339_nano(NOW + (window + 100) * NS_PER_SECOND)
+
+
+@pytest.mark.parametrize(
+    ("note", "policy"),
+    [
+        (
+            "Resource deleted based on delete-at annotation: 2026-03-02T10:00:00Z "
+            "(based on LifecyclePolicy/team-a/tmp: delete-after 10s)",
+            "LifecyclePolicy/team-a/tmp",
+        ),
+        (
+            "Dry-run: would restart (based on ClusterLifecyclePolicy/nightly)",
+            "ClusterLifecyclePolicy/nightly",
+        ),
+        ("Resource deleted based on delete-at annotation: 2026-03-02T10:00:00Z", ""),
+    ],
+)
+def test_an_event_alone_names_its_policy_from_its_note(note: str, policy: str) -> None:
+    (found,) = from_events([event("Deleted", "2026-03-02T10:00:00.000000Z", note=note)])
+    assert found.policy == policy

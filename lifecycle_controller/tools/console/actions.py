@@ -6,11 +6,14 @@ nothing of the actions of annotations, and the controller's Events (``Deleted``,
 ``RestartTriggered``, ``DryRunDelete``, ``DryRunRestart``) expire after an hour. So both are
 read, and an Event and a status entry of the same object, action and dry run within
 :data:`SAME_ACTION_NS` of each other are one action: the Event's note with the policy of
-the status entry. Pure: the caller lists the Events and the policies.
+the status entry. An Event alone names its policy in its note (``based on
+LifecyclePolicy/team-a/tmp: delete-after 10s``), as the controller writes it. Pure: the
+caller lists the Events and the policies.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -43,6 +46,8 @@ EVENT_ACTIONS: Final[Mapping[str, tuple[str, bool]]] = {
 #: the write; the status entry carries the write's second).
 SAME_ACTION_NS: Final = 120 * NS_PER_SECOND
 _REPORTING_CONTROLLER: Final = "lifecycle-controller"
+#: How a policy's action names it in its Event's note (core/policy/decide.py).
+_BASED_ON: Final = re.compile(r"\(based on ((?:Cluster)?LifecyclePolicy/[^:)]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +128,8 @@ def from_events(items: Iterable[Mapping[str, Any]]) -> list[DoneAction]:
             continue
         regarding = item.get("regarding") or {}
         action, dry_run = EVENT_ACTIONS[reason]
+        note = str(item.get("note", ""))
+        said = _BASED_ON.search(note)
         found.append(
             DoneAction(
                 at_ns=at,
@@ -132,8 +139,9 @@ def from_events(items: Iterable[Mapping[str, Any]]) -> list[DoneAction]:
                 namespace=str(regarding.get("namespace", "")),
                 name=str(regarding.get("name", "")),
                 uid=str(regarding.get("uid", "")),
+                policy=said[1] if said else "",
                 reason=reason,
-                note=str(item.get("note", "")),
+                note=note,
             )
         )
     return found
@@ -159,7 +167,7 @@ def merged(from_status: Iterable[DoneAction], from_event: Iterable[DoneAction]) 
         )
         if twin is not None:
             used.add(twin)
-            event = replace(event, policy=entries[twin].policy)
+            event = replace(event, policy=entries[twin].policy or event.policy)
         found.append(event)
     found.extend(entry for i, entry in enumerate(entries) if i not in used)
     found.sort(key=lambda done: (-done.at_ns, done.namespace, done.name))

@@ -42,6 +42,7 @@ from lifecycle_controller.tools.console.timeline import (
     CATEGORIES,
     Query,
     QueryError,
+    axis_start,
     cell_rows,
     timeline,
     window_spans,
@@ -58,6 +59,8 @@ _ASSETS: Final = {
 }
 _KEEPALIVE_S: Final = 15.0
 _SHUTDOWN_S: Final = 1.0
+#: Counted views kept for the current version (the spans, groupings and a few filters).
+_VIEWS_KEPT: Final = 32
 #: What the page may load: only the console's own files (no CDN, no inline script).
 _POLICY: Final = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
@@ -146,6 +149,7 @@ class Console:
         self._versions = _Versions()
         self._markers = RestartMarkers()
         self._looking: asyncio.Task[None] | None = None
+        self._views: dict[tuple[Query, int], dict[str, Any]] = {}
         self._runner: web.AppRunner | None = None
         self._hosts: set[str] = set()
         self.url = ""
@@ -154,19 +158,41 @@ class Console:
     def version(self) -> int:
         return self._versions.version
 
+    @property
+    def error(self) -> str:
+        """Why the last look failed ("" it did not)."""
+        return self._versions.error
+
     async def look(self) -> None:
-        """One look at the cluster, published (a new version if anything changed)."""
+        """One look at the cluster, published (a new version if anything changed); the
+        default view is counted at once, so that a page opened now draws without waiting."""
         snapshot = await collect_snapshot(
             self._kube, self._view, clock=self._clock, markers=self._markers
         )
+        before = self._versions.version
         self._versions.publish(snapshot)
+        if self._versions.version != before:
+            self._views.clear()
+            self._counted(snapshot, Query())
+
+    def _counted(self, snapshot: Snapshot, query: Query) -> dict[str, Any]:
+        """:func:`~.timeline.timeline` of ``query``, kept until the version or the axis
+        moves (a page asks again for every change; several pages ask for the same)."""
+        now = self._now_ns()
+        key = (query, axis_start(query.span, now))
+        found = self._views.get(key)
+        if found is None:
+            if len(self._views) >= _VIEWS_KEPT:
+                self._views.clear()
+            found = self._views[key] = timeline(snapshot.rows, snapshot.marks, query, now)
+        return found
 
     async def _look_forever(self) -> None:
         while True:
             try:
                 await self.look()
-            except KubeError as error:
-                self._versions.error = str(error)  # shown; the next look tries again
+            except Exception as error:  # shown on the page; the next look tries again
+                self._versions.error = f"{type(error).__name__}: {error}"
             await self._clock.sleep(self._interval)
 
     async def start(self, host: str, port: int) -> str:
@@ -267,7 +293,7 @@ class Console:
 
     async def _timeline(self, request: web.Request) -> web.Response:
         snapshot, query = self._query(request)
-        body = timeline(snapshot.rows, snapshot.marks, query, self._now_ns())
+        body = dict(self._counted(snapshot, query))
         start, end = body["startMs"] * _NS_PER_MS, body["endMs"] * _NS_PER_MS
         body["windows"] = [
             {

@@ -37,6 +37,7 @@ __all__ = [
     "Mark",
     "Query",
     "QueryError",
+    "axis_start",
     "cell_rows",
     "marks_of",
     "timeline",
@@ -156,6 +157,12 @@ class _Axis:
 
     def bucket(self, at_ns: int) -> int:
         return max(0, (at_ns - self.start_ns) // self.step_ns)
+
+
+def axis_start(span: str, now_ns: int) -> int:
+    """Where the axis of ``span`` starts at ``now``: two instants with the same start see the
+    same view of the same marks (the console keeps its answer until the start moves)."""
+    return _Axis.of(span, now_ns).start_ns
 
 
 def _visible(marks: Sequence[Mark], axis: _Axis) -> Sequence[Mark]:

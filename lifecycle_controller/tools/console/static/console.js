@@ -8,7 +8,7 @@ const LABELS = { delete: "delete", restart: "restart", "dry-run": "dry-run repor
 const LANE = 7; // height of one category's lane in a group's line
 const LINE = 4 * LANE + 8;
 const LEFT = 190; // room for the group names
-const state = { span: "day", by: "namespace", policy: "", overview: null, timeline: null, cell: null, drawn: 0 };
+const state = { span: "day", by: "namespace", policy: "", overview: null, timeline: null, cell: null, drawn: 0, fetched: 0 };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -36,11 +36,14 @@ async function get(path, params) {
   return response.json();
 }
 
+// Intl formatters are costly to make: one of each, made once.
+const TIME = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", hour12: false });
+const DAY = new Intl.DateTimeFormat([], { weekday: "short", day: "numeric" });
+
 function clock(ms, withDay) {
   const date = new Date(ms);
-  const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
-  if (!withDay) return time;
-  return date.toLocaleDateString([], { weekday: "short", day: "numeric" }) + " " + time;
+  const time = TIME.format(date);
+  return withDay ? DAY.format(date) + " " + time : time;
 }
 
 function objectName(row) {
@@ -193,6 +196,12 @@ function drawTimeline() {
   const now = Math.min(Math.max(Date.now(), timeline.startMs), timeline.endMs);
   root.append(svg("line", { class: "now", x1: x(now), x2: x(now), y1: 18, y2: height - 6 }));
   const lanes = Object.keys(LABELS);
+  // Each bucket's words, once: thousands of marks share a few hundred buckets.
+  const spans = [];
+  for (let bucket = 0; bucket < timeline.buckets; bucket += 1) {
+    const start = timeline.startMs + bucket * timeline.stepMs;
+    spans.push(`${clock(start, true)} to ${clock(start + timeline.stepMs)}`);
+  }
   // One group of marks, one listener of each kind for all of them (thousands at scale).
   const marks = svg("g", { class: "marks" });
   marks.addEventListener("click", (event) => event.target.classList.contains("mark") && select(event.target));
@@ -208,7 +217,6 @@ function drawTimeline() {
     root.append(svg("line", { class: "rule", x1: LEFT, x2: width - 10, y1: top + LINE - 2, y2: top + LINE - 2 }));
     for (const [bucket, category, number] of group.cells) {
       const start = timeline.startMs + bucket * timeline.stepMs;
-      const end = start + timeline.stepMs;
       const mark = svg("rect", {
         class: `mark ${category}`,
         x: LEFT + bucket * cellWidth + 0.5,
@@ -224,11 +232,10 @@ function drawTimeline() {
         "data-category": category,
         "data-count": String(number),
         "data-start-ms": String(start),
-        "data-end-ms": String(end),
-        "aria-label": `${number} ${LABELS[category]} in ${group.name}, ${clock(start, true)} to ${clock(end)}`,
+        "data-end-ms": String(start + timeline.stepMs),
+        "aria-label": `${number} ${LABELS[category]} in ${group.name}, ${spans[bucket]}`,
+        "fill-opacity": number > 1 ? String(Math.min(1, 0.75 + Math.log10(number) / 4)) : "0.75",
       });
-      if (number > 1) mark.setAttribute("fill-opacity", String(Math.min(1, 0.55 + Math.log10(number) / 2)));
-      else mark.setAttribute("fill-opacity", "0.55");
       marks.append(mark);
     }
   });
@@ -244,7 +251,11 @@ function drawTimeline() {
   (chosen || drawn[0])?.setAttribute("tabindex", "0");
   if (chosen) chosen.classList.add("selected");
   document.body.dataset.version = String(timeline.version);
-  if (!state.drawn) document.body.dataset.firstDrawMs = String(Math.round(performance.now()));
+  if (!state.drawn) {
+    // What the benchmark reads: since the navigation started, and the drawing alone.
+    document.body.dataset.firstDrawMs = String(Math.round(performance.now()));
+    document.body.dataset.firstDrawWorkMs = String(Math.round(performance.now() - state.fetched));
+  }
   state.drawn += 1;
 }
 
@@ -348,6 +359,7 @@ function radio(id, key) {
 async function refreshTimeline() {
   if (!state.overview || !state.overview.ready) return;
   state.timeline = await get("/api/timeline", { span: state.span, by: state.by, policy: state.policy });
+  state.fetched = performance.now();
   drawTimeline();
   if (state.cell) await drawCell();
 }
