@@ -6,9 +6,10 @@ table (``config/flags.py``: name, default, help, kind). Every ``run`` flag can a
 an environment variable ``LIFECYCLE_<FLAG>`` (``--watch-resource`` → ``LIFECYCLE_WATCH_RESOURCE``;
 lists are comma-separated). Boolean flags follow Go's syntax: ``--dry-run`` or
 ``--dry-run=false``. Invalid configuration exits 1 with one line saying what is wrong.
-The operator tools (``plan``, ``status``, ``explain``, ``breaker``, ``policies``) are imported
-only when one is called (:class:`~lifecycle_controller.tools.click_shell.LazyGroup`), so a
-controller's start does not load them.
+The operator tools (``plan``, ``status``, ``explain``, ``breaker``, ``policies``,
+``console``) are imported only when one is called
+(:class:`~lifecycle_controller.tools.click_shell.LazyGroup`), so a controller's start does not
+load them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def _breaker() -> click.Command:
     return breaker_command
 
 
+def _console() -> click.Command:
+    from lifecycle_controller.tools.console.command import console_command
+
+    return console_command(kubectl_namespaces=False)
+
+
 def _policies() -> click.Command:
     from lifecycle_controller.tools.policy_commands import policies_command
 
@@ -62,6 +69,7 @@ TOOLS = {
     "explain": _explain,
     "breaker": _breaker,
     "policies": _policies,
+    "console": _console,
 }
 
 
@@ -113,11 +121,23 @@ def run(**values: Any) -> None:
     help="Fake Nodes (kube-scheduler + kwok) on which the samples' Pods run; 0: none, Pods "
     "stay Pending.",
 )
-def demo(duration: float | None, nodes: int) -> None:
+@click.option(
+    "--console",
+    "console",
+    is_flag=True,
+    help="Also open the read-only web console on the demo's cluster (lifecycle-controller "
+    "console).",
+)
+@click.option(
+    "--no-browser", is_flag=True, help="With --console: print its URL, do not open a browser."
+)
+def demo(duration: float | None, nodes: int, console: bool, no_browser: bool) -> None:
     """Start a local control plane and show the controller deleting and restarting samples."""
     from lifecycle_controller.tools.demo import run_demo
 
-    run_demo(duration=duration, echo=click.echo, nodes=nodes)
+    run_demo(
+        duration=duration, echo=click.echo, nodes=nodes, console=console, browser=not no_browser
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,12 @@ compiled from their Go modules through the Go module proxy. ``k8s.io/kubernetes`
 component has a small wrapper module under ``gomod/`` that pins the release and replaces every
 staging module with its published ``v0.Y.Z`` version.
 
+On a machine whose Go module cache lacks the wrapper's modules (a first run), they are
+downloaded first, as a step of its own that says how many are missing and reports its
+progress (:class:`ModuleDownload`): the build estimates hold once the modules are there, and a
+cold download of the Kubernetes modules can take longer than the compile itself
+(docs/development.md, the cold path).
+
 Results go to a per-user cache folder keyed by version. A file lock serialises concurrent
 builders and a build lands by an atomic rename, so a second process either waits and reuses
 the result or never sees a half-written folder. A caller asks for the binaries it needs, and
@@ -284,10 +290,106 @@ class BuildProgress:
             return "\n".join(self.output)
 
 
+def module_cache_path(module: str, version: str) -> str:
+    """Where the module cache keeps a module's zip, below ``cache/download`` (Go's escaping:
+    an upper-case letter is ``!`` and the letter in lower case)."""
+    escaped = "".join(f"!{c.lower()}" if c.isupper() else c for c in module)
+    return f"{escaped}/@v/{version}.zip"
+
+
+def required_modules(go_sum: str) -> list[tuple[str, str]]:
+    """The modules whose source a ``go.sum`` pins (its ``/go.mod``-only lines left out)."""
+    found = []
+    for line in go_sum.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and not fields[1].endswith("/go.mod"):
+            found.append((fields[0], fields[1]))
+    return found
+
+
+class ModuleDownload:
+    """``go mod download`` of a wrapper module, told at every heartbeat: how many of the
+    modules that were missing from the module cache are there now."""
+
+    binary = "modules"
+
+    def __init__(
+        self,
+        cache: Path,
+        missing: Collection[tuple[str, str]],
+        *,
+        log: Log,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._downloads = cache / "cache" / "download"
+        self._missing = list(missing)
+        self._log = log
+        self._now = now
+        self.started = now()
+        self.output: deque[str] = deque(maxlen=30)
+
+    def line(self, text: str) -> None:
+        self.output.append(text.rstrip())
+
+    def fetched(self) -> int:
+        return sum(
+            (self._downloads / module_cache_path(module, version)).is_file()
+            for module, version in self._missing
+        )
+
+    def heartbeat(self) -> None:
+        elapsed = _duration(self._now() - self.started)
+        self._log(
+            f"  ... modules: {elapsed} elapsed, {self.fetched()} of {len(self._missing)} "
+            "downloaded (a few go.sum pins may never be needed)"
+        )
+
+    def tail(self) -> str:
+        return "\n".join(self.output)
+
+
+def _module_cache(go: str, env: Mapping[str, str]) -> Path:
+    result = subprocess.run(
+        [go, "env", "GOMODCACHE"], env=dict(env), capture_output=True, text=True, check=True
+    )
+    return Path(result.stdout.strip())
+
+
+def _download_modules(go: str, module_dir: Path, env: Mapping[str, str], log: Log) -> None:
+    """Download what the module cache lacks, as a step of its own (see the module docstring)."""
+    go_sum = module_dir / "go.sum"
+    needed = required_modules(go_sum.read_text()) if go_sum.is_file() else []
+    if not needed:
+        return
+    cache = _module_cache(go, env)
+    downloads = cache / "cache" / "download"
+    missing = [(m, v) for m, v in needed if not (downloads / module_cache_path(m, v)).is_file()]
+    if not missing:
+        return
+    log(
+        f"downloading Go modules first: {len(missing)} of the {len(needed)} this build pins "
+        f"are not in the module cache ({cache}); on an empty cache the download can take "
+        "longer than the build (minutes, with the network's speed)"
+    )
+    progress = ModuleDownload(cache, missing, log=log)
+    code = _run_go_build([go, "mod", "download"], module_dir, env, progress, HEARTBEAT_SECONDS)
+    if code != 0:
+        raise BuildError(f"go mod download failed:\n{progress.tail()}")
+    log(
+        f"downloaded {progress.fetched()} modules in "
+        f"{_duration(time.monotonic() - progress.started)}"
+    )
+
+
 def _run_go_build(
-    command: list[str], cwd: Path, env: Mapping[str, str], progress: BuildProgress, interval: float
+    command: list[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    progress: BuildProgress | ModuleDownload,
+    interval: float,
 ) -> int:
-    """Run ``command`` (a ``go build -v``), feeding its output to ``progress``; return its code."""
+    """Run ``command`` (a ``go build -v`` or ``go mod download``), feeding its output to
+    ``progress`` and calling its heartbeat every ``interval`` seconds; return its code."""
     with subprocess.Popen(
         command,
         cwd=cwd,
@@ -324,12 +426,17 @@ def _build(component: GoComponent, destination: Path, log: Log, wanted: Collecti
         env = dict(os.environ)
         env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false", "GOWORK": "off"})
         ldflags = " ".join(("-s", "-w", *component.ldflags))
+        _download_modules(go, module_dir, env, log)
         for binary, package in component.packages.items():
             if binary not in wanted:
                 continue
             started = time.monotonic()
             typical = component.typical_seconds.get(binary)
-            estimate = f"; usually about {_duration(typical)} on 2 cores" if typical else ""
+            estimate = (
+                f"; usually about {_duration(typical)} on 2 cores, its modules downloaded"
+                if typical
+                else ""
+            )
             log(f"building {binary} {component.version} (first run on this machine only{estimate})")
             command = [
                 go,

@@ -3,8 +3,10 @@
 The chart's ``crds/`` files are the only definitions of ``ClusterLifecyclePolicy`` and
 ``LifecyclePolicy``. The ``demo`` command and the tests install exactly them (server-side
 apply as the admin, so a changed file replaces an older definition) and wait until both
-kinds are served. They are read from the source tree beside the package: an installed wheel
-does not carry the chart, and :func:`policy_crd_manifests` then finds none.
+kinds are served. The package carries byte-for-byte copies of them (``devcluster/crds/``,
+package data), because an installed wheel does not carry the chart and ``demo`` runs from
+one; the chart stays the one source, and a test fails the day a copy differs
+(tests/machinery/test_policy_crds_copies.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 
 __all__ = ["CRD_DIR", "install_policy_crds", "policy_crd_manifests"]
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "lifecycle-controller" / "crds"
+CRD_DIR = Path(__file__).resolve().parent / "crds"
 _CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def policy_crd_manifests() -> dict[str, dict[str, Any]]:
-    """Every CRD of the chart by kind (empty when the chart is not beside the package)."""
+    """Every CRD of the chart by kind, from the package's copies (empty only if they were
+    left out of an install)."""
     manifests: dict[str, dict[str, Any]] = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
         manifest = yaml.safe_load(path.read_text())

@@ -8,7 +8,9 @@ demo names the Pods replaced (tools/demo_pods.py). It installs the chart's polic
 applies a LifecyclePolicy in dry run, then switches it on (tools/demo_policy.py), so the
 policy's announced deletions and then its real ones show too. It narrates what happens and
 keeps running for ``--duration`` seconds (default: until Ctrl-C), printing how to point
-kubectl at the cluster to experiment further.
+kubectl at the cluster to experiment further. With ``--console`` it also serves the web
+console (tools/console/) on the demo's namespace and opens a browser on it, so the timeline
+fills and empties as the samples' actions come and go.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lifecycle_controller.app import Controller
-from lifecycle_controller.config import RawFlags, build_settings
+from lifecycle_controller.config import RawFlags, Settings, build_settings
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.policy_crds import CRD_DIR, install_policy_crds
@@ -162,7 +164,38 @@ KUBECTL_PODS = (
 )
 
 
-async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo, policies: bool) -> None:
+async def _open_console(
+    stack: contextlib.AsyncExitStack,
+    kube: KubeClient,
+    settings: Settings,
+    echo: Echo,
+    browser: bool,
+) -> None:
+    """The web console on the demo's namespace, judged with the demo controller's flags."""
+    from lifecycle_controller.tools.console.command import open_console, show
+    from lifecycle_controller.tools.options import controller_view
+
+    served = await stack.enter_async_context(
+        open_console(
+            kube,
+            namespace=NAMESPACE,
+            controller=controller_view(settings),
+            address="127.0.0.1:0",
+            title=f"demo, namespace {NAMESPACE}",
+        )
+    )
+    show(served.url, browser=browser, echo=echo)
+
+
+async def _run(
+    plane: ControlPlane,
+    *,
+    duration: float | None,
+    echo: Echo,
+    policies: bool,
+    console: bool = False,
+    browser: bool = True,
+) -> None:
     pods = DemoPods()
     settings = build_settings(
         RawFlags(
@@ -184,7 +217,10 @@ async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo, polic
         act = PolicyAct(NAMESPACE, echo) if policies else None
         narrator = asyncio.create_task(_narrate(kube, pods, echo, act))
         switch: asyncio.Task[None] | None = None
+        stack = contextlib.AsyncExitStack()
         try:
+            if console:
+                await _open_console(stack, kube, settings, echo, browser)
             await _apply_samples(kube, echo)
             if act is not None:
                 await act.apply(kube)
@@ -216,19 +252,37 @@ async def _run(plane: ControlPlane, *, duration: float | None, echo: Echo, polic
             echo("")
             await _summary(kube, pods, echo, act)
         finally:
+            await stack.aclose()
             tasks = [task for task in (switch, narrator, running) if task is not None]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def run_demo(*, duration: float | None, echo: Echo, nodes: int = DEFAULT_NODES) -> None:
+def run_demo(
+    *,
+    duration: float | None,
+    echo: Echo,
+    nodes: int = DEFAULT_NODES,
+    console: bool = False,
+    browser: bool = True,
+) -> None:
     """Start the local control plane (with ``nodes`` fake Nodes), the samples and the
-    controller; narrate; clean up."""
+    controller; narrate; clean up. ``console``: serve the web console too (``browser``:
+    and open it)."""
     configure_logging("console", "warning")
     with ControlPlane(log=echo, nodes=nodes) as plane:
         policies = install_policy_crds(plane)
         if not policies:
             echo(f"(the chart's policy CRDs are not in {CRD_DIR}: the policy part is skipped)")
-        asyncio.run(_run(plane, duration=duration, echo=echo, policies=policies))
+        asyncio.run(
+            _run(
+                plane,
+                duration=duration,
+                echo=echo,
+                policies=policies,
+                console=console,
+                browser=browser,
+            )
+        )
     echo("control plane stopped")

@@ -9,8 +9,8 @@ once every dry run was announced, the demo removes ``dry-run`` and the controlle
 them, the ``Deleted`` Events naming the policy too.
 
 The policy kinds need the chart's CRDs, which the demo installs on its own control plane
-(:mod:`lifecycle_controller.devcluster.policy_crds`); without them (an installed wheel does
-not carry the chart) the act is skipped and the demo says so.
+(:mod:`lifecycle_controller.devcluster.policy_crds`, from the package's copies of them); were
+they missing from an install, the act would be skipped and the demo would say so.
 """
 
 from __future__ import annotations

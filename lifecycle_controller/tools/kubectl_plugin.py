@@ -10,6 +10,7 @@ the context's namespace), ``-A/--all-namespaces`` and ``-o``.
     kubectl lifecycle plan -f manifests/
     kubectl lifecycle policies [-n NS | -A]
     kubectl lifecycle policies try -f policy.yaml
+    kubectl lifecycle console [-n NS | -A]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from lifecycle_controller.tools.commands import (
     plan_command,
     status_command,
 )
+from lifecycle_controller.tools.console.command import console_command
 from lifecycle_controller.tools.policy_commands import policies_command
 
 __all__ = ["main", "plugin"]
@@ -43,6 +45,7 @@ plugin.add_command(status_command(kubectl_namespaces=True))
 plugin.add_command(explain_command)
 plugin.add_command(plan_command)
 plugin.add_command(policies_command(kubectl_namespaces=True))
+plugin.add_command(console_command(kubectl_namespaces=True))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,14 @@ from lifecycle_controller.tools.options import ControllerView
 from lifecycle_controller.tools.policy_live import RestartMarkers
 from lifecycle_controller.tools.report import render
 
-__all__ = ["StatusView", "explain_live", "guardrails_of", "watch_status"]
+__all__ = [
+    "StatusView",
+    "explain_live",
+    "guardrails_of",
+    "latched_breaker",
+    "watch_status",
+    "with_breaker",
+]
 
 _CLEAR = "\x1b[H\x1b[2J"
 
@@ -62,7 +69,7 @@ async def _render_status(
     return text, list(report.unreadable)
 
 
-async def _latched_breaker(
+async def latched_breaker(
     kube: KubeClient, controller: ControllerView
 ) -> tuple[BreakerState | None, str]:
     """The breaker's latched state where the flags point (None: none there, or unreadable)."""
@@ -77,7 +84,7 @@ async def _latched_breaker(
     return state, f"ConfigMap {namespace}/{name}"
 
 
-def _with_breaker(guardrails: GuardrailView, state: BreakerState | None) -> GuardrailView:
+def with_breaker(guardrails: GuardrailView, state: BreakerState | None) -> GuardrailView:
     """The tools' guardrails with the latched breaker: an open one holds every due action."""
     if state is None or not state.open:
         return guardrails
@@ -93,8 +100,8 @@ def _with_breaker(guardrails: GuardrailView, state: BreakerState | None) -> Guar
 
 async def guardrails_of(kube: KubeClient, controller: ControllerView) -> GuardrailView:
     """The controller's guardrails as the tools know them, with the latched breaker."""
-    state, _ = await _latched_breaker(kube, controller)
-    return _with_breaker(controller.guardrails, state)
+    state, _ = await latched_breaker(kube, controller)
+    return with_breaker(controller.guardrails, state)
 
 
 async def watch_status(
@@ -106,8 +113,8 @@ async def watch_status(
             shown: tuple[str, str | None] | None = None
             markers = RestartMarkers()
             while True:
-                state, where = await _latched_breaker(kube, view.controller)
-                guardrails = _with_breaker(view.controller.guardrails, state)
+                state, where = await latched_breaker(kube, view.controller)
+                guardrails = with_breaker(view.controller.guardrails, state)
                 text, unreadable = await _render_status(kube, view, guardrails, markers)
                 breaker = describe_breaker(state, where) if state and state.open else None
                 if (text, breaker) != shown:

@@ -50,9 +50,13 @@ class StatusReport:
     unreadable: list[str] = field(default_factory=list)
     #: Lifecycle policies were read (the table shows a POLICY column).
     policies: bool = False
+    #: The policies the rows were judged with (the console lists them beside the rows).
+    docs: PolicyDocs = field(default_factory=PolicyDocs)
 
 
 Metadata = Mapping[str, Any]
+#: Told of every row with the object it was made from (the console reads its windows).
+RowSeen = Callable[[ResourceType, Metadata, Row], None]
 
 
 async def list_kept(
@@ -119,16 +123,20 @@ async def collect_status(
     namespace: str | None = None,
     guardrails: GuardrailView | None = None,
     markers: RestartMarkers | None = None,
+    occurrences: int = 3,
+    seen: RowSeen | None = None,
 ) -> StatusReport:
     """Explain every annotated object of the selected types (optionally in one namespace),
     and every object a lifecycle policy decides or overlaps. ``markers``: workloads' restart
-    markers already read (``--watch`` keeps them between looks)."""
+    markers already read (``--watch`` keeps them between looks); ``occurrences``: how many
+    upcoming occurrences of a recurring schedule each row lists; ``seen``: told of each row
+    with its object's metadata."""
     snapshot = await fetch_discovery(kube)
     plan = plan_resources(snapshot.resources, scope)
     now_ns = clock.now_ns()
     read = await read_policies(kube, now_ns=now_ns)
     docs = read.docs
-    report = StatusReport(policies=docs.any)
+    report = StatusReport(policies=docs.any, docs=docs)
     if read.problem is not None:
         report.unreadable.append(f"lifecycle policies (judged without them): {read.problem}")
     markers = RestartMarkers() if markers is None else markers
@@ -163,21 +171,23 @@ async def collect_status(
                 metadata,
                 now_ns=now_ns,
                 settings=settings,
+                occurrences=occurrences,
                 defaults=defaults.get(obj.namespace) if obj.namespace else None,
                 guardrails=guardrails,
                 fields=None if fields is None else fields.get(obj.uid, {}),
             )
             if explanation.action is None and not explanation.problems:
                 continue  # only bookkeeping (managed-by, a restart marker): nothing to show
-            report.rows.append(
-                row_for(
-                    api_version=resource.api_version,
-                    kind=resource.kind,
-                    namespace=obj.namespace,
-                    name=obj.name,
-                    explanation=explanation,
-                    verdict=verdict,
-                )
+            row = row_for(
+                api_version=resource.api_version,
+                kind=resource.kind,
+                namespace=obj.namespace,
+                name=obj.name,
+                explanation=explanation,
+                verdict=verdict,
             )
+            report.rows.append(row)
+            if seen is not None:
+                seen(resource, metadata, row)
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
     return report

@@ -111,12 +111,88 @@ def test_a_running_build_reports_progress_with_an_estimate(
     logs: list[str] = []
     binaries.ensure_component(timed, log=logs.append)
     assert logs[0] == (
-        "building hello v0.0.1 (first run on this machine only; usually about 1m15s on 2 cores)"
+        "building hello v0.0.1 (first run on this machine only; usually about 1m15s on 2 cores, "
+        "its modules downloaded)"
     )
     beats = [line for line in logs if line.startswith("  ... hello: ")]
     assert beats
     assert all("elapsed of about 1m15s, " in line for line in beats)
     assert logs[-1].startswith("built hello in ")
+
+
+def test_modules_missing_from_the_cache_are_downloaded_first_and_said_so(
+    sandbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A go.sum pin the module cache lacks: the download step runs (offline here: the pin is
+    not needed by the build, so nothing is fetched) and says how many were missing."""
+    monkeypatch.setenv("GOMODCACHE", str(sandbox / "modcache"))
+    monkeypatch.setenv("GOPROXY", "off")
+    (sandbox / "gomod" / "hello" / "go.sum").write_text(
+        "example.com/Unused v1.0.0 h1:abc=\nexample.com/Unused v1.0.0/go.mod h1:def=\n"
+    )
+    logs: list[str] = []
+    binaries.ensure_component(HELLO, log=logs.append)
+    assert logs[0] == (
+        "downloading Go modules first: 1 of the 1 this build pins are not in the module cache "
+        f"({sandbox / 'modcache'}); on an empty cache the download can take longer than the "
+        "build (minutes, with the network's speed)"
+    )
+    assert logs[1].startswith("downloaded 0 modules in ")
+    assert logs[2].startswith("building hello")
+
+
+def test_a_full_module_cache_downloads_nothing(
+    sandbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = sandbox / "modcache"
+    monkeypatch.setenv("GOMODCACHE", str(cache))
+    (sandbox / "gomod" / "hello" / "go.sum").write_text("example.com/Unused v1.0.0 h1:abc=\n")
+    zipped = (
+        cache / "cache" / "download" / binaries.module_cache_path("example.com/Unused", "v1.0.0")
+    )
+    zipped.parent.mkdir(parents=True)
+    zipped.write_bytes(b"")
+    logs: list[str] = []
+    binaries.ensure_component(HELLO, log=logs.append)
+    assert logs[0].startswith("building hello")
+
+
+@pytest.mark.parametrize(
+    ("module", "path"),
+    [
+        ("k8s.io/api", "k8s.io/api/@v/v0.36.3.zip"),
+        ("github.com/Azure/go-ansiterm", "github.com/!azure/go-ansiterm/@v/v0.36.3.zip"),
+    ],
+)
+def test_module_cache_paths_escape_capitals(module: str, path: str) -> None:
+    assert binaries.module_cache_path(module, "v0.36.3") == path
+
+
+def test_required_modules_are_the_source_pins_of_go_sum() -> None:
+    go_sum = (
+        "k8s.io/api v0.36.3 h1:x=\n"
+        "k8s.io/api v0.36.3/go.mod h1:y=\n"
+        "k8s.io/only-mod v0.1.0/go.mod h1:z=\n"
+        "\n"
+    )
+    assert binaries.required_modules(go_sum) == [("k8s.io/api", "v0.36.3")]
+
+
+def test_a_download_counts_the_missing_modules_now_in_the_cache(tmp_path: Path) -> None:
+    now = [10.0]
+    lines: list[str] = []
+    missing = [("k8s.io/api", "v1"), ("k8s.io/apiserver", "v1")]
+    progress = binaries.ModuleDownload(tmp_path, missing, log=lines.append, now=lambda: now[0])
+    landed = tmp_path / "cache" / "download" / binaries.module_cache_path("k8s.io/api", "v1")
+    landed.parent.mkdir(parents=True)
+    landed.write_bytes(b"")
+    progress.line("go: downloading k8s.io/api v1\n")
+    now[0] = 85.0
+    progress.heartbeat()
+    assert lines == [
+        "  ... modules: 1m15s elapsed, 1 of 2 downloaded (a few go.sum pins may never be needed)"
+    ]
+    assert progress.tail() == "go: downloading k8s.io/api v1"
 
 
 class TestBuildProgress:
