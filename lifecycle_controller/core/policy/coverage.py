@@ -27,7 +27,10 @@ from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
 )
 
-__all__ = ["LeftAlone", "leaves_alone", "no_since"]
+__all__ = ["NO_SINCE", "LeftAlone", "leaves_alone", "no_since"]
+
+#: How a policy whose ``since`` has no value for the object says why it leaves it alone.
+NO_SINCE = "its since has no value"
 
 #: The one-off actions: each covers only what existed before its time.
 _ONE_OFF: Final = ("delete-at", "restart-at")
@@ -71,4 +74,4 @@ def leaves_alone(policy: Policy, creation_ns: int | None, restart_marker: str | 
 def no_since(ref: PolicyRef, missing: str) -> LeftAlone:
     """A policy whose ``since`` has no value for the object leaves it alone: nothing to count
     its ``delete-after`` from (``missing``: why, :class:`~.since.SinceValue`)."""
-    return LeftAlone(ref, f"its since has no value: {missing}", unanchored=True)
+    return LeftAlone(ref, f"{NO_SINCE}: {missing}", unanchored=True)
