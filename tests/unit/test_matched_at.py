@@ -10,7 +10,7 @@ from lifecycle_controller.controller.matched_at import MatchedAt
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet, object_view
-from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
+from lifecycle_controller.core.policy.model import Policy, PolicyKind, PolicyRef, parse_policy
 from lifecycle_controller.core.policy.precedence import Resolution
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
@@ -44,7 +44,7 @@ def resolve(
 def test_the_first_sight_stays_and_a_stop_forgets_it() -> None:
     policies = PolicySet.of([policy(selector={"matchLabels": {"unused": "yes"}})])
     ref = policies.valid[0].ref
-    tracker, changed = MatchedAt(), []
+    tracker, changed = MatchedAt(), list[PolicyRef]()
     tracker.on_change = changed.append
     assert resolve(policies, tracker, T0, unused="yes").matched_at == {ref: T0}
     assert resolve(policies, tracker, T0 + 5, unused="yes").matched_at == {ref: T0}
@@ -81,7 +81,7 @@ def test_another_uid_or_a_new_generation_starts_again() -> None:
 def test_gone_objects_and_policies_are_forgotten() -> None:
     policies = PolicySet.of([policy()])
     ref = policies.valid[0].ref
-    tracker, changed = MatchedAt(), []
+    tracker, changed = MatchedAt(), list[PolicyRef]()
     tracker.on_change = changed.append
     resolve(policies, tracker, T0)
     tracker.gone(KEY)
