@@ -18,7 +18,10 @@ pass's facts include its policies, resolved once per pass:
   (:mod:`~lifecycle_controller.controller.policy_status`), summed per policy as they change
   (:mod:`~lifecycle_controller.controller.policy_tallies`);
 * :attr:`PolicyDecisions.limits` holds the policies' ``limit`` windows and the audit entries
-  of their actions (:mod:`~lifecycle_controller.controller.policy_limits`).
+  of their actions (:mod:`~lifecycle_controller.controller.policy_limits`);
+* :attr:`PolicyDecisions.matched_at` holds when objects began to match the policies whose
+  ``since`` reads ``matchedAt`` (:mod:`~lifecycle_controller.controller.matched_at`): given
+  to each resolution, and what a recorded one used kept.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.matched_at import MatchedAt
 from lifecycle_controller.controller.policy_limits import PolicyLimits
 from lifecycle_controller.controller.policy_store import PolicyStore, with_namespace_labels
 from lifecycle_controller.controller.policy_tallies import PolicyAggregates
@@ -94,6 +98,8 @@ class PolicyDecisions:
         self._by_name: tuple[object, dict[str, Policy]] = (None, {})
         #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
         self.references: ReferenceWatch | None = None
+        #: When objects began to match the policies whose ``since`` reads ``matchedAt``.
+        self.matched_at = MatchedAt()
 
     def _policy_of(self, name: str) -> tuple[Policy, dict[str, object], str] | None:
         """The valid policy ``Kind/namespace/name``, its status as last seen and its UID."""
@@ -116,6 +122,7 @@ class PolicyDecisions:
         """The object's policies resolved now (None: its annotations alone decide)."""
         if not self.applies(obj):
             return None
+        self.matched_at.sync(self.store.current)
         return self._resolve(obj, now_ns, self.store.current, self.store.namespace_labels)
 
     def resolve_on(
@@ -145,12 +152,17 @@ class PolicyDecisions:
             view = self.references.view_of(view)
         if view.namespace is not None and self.store.namespace_exempt(view.namespace):
             view = replace(view, namespace_exempt=True)
+        matched_at = None
+        if self.matched_at.tracks:
+            key = ObjectKey(view.resource, obj.namespace, obj.name)
+            matched_at = self.matched_at.of(key, obj.uid)
         return policies.resolve(
             obj.annotations,
             with_namespace_labels(view, policies, namespace_labels),
             restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),
+            matched_at=matched_at,
         )
 
     def record(
@@ -160,6 +172,8 @@ class PolicyDecisions:
         acknowledged = parse_rfc3339_or_none(verdict.acknowledged)
         if acknowledged is not None:
             self._writer.acknowledge(key, obj, acknowledged)
+        if self.matched_at.tracks:
+            self.matched_at.observe(key, obj.uid, resolution)
         decision = verdict.decision
         pending = isinstance(decision, Wait | Patch | Delete | DryRun)
         deciders = {str(ref): ref for ref in resolution.deciders}
@@ -177,7 +191,9 @@ class PolicyDecisions:
             protected_from=resolution.protected,
             exempt_from=resolution.exempted,
             refused=refused,
-            left_alone_by=tuple(spent.ref for spent in resolution.left_alone),
+            left_alone_by=tuple(
+                spent.ref for spent in resolution.left_alone if not spent.unanchored
+            ),
         )
         old = self.tallies.get(key)
         if old != tally:
@@ -191,3 +207,4 @@ class PolicyDecisions:
         if old is not None:
             self.aggregates.update(key, old, None)
         self.limits.gone(key)
+        self.matched_at.gone(key)

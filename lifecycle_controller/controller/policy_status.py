@@ -387,12 +387,13 @@ class PolicyStatusWriter:
             return
         self._condition_warned.add(mark)
         where = f"{first.resource.kind} {first.namespace + '/' if first.namespace else ''}"
+        what = "condition" if parsed.since is None else "condition or since"
         message = (
-            f"{parsed.ref}'s condition could not be evaluated on {where}{first.name} (and "
+            f"{parsed.ref}'s {what} could not be evaluated on {where}{first.name} (and "
             "maybe others); those objects are held: no policy acts on them until it is fixed"
         )
         references = self._decisions.references
-        if parsed.condition is not None and parsed.condition.reads_references and references:
+        if parsed.reads_references and references:
             missing = references.missing()
             if missing is not None:
                 message += f" ({missing})"
@@ -452,6 +453,7 @@ _HOLDS: Final = {
         "ReferencesUnknown",
         "what uses them is not known (referencedBy): {missing}",
     ),
+    PolicyHoldReason.SINCE_ERROR: ("SinceFailed", "its since failed on them"),
 }
 
 

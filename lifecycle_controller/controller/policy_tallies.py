@@ -101,7 +101,11 @@ class Aggregate:
 _EMPTY = Aggregate()
 #: The holds its ``PolicyConditionFailed`` Warning reports: the condition could not be judged.
 _CONDITION_FAILED = frozenset(
-    {PolicyHoldReason.CONDITION_ERROR, PolicyHoldReason.REFERENCES_UNKNOWN}
+    {
+        PolicyHoldReason.CONDITION_ERROR,
+        PolicyHoldReason.REFERENCES_UNKNOWN,
+        PolicyHoldReason.SINCE_ERROR,
+    }
 )
 
 

@@ -76,6 +76,9 @@ CONTROLLERS = (
 )
 """kube-controller-manager controllers needed for real rollouts and namespace deletion."""
 
+NODE_CONTROLLERS = ("job",)
+"""Added where fake nodes run Pods: a Job's Pods finish there (kwok), so Jobs complete."""
+
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -131,6 +134,8 @@ class ControlPlane(AdminAccess):
         """The pinned Kubernetes release whose binaries run (when ``binaries`` is not given)."""
         self._binaries = binaries
         self.nodes = nodes if isinstance(nodes, FakeNodes) else FakeNodes(nodes)
+        #: kube-controller-manager's controllers (a Job completes only where Pods can run).
+        self.controllers = CONTROLLERS + (NODE_CONTROLLERS if self.nodes.count else ())
         """The fake Nodes (none by default); with some, kube-scheduler and kwok run too."""
         self._node_binaries = node_binaries
         self._audit = audit_log
@@ -438,7 +443,7 @@ class ControlPlane(AdminAccess):
             [
                 str(binaries.kube_controller_manager),
                 f"--kubeconfig={self.admin_kubeconfig}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self.controllers)}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--use-service-account-credentials=false",

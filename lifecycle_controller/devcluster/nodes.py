@@ -14,6 +14,10 @@ The stages (kwok's Stage API, given to kwok in its configuration file), after kw
   was bound (1 s by default, so a rolling update takes visible steps);
 - a Pod labelled :data:`UNREADY_LABEL` ``"true"`` becomes Running but never Ready, so the
   rollout of a template carrying that label stalls (``RolloutStalled``);
+- a Pod labelled :data:`FAIL_LABEL` ``"true"`` fails: its phase becomes ``Failed`` and each
+  container ``terminated`` (exit code 1, ``finishedAt`` the moment it failed), as a crashed
+  Pod with ``restartPolicy: Never`` does; one labelled :data:`SUCCEED_LABEL` ``"true"``
+  succeeds the same way (phase ``Succeeded``, exit code 0), so a Job's Pod completes it;
 - a Pod being deleted is removed at once (there is no kubelet to finish its grace period).
 """
 
@@ -27,7 +31,9 @@ from typing import Any, Protocol
 from lifecycle_controller.devcluster.admin import ApiResponse, ControlPlaneError
 
 __all__ = [
+    "FAIL_LABEL",
     "NODE_ANNOTATION",
+    "SUCCEED_LABEL",
     "UNREADY_LABEL",
     "FakeNodes",
     "create_fake_nodes",
@@ -43,6 +49,12 @@ NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 UNREADY_LABEL = "lifecycle-test/unready"
 """A Pod labelled with this key and ``"true"`` runs but never becomes Ready."""
+
+FAIL_LABEL = "lifecycle-test/fail"
+"""A Pod labelled with this key and ``"true"`` fails: phase ``Failed``, containers terminated."""
+
+SUCCEED_LABEL = "lifecycle-test/succeed"
+"""A Pod labelled with this key and ``"true"`` succeeds: phase ``Succeeded``, exit code 0."""
 
 
 class AdminRequests(Protocol):
@@ -218,6 +230,10 @@ spec:
       operator: 'DoesNotExist'
     - key: '.metadata.labels["{unready}"]'
       operator: 'DoesNotExist'
+    - key: '.metadata.labels["{fail}"]'
+      operator: 'DoesNotExist'
+    - key: '.metadata.labels["{succeed}"]'
+      operator: 'DoesNotExist'
     - key: '.status.phase'
       operator: 'In'
       values: ['Pending']
@@ -304,6 +320,54 @@ spec:
       startTime: {{{{ $now | Quote }}}}
 """
 
+_POD_FINISHED = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: {name}
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchLabels:
+      {label}: "true"
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Pending']
+  delay:
+    durationMilliseconds: {delay_ms}
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        reason: {reason}
+        type: Ready
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - image: {{{{ .image | Quote }}}}
+        name: {{{{ .name | Quote }}}}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: {exit_code}
+            reason: {reason}
+            startedAt: {{{{ $now | Quote }}}}
+            finishedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+      phase: {phase}
+      startTime: {{{{ $now | Quote }}}}
+"""
+
 _POD_DELETE = """apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -324,7 +388,18 @@ spec:
 def kwok_configuration(nodes: FakeNodes) -> str:
     """kwok's configuration file: the stages it plays (module docstring)."""
     delay_ms = max(int(nodes.pod_ready_delay * 1000), 0)
-    pod_ready = _POD_READY.format(unready=UNREADY_LABEL, delay_ms=delay_ms)
+    pod_ready = _POD_READY.format(
+        unready=UNREADY_LABEL, fail=FAIL_LABEL, succeed=SUCCEED_LABEL, delay_ms=delay_ms
+    )
     pod_unready = _POD_UNREADY.format(unready=UNREADY_LABEL, delay_ms=delay_ms)
-    documents = (_NODE_INITIALIZE, pod_ready, pod_unready, _POD_DELETE)
+    finished = [
+        _POD_FINISHED.format(
+            name=name, label=label, phase=phase, exit_code=code, reason=reason, delay_ms=delay_ms
+        )
+        for name, label, phase, code, reason in (
+            ("pod-failed", FAIL_LABEL, "Failed", 1, "Error"),
+            ("pod-succeeded", SUCCEED_LABEL, "Succeeded", 0, "Completed"),
+        )
+    ]
+    documents = (_NODE_INITIALIZE, pod_ready, pod_unready, *finished, _POD_DELETE)
     return "---\n".join(documents)

@@ -58,6 +58,9 @@ class PolicyReport:
     #: ``{"policy": ..., "why": ...}`` for each matching policy that leaves it alone for its
     #: own reasons (created after its ``delete-at``...): the next one decides.
     left_alone: list[dict[str, str]] = field(default_factory=list)
+    #: The deciding policy's ``since``, its value and what the deletion counts from (None:
+    #: it has none; docs/policies.md#since).
+    since: str | None = None
 
 
 def policy_report(
@@ -98,6 +101,7 @@ def policy_report(
         condition_read=_deciding_read(docs, verdict, resource, metadata, fields) or None,
         refused=refused or None,
         left_alone=[{"policy": ref, "why": why} for ref, why in verdict.left_alone],
+        since=verdict.since or None,
     )
 
 
@@ -130,6 +134,8 @@ def policy_lines(report: PolicyReport | None) -> list[str]:
             lines.append(_field("Namespace", f"{report.namespace_selection} (namespaceSelector)"))
         if report.condition_read:
             lines.append(_field("Condition", report.condition_read))
+        if report.since:
+            lines.append(_field("Since", report.since))
         if report.propagation:
             lines.append(_field("Propagation", f"{report.propagation} (its deletionPropagation)"))
         if report.refused:

@@ -30,6 +30,7 @@ from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.objects.scope import ScopeConfig, plan_resources
+from lifecycle_controller.core.policy.coverage import NO_SINCE
 from lifecycle_controller.core.policy.in_force import object_view, policy_from_manifest
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import HOLDING, MatchReason, match, matches_statically
@@ -248,6 +249,8 @@ class Totals:
     spent: int = 0
     #: Its one-off action (``delete-at 2026-12-01T00:00:00Z``); "": a relative one.
     one_off: str = ""
+    #: It matches them, but its ``since`` has no value for them: left alone, listed apart.
+    no_since: list[str] = field(default_factory=list)
     #: Its limit (``spec.limit`` or ``--policy-default-limit``), ``ACTIONS/WINDOW``; "": none.
     limit: str = ""
     #: The actions due now that its limit would hold at first (they go as the window frees).
@@ -285,7 +288,12 @@ def _count(totals: Totals, row: Row, ref: str, now_ns: int) -> None:
     if row.held and row.policy != ref:
         totals.held += 1
         return
-    if any(left["policy"] == ref for left in row.left_alone):
+    left = [spent["why"] for spent in row.left_alone if spent["policy"] == ref]
+    if left and left[0].startswith(NO_SINCE):
+        name = f"{row.namespace}/{row.name}" if row.namespace else row.name
+        totals.no_since.append(f"{row.kind} {name}: {left[0].removeprefix(NO_SINCE + ': ')}")
+        return
+    if left:
         totals.spent += 1
         return
     if row.policy != ref and ref not in row.also_decided_by:
@@ -517,8 +525,13 @@ def totals_line(ref: str, totals: Totals) -> str:
     if totals.spent:
         since = "created" if totals.one_off.startswith("delete-") else "created or restarted"
         left.append(f"{totals.spent} {since} at or after its {totals.one_off}")
+    if totals.no_since:
+        left.append(f"{len(totals.no_since)} whose since has no value")
     line = f"{ref}: matches {_plural(totals.matched, 'object')}: " + "; ".join(parts)
-    return line + (f"; left alone: {', '.join(left)}" if left else "")
+    line += f"; left alone: {', '.join(left)}" if left else ""
+    for unanchored in totals.no_since:
+        line += f"\n  {NO_SINCE} for {unanchored}"
+    return line
 
 
 def render_try(report: TryReport, output: str) -> str:

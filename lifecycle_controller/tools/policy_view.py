@@ -40,6 +40,7 @@ from lifecycle_controller.core.policy.match import (
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyRef
 from lifecycle_controller.core.policy.namespace_selection import namespace_selection
 from lifecycle_controller.core.policy.precedence import InputSource, Resolution
+from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.core.tooling.plan import Explanation, GuardrailView, explain
 
 __all__ = [
@@ -159,6 +160,8 @@ class PolicyVerdict:
     #: ``(policy, why)`` for each matching policy that leaves it alone for its own reasons
     #: (``created …, at or after its delete-at …``): the next one decides.
     left_alone: tuple[tuple[str, str], ...] = ()
+    #: The deciding policy's ``since``, what it yielded and the due time it gives ("" none).
+    since: str = ""
 
     @property
     def concerned(self) -> bool:
@@ -200,7 +203,25 @@ def _verdict(inputs: Resolution, candidate: bool, view: ObjectView) -> PolicyVer
         propagation=(policy.deletion_propagation or "") if policy is not None else "",
         namespace_selection="" if policy is None else namespace_selection(policy, view),
         left_alone=tuple((str(spent.ref), spent.reason) for spent in inputs.left_alone),
+        since=since_words(inputs),
     )
+
+
+def since_words(inputs: Resolution) -> str:
+    """``since timestamp(object.status.completionTime) = 2026-12-01T10:00:00Z: delete-after
+    24h counts from it`` for the deciding policy's ``since`` ("" none). A tool knows nothing
+    of when an object began to match: its ``matchedAt`` is the time of the run, said so."""
+    for family in inputs.families:
+        policy, since_ns = family.decided_by, family.since_ns
+        if policy is None or policy.since is None or since_ns is None:
+            continue
+        source = " ".join(policy.since.source.split())
+        words = f"since {source} = {format_rfc3339_nano(since_ns)}"
+        if policy.since.reads_matched_at:
+            words += " (matchedAt: the time of this run; the controller counts from when it "
+            words += "first saw the object match)"
+        return f"{words}: delete-after {policy.lifecycle.get('delete-after', '')} counts from it"
+    return ""
 
 
 #: Kinds whose plural is not the regular one (``kind.lower() + "s"`` and its spelling rules).

@@ -92,6 +92,8 @@ class Row:
     #: ``{"policy": ..., "why": ...}`` for each matching policy that leaves it alone for its
     #: own reasons (created after its ``delete-at``...): the next one decides.
     left_alone: list[dict[str, str]] = field(default_factory=list)
+    #: The deciding policy's ``since``, what it yielded ("" none): docs/policies.md#since.
+    since: str = ""
 
 
 def row_for(
@@ -120,6 +122,7 @@ def row_for(
             propagation=verdict.propagation,
             namespace_selection=verdict.namespace_selection,
             left_alone=[{"policy": ref, "why": why} for ref, why in verdict.left_alone],
+            since=verdict.since,
         )
     return shortened(row)
 
@@ -151,6 +154,8 @@ def _policy_words(row: Row, shown: str = "") -> str:
     that ``shown`` (the decision's own text) says already: a held object's decision is the
     hold itself."""
     words = []
+    if row.since:
+        words.append(row.since)
     if row.namespace_selection:
         words.append(row.namespace_selection)
     if row.propagation:

@@ -368,8 +368,8 @@ REFUSED: list[tuple[str, tuple[str, ...], dict[str, Any], str]] = [
         "reference-point",
         BOTH,
         lifecycle(delete_after="1h", reference_point="creationTimestamp"),
-        "reference-point is not allowed in a policy: a policy's delete-after always counts from "
-        "the object's creationTimestamp",
+        "reference-point is not allowed in a policy: a policy's delete-after counts from the "
+        "object's creationTimestamp, or from what spec.since yields",
     ),
     (
         "timezone-alone",

@@ -148,7 +148,8 @@ def test_restartable_resources_are_the_restartable_kinds() -> None:
             {"delete-after": "1h", "reference-point": "creationTimestamp"},
             (
                 "spec.lifecycle.reference-point: not allowed in a policy: a policy's "
-                "delete-after always counts from the object's creationTimestamp",
+                "delete-after counts from the object's creationTimestamp, or from what "
+                "spec.since yields",
             ),
         ),
         (

@@ -17,7 +17,9 @@ import yaml
 
 from lifecycle_controller.devcluster.admin import ApiResponse, ControlPlaneError
 from lifecycle_controller.devcluster.nodes import (
+    FAIL_LABEL,
     NODE_ANNOTATION,
+    SUCCEED_LABEL,
     UNREADY_LABEL,
     FakeNodes,
     create_fake_nodes,
@@ -36,7 +38,14 @@ def _stages(nodes: FakeNodes) -> dict[str, dict[str, Any]]:
 
 def test_the_stages_kwok_plays() -> None:
     stages = _stages(FakeNodes(3, pod_ready_delay=1.5))
-    assert sorted(stages) == ["node-initialize", "pod-delete", "pod-ready", "pod-running-unready"]
+    assert sorted(stages) == [
+        "node-initialize",
+        "pod-delete",
+        "pod-failed",
+        "pod-ready",
+        "pod-running-unready",
+        "pod-succeeded",
+    ]
     assert stages["node-initialize"]["resourceRef"] == {"apiGroup": "v1", "kind": "Node"}
     ready, unready = stages["pod-ready"], stages["pod-running-unready"]
     assert ready["delay"] == unready["delay"] == {"durationMilliseconds": 1500}
@@ -50,6 +59,24 @@ def test_the_stages_kwok_plays() -> None:
     )
     assert "type: Ready" in ready["next"]["statusTemplate"]
     assert stages["pod-delete"]["next"] == {"delete": True}
+
+
+def test_a_pod_labelled_to_fail_fails_and_never_becomes_ready() -> None:
+    stages = _stages(FakeNodes(1, pod_ready_delay=0.5))
+    ready, failed = stages["pod-ready"], stages["pod-failed"]
+    keys = {(e["key"], e["operator"]) for e in ready["selector"]["matchExpressions"]}
+    assert (f'.metadata.labels["{FAIL_LABEL}"]', "DoesNotExist") in keys
+    assert failed["selector"]["matchLabels"] == {FAIL_LABEL: "true"}
+    assert failed["delay"] == {"durationMilliseconds": 500}
+    template = failed["next"]["statusTemplate"]
+    assert "phase: Failed" in template
+    assert "exitCode: 1" in template
+    assert "finishedAt: {{ $now | Quote }}" in template
+    succeeded = stages["pod-succeeded"]
+    assert succeeded["selector"]["matchLabels"] == {SUCCEED_LABEL: "true"}
+    assert "phase: Succeeded" in succeeded["next"]["statusTemplate"]
+    assert "exitCode: 0" in succeeded["next"]["statusTemplate"]
+    assert (f'.metadata.labels["{SUCCEED_LABEL}"]', "DoesNotExist") in keys
 
 
 def test_a_node_for_kwok() -> None:

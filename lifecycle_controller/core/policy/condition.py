@@ -69,7 +69,9 @@ __all__ = [
     "Condition",
     "ConditionError",
     "ConditionResult",
+    "Evaluation",
     "OwnerReference",
+    "cel_timestamp",
     "compile_condition",
     "field_size",
 ]
@@ -118,6 +120,17 @@ class ConditionResult:
 
     matched: bool
     problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """An expression's value over one object, or ``problem``: why it has none."""
+
+    result: Any = None
+    problem: str | None = None
+    #: It failed on a field, a key or an element the object does not have.
+    absent: bool = False
+    error: BaseException | None = field(default=None, compare=False)
 
 
 def _check_cost(source: str) -> CostModel:
@@ -224,6 +237,8 @@ class Condition:
     _cost: CostModel = field(repr=False)
     #: The expression reads the ``referencedBy`` variable.
     reads_references: bool = False
+    #: What the expression is, in a problem's words (``condition failed: ...``).
+    what: str = "condition"
 
     @property
     def reads(self) -> frozenset[tuple[str, ...]]:
@@ -249,6 +264,45 @@ class Condition:
         far as kept), within :data:`MAX_EVALUATION_COST`; never raises. ``kind`` and
         ``api_version`` are its resource type's (an object's own, if ``fields`` has them, is
         not read: a listed object lacks them, a watched one has them)."""
+        outcome = self.value(
+            kind=kind,
+            api_version=api_version,
+            name=name,
+            namespace=namespace,
+            labels=labels,
+            annotations=annotations,
+            creation_ns=creation_ns,
+            owner_references=owner_references,
+            fields=fields,
+            referenced_by=referenced_by,
+        )
+        if outcome.problem is not None:
+            return ConditionResult(False, outcome.problem)
+        result = outcome.result
+        if not isinstance(result, bool):
+            return ConditionResult(
+                False, f"condition returned {type(result).__name__} {result!r}, not a boolean"
+            )
+        return ConditionResult(result)
+
+    def value(
+        self,
+        *,
+        kind: str,
+        api_version: str,
+        name: str,
+        namespace: str | None,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        creation_ns: int | None,
+        owner_references: Sequence[OwnerReference],
+        fields: Mapping[str, Any] | None = None,
+        referenced_by: Sequence[str] = (),
+        variables: Mapping[str, Any] | None = None,
+    ) -> Evaluation:
+        """The expression's value over one object, whatever its type (:meth:`evaluate` wants
+        a boolean, a policy's ``since`` a time), within :data:`MAX_EVALUATION_COST`; never
+        raises. ``variables``: more top-level variables (a ``since``'s ``matchedAt``)."""
         sizes = Sizes(
             name=len(name),
             namespace=len(namespace or ""),
@@ -266,10 +320,9 @@ class Condition:
         if not _within(sizes, COMPILE_SIZES):  # within them, the compile-time check holds
             cost = self._cost.cost(sizes)
             if cost > MAX_EVALUATION_COST:
-                return ConditionResult(
-                    False,
-                    f"condition failed: estimated cost {cost} over this object's metadata "
-                    f"exceeds the budget of {MAX_EVALUATION_COST} steps",
+                return Evaluation(
+                    problem=f"{self.what} failed: estimated cost {cost} over this object's "
+                    f"metadata exceeds the budget of {MAX_EVALUATION_COST} steps",
                 )
         metadata: dict[str, Any] = {
             "name": name,
@@ -288,28 +341,35 @@ class Condition:
             ],
         }
         if creation_ns is not None:
-            seconds, rest = divmod(creation_ns, NS_PER_SECOND)
-            metadata["creationTimestamp"] = datetime.fromtimestamp(seconds, UTC).replace(
-                microsecond=rest // _NS_PER_MICROSECOND
-            )
+            metadata["creationTimestamp"] = cel_timestamp(creation_ns)
         try:
             given = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
             context: dict[str, Any] = {"object": {**(fields or {}), **given}}
             if self.reads_references:
                 context[REFERENCES_VARIABLE] = list(referenced_by)
+            if variables:
+                context.update(variables)
             result = self._program.execute(context)
         except Exception as error:  # the library raises several types; none may escape
-            return ConditionResult(False, f"condition failed: {_first_line(error)}")
-        if not isinstance(result, bool):
-            return ConditionResult(
-                False, f"condition returned {type(result).__name__} {result!r}, not a boolean"
+            return Evaluation(
+                problem=f"{self.what} failed: {_first_line(error)}",
+                absent=isinstance(error, KeyError | IndexError),
+                error=error,
             )
-        return ConditionResult(result)
+        return Evaluation(result)
 
 
-def compile_condition(source: str) -> Condition:
+def cel_timestamp(instant_ns: int) -> datetime:
+    """An instant (ns since the epoch) as the CEL timestamp the library takes (a UTC
+    datetime, to the microsecond)."""
+    seconds, rest = divmod(instant_ns, NS_PER_SECOND)
+    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // _NS_PER_MICROSECOND)
+
+
+def compile_condition(source: str, *, what: str = "condition") -> Condition:
     """Check the cost bound, compile and check that it reads only what the controller keeps;
-    raise :class:`ConditionError` with the problem."""
+    raise :class:`ConditionError` with the problem. ``what`` names the expression in the
+    problems of its evaluations (a policy's ``since`` is compiled here too)."""
     if not source.strip():
         raise ConditionError("is empty")
     try:
@@ -323,5 +383,9 @@ def compile_condition(source: str) -> Condition:
     if refusal is not None:
         raise ConditionError(refusal)
     return Condition(
-        source, program, model, reads_references=REFERENCES_VARIABLE in identifiers(source)
+        source,
+        program,
+        model,
+        reads_references=REFERENCES_VARIABLE in identifiers(source),
+        what=what,
     )

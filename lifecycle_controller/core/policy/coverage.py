@@ -9,6 +9,10 @@ so precedence (:mod:`.precedence`) passes it over: it is no contender for that o
 the next one decides. Without this, a spent one-off policy would still win its family and
 keep every lower policy (a cluster-wide ``delete-after``, a nightly restart) away from the
 new objects for good.
+
+A policy whose ``since`` has no value for the object (the field it reads is absent, ``null``
+or not a time: :mod:`.since`) leaves it alone too (:func:`no_since`): there is nothing to
+count its ``delete-after`` from.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
 )
 
-__all__ = ["LeftAlone", "leaves_alone"]
+__all__ = ["NO_SINCE", "LeftAlone", "leaves_alone", "no_since"]
+
+#: How a policy whose ``since`` has no value for the object says why it leaves it alone.
+NO_SINCE = "its since has no value"
 
 #: The one-off actions: each covers only what existed before its time.
 _ONE_OFF: Final = ("delete-at", "restart-at")
@@ -36,6 +43,8 @@ class LeftAlone:
     ref: PolicyRef
     #: ``created 2026-12-01T10:00:00Z, at or after its delete-at 2026-12-01T00:00:00Z``
     reason: str
+    #: Its ``since`` has no value for the object (not a spent one-off: :mod:`.since`).
+    unanchored: bool = False
 
     def describe(self) -> str:
         """``left alone by LifecyclePolicy/team-a/sprint: created …, at or after its …``"""
@@ -60,3 +69,9 @@ def leaves_alone(policy: Policy, creation_ns: int | None, restart_marker: str | 
         if creation_ns is not None and creation_ns >= when:
             return f"created {format_rfc3339_nano(creation_ns)}, at or after its {key} {at}"
     return None
+
+
+def no_since(ref: PolicyRef, missing: str) -> LeftAlone:
+    """A policy whose ``since`` has no value for the object leaves it alone: nothing to count
+    its ``delete-after`` from (``missing``: why, :class:`~.since.SinceValue`)."""
+    return LeftAlone(ref, f"{NO_SINCE}: {missing}", unanchored=True)

@@ -216,9 +216,12 @@ def _decide_family(
     if inputs.held is not None:
         return Idle(log=inputs.held.describe(), policy=str(inputs.held.ref)), None
     policy = inputs.decided_by
+    measured = facts  # a deletion counted from since is measured from it (the cap's TTL)
+    if inputs.since_ns is not None:
+        measured = dataclasses.replace(facts, creation_ns=inputs.since_ns)
     decision = decide_in_namespace(
         annotations=inputs.annotations,
-        facts=facts,
+        facts=measured,
         now_ns=now_ns,
         # A policy's writes come in its form: no annotation changes.
         settings=settings if policy is None else _in_policy_form(settings),

@@ -44,6 +44,7 @@ from lifecycle_controller.core.policy.match import (
     match,
     matches_statically,
     selects_resource,
+    since_of,
 )
 from lifecycle_controller.core.policy.model import (
     Policy,
@@ -60,6 +61,7 @@ from lifecycle_controller.core.policy.precedence import (
     resolve_policies,
 )
 from lifecycle_controller.core.policy.reach import Reach
+from lifecycle_controller.core.policy.since import SinceValue
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 
 __all__ = [
@@ -254,9 +256,7 @@ class PolicySet:
         """A valid policy's condition reads ``referencedBy`` (the reference index is needed);
         memoised: asked once per object decided."""
         if not self._references:
-            self._references.append(
-                any(p.condition is not None and p.condition.reads_references for p in self.valid)
-            )
+            self._references.append(any(p.reads_references for p in self.valid))
         return self._references[0]
 
     def resource_patterns(self) -> tuple[str, ...]:
@@ -273,10 +273,7 @@ class PolicySet:
         found = self._reads.get(resource.key)
         if found is None:  # memoised: asked for every object listed
             found = self._reads[resource.key] = frozenset(
-                path
-                for policy in self.for_resource(resource)
-                if policy.condition is not None
-                for path in policy.condition.reads
+                path for policy in self.for_resource(resource) for path in policy.reads
             )
         return found
 
@@ -385,20 +382,65 @@ class PolicySet:
         restart_marker: str | None,
         now_ns: int,
         schedule_since_ns: Mapping[PolicyRef, int] | None = None,
+        matched_at: Mapping[PolicyRef, int] | None = None,
     ) -> Resolution:
-        """The decision's inputs for an object whose lifecycle annotations are ``annotations``."""
+        """The decision's inputs for an object whose lifecycle annotations are ``annotations``.
+
+        ``matched_at``: when the object began to match each policy whose ``since`` reads
+        ``matchedAt``, as the controller saw it; a policy it matches that has no entry
+        begins now (:attr:`Resolution.matched_at` says what was used, for the controller to
+        keep)."""
+        contenders, sinces, began = _anchored(self.matching(view), view, matched_at or {}, now_ns)
         resolution = resolve_policies(
             annotations,
-            self.matching(view),
+            contenders,
             creation_ns=view.creation_ns,
             restart_marker=restart_marker,
             now_ns=now_ns,
             schedule_since_ns=schedule_since_ns,
             protected=self.protected_from(view),
             namespace_exempt=view.namespace_exempt,
+            sinces=sinces,
         )
+        if sinces or began:
+            resolution = replace(
+                resolution,
+                sinces=MappingProxyType(sinces),
+                matched_at=MappingProxyType(began),
+            )
         exempted = self.exempted_from(view)
         return replace(resolution, exempted=exempted) if exempted else resolution
+
+
+def _anchored(
+    contenders: list[Policy | PolicyHold],
+    view: ObjectView,
+    matched_at: Mapping[PolicyRef, int],
+    now_ns: int,
+) -> tuple[list[Policy | PolicyHold], dict[PolicyRef, SinceValue], dict[PolicyRef, int]]:
+    """The contenders with each matching policy's ``since`` evaluated (an evaluation error
+    turns the policy into a hold), what each yielded, and when the object began to match
+    the policies whose ``since`` reads ``matchedAt`` (no entry: now)."""
+    sinces: dict[PolicyRef, SinceValue] = {}
+    began: dict[PolicyRef, int] = {}
+    anchored: list[Policy | PolicyHold] = []
+    for contender in contenders:
+        if not isinstance(contender, Policy) or contender.since is None:
+            anchored.append(contender)
+            continue
+        ref = contender.ref
+        start = None
+        if contender.since.reads_matched_at:
+            start = began[ref] = matched_at.get(ref, now_ns)
+        value = since_of(contender.since, view, start)
+        if value.problem is not None:
+            anchored.append(
+                PolicyHold.condition_error(contender, value.problem, PolicyHoldReason.SINCE_ERROR)
+            )
+        else:
+            sinces[ref] = value
+            anchored.append(contender)
+    return anchored, sinces, began
 
 
 #: Matching without protection (to tell what protection refused).

@@ -41,8 +41,9 @@ selection (:class:`~.policy_model.HeldScope`) is read as above, an unreadable pa
 everything.
 
 :func:`match` says which filter refused the object, for ``explain``; :func:`matches` is the
-plain answer. :func:`unwatched_resources` names the entries of ``resources`` that select no
-watched resource type (the policy's ``Unwatched`` condition).
+plain answer. :func:`since_of` is what a matching policy's ``since`` yields for the object,
+read over the same view. :func:`unwatched_resources` names the entries of ``resources`` that
+select no watched resource type (the policy's ``Unwatched`` condition).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference
 from lifecycle_controller.core.policy.field_paths import unread
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, selects_key
+from lifecycle_controller.core.policy.since import Since, SinceValue
 from lifecycle_controller.core.text.globs import glob_match, matches_any
 from lifecycle_controller.core.text.gotext import go_parse_bool
 
@@ -78,6 +80,7 @@ __all__ = [
     "matches_statically",
     "namespace_refusal",
     "selects_resource",
+    "since_of",
     "unwatched_resources",
 ]
 
@@ -338,6 +341,33 @@ def match(
         if not result.matched:
             return _refused(MatchReason.CONDITION)
     return PolicyMatch(True, MatchReason.MATCHED)
+
+
+def since_of(since: Since, view: ObjectView, matched_at_ns: int | None) -> SinceValue:
+    """What a matching policy's ``since`` yields for the object (:mod:`.since`);
+    ``matched_at_ns``: when the object began to match it. Read over what the cache keeps, as
+    the condition is: a field not read yet, or what uses the object not known, is a problem
+    (the object is held)."""
+    referenced_by = _referenced_by(view) if since.reads_references else ()
+    if referenced_by is None:
+        return SinceValue(problem=f"since reads referencedBy: {view.references_missing}")
+    missing = unread(since.reads, view.fields_read)
+    if missing:
+        names = ", ".join(".".join(("object", *path)) for path in missing)
+        return SinceValue(problem=f"{names} not read yet (listing again)")
+    return since.evaluate(
+        kind=view.resource.kind,
+        api_version=view.resource.api_version,
+        name=view.name,
+        namespace=view.namespace,
+        labels=view.labels,
+        annotations=view.annotations,
+        creation_ns=view.creation_ns,
+        owner_references=view.owner_references,
+        fields=view.fields,
+        referenced_by=referenced_by,
+        matched_at_ns=matched_at_ns,
+    )
 
 
 def matches(policy: Policy, view: ObjectView, protection: Protection = DEFAULT_PROTECTION) -> bool:

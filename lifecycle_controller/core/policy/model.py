@@ -15,7 +15,8 @@ Rules of the model (docs/architecture.md#policy-anchors has how its actions are 
   author may delete or patch each of them, and may not set ``namespaces``;
 * exactly one action: ``delete-after``, ``delete-at``, ``restart-at``, ``restart-every`` or
   ``restart-cron``; ``restart-after`` and ``reference-point`` count from when an annotation
-  was applied, which a rule does not have, so they are refused;
+  was applied, which a rule does not have, so they are refused; ``since`` (:mod:`.since`)
+  moves the start of ``delete-after`` from the object's creation to what it yields;
 * the condition is compiled here, once per generation (:mod:`.policy_condition`); it may
   read only what the controller keeps, and over ``secrets`` (named, or selected by a glob)
   metadata only, never Secret data (:mod:`.condition_reads`);
@@ -51,6 +52,7 @@ from lifecycle_controller.core.policy.condition import (
 )
 from lifecycle_controller.core.policy.condition_reads import SECRETS, secret_refusal
 from lifecycle_controller.core.policy.limit import PolicyLimit, parse_limit
+from lifecycle_controller.core.policy.since import Since, compile_since
 from lifecycle_controller.core.schedule.catchup import parse_catch_up_rule
 from lifecycle_controller.core.schedule.windows import parse_windows
 from lifecycle_controller.core.text.cron import load_zone, parse_cron
@@ -115,12 +117,12 @@ LIFECYCLE_KEYS: Final = (*_ACTIONS, *_MODIFIERS)
 _REFUSED: Final = {
     "restart-after": "not allowed in a policy: it counts from when an annotation was applied, "
     "which a rule does not have; use restart-at, restart-every or restart-cron",
-    "reference-point": "not allowed in a policy: a policy's delete-after always counts from "
-    "the object's creationTimestamp",
+    "reference-point": "not allowed in a policy: a policy's delete-after counts from the "
+    "object's creationTimestamp, or from what spec.since yields",
 }
 _SPEC_FIELDS: Final = frozenset(
     {"resources", "namespaces", "selector", "names", "condition", "includeOwned", "priority"}
-    | {"lifecycle", "enforce", "deletionPropagation", "namespaceSelector", "limit"}
+    | {"lifecycle", "enforce", "deletionPropagation", "namespaceSelector", "limit", "since"}
 )
 #: ``deletionPropagation``: the DELETE's propagationPolicy (how the owned objects go).
 PROPAGATIONS: Final = ("Background", "Foreground", "Orphan")
@@ -186,6 +188,23 @@ class Policy:
     #: The policy object's ``metadata.uid`` ("" for a manifest without one): with
     #: ``generation``, which policy object and which spec (the policy fence compares both).
     uid: str = ""
+    #: ``spec.since``: what its ``delete-after`` counts from (:mod:`.since`); None: the
+    #: object's creation.
+    since: Since | None = None
+
+    @property
+    def reads(self) -> frozenset[tuple[str, ...]]:
+        """The paths beyond metadata its condition and its ``since`` read (what the cache
+        keeps of the objects it may match)."""
+        found = self.condition.reads if self.condition is not None else frozenset()
+        return found | self.since.reads if self.since is not None else found
+
+    @property
+    def reads_references(self) -> bool:
+        """Its condition or its ``since`` reads ``referencedBy``."""
+        return (self.condition is not None and self.condition.reads_references) or (
+            self.since is not None and self.since.reads_references
+        )
 
     @property
     def kind(self) -> PolicyKind:
@@ -263,8 +282,11 @@ def selects_key(pattern: str, key: str, *, namespaced: bool) -> bool:
     return namespaced and has_glob_meta(pattern) and glob_match(pattern, key)
 
 
-def _secret_refusal(resources: tuple[str, ...], condition: Condition, problems: list[str]) -> None:
-    """A condition over Secrets may read their metadata only (:mod:`.condition_reads`)."""
+def _secret_refusal(
+    resources: tuple[str, ...], condition: Condition, problems: list[str], field: str = "condition"
+) -> None:
+    """A condition (or ``since``) over Secrets may read their metadata only
+    (:mod:`.condition_reads`)."""
     selecting = [
         f"spec.resources[{index}] {go_quote(pattern)}"
         for index, pattern in enumerate(resources)
@@ -272,7 +294,35 @@ def _secret_refusal(resources: tuple[str, ...], condition: Condition, problems: 
     ]
     refusal = secret_refusal(condition.reads, selecting)
     if refusal is not None:
-        problems.append(f"spec.condition: {refusal}")
+        problems.append(f"spec.{field}: {refusal}")
+
+
+def _since(
+    spec: Mapping[str, object],
+    resources: tuple[str, ...],
+    lifecycle: Mapping[str, object],
+    problems: list[str],
+) -> Since | None:
+    """``spec.since``, compiled as a condition is; it moves the start of ``delete-after``
+    only, so with any other action it is refused."""
+    source = spec.get("since")
+    if source is None:
+        return None
+    if not isinstance(source, str):
+        problems.append("spec.since: must be a string (a CEL expression, such as matchedAt)")
+        return None
+    try:
+        since = compile_since(source)
+    except ConditionError as error:
+        problems.append(f"spec.since: {error}")
+        return None
+    _secret_refusal(resources, since.expression, problems, "since")
+    if "delete-after" not in lifecycle:
+        problems.append(
+            "spec.since: only with delete-after, which it moves the start of (the other "
+            "actions name their own times)"
+        )
+    return since
 
 
 def _resources(
@@ -442,6 +492,11 @@ def parse_policy(
             else:
                 _secret_refusal(resources, condition, problems)
 
+    raw_lifecycle = spec.get("lifecycle")
+    since = _since(
+        spec, resources, raw_lifecycle if isinstance(raw_lifecycle, Mapping) else {}, problems
+    )
+
     include_owned = spec.get("includeOwned", False)
     if not isinstance(include_owned, bool):
         problems.append("spec.includeOwned: must be a boolean")
@@ -501,4 +556,5 @@ def parse_policy(
         namespace_selector=namespace_selector,
         limit=limit,
         uid=uid,
+        since=since,
     )

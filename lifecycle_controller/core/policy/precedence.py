@@ -36,9 +36,10 @@ inputs, and the decision takes whichever deletes first.
 **Anchors: a policy writes nothing onto an object to schedule it.**
 
 * ``delete-after`` counts from the object's ``creationTimestamp`` (the pass's time for a
-  manifest without one, as ``plan`` reads it): the merged map carries the ``delete-at`` it
-  amounts to, which the cap measures from the creation as well, so the deletion is never
-  converted (no write) and a refused one stays refused.
+  manifest without one, as ``plan`` reads it), or from what the policy's ``since`` yields
+  for the object (:mod:`.since`; no value: the policy leaves the object alone): the merged
+  map carries the ``delete-at`` it amounts to, which the cap measures from the creation as
+  well, so the deletion is never converted (no write) and a refused one stays refused.
 * ``restart-every`` and ``restart-cron`` count from :func:`recurring_anchor`: the latest of
   the Pod template's ``lifecycle.cezary.dev/restartedAt`` marker, the object's creation, and
   the time the policy's current generation was first accepted. It goes in as
@@ -63,9 +64,10 @@ from typing import Final
 
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
-from lifecycle_controller.core.policy.coverage import LeftAlone, leaves_alone
+from lifecycle_controller.core.policy.coverage import LeftAlone, leaves_alone, no_since
 from lifecycle_controller.core.policy.match import is_exempt
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy.since import SinceValue
 from lifecycle_controller.core.text.durations import parse_duration
 from lifecycle_controller.core.text.gotext import go_parse_bool
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339_or_none
@@ -114,6 +116,8 @@ class PolicyHoldReason(enum.StrEnum):
     #: A condition reads ``referencedBy`` and what uses the object is not known (the
     #: reference index has not synced, or may not list a referring type).
     REFERENCES_UNKNOWN = "references-unknown"
+    #: Its ``since`` could not be evaluated for the object (:mod:`.since`).
+    SINCE_ERROR = "since-error"
 
 
 #: Precedence layers, best first.
@@ -180,6 +184,8 @@ class PolicyHold:
             return f"held: {self.ref} selects namespaces by label: {self.problem}"
         if self.reason is PolicyHoldReason.REFERENCES_UNKNOWN:
             return f"held: the condition of {self.ref} reads referencedBy: {self.problem}"
+        if self.reason is PolicyHoldReason.SINCE_ERROR:
+            return f"held: the since of {self.ref} could not be evaluated: {self.problem}"
         return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
 
 
@@ -252,6 +258,10 @@ class PolicyInputs:
     sooner: PolicyInputs | None = None
     #: Policies that would match but for protection (docs/policies.md).
     protected: tuple[PolicyRef, ...] = ()
+    #: What the deciding policy's ``since`` yielded: its ``delete-after`` counts from it, and
+    #: ``max-delete-ttl`` measures the deletion from it (its TTL is then the policy's
+    #: ``delete-after``, whatever the object's age); None: the policy has no ``since``.
+    since_ns: int | None = None
 
     @property
     def annotation_driven(self) -> bool:
@@ -275,6 +285,11 @@ class Resolution:
     #: The policies passed over because they leave the object alone (best first): they
     #: neither decide, nor hold, nor are overlapped.
     left_alone: tuple[LeftAlone, ...] = ()
+    #: For each policy that matches the object and whose ``since`` reads ``matchedAt``: when
+    #: the object began to match it (what the controller keeps, :mod:`.since`).
+    matched_at: Mapping[PolicyRef, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: What each matching policy's ``since`` yielded (the tools show it).
+    sinces: Mapping[PolicyRef, SinceValue] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def primary(self) -> PolicyInputs:
@@ -393,8 +408,10 @@ def _merge(
     restart_marker: str | None,
     schedule_since_ns: int | None,
     now_ns: int,
+    since_ns: int | None = None,
 ) -> tuple[dict[str, str], dict[str, InputSource]]:
-    """The merged map and its sources (the policy covers the object: :func:`leaves_alone`)."""
+    """The merged map and its sources (the policy covers the object: :func:`leaves_alone`);
+    ``since_ns``: what the policy's ``since`` yielded (its ``delete-after`` counts from it)."""
     if policy.enforce:
         merged: dict[str, str] = {}  # the administrator's rule: the object's keys do not count
     else:
@@ -412,6 +429,8 @@ def _merge(
     )
     if keys.DELETE_AFTER in merged:
         start = now_ns if creation_ns is None else creation_ns
+        if policy.since is not None and since_ns is not None:
+            start = since_ns
         due = start + parse_duration(merged[keys.DELETE_AFTER])  # validated by parse_policy
         merged[keys.DELETE_AT] = format_rfc3339_nano(due)
         sources[keys.DELETE_AT] = InputSource.POLICY
@@ -447,6 +466,7 @@ def _family_inputs(
     restart_marker: str | None,
     schedule_since_ns: Mapping[PolicyRef, int],
     now_ns: int,
+    sinces: Mapping[PolicyRef, SinceValue],
 ) -> PolicyInputs | None:
     if not contenders:
         return None
@@ -472,6 +492,7 @@ def _family_inputs(
         restart_marker=restart_marker,
         schedule_since_ns=schedule_since_ns.get(winner.ref),
         now_ns=now_ns,
+        since_ns=_since_ns(sinces, winner.ref),
     )
     sooner = None
     if winner.enforce and family is Family.DELETE:
@@ -487,6 +508,7 @@ def _family_inputs(
                 restart_marker=restart_marker,
                 schedule_since_ns=schedule_since_ns,
                 now_ns=now_ns,
+                sinces=sinces,
             )
     return PolicyInputs(
         MappingProxyType(merged),
@@ -497,6 +519,7 @@ def _family_inputs(
         family=family,
         sooner=sooner,
         protected=protected,
+        since_ns=_since_ns(sinces, winner.ref) if winner.since is not None else None,
     )
 
 
@@ -506,20 +529,32 @@ def _in_family(contender: Policy | PolicyHold, family: Family) -> bool:
     return family_of(contender.action) is family
 
 
+def _since_ns(sinces: Mapping[PolicyRef, SinceValue], ref: PolicyRef) -> int | None:
+    value = sinces.get(ref)
+    return None if value is None else value.instant_ns
+
+
 def _contending(
-    ranked: Sequence[Policy | PolicyHold], creation_ns: int | None, restart_marker: str | None
+    ranked: Sequence[Policy | PolicyHold],
+    creation_ns: int | None,
+    restart_marker: str | None,
+    sinces: Mapping[PolicyRef, SinceValue],
 ) -> tuple[list[Policy | PolicyHold], list[LeftAlone]]:
     """The contenders (order kept), and those passed over as they leave the object alone (a
-    hold of a valid policy too; an invalid one cannot be read, so it holds)."""
+    hold of a valid policy too; an invalid one cannot be read, so it holds; a valid policy
+    whose ``since`` has no value for the object)."""
     contending: list[Policy | PolicyHold] = []
     passed_over: list[LeftAlone] = []
     for contender in ranked:
         policy = contender.policy if isinstance(contender, PolicyHold) else contender
         why = None if policy is None else leaves_alone(policy, creation_ns, restart_marker)
-        if why is None:
-            contending.append(contender)
-        else:
+        since = sinces.get(contender.ref) if isinstance(contender, Policy) else None
+        if why is not None:
             passed_over.append(LeftAlone(contender.ref, why))
+        elif since is not None and since.instant_ns is None and since.problem is None:
+            passed_over.append(no_since(contender.ref, since.missing or "no value"))
+        else:
+            contending.append(contender)
     return contending, passed_over
 
 
@@ -533,6 +568,7 @@ def resolve_policies(
     schedule_since_ns: Mapping[PolicyRef, int] | None = None,
     protected: Iterable[PolicyRef] = (),
     namespace_exempt: bool = False,
+    sinces: Mapping[PolicyRef, SinceValue] | None = None,
 ) -> Resolution:
     """Every family's inputs from the object's annotations and its contenders.
 
@@ -542,8 +578,11 @@ def resolve_policies(
     current generation was first accepted (see the module docstring); a missing entry is
     unknown. ``protected``: the policies that would match but for protection (reported).
     ``namespace_exempt``: the object's Namespace is exempt (as if the object were).
+    ``sinces``: what the ``since`` of each matching policy that has one yielded (a value the
+    policy's ``delete-after`` counts from; no value: the policy leaves the object alone).
     A policy that leaves the object alone is passed over (:attr:`Resolution.left_alone`).
     """
+    given_sinces = sinces or {}
     exempt = is_exempt(annotations) or namespace_exempt
     shielded = tuple(protected)
     families: list[PolicyInputs] = []
@@ -559,7 +598,7 @@ def resolve_policies(
             ),
             key=contender_order,
         )
-        ranked, passed_over = _contending(ranked, creation_ns, restart_marker)
+        ranked, passed_over = _contending(ranked, creation_ns, restart_marker, given_sinces)
         left_alone.extend(passed_over)
         contenders: list[Policy | PolicyHold | _Own] = list(ranked)
         if _own_family(annotations, family):
@@ -575,6 +614,7 @@ def resolve_policies(
             restart_marker=restart_marker,
             schedule_since_ns=schedule_since_ns or {},
             now_ns=now_ns,
+            sinces=given_sinces,
         )
         if inputs is not None:
             families.append(inputs)
