@@ -62,11 +62,23 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
+from lifecycle_controller.core.policy.contenders import (
+    CLUSTER_LAYER,
+    ENFORCED_LAYER,
+    FAMILY_KEYS,
+    NAMESPACED_LAYER,
+    Family,
+    PolicyHold,
+    PolicyHoldReason,
+    best_policy,
+    contender_order,
+    family_of,
+    precedence_order,
+)
 from lifecycle_controller.core.policy.coverage import LeftAlone, leaves_alone, no_since
 from lifecycle_controller.core.policy.match import is_exempt
-from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.since import SinceValue
 from lifecycle_controller.core.text.durations import parse_duration
 from lifecycle_controller.core.text.gotext import go_parse_bool
@@ -92,132 +104,6 @@ __all__ = [
 ]
 
 
-class Family(enum.StrEnum):
-    """An action family: each has its own winner."""
-
-    DELETE = "delete"
-    RESTART = "restart"
-
-
-FAMILY_KEYS: Final = {Family.DELETE: keys.DELETE_FAMILY, Family.RESTART: keys.RESTART_FAMILY}
-
-
-def family_of(action: Action) -> Family:
-    return Family.DELETE if action is Action.DELETE else Family.RESTART
-
-
-class PolicyHoldReason(enum.StrEnum):
-    """Why a policy holds an object instead of acting (``lifecycle_policy_held_objects``)."""
-
-    INVALID = "invalid"
-    CONDITION_ERROR = "condition-error"
-    #: A ``namespaceSelector``'s Namespace labels are not known yet.
-    NAMESPACE_UNKNOWN = "namespace-unknown"
-    #: A condition reads ``referencedBy`` and what uses the object is not known (the
-    #: reference index has not synced, or may not list a referring type).
-    REFERENCES_UNKNOWN = "references-unknown"
-    #: Its ``since`` could not be evaluated for the object (:mod:`.since`).
-    SINCE_ERROR = "since-error"
-
-
-#: Precedence layers, best first.
-ENFORCED_LAYER, OWN_LAYER, NAMESPACED_LAYER, CLUSTER_LAYER = range(4)
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyHold:
-    """A policy that holds an object: invalid, or its condition failed on the object."""
-
-    ref: PolicyRef
-    reason: PolicyHoldReason
-    problem: str
-    #: The families it holds (an invalid policy whose action is unreadable holds both).
-    families: frozenset[Family]
-    layer: int
-    #: Its rank within the layer (None: unreadable, first).
-    priority: int | None
-    #: The valid policy whose condition failed (None: an invalid one): one that leaves the
-    #: object alone for its own reasons does not hold it (:func:`.coverage.leaves_alone`).
-    policy: Policy | None = field(default=None, compare=False, repr=False)
-
-    @classmethod
-    def invalid(cls, policy: PolicyInvalid) -> PolicyHold:
-        scope = policy.scope
-        namespaced = policy.ref.kind is PolicyKind.NAMESPACED
-        layer = (
-            NAMESPACED_LAYER if namespaced else (ENFORCED_LAYER if scope.enforce else CLUSTER_LAYER)
-        )
-        families = frozenset(Family) if scope.action is None else {family_of(scope.action)}
-        return cls(
-            policy.ref,
-            PolicyHoldReason.INVALID,
-            policy.message,
-            frozenset(families),
-            layer,
-            scope.priority,
-        )
-
-    @classmethod
-    def condition_error(
-        cls,
-        policy: Policy,
-        problem: str,
-        reason: PolicyHoldReason = PolicyHoldReason.CONDITION_ERROR,
-    ) -> PolicyHold:
-        """Its condition failed on the object (or, ``reason``, its namespace or what uses
-        the object is unknown)."""
-        return cls(
-            policy.ref,
-            reason,
-            problem,
-            frozenset({family_of(policy.action)}),
-            _layer(policy),
-            policy.priority,
-            policy,
-        )
-
-    def describe(self) -> str:
-        """``held: LifecyclePolicy/team-a/keep is invalid`` and the like."""
-        if self.reason is PolicyHoldReason.INVALID:
-            return f"held: {self.ref} is invalid"
-        if self.reason is PolicyHoldReason.NAMESPACE_UNKNOWN:
-            return f"held: {self.ref} selects namespaces by label: {self.problem}"
-        if self.reason is PolicyHoldReason.REFERENCES_UNKNOWN:
-            return f"held: the condition of {self.ref} reads referencedBy: {self.problem}"
-        if self.reason is PolicyHoldReason.SINCE_ERROR:
-            return f"held: the since of {self.ref} could not be evaluated: {self.problem}"
-        return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
-
-
-def _layer(policy: Policy) -> int:
-    if policy.kind is PolicyKind.NAMESPACED:
-        return NAMESPACED_LAYER
-    return ENFORCED_LAYER if policy.enforce else CLUSTER_LAYER
-
-
-def _name_key(ref: PolicyRef) -> str:
-    return f"{ref.name}\x00{ref.namespace or ''}"
-
-
-def contender_order(contender: Policy | PolicyHold) -> tuple[int, int, int, str]:
-    if isinstance(contender, PolicyHold):
-        unreadable = contender.priority is None
-        priority = 0 if contender.priority is None else -contender.priority
-        return (contender.layer, 0 if unreadable else 1, priority, _name_key(contender.ref))
-    return (_layer(contender), 1, -contender.priority, _name_key(contender.ref))
-
-
-def precedence_order(policy: Policy) -> tuple[int, int, int, str]:
-    """Sort key, best first: enforced, namespaced, then cluster policies; priority; name."""
-    return contender_order(policy)
-
-
-def best_policy(policies: Iterable[Policy]) -> Policy | None:
-    """The deciding one of several matching policies of one family."""
-    return min(policies, key=precedence_order, default=None)
-
-
-#: The object's own keys a deciding policy leaves out (they belong to annotation actions).
 _REPLACED: Final = frozenset(
     {
         *keys.ACTION_KEYS,
