@@ -157,6 +157,7 @@ async def test_try_lists_what_a_policy_would_do_and_writes_nothing(
         "dry_run": 0, "problems": 0, "own_annotations": 1, "other_policy": 0,
         "exempt": 1, "exempt_namespace": 0, "owned": 0, "held": 0, "protected": 0,
         "spent": 0, "one_off": "", "limit": "", "limit_holds": 0, "refused": {},
+        "no_since": [],
     }  # fmt: skip
     assert totals[low]["matched"] == 4  # matched, own, parent, web; child is owned
     assert totals[low]["decides"] == 0
