@@ -38,7 +38,7 @@ from lifecycle_controller.core.policy.match import (
     Protection,
 )
 from lifecycle_controller.core.policy.model import PolicyRef
-from lifecycle_controller.core.policy.read_scope import kept_change
+from lifecycle_controller.core.policy.read_scope import kept_change, reference_scope
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES
@@ -148,9 +148,10 @@ class PolicyPipeline:
         self._wants(self.store.current)
 
     def _wants(self, policies: PolicySet) -> None:
-        """What the policies in force read besides the objects: who uses them, the labels
-        of their Namespaces."""
-        self.references.want(policies.reads_references())
+        """What the policies in force read besides the objects: who uses them (in the
+        namespaces of the LifecyclePolicies that ask, cluster-wide once a cluster policy
+        does), the labels of their Namespaces."""
+        self.references.want(policies.reads_references(), reference_scope(policies))
         self.keep_namespace_labels(policies.selects_namespaces_by_label())
 
     async def run(self) -> None:

@@ -25,13 +25,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import POLICIES
+from lifecycle_controller.kube.resources import PODS, POLICIES
 from tests.conftest import fresh_namespace
 from tests.faults.proxy import FaultProxy
 from tests.integration.controller import RunningController, StartController
 from tests.integration.policy_tools import labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, settle, wait_gone
-from tests.integration.support import CONFIGMAPS, eventually
+from tests.integration.support import CONFIGMAPS, configmap, eventually
 
 #: The collections the reference index reads (core and apps/batch workloads).
 REFERRING = ("pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs")
@@ -119,3 +119,39 @@ async def test_a_lifecycle_policy_lists_its_namespace_again_never_the_cluster(
             assert {scope for scope, _ in reads} == {namespace}  # never cluster-wide
         assert not await gone(kube, CONFIGMAPS, namespace, "plain")
         assert not await gone(kube, CONFIGMAPS, other, "elsewhere")
+
+
+def _pod(name: str, uses: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "envFrom": [{"configMapRef": {"name": uses}}]}
+            ]
+        },
+    }
+
+
+async def test_a_lifecycle_policy_reading_references_watches_its_namespace_only(
+    policy_crds: None,
+    control_plane: ControlPlane,
+    start_controller: StartController,
+    namespace: str,
+    kube: KubeClient,
+    tmp_path: Path,
+) -> None:
+    await create(kube, PODS, namespace, _pod("user", "used"))
+    for name in ("used", "orphan"):
+        await create(kube, CONFIGMAPS, namespace, configmap(name))
+    async with proxied(control_plane, start_controller, tmp_path) as (proxy, _):
+        start = len(proxy.arrived)
+        body = scoped_policy(namespace, condition="size(referencedBy) == 0")
+        await create(kube, POLICIES, namespace, body)
+        await wait_gone(kube, CONFIGMAPS, namespace, "orphan", within=60)
+        await settle(2)
+        assert not await gone(kube, CONFIGMAPS, namespace, "used")
+        for plural in REFERRING:
+            scopes = {scope for scope, _ in reads_of(proxy.arrived[start:], plural)}
+            assert scopes == {namespace}, plural  # listed and watched there, never elsewhere
