@@ -149,14 +149,12 @@ class ReferenceWatch:
         """Open the informers (a policy reads ``referencedBy``: in ``namespaces`` only when
         given, those of the LifecyclePolicies that read it; else cluster-wide) or close
         them (none does). Scopes no longer wanted close, new ones open."""
-        if not wanted:
-            scopes: set[str | None] = set()
-        elif namespaces is None:
-            scopes = set(self._namespaces)
-        elif self._namespaces == (None,):
-            scopes = set(namespaces)
-        else:
-            scopes = set(namespaces) & set(self._namespaces)
+        scopes: set[str | None] = set()
+        if wanted and namespaces is None:
+            scopes.update(self._namespaces)
+        elif wanted and namespaces is not None:
+            bound = self._namespaces != (None,)
+            scopes.update(n for n in namespaces if not bound or n in self._namespaces)
         closing = [scope for scope in self._scopes if scope not in scopes]
         opening = sorted((s for s in scopes if s not in self._scopes), key=lambda s: s or "")
         if not self._scopes and opening:

@@ -40,14 +40,16 @@ from tests.machinery.test_informers import (
 )
 
 
-def meta(name: str, rv: str, ns: str = "a", *, keep: bool = False, **ann: str) -> dict[str, Any]:
+def meta(
+    name: str, rv: str, ns: str = "a", *, keep: bool = False, annotated: bool = False
+) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": ns,
         "uid": f"uid-{name}",
         "resourceVersion": rv,
         "creationTimestamp": "2026-01-01T00:00:00Z",
-        "annotations": ann,
+        "annotations": {ANNOTATION: "1h"} if annotated else {},
         "labels": {"keep": "yes"} if keep else {},
     }
 
@@ -118,6 +120,7 @@ class Source(FakeSource):
                 "match": resource_version_match,
             }
         )
+        assert namespace is not None
         await self.gate.wait()
         script = self.namespaces.get(namespace) or deque()
         answer = script.popleft() if script else page(resource_version or "1")
@@ -143,25 +146,25 @@ def test_the_merge_keeps_what_changed_since_and_touches_no_other_namespace() -> 
     cache = MetadataCache(views)
     recorder = Recorder()
     writer = CacheWriter(CONFIGMAPS, None, cache, recorder)
-    writer.upsert(meta("annotated", "3", **{ANNOTATION: "1h"}), created=True, listed=True)
-    writer.upsert(meta("gone", "4", **{ANNOTATION: "1h"}), created=True, listed=True)
-    writer.upsert(meta("patched", "5", **{ANNOTATION: "1h"}), created=True, listed=True)
-    writer.upsert(meta("elsewhere", "2", "b", **{ANNOTATION: "1h"}), created=True, listed=True)
+    writer.upsert(meta("annotated", "3", annotated=True), created=True, listed=True)
+    writer.upsert(meta("gone", "4", annotated=True), created=True, listed=True)
+    writer.upsert(meta("patched", "5", annotated=True), created=True, listed=True)
+    writer.upsert(meta("elsewhere", "2", "b", annotated=True), created=True, listed=True)
     views.namespaces.add("a")  # a LifecyclePolicy in "a" keeps keep=yes there now
     merge = writer.merge("a")
     # After the list's point (rv 10), the watch and the controller's writes move on:
     writer.upsert(meta("modified", "12"), created=False, listed=False)  # label taken off
     writer.remove(meta("deleted", "13"))  # an unkept object deleted
-    patched = CachedObject.from_metadata(meta("patched", "14", **{ANNOTATION: "2h"}))
+    patched = CachedObject.from_metadata(meta("patched", "14", annotated=True))
     cache.write_back(key("patched"), patched)
     recorder.events.clear()
     # The list, as at rv 10:
     for listed in (
-        meta("annotated", "3", **{ANNOTATION: "1h"}),
+        meta("annotated", "3", annotated=True),
         meta("matches", "8", keep=True),
         meta("modified", "9", keep=True),
         meta("deleted", "7", keep=True),
-        meta("patched", "5", **{ANNOTATION: "1h"}),
+        meta("patched", "5", annotated=True),
         meta("plain", "6"),
         meta("stranger", "6", "b", keep=True),  # not of this namespace
     ):
