@@ -280,7 +280,7 @@ def _report(result: dict[str, Any], source: str | None) -> str:
     spacing = result.get("spacing") or 0
     lines = [
         f"{result['objects']:,} ConfigMaps over {result['namespaces']} namespaces; "
-        f"controller {'from ' + source if source else 'of this tree'}; policies created "
+        f"controller {'of --controller-source' if source else 'of this tree'}; policies created "
         + (f"{spacing} s apart" if spacing else "at once"),
         "",
         "| mode (medians of rounds) | until every policy reported | controller CPU | bytes read | "

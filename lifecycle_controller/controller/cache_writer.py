@@ -313,8 +313,13 @@ class NamespaceMerge:
         return key not in self.touched and self._writer._cache.get(key) is self._before.get(key)
 
     def put(self, part: Mapping[str, Any]) -> None:
-        """One listed object (the part the informer's projection keeps)."""
+        """One listed object (the part the informer's projection keeps). One without a
+        lifecycle annotation that the cache does not hold and no policy may keep, judged on
+        its name as the watch's filter judges it (:meth:`CacheWriter.held_test`), is passed
+        over unprojected: it would be dropped."""
         writer = self._writer
+        if _passed_over(part, writer.held_test()):
+            return
         new = writer._cache.project(writer._resource, part)
         key = writer._key(new)
         if key.namespace != self.namespace:
@@ -332,6 +337,20 @@ class NamespaceMerge:
     def close(self) -> None:
         """End the merge (finished or not): the writer stops recording for it."""
         self._writer._merged(self)
+
+
+def _passed_over(part: Mapping[str, Any], held: HeldTest | None) -> bool:
+    """A listed object the cache would keep nothing of, judged on its name and annotations
+    alone (``held`` None: every object must be projected to be judged)."""
+    if held is None:
+        return False
+    metadata = part.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = part
+    annotations = metadata.get("annotations") or {}
+    if any(str(key).startswith(PREFIX) for key in annotations):
+        return False
+    return not held(str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
 
 
 #: How Go's encoder starts a protobuf WatchEvent of each type that may be dropped: field 1

@@ -390,3 +390,41 @@ async def test_a_full_list_meanwhile_lists_the_namespace_again(clock: FakeClock)
             writer,
             clock,
         )
+
+
+@dataclass
+class NamedViews(Views):
+    """:class:`Views` whose policies name the objects ``keep-*`` only: any other object is
+    never projected (its view is asked for nothing)."""
+
+    projected: list[str] = field(default_factory=list)
+
+    def view(
+        self,
+        resource: ResourceType,
+        metadata: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+        read: frozenset[tuple[str, ...]] | None = None,
+    ) -> ObjectView | None:
+        self.projected.append(str(metadata.get("name")))
+        return super().view(resource, metadata, fields, read)
+
+    def name_test(self, resource: ResourceType) -> NameTest | None:
+        return lambda namespace, name: name.startswith("keep-")
+
+
+def test_a_listed_object_no_policy_may_keep_by_name_is_not_projected() -> None:
+    views = NamedViews({"a"})
+    cache = MetadataCache(views)
+    writer = CacheWriter(CONFIGMAPS, None, cache, Recorder())
+    merge = writer.merge("a")
+    for listed in (
+        meta("keep-1", "3", keep=True),
+        meta("other", "4", keep=True),  # no policy names it
+        meta("annotated", "5", annotated=True),  # annotated: always judged
+    ):
+        merge.put(listed)
+    merge.finish()
+    merge.close()
+    assert views.projected == ["keep-1", "annotated"]
+    assert names(cache) == {"a/keep-1", "a/annotated"}
