@@ -294,7 +294,7 @@ class NamespaceMerge:
     that nothing changed since, is dropped. Nothing outside the namespace is read or touched.
     """
 
-    __slots__ = ("_before", "_listed", "_writer", "namespace", "touched")
+    __slots__ = ("_before", "_held", "_listed", "_writer", "namespace", "touched")
 
     def __init__(self, writer: CacheWriter, namespace: str) -> None:
         self._writer = writer
@@ -302,6 +302,7 @@ class NamespaceMerge:
         #: Keys the informer applied a change of since the merge began.
         self.touched: set[ObjectKey] = set()
         self._listed: set[ObjectKey] = set()
+        self._held = writer.held_test()
         cache, resource = writer._cache, writer._resource
         #: What the cache held in the namespace when the merge began (stored identities).
         self._before: dict[ObjectKey, CachedObject | None] = {
@@ -315,10 +316,12 @@ class NamespaceMerge:
     def put(self, part: Mapping[str, Any]) -> None:
         """One listed object (the part the informer's projection keeps). One without a
         lifecycle annotation that the cache does not hold and no policy may keep, judged on
-        its name as the watch's filter judges it (:meth:`CacheWriter.held_test`), is passed
-        over unprojected: it would be dropped."""
+        its name as the watch's filter judges it (:meth:`CacheWriter.held_test`, asked once
+        per merge as a streaming list's filter asks it once per list: a policy change that
+        concerns this namespace lists it again), is passed over unprojected: it would be
+        dropped."""
         writer = self._writer
-        if _passed_over(part, writer.held_test()):
+        if _passed_over(part, self._held):
             return
         new = writer._cache.project(writer._resource, part)
         key = writer._key(new)
@@ -345,7 +348,7 @@ def _passed_over(part: Mapping[str, Any], held: HeldTest | None) -> bool:
     if held is None:
         return False
     metadata = part.get("metadata")
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, dict):  # a metadata projection's part is the metadata
         metadata = part
     annotations = metadata.get("annotations") or {}
     if any(str(key).startswith(PREFIX) for key in annotations):

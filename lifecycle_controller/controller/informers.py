@@ -57,9 +57,10 @@ class InformerSet:
 
     With ``namespaces`` (exact names, docs/behaviour.md#read-scoping) every namespaced type
     gets one informer per namespace, so namespaced Roles suffice; cluster-scoped types are
-    always watched cluster-wide. ``None`` means cluster-wide for every type. With ``held``,
-    the informers started before :meth:`release` open their lists but read nothing until
-    then (docs/reliability.md#start-up).
+    always watched cluster-wide. ``None`` means cluster-wide for every type. A type is listed
+    again whole (:meth:`relist`) or in some namespaces only (:meth:`relist_namespaces`). With
+    ``held``, the informers started before :meth:`release` open their lists but read nothing
+    until then (docs/reliability.md#start-up).
     """
 
     def __init__(
@@ -104,8 +105,8 @@ class InformerSet:
         #: before it "every informer has listed" would be true of none, and report ready.
         self._ensured = False
         self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
-        #: Per cluster-wide informer, its namespaces waiting to be listed again
-        #: (:meth:`relist_namespaces`), made when first asked for.
+        #: The cache writer of each informer, and per type the namespaces of its cluster-wide
+        #: informer waiting to be listed again (:meth:`relist_namespaces`, made when asked).
         self._writers: dict[tuple[ResourceType, str | None], CacheWriter] = {}
         self._relists: dict[ResourceType, NamespaceRelists] = {}
         #: Set whenever an informer completes a full list (:meth:`wait_synced` re-checks).
