@@ -4,10 +4,12 @@
 :class:`~lifecycle_controller.controller.policy_store.PolicyStore` and the status writer. The
 policies are loaded before the informers start (their first list already keeps the objects a
 policy could match); afterwards a change of the policies that select a type re-evaluates its
-cached policy objects, and relists that type only when what the informers keep for it changed
-(resources, namespaces, names or selector: objects dropped while listing may match now; or
-the paths the conditions read beyond metadata: the informer relists with the new projection),
-not for a new action, priority or a condition reading the same paths; a removed policy's
+cached policy objects, and lists that type again only when what the informers keep for it
+changed (resources, namespaces, names or selector: objects dropped while listing may match
+now; or the paths the conditions read beyond metadata: the informer relists with the new
+projection), not for a new action, priority or a condition reading the same paths. When only
+LifecyclePolicies' filters changed, only their namespaces are listed again, beside the
+running watch (docs/architecture.md#scoped-relists); a removed policy's
 pending actions are cancelled, and the log says so (docs/policies.md#changing-a-policy).
 """
 
@@ -38,9 +40,9 @@ from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
     SYSTEM_NAMESPACES,
     Protection,
-    static_filters,
 )
 from lifecycle_controller.core.policy.model import PolicyRef
+from lifecycle_controller.core.policy.read_scope import kept_change, reference_scope
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES
@@ -62,16 +64,6 @@ def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[Polic
 def _refs(policies: PolicySet) -> set[PolicyRef]:
     """Every policy in the set, valid or not."""
     return {p.ref for p in policies.valid} | {p.ref for p in policies.invalid}
-
-
-def _kept(policies: PolicySet, resource: ResourceType) -> tuple[object, ...]:
-    """What decides which objects of ``resource`` the informers keep for the policies, and
-    which of their fields (the paths the conditions read: a change relists with the new
-    projection)."""
-    return (
-        tuple(static_filters(p) for p in policies.for_resource(resource)),
-        policies.reads(resource),
-    )
 
 
 def named_by(cache: MetadataCache, namespace: str, kind: str, name: str) -> list[ObjectKey]:
@@ -180,9 +172,10 @@ class PolicyPipeline:
         self._wants(self.store.current)
 
     def _wants(self, policies: PolicySet) -> None:
-        """What the policies in force read besides the objects: who uses them, the labels
-        of their Namespaces."""
-        self.references.want(policies.reads_references())
+        """What the policies in force read besides the objects: who uses them (in the
+        namespaces of the LifecyclePolicies that ask, cluster-wide once a cluster policy
+        does), the labels of their Namespaces."""
+        self.references.want(policies.reads_references(), reference_scope(policies))
         self.keep_namespace_labels(policies.selects_namespaces_by_label())
 
     async def run(self) -> None:
@@ -230,8 +223,11 @@ class PolicyPipeline:
             )
             for key in keys:
                 self._enqueue(key)
-            if _kept(old, resource) != _kept(new, resource):
-                await self._informers.relist(resource)  # objects it dropped may match now
+            kept = kept_change(old, new, resource)  # objects it dropped may match now
+            if kept.everywhere:
+                await self._informers.relist(resource)
+            elif kept.namespaces:
+                await self._informers.relist_namespaces(resource, kept.namespaces)
 
     def _policy_keys(self, resource: ResourceType) -> list[ObjectKey]:
         return [

@@ -81,7 +81,7 @@ from lifecycle_controller.kube.frame_names import (
 )
 from lifecycle_controller.kube.watch_protobuf import FrameSkipper
 
-__all__ = ["CacheWriter", "HeldTest", "Holder", "UnkeptEvents", "UnkeptListed"]
+__all__ = ["CacheWriter", "HeldTest", "Holder", "NamespaceMerge", "UnkeptEvents", "UnkeptListed"]
 
 #: Whether an event of an unannotated object, by its namespace ("" for a cluster-scoped one)
 #: and name, may change what a keeper keeps (:meth:`Holder.held_test`).
@@ -116,6 +116,10 @@ class CacheWriter(Keeper):
         #: The policies' name test :attr:`_held` was built on (see :meth:`held_test`).
         self._names: NameTest | None = None
         self._held: HeldTest | None = None
+        #: The namespaces being listed again (:meth:`merge`), by namespace.
+        self._merges: dict[str, NamespaceMerge] = {}
+        #: Full lists completed (a namespace's list read meanwhile is read again).
+        self.lists = 0
         self._log = _log.bind(resource=str(resource), scope=namespace or "*")
         cache.register_scope(resource, namespace)
 
@@ -130,6 +134,7 @@ class CacheWriter(Keeper):
 
     def listed(self, stale: set[Hashable]) -> None:
         self.deleted_since_list(key for key in stale if isinstance(key, ObjectKey))
+        self.lists += 1
         self._cache.mark_synced(self._resource, self._namespace)
         if self._on_listed is not None:
             self._on_listed()
@@ -186,6 +191,13 @@ class CacheWriter(Keeper):
         comes from a list, where an unchanged resourceVersion is not a change."""
         new = self._cache.project(self._resource, metadata)
         key = self._key(new)
+        if self._merges:
+            self._touched(key)
+        self._apply(key, new, created=created, listed=listed)
+        return key
+
+    def _apply(self, key: ObjectKey, new: CachedObject, *, created: bool, listed: bool) -> None:
+        """Store ``new`` under ``key`` (or drop what is stored) and deliver the change."""
         old = self._cache.get(key)
         if old is not None and old.uid != new.uid:
             # Deleted and recreated under the same name while we were not watching.
@@ -197,20 +209,21 @@ class CacheWriter(Keeper):
             if new.kept:
                 self._cache.put(key, new)
                 self._deliver("add" if created else "update", key, None, new)
-            return key
+            return
         if listed and old.resource_version == new.resource_version and old.view == new.view:
-            return key  # unchanged (a relist after a policy change may change the view)
+            return  # unchanged (a relist after a policy change may change the view)
         if new.kept:
             self._cache.put(key, new)
         else:
             self._cache.delete(key)
         self._deliver("update", key, old, new)
-        return key
 
     def remove(self, metadata: Mapping[str, Any]) -> None:
         """A DELETED event: drop the object, deliver its final state."""
         final = self._cache.project(self._resource, metadata)
         key = self._key(final)
+        if self._merges:
+            self._touched(key)
         old = self._cache.forget(key, final.uid)
         if old is not None or final.kept:
             self._deliver("delete", key, old, final)
@@ -218,9 +231,33 @@ class CacheWriter(Keeper):
     def deleted_since_list(self, keys: Iterable[ObjectKey]) -> None:
         """Cached keys a full list no longer has: synthesised deletes (final state unknown)."""
         for key in keys:
+            if self._merges:
+                self._touched(key)
             old = self._cache.forget(key)
             if old is not None:
                 self._deliver("delete", key, old, None)
+
+    # ------------------------------------------------------------------ one namespace again
+
+    def merge(self, namespace: str) -> NamespaceMerge:
+        """Begin merging a list of ``namespace`` taken exactly at the informer's current
+        resourceVersion (see :class:`NamespaceMerge`); :meth:`NamespaceMerge.close` ends it."""
+        if self._namespace is not None and namespace != self._namespace:
+            raise ValueError(f"{namespace!r} is outside this writer's scope {self._namespace!r}")
+        if namespace in self._merges:
+            raise RuntimeError(f"namespace {namespace!r} is being merged already")
+        merge = self._merges[namespace] = NamespaceMerge(self, namespace)
+        return merge
+
+    def _touched(self, key: ObjectKey) -> None:
+        """The informer applied a change of ``key``: a merge of its namespace keeps it."""
+        merge = self._merges.get(key.namespace or "")
+        if merge is not None:
+            merge.touched.add(key)
+
+    def _merged(self, merge: NamespaceMerge) -> None:
+        if self._merges.get(merge.namespace) is merge:
+            del self._merges[merge.namespace]
 
     def change_seen(self) -> None:
         """Tell ``on_change_seen`` (if any) that something of this type changed."""
@@ -238,6 +275,85 @@ class CacheWriter(Keeper):
             self._on_object_change(kind, key, old, new)
         except Exception:
             self._log.exception("event handler failed", change=kind, **key.log_context())
+
+
+class NamespaceMerge:
+    """One namespace of a type listed again into the cache while the type's cluster-wide watch
+    runs on (a LifecyclePolicy there changed what is kept: docs/architecture.md#scoped-relists).
+
+    The list is taken exactly at the resourceVersion the watch had reached when the merge
+    began (``resourceVersionMatch=Exact``), so the cache and the list agree on every object
+    until then. What changed an object since is newer than the list, so such an object keeps
+    what the cache has: one the informer applied a change of (the writer records it here as
+    it applies it, an event it keeps nothing of included), or whose cached state the
+    controller's own writes replaced (:meth:`~lifecycle_controller.controller.cache.
+    MetadataCache.write_back`: it is no longer the one stored when the merge began). Every
+    other listed object goes through the writer's own path, as a full list's does (kept or
+    dropped by the policies in force now, an add delivered for one newly kept); at
+    :meth:`finish`, a key the cache held in the namespace that the list did not find, and
+    that nothing changed since, is dropped. Nothing outside the namespace is read or touched.
+    """
+
+    __slots__ = ("_before", "_held", "_listed", "_writer", "namespace", "touched")
+
+    def __init__(self, writer: CacheWriter, namespace: str) -> None:
+        self._writer = writer
+        self.namespace = namespace
+        #: Keys the informer applied a change of since the merge began.
+        self.touched: set[ObjectKey] = set()
+        self._listed: set[ObjectKey] = set()
+        self._held = writer.held_test()
+        cache, resource = writer._cache, writer._resource
+        #: What the cache held in the namespace when the merge began (stored identities).
+        self._before: dict[ObjectKey, CachedObject | None] = {
+            key: cache.get(key) for key in cache.keys(resource, namespace=namespace)
+        }
+
+    def _unchanged(self, key: ObjectKey) -> bool:
+        """Nothing changed ``key`` since the merge began: the list's state is current."""
+        return key not in self.touched and self._writer._cache.get(key) is self._before.get(key)
+
+    def put(self, part: Mapping[str, Any]) -> None:
+        """One listed object (the part the informer's projection keeps). One without a
+        lifecycle annotation that the cache does not hold and no policy may keep, judged on
+        its name as the watch's filter judges it (:meth:`CacheWriter.held_test`, asked once
+        per merge as a streaming list's filter asks it once per list: a policy change that
+        concerns this namespace lists it again), is passed over unprojected: it would be
+        dropped."""
+        writer = self._writer
+        if _passed_over(part, self._held):
+            return
+        new = writer._cache.project(writer._resource, part)
+        key = writer._key(new)
+        if key.namespace != self.namespace:
+            return  # not of this namespace: never touched
+        self._listed.add(key)
+        if self._unchanged(key):
+            writer._apply(key, new, created=True, listed=True)
+            self._before[key] = writer._cache.get(key)
+
+    def finish(self) -> None:
+        """The list is complete: drop what it did not find and nothing changed since."""
+        gone = [k for k in self._before if k not in self._listed and self._unchanged(k)]
+        self._writer.deleted_since_list(gone)
+
+    def close(self) -> None:
+        """End the merge (finished or not): the writer stops recording for it."""
+        self._writer._merged(self)
+
+
+def _passed_over(part: Mapping[str, Any], held: HeldTest | None) -> bool:
+    """A listed object the cache would keep nothing of, judged on its name and annotations
+    alone (``held`` None: every object must be projected to be judged)."""
+    if held is None:
+        return False
+    metadata = part.get("metadata")
+    if not isinstance(metadata, dict):  # a metadata projection's part is the metadata
+        metadata = part
+    annotations = metadata.get("annotations") or {}
+    if any(str(key).startswith(PREFIX) for key in annotations):
+        return False
+    return not held(str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
 
 
 #: How Go's encoder starts a protobuf WatchEvent of each type that may be dropped: field 1

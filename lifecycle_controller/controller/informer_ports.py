@@ -60,6 +60,7 @@ class MetadataSource(Protocol):
         continue_token: str | None = None,
         resource_version: str | None = None,
         field_selector: str | None = None,
+        resource_version_match: str | None = None,
     ) -> dict[str, Any]: ...
 
     def watch_metadata(

@@ -50,8 +50,10 @@ class Projection(Protocol):
         continue_token: str | None,
         resource_version: str | None,
         field_selector: str | None,
+        resource_version_match: str | None = None,
     ) -> Mapping[str, Any]:
-        """One page of a list."""
+        """One page of a list; ``resource_version_match="Exact"``: as at ``resource_version``
+        exactly (a namespace listed again beside a running watch)."""
         ...
 
     def watch(
@@ -103,6 +105,7 @@ class MetadataProjection:
         continue_token: str | None,
         resource_version: str | None,
         field_selector: str | None,
+        resource_version_match: str | None = None,
     ) -> Mapping[str, Any]:
         return await self.source.list_metadata(
             resource,
@@ -111,6 +114,7 @@ class MetadataProjection:
             continue_token=continue_token,
             resource_version=resource_version,
             **_selected(field_selector),
+            **_matched(resource_version_match),
         )
 
     def watch(
@@ -174,6 +178,7 @@ class WholeObjects:
         continue_token: str | None,
         resource_version: str | None,
         field_selector: str | None,
+        resource_version_match: str | None = None,
     ) -> Mapping[str, Any]:
         _no_selector(field_selector)
         extra: dict[str, Any] = {}
@@ -181,6 +186,9 @@ class WholeObjects:
             extra["namespace"] = namespace
         if continue_token:
             extra["continue_token"] = continue_token
+        if resource_version_match and not continue_token:
+            extra["resource_version"] = resource_version
+            extra["resource_version_match"] = resource_version_match
         return await self.source.list_objects(resource, limit=limit, **extra)
 
     def watch(
@@ -238,6 +246,11 @@ class FieldProjection(WholeObjects):
 def _selected(field_selector: str | None) -> dict[str, str]:
     """A field selector is sent only when set (``metadata.name=<name>``: RBAC by name)."""
     return {"field_selector": field_selector} if field_selector else {}
+
+
+def _matched(resource_version_match: str | None) -> dict[str, str]:
+    """``resourceVersionMatch`` is sent only when set (the informers' own lists never set it)."""
+    return {"resource_version_match": resource_version_match} if resource_version_match else {}
 
 
 def _no_selector(field_selector: str | None) -> None:

@@ -34,6 +34,7 @@ from lifecycle_controller.controller.informer_projection import (
     MetadataProjection,
     Projection,
 )
+from lifecycle_controller.controller.namespace_relist import NamespaceRelists
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.kube import ResourceType
 from lifecycle_controller.machinery.clock import Clock
@@ -56,9 +57,10 @@ class InformerSet:
 
     With ``namespaces`` (exact names, docs/behaviour.md#read-scoping) every namespaced type
     gets one informer per namespace, so namespaced Roles suffice; cluster-scoped types are
-    always watched cluster-wide. ``None`` means cluster-wide for every type. With ``held``,
-    the informers started before :meth:`release` open their lists but read nothing until
-    then (docs/reliability.md#start-up).
+    always watched cluster-wide. ``None`` means cluster-wide for every type. A type is listed
+    again whole (:meth:`relist`) or in some namespaces only (:meth:`relist_namespaces`). With
+    ``held``, the informers started before :meth:`release` open their lists but read nothing
+    until then (docs/reliability.md#start-up).
     """
 
     def __init__(
@@ -103,6 +105,10 @@ class InformerSet:
         #: before it "every informer has listed" would be true of none, and report ready.
         self._ensured = False
         self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
+        #: The cache writer of each informer, and per type the namespaces of its cluster-wide
+        #: informer waiting to be listed again (:meth:`relist_namespaces`, made when asked).
+        self._writers: dict[tuple[ResourceType, str | None], CacheWriter] = {}
+        self._relists: dict[ResourceType, NamespaceRelists] = {}
         #: Set whenever an informer completes a full list (:meth:`wait_synced` re-checks).
         self._listed = asyncio.Event()
 
@@ -126,6 +132,7 @@ class InformerSet:
                 continue
             if tasks:  # stopped because the API was gone: start over from nothing
                 await self._cancel(tasks.values())
+                await self._close_relists(resource)
                 self._cache.drop_type(resource)
             self._tasks[resource] = {
                 scope: self._start(resource, scope) for scope in self.scopes(resource)
@@ -134,13 +141,15 @@ class InformerSet:
         return started
 
     def _start(self, resource: ResourceType, scope: str | None) -> asyncio.Task[None]:
+        writer = CacheWriter(
+            resource, scope, self._cache, self._on_object_change, on_listed=self._listed.set
+        )
+        self._writers[(resource, scope)] = writer
         informer = Informer(
             resource=resource,
             namespace=scope,
             projection=self.projection(resource),
-            keeper=CacheWriter(
-                resource, scope, self._cache, self._on_object_change, on_listed=self._listed.set
-            ),
+            keeper=writer,
             clock=self._clock,
             purpose="objects",
             metrics=self._metrics,
@@ -175,8 +184,53 @@ class InformerSet:
         if not tasks:
             return []
         await self._cancel(tasks.values())
+        await self._close_relists(resource)  # the lists from scratch read every namespace
         self._tasks[resource] = {scope: self._start(resource, scope) for scope in tasks}
         return list(tasks)
+
+    async def relist_namespaces(self, resource: ResourceType, namespaces: Iterable[str]) -> None:
+        """List ``resource`` again in ``namespaces`` only (the LifecyclePolicies there changed
+        what is kept: docs/architecture.md#scoped-relists), keeping its cached objects
+        meanwhile. A cluster-wide informer goes on watching; each namespace is listed at its
+        watch's resourceVersion and merged into the cache for that namespace alone
+        (:class:`~lifecycle_controller.controller.namespace_relist.NamespaceRelists`).
+        Per-namespace informers (``--watch-namespace``) of those namespaces are started over.
+        A type not listed yet (its first list still reading) is listed again whole."""
+        wanted = set(namespaces)
+        tasks = self._tasks.get(resource)
+        if not tasks or not wanted:
+            return
+        if not resource.namespaced or not self._cache.type_synced(resource):
+            await self.relist(resource)
+            return
+        if None in tasks:
+            self._namespace_relists(resource).request(wanted)
+            return
+        for scope in sorted(wanted & {s for s in tasks if s is not None}):
+            await self._cancel([tasks[scope]])
+            tasks[scope] = self._start(resource, scope)
+            self._metrics.relisted(resource)
+
+    def _namespace_relists(self, resource: ResourceType) -> NamespaceRelists:
+        relists = self._relists.get(resource)
+        if relists is None:
+            relists = self._relists[resource] = NamespaceRelists(
+                self._informers[(resource, None)],
+                self._writers[(resource, None)],
+                self._clock,
+                settings=self._settings,
+                rng=random.Random(self._rng.random()),
+            )
+        return relists
+
+    def namespace_relists(self, resource: ResourceType) -> NamespaceRelists | None:
+        """The namespaces of ``resource`` listed again, if any ever was (tests read it)."""
+        return self._relists.get(resource)
+
+    async def _close_relists(self, resource: ResourceType) -> None:
+        relists = self._relists.pop(resource, None)
+        if relists is not None:
+            await relists.aclose()
 
     def release(self) -> None:
         """Let held lists read (see ``held``); informers started from now on are not held."""
@@ -198,8 +252,10 @@ class InformerSet:
         """Stop the informers of ``resource`` and drop its objects and synced flags."""
         tasks = self._tasks.pop(resource, {})
         await self._cancel(tasks.values())
+        await self._close_relists(resource)
         for scope in tasks:
             self._informers.pop((resource, scope), None)
+            self._writers.pop((resource, scope), None)
         self._cache.drop_type(resource)
         self._metrics.cache_objects(resource, 0)
 
@@ -252,7 +308,10 @@ class InformerSet:
         tasks = [task for by_scope in self._tasks.values() for task in by_scope.values()]
         self._tasks.clear()
         self._informers.clear()
+        self._writers.clear()
         await self._cancel(tasks)
+        for resource in list(self._relists):
+            await self._close_relists(resource)
 
     async def __aenter__(self) -> InformerSet:
         return self

@@ -332,15 +332,22 @@ class Informer:
             self._metrics.cache_objects(self.resource, count)
 
     async def _list_page(
-        self, *, limit: int, continue_token: str | None, resource_version: str | None
+        self,
+        *,
+        limit: int,
+        continue_token: str | None,
+        resource_version: str | None,
+        namespace: str | None = None,
+        exactly: bool = False,
     ) -> Mapping[str, Any]:
         return await self._projection.list_page(
             self.resource,
-            namespace=self.namespace,
+            namespace=namespace or self.namespace,
             limit=limit,
             continue_token=continue_token,
             resource_version=resource_version,
             field_selector=self._field_selector,
+            **({"resource_version_match": "Exact"} if exactly else {}),
         )
 
     async def _list_pages(self, resource_version: str | None) -> str:
@@ -363,6 +370,29 @@ class Informer:
             listed_version = str((page.get("metadata") or {}).get("resourceVersion", ""))
         self._listed(listed_version, stale)
         return listed_version
+
+    async def list_exactly(
+        self, namespace: str, version: str, put: Callable[[Mapping[str, Any]], None]
+    ) -> None:
+        """One namespace of this cluster-wide informer's type exactly as at ``version``
+        (``resourceVersionMatch=Exact``, with its projection), each object's kept part handed
+        to ``put``, the keeper not told (:mod:`~lifecycle_controller.controller.
+        namespace_relist` merges). Raises KubeError (410 Gone once ``version`` is compacted)."""
+
+        async def fetch(continue_token: str | None) -> Mapping[str, Any]:
+            return await self._list_page(
+                limit=self._settings.page_size,
+                continue_token=continue_token,
+                resource_version=version,
+                namespace=namespace,
+                exactly=True,
+            )
+
+        async for page in pages(fetch):
+            for item in page.get("items") or ():
+                part = self._projection.kept(item) if isinstance(item, Mapping) else None
+                if part is not None:
+                    put(part)
 
     # ------------------------------------------------------------------ streaming list
 

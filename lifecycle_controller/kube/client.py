@@ -130,6 +130,7 @@ class KubeClient(ApiExchanges):
         resource_version: str | None = None,
         field_selector: str | None = None,
         label_selector: str | None = None,
+        resource_version_match: str | None = None,
     ) -> dict[str, Any]:
         """One page of a metadata-only list (``PartialObjectMetadataList``).
 
@@ -137,6 +138,8 @@ class KubeClient(ApiExchanges):
         resourceVersion): the API server ignores ``limit`` for ``resourceVersion=0`` and
         answers with every object in one response, so a large first list would be held,
         raw and decoded, all at once (docs/architecture.md#informer-loop).
+        ``resource_version_match`` (``Exact``: the objects as at ``resource_version``) is
+        sent with the first page only: a continue token carries the snapshot.
         """
         query = [("limit", str(limit))]
         if field_selector:
@@ -147,6 +150,8 @@ class KubeClient(ApiExchanges):
             query.append(("continue", continue_token))
         elif resource_version is not None and not (resource_version == "0" and limit > 0):
             query.append(("resourceVersion", resource_version))
+            if resource_version_match:
+                query.append(("resourceVersionMatch", resource_version_match))
         return await self.request(
             "GET",
             resource.collection_path(namespace),
@@ -329,12 +334,19 @@ class KubeClient(ApiExchanges):
         namespace: str | None = None,
         limit: int = 500,
         continue_token: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
     ) -> dict[str, Any]:
         """One page (at most ``limit``) of a list of whole objects: the first, or the one
-        ``continue_token`` names (:mod:`.paging` walks them all)."""
+        ``continue_token`` names (:mod:`.paging` walks them all); the first as at
+        ``resource_version`` when given (``resource_version_match``: how)."""
         query = [("limit", str(limit))]
         if continue_token:
             query.append(("continue", continue_token))
+        elif resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+            if resource_version_match:
+                query.append(("resourceVersionMatch", resource_version_match))
         return await self.request("GET", resource.collection_path(namespace), query=query)
 
     def watch_objects(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cluster import main
+from benchmarks.policies_namespaced import main as namespaced_main
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +90,17 @@ def test_the_churn_benchmark_measures_the_controller_and_its_floor(tmp_path: Pat
     assert one["events"]["controller"] >= 600
     assert result["controller_us_per_event"] > 0  # a floor of 600 events can be under a tick
     assert (tmp_path / "churn.md").read_text().startswith("Churn of 600 label patches")
+
+
+@pytest.mark.timeout(300)
+def test_the_namespaced_policies_benchmark_counts_scoped_lists(tmp_path: Path) -> None:
+    """A LifecyclePolicy per namespace lists each namespace once, never the cluster; the one
+    cluster policy doing the same lists (streams) the cluster once."""
+    namespaced_main(
+        ["--objects=400", "--namespaces=4", "--rounds=1", "--settle=0", f"--output={tmp_path}"]
+    )
+    result = json.loads((tmp_path / "policies-namespaced.json").read_text())
+    assert result["namespaced"]["requests"] == {"list namespace": 4}
+    assert set(result["cluster"]["requests"]) <= {"watch cluster", "list cluster"}
+    assert result["namespaced"]["cpu_s"] >= 0
+    assert (tmp_path / "policies-namespaced.md").read_text().startswith("400 ConfigMaps")

@@ -104,6 +104,7 @@ class FakeSource:
         continue_token: str | None = None,
         resource_version: str | None = None,
         field_selector: str | None = None,
+        resource_version_match: str | None = None,
     ) -> dict[str, Any]:
         self.list_calls.append(
             {"ns": namespace, "limit": limit, "continue": continue_token, "rv": resource_version}

@@ -128,4 +128,96 @@ async def test_a_statefulset_uses_its_claims_and_says_so_by_their_template() -> 
     await _settle()
     assert watch.view_of(claim).referenced_by == ()
     assert changed == [("a", ORDINAL_CLAIMS, "data-db")] * 2
+
+
+class _Scoped:
+    """Lists, per namespace, the Pods of that namespace (every one cluster-wide); records the
+    namespace of every list (None: cluster-wide); forbids ``forbidden`` namespaces."""
+
+    def __init__(self, pods: list[dict[str, Any]], forbidden: frozenset[str] = frozenset()):
+        self.pods = pods
+        self.forbidden = forbidden
+        self.listed: list[str | None] = []
+
+    async def list_objects(
+        self, resource: ResourceType, *, namespace: str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        if namespace in self.forbidden:
+            raise Forbidden(403)
+        if resource == PODS:
+            self.listed.append(namespace)
+        items = [
+            pod
+            for pod in self.pods
+            if resource == PODS and namespace in (None, pod["metadata"]["namespace"])
+        ]
+        return {"metadata": {"resourceVersion": "1"}, "items": items}
+
+    async def watch_objects(
+        self, resource: ResourceType, **_: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        await asyncio.Event().wait()
+        yield {}
+
+
+def _in(namespace: str, name: str, uses: str) -> dict[str, Any]:
+    pod = _pod(name, uses)
+    pod["metadata"]["namespace"] = namespace
+    return pod
+
+
+def _view(namespace: str) -> ObjectView:
+    return ObjectView(resource=CONFIGMAPS, namespace=namespace, name="cfg")
+
+
+async def test_lifecycle_policies_open_their_namespaces_only() -> None:
+    """While only LifecyclePolicies read referencedBy, each of their namespaces is watched
+    alone; an object elsewhere is held; a namespace no longer wanted is closed and its
+    references forgotten; a cluster policy reading it watches cluster-wide."""
+    source = _Scoped([_in("a", "p", "cfg"), _in("b", "q", "cfg")])
+    watch = ReferenceWatch(source, FakeClock(), types=(PODS, DEPLOYMENTS))
+    synced: list[bool] = []
+    watch.on_synced = lambda: synced.append(True)
+    watch.want(True, frozenset({"a"}))
+    await _settle()
+    assert source.listed == ["a"]
+    assert watch.scopes == {"a"}
+    assert watch.synced
+    assert watch.missing() is None
+    assert watch.view_of(_view("a")).referenced_by == ("Pod/p",)
+    elsewhere = watch.view_of(_view("b"))
+    assert elsewhere.referenced_by is None
+    assert elsewhere.references_missing == REFERENCES_NOT_SYNCED
+    watch.want(True, frozenset({"a", "b"}))  # "a" stays open: not listed again
+    await _settle()
+    assert source.listed == ["a", "b"]
+    assert watch.view_of(_view("b")).referenced_by == ("Pod/q",)
+    assert synced == [True, True]  # each scope, once synced
+    watch.want(True, frozenset({"b"}))
+    assert watch.scopes == {"b"}
+    assert watch.referenced_by("a", "ConfigMap", "cfg") == ()  # forgotten
+    assert watch.referenced_by("b", "ConfigMap", "cfg") == ("Pod/q",)
+    watch.want(True)  # a ClusterLifecyclePolicy reads it too
+    await _settle()
+    assert watch.scopes == {None}
+    assert source.listed == ["a", "b", None]
+    assert watch.view_of(_view("a")).referenced_by == ("Pod/p",)
+    await watch.aclose()
+    assert not watch.running
+
+
+async def test_exact_watch_namespaces_bound_the_scopes_and_a_forbidden_one_holds_alone() -> None:
+    source = _Scoped([_in("a", "p", "cfg")], forbidden=frozenset({"c"}))
+    watch = ReferenceWatch(source, FakeClock(), namespaces=("a", "c"), types=(PODS,))
+    watch.want(True, frozenset({"a", "b", "c"}))  # "b" is outside --watch-namespace
+    await _settle()
+    assert watch.scopes == {"a", "c"}
+    assert watch.missing("a") is None
+    assert "pods" in (watch.missing("c") or "")
+    assert "pods" in (watch.missing() or "")
+    assert not watch.synced
+    watch.want(True)  # cluster-wide means the --watch-namespace names
+    assert watch.scopes == {"a", "c"}
+    watch.want(False)
+    assert watch.missing("c") == REFERENCES_NOT_SYNCED
     await watch.aclose()

@@ -1,0 +1,98 @@
+"""Where a change of the policies makes the controller read again, and where they make it watch.
+
+A ``LifecyclePolicy`` reaches the objects of its own namespace only
+(:class:`~lifecycle_controller.core.policy.reach.Reach`), so what it adds to the controller's
+reads is bounded by that namespace:
+
+* :func:`kept_change`: a policy change that changes which objects of a type the informers
+  keep (objects dropped while listing may be kept now, kept ones may go) needs the type read
+  again. When only LifecyclePolicies' filters changed, the namespaces they are in are read
+  again, not the cluster; a ClusterLifecyclePolicy's filters, or the paths the conditions
+  read beyond metadata (the informers' projection), change what is kept everywhere.
+* :func:`reference_scope`: the reference index (``referencedBy``) watches Pods and workloads
+  in the namespaces of the LifecyclePolicies that read it, cluster-wide once a
+  ClusterLifecyclePolicy does (a Pod refers to objects of its own namespace only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.in_force import PolicySet
+from lifecycle_controller.core.policy.match import static_filters
+from lifecycle_controller.core.policy.model import Policy, PolicyKind
+
+__all__ = ["KeptChange", "kept_change", "reference_scope"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeptChange:
+    """Where a policy change changed which objects of one type the informers keep:
+    ``everywhere`` (the type is listed again whole) or in ``namespaces`` only; neither when
+    nothing kept changed (a new action, priority, or a condition reading the same paths)."""
+
+    everywhere: bool = False
+    namespaces: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return self.everywhere or bool(self.namespaces)
+
+
+_Filters = tuple[tuple[object, ...], ...]
+
+
+def _kept_by_scope(
+    policies: PolicySet, resource: ResourceType
+) -> tuple[_Filters, dict[str, _Filters]]:
+    """The static filters of the policies for ``resource``: the cluster policies' in one
+    tuple, the LifecyclePolicies' by their namespace (each in the set's order)."""
+    cluster: list[tuple[object, ...]] = []
+    local: dict[str, list[tuple[object, ...]]] = {}
+    for policy in policies.for_resource(resource):
+        namespace = _own_namespace(policy)
+        if namespace is None:
+            cluster.append(static_filters(policy))
+        else:
+            local.setdefault(namespace, []).append(static_filters(policy))
+    return tuple(cluster), {namespace: tuple(found) for namespace, found in local.items()}
+
+
+def _own_namespace(policy: Policy) -> str | None:
+    """The namespace a LifecyclePolicy is bounded by (None: a ClusterLifecyclePolicy)."""
+    return policy.ref.namespace if policy.ref.kind is PolicyKind.NAMESPACED else None
+
+
+def kept_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> KeptChange:
+    """Where going from ``old`` to ``new`` changed which objects of ``resource`` are kept
+    (see the module docstring). A cluster-scoped type is read again whole: it is small, and
+    no namespace bounds it."""
+    if old.reads(resource) != new.reads(resource):
+        return KeptChange(everywhere=True)
+    old_cluster, old_local = _kept_by_scope(old, resource)
+    new_cluster, new_local = _kept_by_scope(new, resource)
+    if old_cluster != new_cluster:
+        return KeptChange(everywhere=True)
+    changed = frozenset(
+        namespace
+        for namespace in old_local.keys() | new_local.keys()
+        if old_local.get(namespace) != new_local.get(namespace)
+    )
+    if changed and not resource.namespaced:
+        return KeptChange(everywhere=True)
+    return KeptChange(namespaces=changed)
+
+
+def reference_scope(policies: PolicySet) -> frozenset[str] | None:
+    """Where the reference index must watch: None cluster-wide (a ClusterLifecyclePolicy's
+    condition reads ``referencedBy``), else the namespaces of the LifecyclePolicies whose
+    conditions read it (empty: the index is closed)."""
+    namespaces: set[str] = set()
+    for policy in policies.valid:
+        if policy.condition is None or not policy.condition.reads_references:
+            continue
+        namespace = _own_namespace(policy)
+        if namespace is None:
+            return None
+        namespaces.add(namespace)
+    return frozenset(namespaces)
