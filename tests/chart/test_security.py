@@ -335,6 +335,61 @@ def test_a_namespace_is_checked_with_cluster_wide_rights(env: Env) -> None:
     assert denial(response).endswith("allowed to delete it")
 
 
+def test_a_restart_key_does_not_lower_the_right_another_key_needs(env: Env) -> None:
+    """Caught: when a change carried a restart-* key the guard checked "patch" for every key
+    of it, so rex, who may patch Deployments but not delete them, set restart-every and
+    removed the dry-run an administrator had put on a Deployment under a deletion policy in
+    one merge patch (the policy would then delete it). Each key now needs its own right."""
+    rex = Identity(
+        env.plane.user_kubeconfig(
+            f"rex-{env.tag}",
+            namespaced_rules={env.team: [rule(["apps"], ["deployments"], ["get", "list", "patch"])]},
+        )
+    )
+    name = f"held-{env.tag}"
+    manifest = deployment(name, env.tag)
+    manifest["metadata"]["annotations"] = {keys.DRY_RUN: "true"}
+    created = env.plane.request(
+        "POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", manifest
+    )
+    assert created.status == 201, created.body
+    path = f"/apis/apps/v1/namespaces/{env.team}/deployments/{name}"
+    lowered = annotate(rex, path, **{keys.RESTART_EVERY: "106751d", keys.DRY_RUN: None})
+    assert lowered.status == 403, lowered.body
+    assert denial(lowered) == (
+        f"rex-{env.tag} may not set, change or remove {keys.DRY_RUN} on deployments {name}: "
+        f"that asks the controller to delete it, so the requester must be allowed to delete "
+        f"it in namespace {env.team}"
+    )
+    stored = env.plane.request("GET", path).body["metadata"]["annotations"]
+    assert stored.get(keys.DRY_RUN) == "true"
+    # Every key that steers a deletion needs delete, next to a restart or not.
+    for key, value in (
+        (keys.CATCH_UP, "always"),
+        (keys.MAINTENANCE_WINDOW, "Mon-Sun 00:00-24:00 UTC"),
+        (keys.WARN_BEFORE, "0s"),
+        (keys.EXEMPT, "true"),
+    ):
+        response = annotate(rex, path, **{keys.RESTART_EVERY: "24h", key: value})
+        assert response.status == 403, (key, response.body)
+    # A restart alone, with the keys that only shape it, is his to ask for.
+    restart = {keys.RESTART_CRON: "0 3 * * *", keys.CRON_TIMEZONE: "Europe/Warsaw"}
+    accepted = annotate(rex, path, **restart)
+    assert accepted.status == 200, accepted.body
+    # Next to a deletion, even a restart's key is a decision about it: reference-point
+    # moves the object's own delete-after.
+    doomed = deployment(f"doomed-{env.tag}", env.tag)
+    doomed["metadata"]["annotations"] = {keys.DELETE_AFTER: "30d"}
+    created = env.plane.request(
+        "POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", doomed
+    )
+    assert created.status == 201, created.body
+    doomed_path = f"/apis/apps/v1/namespaces/{env.team}/deployments/doomed-{env.tag}"
+    moved = annotate(rex, doomed_path, **{keys.REFERENCE_POINT: "creationTimestamp"})
+    assert moved.status == 403, moved.body
+    assert "asks the controller to delete it" in denial(moved)
+
+
 # --- 3. subresources are doors too ---------------------------------------------------------
 
 
