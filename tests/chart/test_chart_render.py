@@ -785,6 +785,56 @@ def test_security_checks_on_and_validation_off_by_default(helm: Helm) -> None:
     assert not annotation_policies(helm.render(off), "ValidatingAdmissionPolicy")
 
 
+def test_the_controller_guard_fences_subresources_and_the_protected_namespaces(
+    helm: Helm,
+) -> None:
+    """Every resource and subresource is matched (but the policies' status, which the
+    controller writes); the namespaces it never decides in, and those where only the objects'
+    own annotations act, are the controller's own (docs/operator-guide.md#the-controller-guard)."""
+    values = {
+        "policyProtectedNamespaces": ["payments"],
+        "controllerManager": {"scope": {"ignoreNamespaces": ["kube-system", "team-*"]}},
+    }
+    guard = one(helm.render(values), "ValidatingAdmissionPolicy", f"{FULLNAME}-controller-guard")
+    spec = guard["spec"]
+    assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["*/*"]
+    excluded = [r["resources"] for r in spec["matchConstraints"]["excludeResourceRules"]]
+    assert ["lifecyclepolicies/status", "clusterlifecyclepolicies/status"] in excluded
+    expressions = [v["expression"] for v in spec["validations"]]
+    # A glob is the controller's to match, not CEL's: only exact names are refused outright.
+    assert '!(variables.actsIn in ["kube-system"])' in expressions
+    protected = '["kube-system","kube-public","kube-node-lease","lc","payments"]'
+    assert sum(protected in e for e in expressions) == 2  # deletes and restarts
+
+
+def test_the_label_guard_is_opt_in_and_names_its_labels(helm: Helm) -> None:
+    """docs/operator-guide.md#labels-are-requests: off by default; on, it needs the label keys
+    and checks each one on every update of every resource and subresource."""
+    names = [p["metadata"]["name"] for p in of_kind(helm.render(), "ValidatingAdmissionPolicy")]
+    assert f"{FULLNAME}-label-guard" not in names
+    failure = helm.render_failure({"labelGuard": {"enabled": True}})
+    assert "labelGuard.labels is empty" in failure, failure
+    docs = helm.render({"labelGuard": {"enabled": True, "labels": ["preview", "example.com/tier"]}})
+    guard = one(docs, "ValidatingAdmissionPolicy", f"{FULLNAME}-label-guard")
+    assert guard["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["UPDATE"],
+         "resources": ["*/*"], "scope": "*"}
+    ]  # fmt: skip
+    changed = next(v for v in guard["spec"]["variables"] if v["name"] == "changed")
+    assert changed["expression"].startswith('["preview","example.com/tier"].filter(')
+    assert guard["spec"]["matchConditions"][0]["name"] == "not-exempt"
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", f"{FULLNAME}-label-guard")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_notes_warn_that_a_wildcard_watch_list_reaches_the_guards_binding(helm: Helm) -> None:
+    """Admission policies never apply to admission configuration objects: with wildcard RBAC a
+    stolen token could delete the controller guard's binding."""
+    wildcard = {"controllerManager": {"scope": {"watchResources": ["*"]}}}
+    assert 'watchResources has "*"' in helm.notes(wildcard)
+    assert 'watchResources has "*"' not in helm.notes()
+
+
 def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
     values = {**FULL_VALUES, "annotationGuard": {"requireWriterRight": True}}
     docs = helm.render(values)
