@@ -718,6 +718,28 @@ def test_service_monitor_uses_current_auth_fields(helm: Helm) -> None:
     assert binding["roleRef"]["name"] == f"{FULLNAME}-metrics-reader"
 
 
+def test_service_monitor_verifies_the_serving_certificate(helm: Helm) -> None:
+    """Caught: the ServiceMonitor skipped TLS verification by default, so the scraper's token
+    went to whoever answered at the Service's address. Skipping is now asked for; with a
+    certificate Secret the scraper verifies against its ca.crt."""
+    monitor: dict[str, Any] = {"enabled": True}
+    failure = helm.render_failure({"metrics": {"serviceMonitor": monitor}})
+    assert "the self-signed one cannot be verified" in failure, failure
+    with_cert = {"metrics": {"certSecretName": "metrics-tls", "serviceMonitor": monitor}}
+    endpoint = one(helm.render(with_cert), "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}},
+        "serverName": f"{FULLNAME}-metrics-service.{RELEASE_NAMESPACE}.svc",
+    }
+    ca = {"configMap": {"name": "cluster-ca", "key": "ca.pem"}}
+    given = {"metrics": {"serviceMonitor": {**monitor, "ca": ca, "serverName": "m.example"}}}
+    endpoint = one(helm.render(given), "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["tlsConfig"] == {"ca": ca, "serverName": "m.example"}
+    # In another namespace the certificate's Secret is out of the scraper's reach.
+    elsewhere = {**with_cert["metrics"], "serviceMonitor": {**monitor, "namespace": "monitoring"}}
+    assert "cannot be verified" in helm.render_failure({"metrics": elsewhere})
+
+
 def test_service_monitor_plain_http(helm: Helm) -> None:
     values = {"metrics": {"secure": False, "serviceMonitor": {"enabled": True}}}
     docs = helm.render(values)
