@@ -857,6 +857,31 @@ def test_notes_warn_that_a_wildcard_watch_list_reaches_the_guards_binding(helm: 
     assert 'watchResources has "*"' not in helm.notes()
 
 
+@pytest.mark.parametrize("values", [{}, FULL_VALUES, NAMESPACED_VALUES])
+def test_only_the_controller_may_write_the_policies_status(
+    helm: Helm, values: dict[str, Any]
+) -> None:
+    """A policy's status holds its limit's window and its audit: whoever writes it resets
+    both (docs/operator-guide.md#who-may-write-lifecycle-policies). The chart grants the
+    status subresources to one role, bound to the controller's ServiceAccount alone."""
+    docs = helm.render(values)
+    status = {"lifecyclepolicies/status", "clusterlifecyclepolicies/status"}
+    granting = [
+        role["metadata"]["name"]
+        for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role")
+        for grant in role.get("rules") or ()
+        if {"lifecycle.cezary.dev", "*"} & set(grant.get("apiGroups", ()))
+        and (status | {"*", "*/status"}) & set(grant.get("resources", ()))
+    ]
+    assert granting == [f"{FULLNAME}-policy-role"]
+    (binding,) = [
+        b for b in of_kind(docs, "ClusterRoleBinding") if b["roleRef"]["name"] == granting[0]
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": RELEASE_NAMESPACE}
+    ]
+
+
 def test_admission_policies_exempt_the_controller(helm: Helm) -> None:
     values = {**FULL_VALUES, "annotationGuard": {"requireWriterRight": True}}
     docs = helm.render(values)

@@ -25,6 +25,7 @@ affected. Every docstring says what the test caught on the chart before these ch
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -64,6 +65,7 @@ pytestmark = pytest.mark.integration
 LABEL = "lifecycle-test/security"
 VAP_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 MERGE = "application/merge-patch+json"
+PAST = "2020-01-01T00:00:00Z"
 CONFIGMAPS = "/api/v1/namespaces/{}/configmaps"
 
 
@@ -351,7 +353,9 @@ def test_a_restart_key_does_not_lower_the_right_another_key_needs(env: Env) -> N
     rex = Identity(
         env.plane.user_kubeconfig(
             f"rex-{env.tag}",
-            namespaced_rules={env.team: [rule(["apps"], ["deployments"], ["get", "list", "patch"])]},
+            namespaced_rules={
+                env.team: [rule(["apps"], ["deployments"], ["get", "list", "patch"])]
+            },
         )
     )
     name = f"held-{env.tag}"
@@ -388,9 +392,7 @@ def test_a_restart_key_does_not_lower_the_right_another_key_needs(env: Env) -> N
     # moves the object's own delete-after.
     doomed = deployment(f"doomed-{env.tag}", env.tag)
     doomed["metadata"]["annotations"] = {keys.DELETE_AFTER: "30d"}
-    created = env.plane.request(
-        "POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", doomed
-    )
+    created = env.plane.request("POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", doomed)
     assert created.status == 201, created.body
     doomed_path = f"/apis/apps/v1/namespaces/{env.team}/deployments/doomed-{env.tag}"
     moved = annotate(rex, doomed_path, **{keys.REFERENCE_POINT: "creationTimestamp"})
@@ -572,15 +574,13 @@ def test_the_controller_deletes_in_protected_namespaces_only_what_asks_for_it(en
     )
     # Nor can it write the deletion first: it sets no delete-at but by converting a
     # delete-after, and never touches dry-run.
-    forged = annotate(env.controller, plain_path, **{keys.DELETE_AT: "2020-01-01T00:00:00Z"})
+    forged = annotate(env.controller, plain_path, **{keys.DELETE_AT: PAST})
     assert forged.status == 403, forged.body
     assert f"may not set or change {keys.DELETE_AT} on configmaps" in denial(forged)
     held = env.plane.request(
         "POST",
         own,
-        configmap(
-            f"held-{env.tag}", env.tag, **{keys.DELETE_AT: "2020-01-01T00:00:00Z", keys.DRY_RUN: "1"}
-        ),
+        configmap(f"held-{env.tag}", env.tag, **{keys.DELETE_AT: PAST, keys.DRY_RUN: "1"}),
     )
     assert held.status == 201, held.body
     held_path = f"{own}/held-{env.tag}"
@@ -592,12 +592,9 @@ def test_the_controller_deletes_in_protected_namespaces_only_what_asks_for_it(en
     )
     assert asked.status == 201, asked.body
     asked_path = f"{own}/asked-{env.tag}"
-    converted = annotate(
-        env.controller,
-        asked_path,
-        **{keys.DELETE_AT: "2020-01-01T00:00:00Z", keys.DELETE_AFTER: None,
-           keys.MANAGED_BY: keys.MANAGED_BY_VALUE},
-    )  # fmt: skip
+    conversion = {keys.DELETE_AT: PAST, keys.DELETE_AFTER: None}
+    conversion[keys.MANAGED_BY] = keys.MANAGED_BY_VALUE
+    converted = annotate(env.controller, asked_path, **conversion)
     assert converted.status == 200, converted.body
     deleted = env.controller.request("DELETE", asked_path, preconditions(env.plane, asked_path))
     assert deleted.status == 200, deleted.body
@@ -636,9 +633,9 @@ def test_the_controller_writes_no_subresource(env: Env) -> None:
     }
     pods = f"/api/v1/namespaces/{env.team}/pods"
     assert env.plane.request("POST", pods, pod).status == 201
-    debug = {"spec": {"ephemeralContainers": [
-        {"name": "debug", "image": "registry.invalid/shell:1", "targetContainerName": "app"}]}}  # fmt: skip
-    attempts = {
+    shell = {"name": "debug", "image": "registry.invalid/shell:1", "targetContainerName": "app"}
+    debug = {"spec": {"ephemeralContainers": [shell]}}
+    attempts: dict[str, dict[str, Any]] = {
         f"{path}/scale": {"spec": {"replicas": 3}},
         f"{path}/status": {"metadata": {"labels": {"example.com/owned": "yes"}}},
         f"{pods}/pod-{env.tag}/ephemeralcontainers": debug,
@@ -666,7 +663,7 @@ def test_the_controller_writes_no_subresource(env: Env) -> None:
     assert env.plane.request("POST", bindings, by_namespace).status == 201
     try:
         for subresource, body in attempts.items():
-            _until(lambda s=subresource, b=body: refused(s, b), f"{subresource} to be refused")
+            _until(functools.partial(refused, subresource, body), f"{subresource} to be refused")
             assert refused(subresource, body, dry_run=False), subresource
     finally:
         env.plane.request("DELETE", f"{bindings}/{guard}-ns")

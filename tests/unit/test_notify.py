@@ -13,8 +13,8 @@ from aiohttp import web
 
 from lifecycle_controller.controller.notify import (
     WebhookNotifier,
-    is_notifiable,
     chat_escape,
+    is_notifiable,
     notification_document,
 )
 from lifecycle_controller.machinery.backoff import Backoff
