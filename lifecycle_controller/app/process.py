@@ -36,7 +36,9 @@ SHUTDOWN_GRACE_SECONDS = 10.0
 
 @asynccontextmanager
 async def _connected(settings: Settings, metrics: Metrics) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(settings.kubeconfig, observe=metrics.observe_request)
+    kube = await KubeClient.connect(
+        settings.kubeconfig, observe=metrics.observe_request, in_cluster_first=True
+    )
     try:
         yield kube
     finally:

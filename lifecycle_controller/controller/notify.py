@@ -50,6 +50,7 @@ __all__ = [
     "NotifyingRecorder",
     "WebhookNotifier",
     "WebhookUrls",
+    "chat_escape",
     "is_notifiable",
     "notification_document",
 ]
@@ -79,6 +80,14 @@ def is_notifiable(reason: str, *, held_actions: bool = False) -> bool:
     )
 
 
+def chat_escape(text: str) -> str:
+    """``text`` as Slack's message formatting shows it literally: ``&``, ``<`` and ``>``
+    escaped, so a value from an annotation or a name (``<!channel>``, ``<https://…|click>``)
+    can neither mention everyone nor become a link. Only ``text`` is escaped; the document's
+    other fields carry the values as they are."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def notification_document(
     *,
     kind: str,
@@ -93,7 +102,7 @@ def notification_document(
     dry_run: bool,
     cluster: str,
 ) -> dict[str, Any]:
-    """The JSON document for one Event, with a chat-ready ``text``."""
+    """The JSON document for one Event, with a chat-ready ``text`` (escaped for Slack)."""
     where = f"{namespace}/{name}" if namespace else name
     prefix = f"[{cluster}] " if cluster else ""
     dry = " (dry-run)" if dry_run else ""
@@ -109,7 +118,7 @@ def notification_document(
         "occurred": format_rfc3339_nano(occurred_ns),
         "dry_run": dry_run,
         "cluster": cluster,
-        "text": f"{prefix}{reason}{dry}: {kind} {where}: {message}",
+        "text": chat_escape(f"{prefix}{reason}{dry}: {kind} {where}: {message}"),
     }
 
 

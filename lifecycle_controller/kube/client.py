@@ -101,9 +101,12 @@ class KubeClient(ApiExchanges):
         timeouts: Timeouts | None = None,
         observe: RequestObserver | None = None,
         user_agent: str = USER_AGENT,
+        in_cluster_first: bool = False,
     ) -> KubeClient:
         """Load credentials (see :func:`load_configuration`) and build a client."""
-        configuration, namespace = await load_configuration(kubeconfig, context=context)
+        configuration, namespace = await load_configuration(
+            kubeconfig, context=context, in_cluster_first=in_cluster_first
+        )
         return cls(
             configuration,
             default_namespace=namespace,

@@ -61,7 +61,11 @@ class ConnectionConfigError(KubeError):
 
 @dataclass
 class ClusterConfig:
-    """Where the API server is and how to talk to it (TLS material and the bearer token)."""
+    """Where the API server is and how to talk to it (TLS material and the bearer token).
+
+    Its ``repr`` (a log line, a traceback's locals) leaves the secrets out: the token, the
+    client key and the proxy URL, which may carry a password.
+    """
 
     host: str
     ca_file: str | None = None
@@ -69,13 +73,13 @@ class ClusterConfig:
     cert_file: str | None = None
     key_file: str | None = None
     cert_data: bytes | None = None
-    key_data: bytes | None = None
+    key_data: bytes | None = field(default=None, repr=False)
     verify_ssl: bool = True
     tls_server_name: str | None = None
-    proxy: str | None = None
-    token: str | None = None
+    proxy: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     token_file: str | None = None
-    authorization: AuthorizationSource | None = None
+    authorization: AuthorizationSource | None = field(default=None, repr=False)
     """Overrides ``token``/``token_file`` (credentials kubernetes-asyncio refreshes itself)."""
     _file_token: tuple[float, str] | None = field(default=None, repr=False)
 
@@ -166,14 +170,22 @@ def pod_namespace() -> str:
     return namespace or "default"
 
 
-def kubeconfig_path(explicit: str | None) -> str | None:
-    """The kubeconfig to load (``--kubeconfig``, ``$KUBECONFIG``, ~/.kube/config), or None
-    for in-cluster credentials; raises when nothing usable is configured."""
+def kubeconfig_path(explicit: str | None, *, in_cluster_first: bool = False) -> str | None:
+    """The kubeconfig to load, or None for in-cluster credentials; raises when nothing usable
+    is configured.
+
+    ``--kubeconfig``, then ``$KUBECONFIG``, then ~/.kube/config, then in-cluster: kubectl's
+    order, so a tool run in a Pod (a debug shell, a CI job) acts as the user whose
+    kubeconfig it was given, never silently as the Pod's ServiceAccount. The controller
+    (``in_cluster_first``) takes its Pod's ServiceAccount before ~/.kube/config, as
+    client-go controllers do.
+    """
     chosen = explicit or os.environ.get("KUBECONFIG", "")
     if not chosen:
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return None
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
         default = Path.home() / ".kube" / "config"
+        if in_cluster and (in_cluster_first or not default.is_file()):
+            return None
         if not default.is_file():
             raise ConnectionConfigError(
                 "no cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a Pod"
@@ -301,14 +313,16 @@ async def _kubernetes_asyncio_kubeconfig(
 
 
 async def load_configuration(
-    kubeconfig: str | None = None, *, context: str | None = None
+    kubeconfig: str | None = None, *, context: str | None = None, in_cluster_first: bool = False
 ) -> tuple[ClusterConfig, str]:
-    """Credentials from ``--kubeconfig``, else ``$KUBECONFIG``, else in-cluster, else ~/.kube.
+    """Credentials from ``--kubeconfig``, else ``$KUBECONFIG``, else ~/.kube/config, else
+    in-cluster (with ``in_cluster_first``, in-cluster before ~/.kube/config: see
+    :func:`kubeconfig_path`).
 
     Returns the configuration and the default namespace (the Pod's namespace in-cluster, the
     context's namespace or ``default`` otherwise).
     """
-    path = kubeconfig_path(kubeconfig)
+    path = kubeconfig_path(kubeconfig, in_cluster_first=in_cluster_first)
     if path is None:
         return in_cluster_config(), pod_namespace()
     simple = _simple_kubeconfig(path, context)

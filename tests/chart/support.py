@@ -56,7 +56,11 @@ FULL_VALUES: dict[str, Any] = {
         "scope": {"ignoreResources": ["secrets"], "ignoreNamespaces": ["kube-system"]},
     },
     "metrics": {
-        "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prometheus"}},
+        "serviceMonitor": {
+            "enabled": True,
+            "additionalLabels": {"release": "prometheus"},
+            "insecureSkipVerify": True,
+        },
     },
     "priorityClassName": "lifecycle-test-priority",
     "topologySpreadConstraints": [

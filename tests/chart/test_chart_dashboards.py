@@ -560,7 +560,7 @@ async def test_every_metric_the_chart_uses_is_exported(
 
 
 def test_service_monitor_keeps_the_namespace_label_the_dashboard_groups_by(helm: Helm) -> None:
-    monitor = {"metrics": {"serviceMonitor": {"enabled": True}}}
+    monitor = {"metrics": {"serviceMonitor": {"enabled": True, "insecureSkipVerify": True}}}
     endpoint = one(helm.render(monitor), "ServiceMonitor")["spec"]["endpoints"][0]
     assert endpoint["honorLabels"] is True
     monitor["metrics"]["serviceMonitor"]["honorLabels"] = False

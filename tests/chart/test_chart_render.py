@@ -718,6 +718,28 @@ def test_service_monitor_uses_current_auth_fields(helm: Helm) -> None:
     assert binding["roleRef"]["name"] == f"{FULLNAME}-metrics-reader"
 
 
+def test_service_monitor_verifies_the_serving_certificate(helm: Helm) -> None:
+    """Caught: the ServiceMonitor skipped TLS verification by default, so the scraper's token
+    went to whoever answered at the Service's address. Skipping is now asked for; with a
+    certificate Secret the scraper verifies against its ca.crt."""
+    monitor: dict[str, Any] = {"enabled": True}
+    failure = helm.render_failure({"metrics": {"serviceMonitor": monitor}})
+    assert "the self-signed one cannot be verified" in failure, failure
+    with_cert = {"metrics": {"certSecretName": "metrics-tls", "serviceMonitor": monitor}}
+    endpoint = one(helm.render(with_cert), "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}},
+        "serverName": f"{FULLNAME}-metrics-service.{RELEASE_NAMESPACE}.svc",
+    }
+    ca = {"configMap": {"name": "cluster-ca", "key": "ca.pem"}}
+    given = {"metrics": {"serviceMonitor": {**monitor, "ca": ca, "serverName": "m.example"}}}
+    endpoint = one(helm.render(given), "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["tlsConfig"] == {"ca": ca, "serverName": "m.example"}
+    # In another namespace the certificate's Secret is out of the scraper's reach.
+    elsewhere = {**with_cert["metrics"], "serviceMonitor": {**monitor, "namespace": "monitoring"}}
+    assert "cannot be verified" in helm.render_failure({"metrics": elsewhere})
+
+
 def test_service_monitor_plain_http(helm: Helm) -> None:
     values = {"metrics": {"secure": False, "serviceMonitor": {"enabled": True}}}
     docs = helm.render(values)
@@ -783,6 +805,81 @@ def test_security_checks_on_and_validation_off_by_default(helm: Helm) -> None:
     ]
     off = {"annotationGuard": {"enabled": False}, "controllerGuard": {"enabled": False}}
     assert not annotation_policies(helm.render(off), "ValidatingAdmissionPolicy")
+
+
+def test_the_controller_guard_fences_subresources_and_the_protected_namespaces(
+    helm: Helm,
+) -> None:
+    """Every resource and subresource is matched (but the policies' status, which the
+    controller writes); the namespaces it never decides in, and those where only the objects'
+    own annotations act, are the controller's own (docs/operator-guide.md#the-controller-guard)."""
+    values = {
+        "policyProtectedNamespaces": ["payments"],
+        "controllerManager": {"scope": {"ignoreNamespaces": ["kube-system", "team-*"]}},
+    }
+    guard = one(helm.render(values), "ValidatingAdmissionPolicy", f"{FULLNAME}-controller-guard")
+    spec = guard["spec"]
+    assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["*/*"]
+    excluded = [r["resources"] for r in spec["matchConstraints"]["excludeResourceRules"]]
+    assert ["lifecyclepolicies/status", "clusterlifecyclepolicies/status"] in excluded
+    expressions = [v["expression"] for v in spec["validations"]]
+    # A glob is the controller's to match, not CEL's: only exact names are refused outright.
+    assert '!(variables.actsIn in ["kube-system"])' in expressions
+    protected = '["kube-system","kube-public","kube-node-lease","lc","payments"]'
+    assert sum(protected in e for e in expressions) == 2  # deletes and restarts
+
+
+def test_the_label_guard_is_opt_in_and_names_its_labels(helm: Helm) -> None:
+    """docs/operator-guide.md#labels-are-requests: off by default; on, it needs the label keys
+    and checks each one on every update of every resource and subresource."""
+    names = [p["metadata"]["name"] for p in of_kind(helm.render(), "ValidatingAdmissionPolicy")]
+    assert f"{FULLNAME}-label-guard" not in names
+    failure = helm.render_failure({"labelGuard": {"enabled": True}})
+    assert "labelGuard.labels is empty" in failure, failure
+    docs = helm.render({"labelGuard": {"enabled": True, "labels": ["preview", "example.com/tier"]}})
+    guard = one(docs, "ValidatingAdmissionPolicy", f"{FULLNAME}-label-guard")
+    assert guard["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["UPDATE"],
+         "resources": ["*/*"], "scope": "*"}
+    ]  # fmt: skip
+    changed = next(v for v in guard["spec"]["variables"] if v["name"] == "changed")
+    assert changed["expression"].startswith('["preview","example.com/tier"].filter(')
+    assert guard["spec"]["matchConditions"][0]["name"] == "not-exempt"
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", f"{FULLNAME}-label-guard")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_notes_warn_that_a_wildcard_watch_list_reaches_the_guards_binding(helm: Helm) -> None:
+    """Admission policies never apply to admission configuration objects: with wildcard RBAC a
+    stolen token could delete the controller guard's binding."""
+    wildcard = {"controllerManager": {"scope": {"watchResources": ["*"]}}}
+    assert 'watchResources has "*"' in helm.notes(wildcard)
+    assert 'watchResources has "*"' not in helm.notes()
+
+
+@pytest.mark.parametrize("values", [{}, FULL_VALUES, NAMESPACED_VALUES])
+def test_only_the_controller_may_write_the_policies_status(
+    helm: Helm, values: dict[str, Any]
+) -> None:
+    """A policy's status holds its limit's window and its audit: whoever writes it resets
+    both (docs/operator-guide.md#who-may-write-lifecycle-policies). The chart grants the
+    status subresources to one role, bound to the controller's ServiceAccount alone."""
+    docs = helm.render(values)
+    status = {"lifecyclepolicies/status", "clusterlifecyclepolicies/status"}
+    granting = [
+        role["metadata"]["name"]
+        for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role")
+        for grant in role.get("rules") or ()
+        if {"lifecycle.cezary.dev", "*"} & set(grant.get("apiGroups", ()))
+        and (status | {"*", "*/status"}) & set(grant.get("resources", ()))
+    ]
+    assert granting == [f"{FULLNAME}-policy-role"]
+    (binding,) = [
+        b for b in of_kind(docs, "ClusterRoleBinding") if b["roleRef"]["name"] == granting[0]
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": RELEASE_NAMESPACE}
+    ]
 
 
 def test_admission_policies_exempt_the_controller(helm: Helm) -> None:

@@ -5,7 +5,7 @@ What the checks must do: docs/operator-guide.md#threat-model.
 The controller deletes and patches with its own rights, on behalf of whoever wrote an
 annotation or a policy: a deputy. Each test here closes one path to a confused deputy, on the
 real API server, with the chart's admission policies as it renders them by default (plus the
-opt-in validation policy) and users with client certificates and RBAC of their own:
+opt-in validation policy and label guard) and users with client certificates and RBAC of their own:
 
 * pat may read and patch ConfigMaps in the team namespace and Namespaces cluster-wide, and
   delete nothing;
@@ -25,6 +25,7 @@ affected. Every docstring says what the test caught on the chart before these ch
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -64,6 +65,7 @@ pytestmark = pytest.mark.integration
 LABEL = "lifecycle-test/security"
 VAP_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 MERGE = "application/merge-patch+json"
+PAST = "2020-01-01T00:00:00Z"
 CONFIGMAPS = "/api/v1/namespaces/{}/configmaps"
 
 
@@ -120,9 +122,17 @@ def deployment(name: str, tag: str) -> dict[str, Any]:
     }
 
 
+#: The label a deletion policy of the threat model selects on (the label guard's list).
+SELECTED = "preview"
+
+
 def rendered_policies(helm: Helm, release: str, tag: str) -> list[dict[str, Any]]:
-    """Every admission policy the chart ships by default, plus the opt-in validation."""
-    values = {"admissionPolicy": {"enabled": True}}
+    """Every admission policy the chart ships by default, plus the opt-in validation and the
+    opt-in label guard."""
+    values = {
+        "admissionPolicy": {"enabled": True},
+        "labelGuard": {"enabled": True, "labels": [SELECTED]},
+    }
     docs = helm.render(values, release=release, namespace=release)
     policies = [d for d in docs if d["kind"] in VAP_KINDS]
     return select_objects(policies, {"matchLabels": {LABEL: tag}})
@@ -335,6 +345,99 @@ def test_a_namespace_is_checked_with_cluster_wide_rights(env: Env) -> None:
     assert denial(response).endswith("allowed to delete it")
 
 
+def test_a_restart_key_does_not_lower_the_right_another_key_needs(env: Env) -> None:
+    """Caught: when a change carried a restart-* key the guard checked "patch" for every key
+    of it, so rex, who may patch Deployments but not delete them, set restart-every and
+    removed the dry-run an administrator had put on a Deployment under a deletion policy in
+    one merge patch (the policy would then delete it). Each key now needs its own right."""
+    rex = Identity(
+        env.plane.user_kubeconfig(
+            f"rex-{env.tag}",
+            namespaced_rules={
+                env.team: [rule(["apps"], ["deployments"], ["get", "list", "patch"])]
+            },
+        )
+    )
+    name = f"held-{env.tag}"
+    manifest = deployment(name, env.tag)
+    manifest["metadata"]["annotations"] = {keys.DRY_RUN: "true"}
+    created = env.plane.request(
+        "POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", manifest
+    )
+    assert created.status == 201, created.body
+    path = f"/apis/apps/v1/namespaces/{env.team}/deployments/{name}"
+    lowered = annotate(rex, path, **{keys.RESTART_EVERY: "106751d", keys.DRY_RUN: None})
+    assert lowered.status == 403, lowered.body
+    assert denial(lowered) == (
+        f"rex-{env.tag} may not set, change or remove {keys.DRY_RUN} on deployments {name}: "
+        f"that asks the controller to delete it, so the requester must be allowed to delete "
+        f"it in namespace {env.team}"
+    )
+    stored = env.plane.request("GET", path).body["metadata"]["annotations"]
+    assert stored.get(keys.DRY_RUN) == "true"
+    # Every key that steers a deletion needs delete, next to a restart or not.
+    for key, value in (
+        (keys.CATCH_UP, "always"),
+        (keys.MAINTENANCE_WINDOW, "Mon-Sun 00:00-24:00 UTC"),
+        (keys.WARN_BEFORE, "0s"),
+        (keys.EXEMPT, "true"),
+    ):
+        response = annotate(rex, path, **{keys.RESTART_EVERY: "24h", key: value})
+        assert response.status == 403, (key, response.body)
+    # A restart alone, with the keys that only shape it, is his to ask for.
+    restart = {keys.RESTART_CRON: "0 3 * * *", keys.CRON_TIMEZONE: "Europe/Warsaw"}
+    accepted = annotate(rex, path, **restart)
+    assert accepted.status == 200, accepted.body
+    # Next to a deletion, even a restart's key is a decision about it: reference-point
+    # moves the object's own delete-after.
+    doomed = deployment(f"doomed-{env.tag}", env.tag)
+    doomed["metadata"]["annotations"] = {keys.DELETE_AFTER: "30d"}
+    created = env.plane.request("POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", doomed)
+    assert created.status == 201, created.body
+    doomed_path = f"/apis/apps/v1/namespaces/{env.team}/deployments/doomed-{env.tag}"
+    moved = annotate(rex, doomed_path, **{keys.REFERENCE_POINT: "creationTimestamp"})
+    assert moved.status == 403, moved.body
+    assert "asks the controller to delete it" in denial(moved)
+
+
+def label(who: Identity, path: str, **labels: str | None) -> ApiResponse:
+    return who.request("PATCH", path, {"metadata": {"labels": labels}}, content_type=MERGE)
+
+
+def test_a_selected_label_needs_the_right_to_delete_with_the_label_guard(env: Env) -> None:
+    """Caught: a label was an ordinary patch, so pat, who may patch ConfigMaps but not delete
+    them, labelled an old ConfigMap preview=true under a delete-after policy selecting it
+    (deleted at once), or took the label off to keep one from a cleanup, although exempt
+    needs delete. With the opt-in label guard the labels a deletion policy selects on need
+    delete, as a deletion annotation does."""
+    path = stored_configmap(env, f"old-{env.tag}")
+    response = label(env.pat, path, **{SELECTED: "true"})
+    assert response.status == 403, response.body
+    assert denial(response) == (
+        f"pat-{env.tag} may not set, change or remove the label {SELECTED} on configmaps "
+        f"old-{env.tag}: a deletion policy selects on it, so the requester must be allowed "
+        f"to delete it in namespace {env.team}"
+    )
+    assert label(env.pat, path, **{"example.com/note": "x"}).status == 200
+    assert label(env.dee, path, **{SELECTED: "true"}).status == 200
+    # Taking it off (opting out of the cleanup) and changing it are decisions too.
+    assert label(env.pat, path, **{SELECTED: None}).status == 403
+    assert label(env.pat, path, **{SELECTED: "false"}).status == 403
+    # Creating an object with the label is what a pipeline does for a policy to clean up.
+    created = env.pat.request(
+        "POST",
+        CONFIGMAPS.format(env.team) + "?dryRun=All",
+        {**configmap(f"new-{env.tag}", env.tag), "metadata": {
+            "name": f"new-{env.tag}", "labels": {LABEL: env.tag, SELECTED: "true"}}},
+    )  # fmt: skip
+    assert created.status == 201, created.body
+    # A Namespace's label brings everything in it under a namespaceSelector: cluster-wide
+    # delete on the Namespace, which pat's patch on Namespaces is not.
+    namespace = label(env.pat, f"/api/v1/namespaces/{env.team}", **{SELECTED: "true"})
+    assert namespace.status == 403, namespace.body
+    assert denial(namespace).endswith("must be allowed to delete it")
+
+
 # --- 3. subresources are doors too ---------------------------------------------------------
 
 
@@ -425,6 +528,148 @@ def test_the_controller_deletes_only_with_preconditions(env: Env) -> None:
     }
     deleted = env.controller.request("DELETE", path, options)
     assert deleted.status == 200, deleted.body
+
+
+def preconditions(plane: ControlPlane, path: str) -> dict[str, Any]:
+    """The DeleteOptions a stolen token builds from a GET: the object's UID and version."""
+    current = plane.request("GET", path).body["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": current["uid"], "resourceVersion": current["resourceVersion"]},
+    }
+
+
+def test_the_controller_deletes_in_protected_namespaces_only_what_asks_for_it(env: Env) -> None:
+    """Caught: a delete needed only preconditions, which a GET gives, so a stolen controller
+    token deleted whatever it may list: a ConfigMap in kube-system or in the controller's own
+    namespace. And it could first write a deletion onto the object itself, or remove the
+    dry-run holding one, since every lifecycle annotation was its to change."""
+    system = env.plane.request(
+        "POST", CONFIGMAPS.format("kube-system"), configmap(f"system-{env.tag}", env.tag)
+    )
+    assert system.status == 201, system.body
+    system_path = f"{CONFIGMAPS.format('kube-system')}/system-{env.tag}"
+    try:
+        refused = env.controller.request(
+            "DELETE", system_path, preconditions(env.plane, system_path)
+        )
+        assert refused.status == 403, refused.body
+        assert "never acts in namespace kube-system (ignoreNamespaces)" in denial(refused)
+    finally:
+        env.plane.request("DELETE", system_path)
+
+    # The release namespace is protected, not ignored: the objects' own annotations still
+    # work there, and nothing else.
+    own = CONFIGMAPS.format(env.release)
+    plain = env.plane.request("POST", own, configmap(f"plain-{env.tag}", env.tag))
+    assert plain.status == 201, plain.body
+    plain_path = f"{own}/plain-{env.tag}"
+    refused = env.controller.request("DELETE", plain_path, preconditions(env.plane, plain_path))
+    assert refused.status == 403, refused.body
+    assert denial(refused) == (
+        f"system:serviceaccount:{env.release}:{env.release}-lifecycle-controller deletes in "
+        f"protected namespace {env.release} only an object that carries its own "
+        f"{keys.PREFIX}delete-after or delete-at, not configmaps plain-{env.tag}"
+    )
+    # Nor can it write the deletion first: it sets no delete-at but by converting a
+    # delete-after, and never touches dry-run.
+    forged = annotate(env.controller, plain_path, **{keys.DELETE_AT: PAST})
+    assert forged.status == 403, forged.body
+    assert f"may not set or change {keys.DELETE_AT} on configmaps" in denial(forged)
+    held = env.plane.request(
+        "POST",
+        own,
+        configmap(f"held-{env.tag}", env.tag, **{keys.DELETE_AT: PAST, keys.DRY_RUN: "1"}),
+    )
+    assert held.status == 201, held.body
+    held_path = f"{own}/held-{env.tag}"
+    assert annotate(env.controller, held_path, **{keys.DRY_RUN: None}).status == 403
+    assert annotate(env.controller, held_path, **{keys.EXEMPT: "true"}).status == 403
+    # What it does write there: the conversion of a delete-after, then the deletion.
+    asked = env.plane.request(
+        "POST", own, configmap(f"asked-{env.tag}", env.tag, **{keys.DELETE_AFTER: "1h"})
+    )
+    assert asked.status == 201, asked.body
+    asked_path = f"{own}/asked-{env.tag}"
+    conversion = {keys.DELETE_AT: PAST, keys.DELETE_AFTER: None}
+    conversion[keys.MANAGED_BY] = keys.MANAGED_BY_VALUE
+    converted = annotate(env.controller, asked_path, **conversion)
+    assert converted.status == 200, converted.body
+    deleted = env.controller.request("DELETE", asked_path, preconditions(env.plane, asked_path))
+    assert deleted.status == 200, deleted.body
+
+
+def test_the_controller_writes_no_subresource(env: Env) -> None:
+    """Caught: the controller guard matched resources "*", which leaves subresources out, so a
+    stolen token with a broad watch list (a wildcard grants every subresource) scaled any
+    Deployment, rewrote any status and added an ephemeral container to any Pod, running code
+    of its choosing there."""
+    env.plane.grant(
+        {
+            "kind": "ServiceAccount",
+            "name": f"{env.release}-lifecycle-controller",
+            "namespace": env.release,
+        },
+        name=f"broad-{env.tag}",
+        namespaced_rules={
+            env.team: [
+                rule(["apps"], ["deployments/scale", "deployments/status"], ["get", "patch"]),
+                rule([""], ["pods/ephemeralcontainers"], ["get", "patch"]),
+            ]
+        },
+    )
+    name = f"scaled-{env.tag}"
+    created = env.plane.request(
+        "POST", f"/apis/apps/v1/namespaces/{env.team}/deployments", deployment(name, env.tag)
+    )
+    assert created.status == 201, created.body
+    path = f"/apis/apps/v1/namespaces/{env.team}/deployments/{name}"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{env.tag}", "labels": {LABEL: env.tag}},
+        "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+    }
+    pods = f"/api/v1/namespaces/{env.team}/pods"
+    assert env.plane.request("POST", pods, pod).status == 201
+    shell = {"name": "debug", "image": "registry.invalid/shell:1", "targetContainerName": "app"}
+    debug = {"spec": {"ephemeralContainers": [shell]}}
+    attempts: dict[str, dict[str, Any]] = {
+        f"{path}/scale": {"spec": {"replicas": 3}},
+        f"{path}/status": {"metadata": {"labels": {"example.com/owned": "yes"}}},
+        f"{pods}/pod-{env.tag}/ephemeralcontainers": debug,
+    }
+
+    def refused(subresource: str, body: dict[str, Any], *, dry_run: bool = True) -> bool:
+        # Rehearsed until the grant and the binding are in effect (each takes a moment).
+        query = "?dryRun=All" if dry_run else ""
+        response = env.controller.request("PATCH", subresource + query, body, content_type=MERGE)
+        return response.status == 403 and "writes no subresource" in str(response.body)
+
+    # A Scale carries no labels, so the module's binding (an object selector) never sees it:
+    # one more binding of the same guard, by the team namespace's label.
+    guard = f"{env.release}-lifecycle-controller-controller-guard"
+    binding = one(env.policies, "ValidatingAdmissionPolicyBinding", guard)
+    by_namespace = {
+        **binding,
+        "metadata": {"name": f"{guard}-ns"},
+        "spec": {
+            **binding["spec"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {LABEL: env.tag}}},
+        },
+    }
+    bindings = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+    assert env.plane.request("POST", bindings, by_namespace).status == 201
+    try:
+        for subresource, body in attempts.items():
+            _until(functools.partial(refused, subresource, body), f"{subresource} to be refused")
+            assert refused(subresource, body, dry_run=False), subresource
+    finally:
+        env.plane.request("DELETE", f"{bindings}/{guard}-ns")
+    assert env.plane.request("GET", path).body["spec"]["replicas"] == 0
+    stored = env.plane.request("GET", f"{pods}/pod-{env.tag}").body["spec"]
+    assert not stored.get("ephemeralContainers")
 
 
 # --- 5. selectors the checked user controls cannot switch the check off ------------------

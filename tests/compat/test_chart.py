@@ -54,13 +54,14 @@ def test_the_chart_admission_policy_refuses_and_accepts(
     tag = uuid.uuid4().hex[:8]
     selector = {"matchLabels": {"lifecycle-compat/validate": tag}}
     # Every policy the chart can install, so the release compiles all of the chart's CEL; the
-    # two that are not exercised here match no object in the session.
+    # ones that are not exercised here match no object in the session.
     nothing = {"matchLabels": {"lifecycle-compat/none": tag}}
     values = {
         "admissionPolicy": {"enabled": True, "namespaceSelector": selector},
         "annotationGuard": {"enabled": True, "namespaceSelector": nothing},
         "policyAdmission": {"enabled": True, "namespaceSelector": nothing},
         "controllerGuard": {"enabled": True},
+        "labelGuard": {"enabled": True, "labels": ["lifecycle-compat/none"]},
     }
     docs = helm.render(values, release=f"compat-{tag}", namespace=f"compat-{tag}")
     policies = [d for d in docs if d["kind"] in POLICY_KINDS]
@@ -69,7 +70,7 @@ def test_the_chart_admission_policy_refuses_and_accepts(
     for binding in (d for d in policies if d["kind"] == POLICY_KINDS[1]):
         if binding["spec"]["policyName"] != f"compat-{tag}-lifecycle-controller-annotations":
             binding["spec"].setdefault("matchResources", {})["objectSelector"] = nothing
-    assert len([d for d in policies if d["kind"] == POLICY_KINDS[0]]) == 4
+    assert len([d for d in policies if d["kind"] == POLICY_KINDS[0]]) == 5
     namespace = f"validated-{tag}"
     control_plane.apply(
         {

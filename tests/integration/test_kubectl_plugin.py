@@ -95,6 +95,40 @@ def test_status_follows_kubectl_namespace_conventions(
 
 
 @pytest.mark.usefixtures("objects")
+def test_the_plugin_takes_the_users_kubeconfig_before_the_pods_account(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """Caught: inside a Pod (KUBERNETES_SERVICE_HOST set) the plugin and the CLI took the
+    Pod's ServiceAccount before ~/.kube/config, so an operator in a debug shell acted with
+    other rights than kubectl's; kubectl's order is the kubeconfig first. Here the Pod's
+    credentials lead nowhere, so only the kubeconfig can answer."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    kubeconfig_for(control_plane, tmp_path, namespace).rename(home / ".kube" / "config")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("KUBECONFIG", "LIFECYCLE_KUBECONFIG")
+    }
+    env.update(
+        HOME=str(home),
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        KUBERNETES_SERVICE_HOST="127.0.0.1",
+        KUBERNETES_SERVICE_PORT="1",
+    )
+    result = subprocess.run(
+        [str(KUBECTL), "lifecycle", "status", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "preview" in {row["name"] for row in json.loads(result.stdout)}
+
+
+@pytest.mark.usefixtures("objects")
 def test_explain_shows_meanings_decision_schedule_and_catch_up(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:

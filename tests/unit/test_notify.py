@@ -13,6 +13,7 @@ from aiohttp import web
 
 from lifecycle_controller.controller.notify import (
     WebhookNotifier,
+    chat_escape,
     is_notifiable,
     notification_document,
 )
@@ -225,3 +226,41 @@ async def test_the_retry_waits_its_backoff_on_the_injected_clock(receiver: Recei
         await clock.advance(0.001)
         await asyncio.wait_for(receiver.got.wait(), 5)
     assert results == ["delivered"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain", "plain"),
+        ("<!channel>", "&lt;!channel&gt;"),
+        ("<https://evil.invalid|click here>", "&lt;https://evil.invalid|click here&gt;"),
+        ("a & b", "a &amp; b"),
+        ("&lt; already", "&amp;lt; already"),
+    ],
+)
+def test_chat_escape(raw: str, shown: str) -> None:
+    assert chat_escape(raw) == shown
+
+
+def test_the_text_is_escaped_for_chat_and_the_message_kept() -> None:
+    """Caught: an annotation value in an Event message (an invalid value is quoted in it)
+    reached Slack as markup: ``<!channel>`` mentioned everyone."""
+    message = 'invalid duration "<!channel> <https://evil.invalid|x> &"'
+    document = notification_document(
+        kind="ConfigMap",
+        namespace="team",
+        name="cache",
+        uid="uid-1",
+        action="delete",
+        reason="InvalidAnnotationValue",
+        message=message,
+        due_ns=None,
+        occurred_ns=1_791_162_000_500_000_000,
+        dry_run=False,
+        cluster="prod-eu",
+    )
+    assert document["message"] == message
+    assert document["text"] == (
+        "[prod-eu] InvalidAnnotationValue: ConfigMap team/cache: invalid duration "
+        '"&lt;!channel&gt; &lt;https://evil.invalid|x&gt; &amp;"'
+    )

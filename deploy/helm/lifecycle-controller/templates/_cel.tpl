@@ -40,6 +40,19 @@ them). inputKeys: the ones users write (the keys before last-restart-timestamp).
 {{- end }}
 
 {{/*
+Keys that only shape a restart: the restart actions, the cron zone, the reference point of a
+restart-after and the recurring anchor. A lifecycle policy's deletion never reads them
+(core/policy/precedence.py leaves the object's own out), so on an object without delete-*
+keys they need only "patch" under the annotation guard.
+*/}}
+{{- define "lifecycle-controller.cel.restartOnlyKeys" -}}
+{{- $keys := list "restart-after" "restart-at" "restart-every" "restart-cron" "cron-timezone" "reference-point" "last-restart-timestamp" }}
+{{- $full := list }}
+{{- range $keys }}{{ $full = append $full (printf "lifecycle.cezary.dev/%s" .) }}{{ end }}
+{{- toJson $full }}
+{{- end }}
+
+{{/*
 What the annotation policies match: every resource and every subresource, since a
 status update (namespaces/status, pods/status, deployments/status...) or a pods/binding
 writes metadata too.
