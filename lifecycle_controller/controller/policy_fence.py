@@ -203,7 +203,9 @@ class PolicyFence:
         built = self._sets.get(namespace)
         if built is not None and built[0] is namespaced:
             return built[1]
-        policies = PolicySet.of((*cluster, *namespaced), self._store.protection)
+        policies = PolicySet.of(
+            (*cluster, *namespaced), self._store.protection, self._store.stopwatch
+        )
         self._sets[namespace] = (namespaced, policies)
         return policies
 

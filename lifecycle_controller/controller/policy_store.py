@@ -44,6 +44,7 @@ from lifecycle_controller.controller.informer_ports import (
 from lifecycle_controller.controller.informer_projection import WholeObjects
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.condition import Stopwatch
 from lifecycle_controller.core.policy.field_paths import FieldInterner, pick
 from lifecycle_controller.core.policy.in_force import (
     NameTest,
@@ -56,7 +57,7 @@ from lifecycle_controller.core.policy.match import DEFAULT_PROTECTION, ObjectVie
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 from lifecycle_controller.kube import Forbidden, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
-from lifecycle_controller.machinery.clock import Clock
+from lifecycle_controller.machinery.clock import Clock, thread_cpu_ns
 
 __all__ = ["PolicyDoc", "PolicySource", "PolicyStore", "with_namespace_labels"]
 
@@ -107,6 +108,7 @@ class PolicyStore:
         settings: InformerSettings | None = None,
         metrics: InformerMetrics | None = None,
         rng: random.Random | None = None,
+        stopwatch: Stopwatch | None = thread_cpu_ns,
     ) -> None:
         self._projection = WholeObjects(source)
         # 403 and 404 end both informers: the store says policies are off and looks again.
@@ -117,6 +119,8 @@ class PolicyStore:
         self._rng = random.Random() if rng is None else rng
         #: What no policy reaches (docs/policies.md#safety-rules), carried by every snapshot.
         self._protection = protection
+        #: Times each condition's evaluation (docs/architecture.md#condition-time-budget).
+        self._stopwatch = stopwatch
         #: Whether API discovery (refreshed anyway, about once a minute) finds the policy
         #: kinds: None when it does not know yet. While it says no, the store sends nothing,
         #: so a cluster without the CRDs sees the same requests as before policies existed.
@@ -212,6 +216,11 @@ class PolicyStore:
         """What no policy reaches (every snapshot carries it)."""
         return self._protection
 
+    @property
+    def stopwatch(self) -> Stopwatch | None:
+        """What times the conditions' evaluations (every snapshot carries it)."""
+        return self._stopwatch
+
     def parse_current(
         self, resource: ResourceType, obj: Mapping[str, Any]
     ) -> Policy | PolicyInvalid | None:
@@ -287,7 +296,9 @@ class PolicyStore:
 
     async def _publish(self) -> None:
         self._changed.clear()
-        new = PolicySet.of((doc.parsed for doc in self._docs.values()), self._protection)
+        new = PolicySet.of(
+            (doc.parsed for doc in self._docs.values()), self._protection, self._stopwatch
+        )
         old, self.current = self.current, new
         if _identity(old) == _identity(new):
             return
@@ -347,7 +358,7 @@ class PolicyStore:
             _log.warning("lifecycle policies not loaded yet", error=str(error))
         else:
             self.current = PolicySet.of(
-                (doc.parsed for doc in self._docs.values()), self._protection
+                (doc.parsed for doc in self._docs.values()), self._protection, self._stopwatch
             )
             self._changed.clear()
             _log.info("lifecycle policies are on", policies=len(self._docs))

@@ -14,6 +14,9 @@ Two kinds of time are kept apart on purpose:
   deadlines, backoff and lease observations. Its origin is arbitrary.
 
 ``sleep()`` waits on the monotonic clock.
+
+:func:`thread_cpu_ns` is neither: the CPU time the calling thread has used, what a
+computation cost whatever the machine's load (the policies' stopwatch for conditions).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import asyncio
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "RealClock"]
+__all__ = ["Clock", "RealClock", "thread_cpu_ns"]
 
 
 @runtime_checkable
@@ -69,3 +72,10 @@ class RealClock:
 
     def __repr__(self) -> str:
         return "RealClock()"
+
+
+def thread_cpu_ns() -> int:
+    """The calling thread's CPU time in nanoseconds (``time.thread_time_ns``): it does not
+    move while the process waits for a CPU or sleeps, so a computation timed with it is not
+    blamed for the machine's load."""
+    return time.thread_time_ns()

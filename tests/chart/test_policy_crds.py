@@ -22,8 +22,20 @@ from typing import Any
 import pytest
 import yaml
 
+from lifecycle_controller.core.policy.condition import MAX_CONDITION_LENGTH
 from lifecycle_controller.core.policy.in_force import policy_from_manifest
-from lifecycle_controller.core.policy.model import LIFECYCLE_KEYS, Policy
+from lifecycle_controller.core.policy.model import (
+    LIFECYCLE_KEYS,
+    MAX_GLOB_LENGTH,
+    MAX_GLOBS,
+    Policy,
+    PolicyInvalid,
+)
+from lifecycle_controller.core.text.label_selector import (
+    MAX_MATCH_EXPRESSIONS,
+    MAX_MATCH_LABELS,
+    MAX_SELECTOR_VALUES,
+)
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.devcluster import ApiResponse, ControlPlane
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES, POLICY_VERSION
@@ -119,6 +131,47 @@ def test_the_spec_fields_are_the_ones_the_controller_reads() -> None:
     action_rules = [set(keys) for keys in listed if "delete-at" in keys and "catch-up" not in keys]
     assert action_rules == [set(ACTIONS), set(ACTIONS)]  # at least one, at most one
     assert set(ACTIONS) <= set(LIFECYCLE_KEYS)
+
+
+def test_the_size_bounds_are_the_controllers() -> None:
+    """A selector, ``names`` and ``namespaces`` are matched against every object: the API
+    server refuses what the controller would refuse for its size, and the controller refuses
+    it too (a manifest given to the tools, a CRD of an older release)."""
+    for kind in KINDS:
+        spec = schema_of(kind)["properties"]["spec"]["properties"]
+        assert spec["condition"]["maxLength"] == MAX_CONDITION_LENGTH
+        for field in ("names", "namespaces"):
+            assert spec[field]["maxItems"] == MAX_GLOBS, (kind, field)
+            assert spec[field]["items"]["maxLength"] == MAX_GLOB_LENGTH, (kind, field)
+        selectors = [spec["selector"], spec.get("namespaceSelector", spec["selector"])]
+        for selector in selectors:
+            labels = selector["properties"]["matchLabels"]
+            assert labels["maxProperties"] == MAX_MATCH_LABELS
+            assert labels["additionalProperties"]["maxLength"] == 63  # a label value's
+            expressions = selector["properties"]["matchExpressions"]
+            assert expressions["maxItems"] == MAX_MATCH_EXPRESSIONS
+            entry = expressions["items"]["properties"]
+            assert entry["key"]["maxLength"] == 253 + 1 + 63  # prefix / name
+            assert entry["values"]["maxItems"] == MAX_SELECTOR_VALUES
+            assert entry["values"]["items"]["maxLength"] == 63
+    over = {
+        "names": ["n"] * (MAX_GLOBS + 1),
+        "selector": {"matchExpressions": [{"key": "k", "operator": "Exists"}] * 65},
+    }
+    parsed = policy_from_manifest(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "ClusterLifecyclePolicy",
+            "metadata": {"name": "probe"},
+            "spec": VALID_SPEC | over,
+        }
+    )
+    assert isinstance(parsed, PolicyInvalid)
+    assert parsed.problems == (
+        f"spec.selector.matchExpressions: has 65 entries; at most {MAX_MATCH_EXPRESSIONS} "
+        "are allowed",
+        f"spec.names: has {MAX_GLOBS + 1} entries; at most {MAX_GLOBS} are allowed",
+    )
 
 
 # --- on the API server ----------------------------------------------------------------------
@@ -344,6 +397,36 @@ REFUSED: list[tuple[str, tuple[str, ...], dict[str, Any], str]] = [
         BOTH,
         changed(selector={"matchLabels": {"tier": 1}}),
         "spec.selector.matchLabels.tier in body must be of type string",
+    ),
+    (
+        "match-expressions-count",
+        BOTH,
+        changed(selector={"matchExpressions": [{"key": "k", "operator": "Exists"}] * 65}),
+        "spec.selector.matchExpressions: Too many: 65: must have at most 64 items",
+    ),
+    (
+        "match-labels-count",
+        BOTH,
+        changed(selector={"matchLabels": {f"k{i}": "v" for i in range(65)}}),
+        "spec.selector.matchLabels: Too many: 65: must have at most 64 items",
+    ),
+    (
+        "selector-values-count",
+        BOTH,
+        changed(
+            selector={
+                "matchExpressions": [
+                    {"key": "k", "operator": "In", "values": [f"v{i}" for i in range(257)]}
+                ]
+            }
+        ),
+        "spec.selector.matchExpressions[0].values: Too many: 257: must have at most 256 items",
+    ),
+    (
+        "names-count",
+        BOTH,
+        changed(names=[f"n{i}" for i in range(257)]),
+        "spec.names: Too many: 257: must have at most 256 items",
     ),
     (
         "operator",

@@ -9,6 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core.text.label_selector import (
+    MAX_MATCH_EXPRESSIONS,
+    MAX_MATCH_LABELS,
+    MAX_SELECTOR_VALUES,
     LabelSelector,
     SelectorError,
     parse_label_selector,
@@ -226,3 +229,43 @@ def test_does_not_exist_is_the_negation_of_exists(labels: dict[str, str], key: s
         return parse_label_selector({"matchExpressions": [expression]}).matches(labels)
 
     assert one("DoesNotExist") is not one("Exists")
+
+
+@pytest.mark.parametrize(
+    ("selector", "problems"),
+    [
+        (
+            {"matchLabels": {f"k{i}": "v" for i in range(MAX_MATCH_LABELS + 1)}},
+            ("matchLabels: has 65 entries; at most 64 are allowed",),
+        ),
+        (
+            {"matchExpressions": [{"key": "k", "operator": "Exists"}] * 40_000},
+            ("matchExpressions: has 40000 entries; at most 64 are allowed",),
+        ),
+        (
+            {"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"] * 257}]},
+            ("matchExpressions[0].values: has 257 entries; at most 256 are allowed",),
+        ),
+    ],
+)
+def test_a_selector_over_its_size_bounds_is_refused_unread(
+    selector: dict[str, object], problems: tuple[str, ...]
+) -> None:
+    """Entries past a bound are not read: 40,000 expressions once took seconds to parse."""
+    with pytest.raises(SelectorError) as raised:
+        parse_label_selector(selector)
+    assert raised.value.problems == problems
+
+
+def test_a_selector_at_its_size_bounds_is_accepted() -> None:
+    values = [f"v{i}" for i in range(MAX_SELECTOR_VALUES)]
+    selector = parse_label_selector(
+        {
+            "matchLabels": {f"l{i}": "v" for i in range(MAX_MATCH_LABELS)},
+            "matchExpressions": [
+                {"key": f"e{i}", "operator": "In", "values": values}
+                for i in range(MAX_MATCH_EXPRESSIONS)
+            ],
+        }
+    )
+    assert len(selector.requirements) == MAX_MATCH_LABELS + MAX_MATCH_EXPRESSIONS

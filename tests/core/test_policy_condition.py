@@ -285,3 +285,153 @@ def test_the_estimate_grows_with_the_metadata() -> None:
     small = Sizes(10, 5, 2, 40, 1, 20, 0, 0)
     large = Sizes(10, 5, 200, 4000, 1, 20, 0, 0)
     assert 0 < model.cost(small) < model.cost(large) <= MAX_EVALUATION_COST
+
+
+# --- regular expressions and time ---------------------------------------------------------
+
+#: The issue's condition: 1,022 characters that compile ``\w{200}`` 493 times per object (it
+#: took about 30 s per evaluation, and was accepted at an estimated 6,903 steps).
+REGEX_BOMB = "[" + ",".join(["0"] * 493) + "].exists(x, 'a'.matches('\\\\w{200}'))"
+
+
+def test_a_pattern_compiled_per_call_counts_per_call() -> None:
+    assert len(REGEX_BOMB) == 1022
+    with pytest.raises(ConditionError) as raised:
+        compile_condition(REGEX_BOMB)
+    message = str(raised.value)
+    assert message.startswith("has an estimated cost of ")
+    assert message.endswith(
+        "at most 1000000 are allowed (matches() compiles its pattern again on every call: "
+        '"\\\\w{200}" costs 20001000 steps each time; '
+        r"\w, \W, \d and \p{...} are Unicode tables, [a-z0-9_] is not)"
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "object.metadata.name.matches(object.metadata.labels['pattern'])",
+        "object.metadata.name.matches('^a' + 'b$')",
+        "object.metadata.name.matches(('^ab$'))",
+        "object.metadata.name.matches()",
+        "matches(object.metadata.name, object.metadata.namespace)",
+    ],
+)
+def test_a_pattern_must_be_a_literal(source: str) -> None:
+    with pytest.raises(ConditionError) as raised:
+        compile_condition(source)
+    assert str(raised.value) == (
+        "calls matches() with a pattern that is not a string literal; write the pattern "
+        "out, so that its cost is known when the policy is read"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("object.metadata.name.matches('(')", "( ^ error: unclosed group"),
+        ("object.metadata.name.matches(r'a{2,1}')", "invalid repetition count range"),
+    ],
+)
+def test_a_pattern_the_engine_refuses_is_refused_with_the_policy(source: str, message: str) -> None:
+    with pytest.raises(ConditionError) as raised:
+        compile_condition(source)
+    assert str(raised.value).startswith("matches() pattern ")
+    assert "is not a valid regular expression: " in str(raised.value)
+    assert message in str(raised.value)
+    assert "Check function arguments" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("object.metadata.name.matches(r'^pr-\\d+$')", True),
+        ("matches(object.metadata.name, '^pr-')", None),  # the library has no global form
+        ("object.metadata.labels.exists(k, k.matches('^te[a-z]+$'))", True),
+    ],
+)
+def test_literal_patterns_evaluate(source: str, expected: bool | None) -> None:
+    result = run(source)
+    assert result.matched is bool(expected)
+    assert (result.problem is None) is (expected is not None)
+
+
+def test_a_long_referenced_by_is_estimated_per_object() -> None:
+    source = "referencedBy.exists(r, r.matches('^Pod/'))"
+    condition = compile_condition(source)
+    few = run(source, referenced_by=("Pod/a", "Deployment/b"))
+    assert few == ConditionResult(True)
+    many = tuple(f"Deployment/app-{i:05d}" for i in range(20_000))
+    result = condition.evaluate(
+        kind="ConfigMap",
+        api_version="v1",
+        name="c",
+        namespace="ns",
+        labels={},
+        annotations={},
+        creation_ns=None,
+        owner_references=(),
+        referenced_by=many,
+    )
+    assert not result.matched
+    assert result.problem is not None
+    assert result.problem.startswith("condition failed: estimated cost ")
+
+
+class Stopwatch:
+    """CPU time that moves ``step`` nanoseconds per reading."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.now = 0
+        self.readings = 0
+
+    def __call__(self) -> int:
+        self.readings += 1
+        self.now += self.step
+        return self.now
+
+
+def evaluate(condition: policy_condition.Condition, stopwatch: Stopwatch) -> ConditionResult:
+    return condition.evaluate(
+        kind="ConfigMap",
+        api_version="v1",
+        name="pr-1",
+        namespace="ns",
+        labels={"team": "web"},
+        annotations={},
+        creation_ns=None,
+        owner_references=(),
+        stopwatch=stopwatch,
+    )
+
+
+OVERRUN = (
+    "condition failed: an evaluation took 200 ms, over the budget of 100 ms; "
+    "it is not evaluated again until the policy changes"
+)
+
+
+@pytest.mark.parametrize(
+    "source", ["object.metadata.labels.team == 'web'", "object.metadata.labels.missing == 'x'"]
+)
+def test_an_evaluation_over_the_time_budget_marks_the_condition(source: str) -> None:
+    """Whether it matched or failed, it took too long: held, and not evaluated again."""
+    condition = compile_condition(source)
+    slow = Stopwatch(200_000_000)
+    assert evaluate(condition, slow) == ConditionResult(False, OVERRUN)
+    assert slow.readings == 2
+    fast = Stopwatch(1)
+    assert evaluate(condition, fast) == ConditionResult(False, OVERRUN)
+    assert fast.readings == 0  # not run again
+    fresh = evaluate(compile_condition(source), fast)  # the next generation starts afresh
+    assert fresh.problem != OVERRUN
+    assert fast.readings == 2
+
+
+def test_an_evaluation_within_the_time_budget_answers() -> None:
+    condition = compile_condition("object.metadata.labels.team == 'web'")
+    exact = Stopwatch(policy_condition.EVALUATION_TIME_BUDGET_NS)
+    assert evaluate(condition, exact) == ConditionResult(True)
+    assert evaluate(condition, exact) == ConditionResult(True)
+    assert exact.readings == 4

@@ -13,6 +13,8 @@ from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import resource_key
 from lifecycle_controller.core.policy.model import (
     LIFECYCLE_KEYS,
+    MAX_GLOB_LENGTH,
+    MAX_GLOBS,
     RESTARTABLE_RESOURCES,
     Policy,
     PolicyInvalid,
@@ -401,3 +403,42 @@ def test_a_name_pattern_is_refused_exactly_when_go_s_match_refuses_it(pattern: s
         problem.startswith("spec.names[0]") for problem in found.problems
     )
     assert refused == bad
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {"names": ["n"] * (MAX_GLOBS + 1)},
+            ("spec.names: has 257 entries; at most 256 are allowed",),
+        ),
+        (
+            {"namespaces": ["team-*"] * 40_000},
+            ("spec.namespaces: has 40000 entries; at most 256 are allowed",),
+        ),
+        (
+            {"names": ["ok", "x" * (MAX_GLOB_LENGTH + 1)]},
+            ("spec.names[1]: is 254 characters long; at most 253 are allowed",),
+        ),
+        (
+            {"selector": {"matchExpressions": [{"key": "k", "operator": "Exists"}] * 65}},
+            ("spec.selector.matchExpressions: has 65 entries; at most 64 are allowed",),
+        ),
+    ],
+)
+def test_names_and_selectors_over_their_bounds_are_refused(
+    fields: dict[str, Any], expected: tuple[str, ...]
+) -> None:
+    """They are matched against every object: the CRDs' bounds, kept by the controller too."""
+    assert problems(**fields) == expected
+
+
+def test_an_oversized_list_selects_everything_for_what_it_holds() -> None:
+    invalid = parse_policy(CLUSTER, None, "p", 3, spec(names=["n"] * (MAX_GLOBS + 1)))
+    assert isinstance(invalid, PolicyInvalid)
+    assert invalid.scope.names is None
+
+
+def test_names_at_their_bounds_are_accepted() -> None:
+    names = [f"{i}-" + "x" * (MAX_GLOB_LENGTH - 5) for i in range(100, 100 + MAX_GLOBS)]
+    assert valid(names=names).names == tuple(names)

@@ -19,6 +19,7 @@ from lifecycle_controller.core.policy.in_force import (
 )
 from lifecycle_controller.core.policy.match import static_filters
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
+from lifecycle_controller.core.policy.precedence import PolicyHold, PolicyHoldReason
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
@@ -236,3 +237,25 @@ def test_static_filters_change_only_with_what_the_informers_keep(
     assert isinstance(before, Policy)
     assert isinstance(after, Policy), after
     assert (static_filters(before) == static_filters(after)) is same_filters
+
+
+def test_a_condition_over_its_time_budget_holds_what_it_would_decide() -> None:
+    """The snapshot times every evaluation with its stopwatch: one that overran holds the
+    object, as a failing condition does, and the policy holds its scope from then on."""
+    doc = manifest(
+        "slow",
+        {
+            "resources": ["configmaps"],
+            "condition": "object.metadata.name.startsWith('a')",
+            "lifecycle": {"delete-after": "1h"},
+        },
+    )
+    readings = iter(range(0, 10**12, 300_000_000))
+    policies = PolicySet.of([policy_from_manifest(doc)], stopwatch=lambda: next(readings))
+    for name in ("a", "b"):
+        (hold,) = policies.matching(object_view(CONFIGMAPS, meta(name)))
+        assert isinstance(hold, PolicyHold)
+        assert hold.reason is PolicyHoldReason.CONDITION_ERROR
+        assert "over the budget of 100 ms" in hold.problem
+    untimed = PolicySet.of([policy_from_manifest(doc)])
+    assert [type(p) for p in untimed.matching(object_view(CONFIGMAPS, meta("a")))] == [Policy]

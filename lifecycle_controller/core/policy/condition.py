@@ -25,13 +25,26 @@ whole package is imported instead.
 Cost is bounded on the parsed expression (:mod:`lifecycle_controller.core.policy.condition_cost`),
 never on its text: an expression longer than :data:`MAX_CONDITION_LENGTH` characters (the
 CRD's ``maxLength`` too), with a comprehension macro (``all``, ``exists``, ``exists_one``,
-``map``, ``filter``) inside another one's body, or whose estimated cost over metadata of
-:data:`COMPILE_SIZES` exceeds :data:`MAX_EVALUATION_COST` is refused. Before each evaluation
-over larger metadata, the estimate is taken again for that object's sizes, and an evaluation
-over the budget is not run: it is an evaluation problem. So no evaluation costs more than the
-budget, and none can hold the event loop for long. Evaluation never raises: an error (a
-missing map key, a type mismatch, the budget...) or a result that is not a boolean means "does
-not match", with the problem in :attr:`ConditionResult.problem` for the policy's status.
+``map``, ``filter``) inside another one's body, calling ``matches()`` with a pattern that is
+not a string literal, or whose estimated cost over metadata of :data:`COMPILE_SIZES` exceeds
+:data:`MAX_EVALUATION_COST` is refused; so is a pattern the library's regex engine refuses
+(each is compiled once here, as a check: the library compiles it again on every call, which
+the estimate counts). Before each evaluation over larger metadata (or a longer
+``referencedBy``), the estimate is taken again for that object's sizes, and an evaluation
+over the budget is not run: it is an evaluation problem.
+
+The estimate is a model; time is the fact. The library holds the interpreter lock for a whole
+evaluation and honours no interrupt, so an evaluation cannot be stopped once started, nor
+moved off the event loop by a thread (docs/architecture.md#condition-time-budget). Given a
+:data:`Stopwatch` (the calling thread's CPU time), :meth:`Condition.evaluate` measures each
+evaluation, and one that took more than :data:`EVALUATION_TIME_BUDGET_NS` fails and marks
+the condition: it is not evaluated again (every later evaluation fails at once with the same
+problem) for as long as this compiled condition is in force, that is its policy's generation.
+A hole in the estimate then costs one evaluation, not one per object and change.
+
+Evaluation never raises: an error (a missing map key, a type mismatch, the budget...) or a
+result that is not a boolean means "does not match", with the problem in
+:attr:`ConditionResult.problem` for the policy's status.
 """
 
 from __future__ import annotations
@@ -39,8 +52,9 @@ from __future__ import annotations
 import functools
 import importlib.machinery
 import importlib.util
+import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,14 +62,18 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from lifecycle_controller.core.policy.condition_cost import (
+    REFERENCES_VARIABLE,
     CostError,
     CostModel,
     NestedMacroError,
+    PatternError,
     Sizes,
     analyse,
     identifiers,
 )
 from lifecycle_controller.core.policy.condition_reads import projected, unkept_refusal
+from lifecycle_controller.core.policy.condition_regex import regex_cost
+from lifecycle_controller.core.text.gotext import go_quote
 from lifecycle_controller.core.text.units import NS_PER_SECOND
 
 if TYPE_CHECKING:
@@ -63,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPILE_SIZES",
+    "EVALUATION_TIME_BUDGET_NS",
     "MAX_CONDITION_LENGTH",
     "MAX_EVALUATION_COST",
     "REFERENCES_VARIABLE",
@@ -71,6 +90,7 @@ __all__ = [
     "ConditionResult",
     "Evaluation",
     "OwnerReference",
+    "Stopwatch",
     "cel_timestamp",
     "compile_condition",
     "field_size",
@@ -82,8 +102,9 @@ MAX_CONDITION_LENGTH: Final = 1024
 #: The most estimated steps one evaluation may take (tens of milliseconds at most).
 MAX_EVALUATION_COST: Final = 1_000_000
 #: The metadata a condition must fit the budget for to be accepted at all: a long name, 32
-#: labels, annotations of 8 KiB (a kubectl last-applied-configuration), 4 owners. Larger
-#: metadata is estimated again, object by object, before each evaluation.
+#: labels, annotations of 8 KiB (a kubectl last-applied-configuration), 4 owners, 64 users
+#: (``referencedBy``). Larger metadata is estimated again, object by object, before each
+#: evaluation.
 COMPILE_SIZES: Final = Sizes(
     name=253,
     namespace=63,
@@ -93,10 +114,22 @@ COMPILE_SIZES: Final = Sizes(
     annotations_bytes=8192,
     owner_entries=4,
     owner_bytes=4 * 256,
+    references_entries=64,
+    references_bytes=64 * 64,
 )
+#: The CPU time one evaluation may take (the estimate's budget is a few milliseconds): one
+#: that takes longer marks its condition, which is not evaluated again.
+EVALUATION_TIME_BUDGET_NS: Final = 100_000_000
 _NS_PER_MICROSECOND: Final = 1000
-#: The variable listing what uses the object.
-REFERENCES_VARIABLE: Final = "referencedBy"
+_NS_PER_MILLISECOND: Final = 1_000_000
+#: The library's wrapping of a regex engine error, around the engine's own words.
+_REGEX_WORDING: Final = re.compile(
+    r"^.*?not a valid regex: (regex parse error: )?|\s*Check function arguments.*$"
+)
+
+#: The calling thread's CPU time in nanoseconds (``time.thread_time_ns``; core reads no clock,
+#: the caller hands it in).
+Stopwatch = Callable[[], int]
 
 
 class ConditionError(ValueError):
@@ -145,16 +178,45 @@ def _check_cost(source: str) -> CostModel:
             f"nests the {nested.macro}() macro inside another comprehension; "
             "at most one level is allowed, to bound its cost"
         ) from None
+    except PatternError:
+        raise ConditionError(
+            "calls matches() with a pattern that is not a string literal; write the "
+            "pattern out, so that its cost is known when the policy is read"
+        ) from None
     except CostError as error:
         _compiler().compile(source)  # a syntax error: the compiler's message says it best
         raise ConditionError(f"cannot be analysed for its cost: {error}") from None
     cost = model.cost(COMPILE_SIZES)
     if cost > MAX_EVALUATION_COST:
+        hint = ""
+        if model.patterns:
+            dearest = max(model.patterns, key=lambda p: regex_cost(p).compile)
+            hint = (
+                f" (matches() compiles its pattern again on every call: "
+                f"{go_quote(dearest)} costs {regex_cost(dearest).compile} steps each time; "
+                r"\w, \W, \d and \p{...} are Unicode tables, [a-z0-9_] is not)"
+            )
         raise ConditionError(
             f"has an estimated cost of {cost} steps over typical metadata; "
-            f"at most {MAX_EVALUATION_COST} are allowed"
+            f"at most {MAX_EVALUATION_COST} are allowed{hint}"
         )
     return model
+
+
+def _check_patterns(patterns: frozenset[str]) -> None:
+    """Compile each ``matches()`` pattern once, with the library's engine, so that one it
+    refuses (a syntax error, over the engine's size limit) is refused with the policy."""
+    if not patterns:
+        return
+    probe = _compiler().compile("text.matches(pattern)")
+    for pattern in sorted(patterns):
+        try:
+            probe.execute({"text": "", "pattern": pattern})
+        except Exception as error:
+            detail = _REGEX_WORDING.sub("", " ".join(str(error).split()))
+            raise ConditionError(
+                f"matches() pattern {go_quote(pattern)} is not a valid regular expression: {detail}"
+            ) from None
 
 
 def _within(sizes: Sizes, bound: Sizes) -> bool:
@@ -168,6 +230,8 @@ def _within(sizes: Sizes, bound: Sizes) -> bool:
         and sizes.owner_entries <= bound.owner_entries
         and sizes.owner_bytes <= bound.owner_bytes
         and sizes.fields <= bound.fields
+        and sizes.references_entries <= bound.references_entries
+        and sizes.references_bytes <= bound.references_bytes
     )
 
 
@@ -239,6 +303,10 @@ class Condition:
     reads_references: bool = False
     #: What the expression is, in a problem's words (``condition failed: ...``).
     what: str = "condition"
+    #: The problem of the evaluation that overran :data:`EVALUATION_TIME_BUDGET_NS`, once one
+    #: has (then no evaluation runs again): the one mutable part, shared by every snapshot
+    #: holding this generation of the policy.
+    _overrun: list[str] = field(default_factory=list, repr=False)
 
     @property
     def reads(self) -> frozenset[tuple[str, ...]]:
@@ -259,11 +327,13 @@ class Condition:
         owner_references: Sequence[OwnerReference],
         fields: Mapping[str, Any] | None = None,
         referenced_by: Sequence[str] = (),
+        stopwatch: Stopwatch | None = None,
     ) -> ConditionResult:
         """Evaluate over one object's metadata and ``fields`` (its other top-level fields, as
-        far as kept), within :data:`MAX_EVALUATION_COST`; never raises. ``kind`` and
-        ``api_version`` are its resource type's (an object's own, if ``fields`` has them, is
-        not read: a listed object lacks them, a watched one has them)."""
+        far as kept), within :data:`MAX_EVALUATION_COST` and, given a ``stopwatch``,
+        :data:`EVALUATION_TIME_BUDGET_NS`; never raises. ``kind`` and ``api_version`` are its
+        resource type's (an object's own, if ``fields`` has them, is not read: a listed object
+        lacks them, a watched one has them)."""
         outcome = self.value(
             kind=kind,
             api_version=api_version,
@@ -275,6 +345,7 @@ class Condition:
             owner_references=owner_references,
             fields=fields,
             referenced_by=referenced_by,
+            stopwatch=stopwatch,
         )
         if outcome.problem is not None:
             return ConditionResult(False, outcome.problem)
@@ -299,10 +370,15 @@ class Condition:
         fields: Mapping[str, Any] | None = None,
         referenced_by: Sequence[str] = (),
         variables: Mapping[str, Any] | None = None,
+        stopwatch: Stopwatch | None = None,
     ) -> Evaluation:
         """The expression's value over one object, whatever its type (:meth:`evaluate` wants
-        a boolean, a policy's ``since`` a time), within :data:`MAX_EVALUATION_COST`; never
-        raises. ``variables``: more top-level variables (a ``since``'s ``matchedAt``)."""
+        a boolean, a policy's ``since`` a time), within :data:`MAX_EVALUATION_COST` and,
+        given a ``stopwatch``, :data:`EVALUATION_TIME_BUDGET_NS`; never raises.
+        ``variables``: more top-level variables (a ``since``'s ``matchedAt``)."""
+        if self._overrun:
+            return Evaluation(problem=self._overrun[0])
+        references = referenced_by if self.reads_references else ()
         sizes = Sizes(
             name=len(name),
             namespace=len(namespace or ""),
@@ -316,6 +392,8 @@ class Condition:
                 for r in owner_references
             ),
             fields=field_size(fields) if fields else 0,
+            references_entries=len(references),
+            references_bytes=sum(map(len, references)),
         )
         if not _within(sizes, COMPILE_SIZES):  # within them, the compile-time check holds
             cost = self._cost.cost(sizes)
@@ -342,21 +420,40 @@ class Condition:
         }
         if creation_ns is not None:
             metadata["creationTimestamp"] = cel_timestamp(creation_ns)
+        given = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+        context: dict[str, Any] = {"object": {**(fields or {}), **given}}
+        if self.reads_references:
+            context[REFERENCES_VARIABLE] = list(references)
+        if variables:
+            context.update(variables)
+        started = stopwatch() if stopwatch is not None else 0
         try:
-            given = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
-            context: dict[str, Any] = {"object": {**(fields or {}), **given}}
-            if self.reads_references:
-                context[REFERENCES_VARIABLE] = list(referenced_by)
-            if variables:
-                context.update(variables)
             result = self._program.execute(context)
         except Exception as error:  # the library raises several types; none may escape
+            result = error
+        if stopwatch is not None:
+            overrun = self._overran(stopwatch() - started)
+            if overrun is not None:
+                return overrun
+        if isinstance(result, Exception):
             return Evaluation(
-                problem=f"{self.what} failed: {_first_line(error)}",
-                absent=isinstance(error, KeyError | IndexError),
-                error=error,
+                problem=f"{self.what} failed: {_first_line(result)}",
+                absent=isinstance(result, KeyError | IndexError),
+                error=result,
             )
         return Evaluation(result)
+
+    def _overran(self, elapsed_ns: int) -> Evaluation | None:
+        """Mark the condition when one evaluation took more than the time budget."""
+        if elapsed_ns <= EVALUATION_TIME_BUDGET_NS:
+            return None
+        problem = (
+            f"{self.what} failed: an evaluation took {elapsed_ns // _NS_PER_MILLISECOND} ms, "
+            f"over the budget of {EVALUATION_TIME_BUDGET_NS // _NS_PER_MILLISECOND} ms; "
+            "it is not evaluated again until the policy changes"
+        )
+        self._overrun.append(problem)
+        return Evaluation(problem=problem)
 
 
 def cel_timestamp(instant_ns: int) -> datetime:
@@ -375,6 +472,7 @@ def compile_condition(source: str, *, what: str = "condition") -> Condition:
     try:
         model = _check_cost(source)
         program = _compiler().compile(source)
+        _check_patterns(model.patterns)
     except ConditionError:
         raise
     except Exception as error:

@@ -13,6 +13,9 @@ CEL rules of CRDs:
   of its operands' sizes. A comprehension costs its range plus its body once for a bound
   variable as large as the whole range and once per other element for an empty one (every cost
   is a convex function of the variable's size, and the elements' sizes add up to the range's).
+  ``matches()`` costs the compilation of its pattern on every call, as the library compiles
+  it each time (:mod:`lifecycle_controller.core.policy.condition_regex`); its pattern must be
+  a string literal (:class:`PatternError` otherwise), so that cost is known here.
 
 :func:`analyse` parses (raising :class:`CostError` for what it cannot read; the CEL compiler
 reports real syntax errors) and returns a :class:`CostModel` whose :meth:`CostModel.cost`
@@ -26,17 +29,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from lifecycle_controller.core.policy.condition_regex import RegexCost, decode_literal, regex_cost
+
 __all__ = [
     "MACROS",
+    "REFERENCES_VARIABLE",
     "CostError",
     "CostModel",
     "NestedMacroError",
+    "PatternError",
     "Sizes",
     "analyse",
     "identifiers",
 ]
 
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+#: The variable listing what uses the object (sized by :attr:`Sizes.references_entries`).
+REFERENCES_VARIABLE: Final = "referencedBy"
 
 
 class CostError(ValueError):
@@ -49,6 +58,10 @@ class NestedMacroError(ValueError):
     def __init__(self, macro: str) -> None:
         super().__init__(macro)
         self.macro = macro
+
+
+class PatternError(ValueError):
+    """A ``matches()`` call whose pattern is not a string literal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +79,9 @@ class Sizes:
     #: Scalars, entries and characters of the object's fields other than metadata that the
     #: condition is given (only the paths it reads).
     fields: int = 0
+    #: Entries of ``referencedBy`` and their characters.
+    references_entries: int = 0
+    references_bytes: int = 0
 
     @property
     def total(self) -> int:
@@ -162,7 +178,7 @@ _ONE: Final = _Val(1, 1, 1)
 _SCALAR_FUNCTIONS: Final = frozenset(
     {
         "size", "has", "int", "uint", "double", "bool", "type", "duration", "timestamp",
-        "startsWith", "endsWith", "contains", "matches", "indexOf", "lastIndexOf",
+        "startsWith", "endsWith", "contains", "indexOf", "lastIndexOf",
         "getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
         "getHours", "getMinutes", "getSeconds", "getMilliseconds", "isSorted", "sum", "min",
         "max", "exists_one",
@@ -189,6 +205,9 @@ def _identifier(name: str) -> Node:
     def node(sizes: Sizes, env: _Env) -> _Val:
         if name in env:
             return _Val(env[name], env[name], 1)
+        if name == REFERENCES_VARIABLE:
+            entries = sizes.references_entries
+            return _Val(entries, entries + sizes.references_bytes, 1)
         return _Val(sizes.total, sizes.total, 1)
 
     return node
@@ -285,6 +304,17 @@ def _call(name: str, receiver: Node | None, args: Sequence[Node]) -> Node:
     return node
 
 
+def _matches(subject: Node, regex: RegexCost) -> Node:
+    """``subject.matches(pattern)``: the pattern compiled again on every call, then a walk
+    of the subject per element of the pattern's automaton."""
+
+    def node(sizes: Sizes, env: _Env) -> _Val:
+        text = subject(sizes, env)
+        return _Val(1, 1, text.cost + regex.compile + (text.size + 1) * (regex.atoms + 1))
+
+    return node
+
+
 def _comprehension(
     name: str, target: Node, variables: Sequence[str], bodies: Sequence[Node]
 ) -> Node:
@@ -318,6 +348,8 @@ class _Parser:
         self.macro_depth = 0
         #: The paths under ``object`` the expression reads (see :attr:`CostModel.reads`).
         self.reads: set[tuple[str, ...]] = set()
+        #: The ``matches()`` patterns, decoded (see :attr:`CostModel.patterns`).
+        self.patterns: set[str] = set()
 
     def read(self, path: tuple[str, ...]) -> None:
         """``path`` (from ``object``) is read as a whole: a selection chain ended there."""
@@ -380,13 +412,33 @@ class _Parser:
         return self.member()
 
     def arguments(self, closing: str) -> list[Node]:
-        args: list[Node] = []
+        return [node for node, _ in self.literal_arguments(closing)]
+
+    def literal_arguments(self, closing: str) -> list[tuple[Node, _Token | None]]:
+        """The arguments, each with its token when it is a lone string literal."""
+        args: list[tuple[Node, _Token | None]] = []
         while not self.accept(closing):
-            args.append(self.expr())
+            start = self.at
+            node = self.expr()
+            lone = self.at == start + 1 and self.tokens[start].kind == "string"
+            args.append((node, self.tokens[start] if lone else None))
             if not self.accept(","):
                 self.expect(closing)
                 break
         return args
+
+    def matches_call(self, receiver: Node | None) -> Node:
+        """``receiver.matches(pattern)``, or ``matches(text, pattern)`` without a receiver."""
+        args = self.literal_arguments(")")
+        pattern = args[-1][1] if args else None
+        if pattern is None:
+            raise PatternError
+        value = decode_literal(pattern.text)
+        self.patterns.add(value)
+        subjects = [receiver] if receiver is not None else []
+        subjects += [node for node, _ in args[:-1]]
+        subject = subjects[0] if len(subjects) == 1 else _collection(subjects)
+        return _matches(subject, regex_cost(value))
 
     def member(self) -> Node:
         node, path = self.primary()
@@ -412,6 +464,8 @@ class _Parser:
                 return node
 
     def member_call(self, name: str, receiver: Node) -> Node:
+        if name == "matches":
+            return self.matches_call(receiver)
         if name not in MACROS:
             return _call(name, receiver, self.arguments(")"))
         if self.macro_depth:
@@ -446,6 +500,8 @@ class _Parser:
             return _collection(self.entries()), ()
         if token.kind == "ident":
             if self.accept("("):
+                if token.text == "matches":
+                    return self.matches_call(None), ()
                 return _call(token.text, None, self.arguments(")")), ()
             if self.peek().text == "{" and token.text[:1].isupper():
                 self.next()
@@ -478,21 +534,26 @@ class CostModel:
     (``object.spec[k]``), a method call or a macro (``object.spec.containers.all(...)``) ends
     the chain, so everything below where it ended is read (``("spec",)``,
     ``("spec", "containers")``); ``object`` alone, or indexed, reads ``()``: everything.
+
+    ``patterns`` are the ``matches()`` patterns (decoded literals), for the compiler to check
+    once when the condition is compiled.
     """
 
     _root: Node
     reads: frozenset[tuple[str, ...]] = frozenset()
+    patterns: frozenset[str] = frozenset()
 
     def cost(self, sizes: Sizes) -> int:
         return self._root(sizes, {}).cost
 
 
 def analyse(source: str) -> CostModel:
-    """Parse ``source``; raise :class:`NestedMacroError` or :class:`CostError`."""
+    """Parse ``source``; raise :class:`NestedMacroError`, :class:`PatternError` or
+    :class:`CostError`."""
     try:
         parser = _Parser(_tokens(source))
         root = parser.parse()
-        return CostModel(root, frozenset(parser.reads))
+        return CostModel(root, frozenset(parser.reads), frozenset(parser.patterns))
     except RecursionError:
         raise CostError("nested too deeply") from None
 

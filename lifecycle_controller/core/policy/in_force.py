@@ -15,7 +15,8 @@ that what a tool predicts is what the controller does:
   (:func:`~lifecycle_controller.core.policy.precedence.resolve_policies`).
 
 The set carries the :class:`~.policy_match.Protection` in force (the controller's own
-namespace and objects, the system namespaces), so every question is asked with it.
+namespace and objects, the system namespaces), so every question is asked with it, and the
+:data:`~.policy_condition.Stopwatch` that times each condition's evaluation (none: untimed).
 
 :func:`policy_from_manifest` reads one ``ClusterLifecyclePolicy``/``LifecyclePolicy`` object
 (an API object or a YAML document) into a :class:`~.policy_model.Policy` or a
@@ -32,7 +33,7 @@ from typing import Any, Final
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.condition import OwnerReference
+from lifecycle_controller.core.policy.condition import OwnerReference, Stopwatch
 from lifecycle_controller.core.policy.condition_reads import SECRETS
 from lifecycle_controller.core.policy.match import (
     DEFAULT_PROTECTION,
@@ -175,6 +176,8 @@ class PolicySet:
     valid: tuple[Policy, ...] = ()
     invalid: tuple[PolicyInvalid, ...] = ()
     protection: Protection = DEFAULT_PROTECTION
+    #: Times each condition's evaluation, so that one over the time budget marks it.
+    stopwatch: Stopwatch | None = field(default=None, compare=False)
     _by_resource: dict[str, tuple[Policy, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -194,6 +197,7 @@ class PolicySet:
         cls,
         policies: Iterable[Policy | PolicyInvalid],
         protection: Protection = DEFAULT_PROTECTION,
+        stopwatch: Stopwatch | None = None,
     ) -> PolicySet:
         """Split parsed policies into the valid and the invalid ones (name order)."""
         parsed = sorted(policies, key=lambda p: (p.ref.kind, p.ref.namespace or "", p.ref.name))
@@ -201,6 +205,7 @@ class PolicySet:
             valid=tuple(p for p in parsed if isinstance(p, Policy)),
             invalid=tuple(p for p in parsed if isinstance(p, PolicyInvalid)),
             protection=protection,
+            stopwatch=stopwatch,
         )
 
     def __bool__(self) -> bool:
@@ -328,7 +333,7 @@ class PolicySet:
         """The contenders for the object (see the module docstring), best first."""
         found: list[Policy | PolicyHold] = []
         for policy in self._named(view):
-            result = match(policy, view, self.protection)
+            result = match(policy, view, self.protection, self.stopwatch)
             if result.matched:
                 found.append(policy)
             elif result.reason is MatchReason.CONDITION_ERROR:
@@ -353,8 +358,8 @@ class PolicySet:
         return tuple(
             p.ref
             for p in self._named(view)
-            if match(p, view, self.protection).reason is MatchReason.PROTECTED
-            and match(p, view, _UNPROTECTED).matched
+            if match(p, view, self.protection, self.stopwatch).reason is MatchReason.PROTECTED
+            and match(p, view, _UNPROTECTED, self.stopwatch).matched
         )
 
     def exempted_from(self, view: ObjectView) -> tuple[PolicyRef, ...]:
@@ -370,8 +375,8 @@ class PolicySet:
         return tuple(
             p.ref
             for p in self._named(view)
-            if match(p, view, self.protection).reason in _EXEMPTIONS
-            and match(p, bare, self.protection).matched
+            if match(p, view, self.protection, self.stopwatch).reason in _EXEMPTIONS
+            and match(p, bare, self.protection, self.stopwatch).matched
         )
 
     def resolve(

@@ -57,7 +57,7 @@ from typing import Any, Final
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.condition import OwnerReference
+from lifecycle_controller.core.policy.condition import OwnerReference, Stopwatch
 from lifecycle_controller.core.policy.field_paths import unread
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, selects_key
 from lifecycle_controller.core.policy.since import Since, SinceValue
@@ -298,10 +298,14 @@ def matches_statically(policy: Policy, view: ObjectView) -> bool:
 
 
 def match(
-    policy: Policy, view: ObjectView, protection: Protection = DEFAULT_PROTECTION
+    policy: Policy,
+    view: ObjectView,
+    protection: Protection = DEFAULT_PROTECTION,
+    stopwatch: Stopwatch | None = None,
 ) -> PolicyMatch:
     """Check the filters in the module's order; never raises. An enforced policy is not
-    stopped by ``exempt``, on the object or on its Namespace."""
+    stopped by ``exempt``, on the object or on its Namespace. ``stopwatch`` times the
+    condition's evaluation (:meth:`~.policy_condition.Condition.evaluate`)."""
     refusal = _static_refusal(policy, view)
     if refusal is not None:
         return _refused(refusal)
@@ -335,6 +339,7 @@ def match(
             owner_references=view.owner_references,
             fields=view.fields,
             referenced_by=referenced_by,
+            stopwatch=stopwatch,
         )
         if result.problem is not None:
             return _refused(MatchReason.CONDITION_ERROR, result.problem)

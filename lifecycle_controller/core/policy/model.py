@@ -73,6 +73,8 @@ from lifecycle_controller.core.text.timestamps import parse_rfc3339
 
 __all__ = [
     "LIFECYCLE_KEYS",
+    "MAX_GLOBS",
+    "MAX_GLOB_LENGTH",
     "PROPAGATIONS",
     "RESTARTABLE_RESOURCES",
     "HeldScope",
@@ -128,6 +130,10 @@ _SPEC_FIELDS: Final = frozenset(
 PROPAGATIONS: Final = ("Background", "Foreground", "Orphan")
 #: The resource keys a restart can act on (keys.RESTARTABLE_KINDS in group apps).
 RESTARTABLE_RESOURCES: Final = ("daemonsets.apps", "deployments.apps", "statefulsets.apps")
+#: The most ``names`` (and ``namespaces``) globs a policy may list, and their longest (the
+#: CRDs' ``maxItems`` and ``maxLength``, compared by a test).
+MAX_GLOBS: Final = 256
+MAX_GLOB_LENGTH: Final = 253
 
 
 def _parse_dry_run(value: str) -> object:
@@ -261,6 +267,26 @@ def _string_list(spec: Mapping[str, object], field: str, problems: list[str]) ->
         problems.append(f"spec.{field}: must be a list of strings")
         return []
     return value
+
+
+def _bounded_globs(spec: Mapping[str, object], field: str, problems: list[str]) -> list[str]:
+    """``names`` or ``namespaces``: globs matched against every object, so bounded as the
+    CRDs bound them (:data:`MAX_GLOBS` entries of :data:`MAX_GLOB_LENGTH` characters); a list
+    over the bound is not read further."""
+    globs = _string_list(spec, field, problems)
+    if len(globs) > MAX_GLOBS:
+        problems.append(f"spec.{field}: has {len(globs)} entries; at most {MAX_GLOBS} are allowed")
+        return []
+    long = [i for i, glob in enumerate(globs) if len(glob) > MAX_GLOB_LENGTH]
+    problems.extend(
+        f"spec.{field}[{i}]: is {len(globs[i])} characters long; "
+        f"at most {MAX_GLOB_LENGTH} are allowed"
+        for i in long
+    )
+    if long:
+        return []
+    _globs(field, globs, problems)
+    return globs
 
 
 def _globs(field: str, patterns: list[str], problems: list[str]) -> None:
@@ -454,13 +480,12 @@ def parse_policy(
     readable["resources"] = len(problems) == before and bool(resources)
 
     before = len(problems)
-    namespaces = _string_list(spec, "namespaces", problems)
+    namespaces = _bounded_globs(spec, "namespaces", problems)
     if kind is PolicyKind.NAMESPACED and "namespaces" in spec:
         problems.append(
             "spec.namespaces: only a ClusterLifecyclePolicy may set namespaces; "
             "a LifecyclePolicy matches objects in its own namespace"
         )
-    _globs("namespaces", namespaces, problems)
     readable["namespaces"] = len(problems) == before
 
     selector: LabelSelector | None = None
@@ -475,8 +500,7 @@ def parse_policy(
     namespace_selector = _namespace_selector(kind, spec, problems)
 
     before = len(problems)
-    names = _string_list(spec, "names", problems)
-    _globs("names", names, problems)
+    names = _bounded_globs(spec, "names", problems)
     readable["names"] = len(problems) == before
 
     condition: Condition | None = None

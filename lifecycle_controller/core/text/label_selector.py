@@ -10,7 +10,11 @@ informers only receive what a policy can match. Both must agree, so this module 
   ``Exists``: present; ``DoesNotExist``: absent;
 * every requirement must hold (AND); an empty selector (``{}``) matches every object;
 * ``In``/``NotIn`` need at least one value, ``Exists``/``DoesNotExist`` none; keys are
-  qualified names and values label values, else the selector is invalid.
+  qualified names and values label values, else the selector is invalid;
+* at most :data:`MAX_MATCH_LABELS` ``matchLabels`` entries, :data:`MAX_MATCH_EXPRESSIONS`
+  ``matchExpressions`` and :data:`MAX_SELECTOR_VALUES` values per expression (the API has no
+  such bound; a selector is read once but matched against every object, so its size is
+  bounded as the CRDs bound it). A list over its bound is not read further.
 
 An omitted selector is not this module's business: a policy without one matches every
 object (the API's nil-selector-matches-nothing rule is for workloads, not for this API).
@@ -27,6 +31,9 @@ from typing import Final
 from lifecycle_controller.core.text.gotext import go_quote
 
 __all__ = [
+    "MAX_MATCH_EXPRESSIONS",
+    "MAX_MATCH_LABELS",
+    "MAX_SELECTOR_VALUES",
     "LabelSelector",
     "Operator",
     "Requirement",
@@ -39,6 +46,11 @@ _LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN: Final = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 _NAME_MAX: Final = 63
 _PREFIX_MAX: Final = 253
+#: The most ``matchLabels`` entries and ``matchExpressions`` a selector may have, and values
+#: an expression may list (the CRDs' ``maxProperties``/``maxItems``, compared by a test).
+MAX_MATCH_LABELS: Final = 64
+MAX_MATCH_EXPRESSIONS: Final = 64
+MAX_SELECTOR_VALUES: Final = 256
 
 
 class SelectorError(ValueError):
@@ -125,11 +137,19 @@ def _value_problem(value: str) -> str | None:
     return None
 
 
+def _too_many(where: str, count: int, most: int, problems: list[str]) -> bool:
+    if count <= most:
+        return False
+    problems.append(f"{where}: has {count} entries; at most {most} are allowed")
+    return True
+
+
 def _strings(value: object, where: str, problems: list[str]) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         problems.append(f"{where}: must be a list of strings")
         return []
-    return value
+    _too_many(where, len(value), MAX_SELECTOR_VALUES, problems)
+    return value[:MAX_SELECTOR_VALUES]  # the rest is not read
 
 
 def _expression(index: int, entry: object, problems: list[str]) -> Requirement | None:
@@ -181,6 +201,8 @@ def parse_label_selector(raw: object) -> LabelSelector:
     if not isinstance(labels, Mapping):
         problems.append("matchLabels: must be a map of strings")
         labels = {}
+    elif _too_many("matchLabels", len(labels), MAX_MATCH_LABELS, problems):
+        labels = {}
     for key, value in sorted(labels.items(), key=lambda item: str(item[0])):
         if not isinstance(key, str) or not isinstance(value, str):
             problems.append(f"matchLabels: must be a map of strings, got {key!r}: {value!r}")
@@ -195,6 +217,8 @@ def parse_label_selector(raw: object) -> LabelSelector:
     expressions = raw.get("matchExpressions", [])
     if not isinstance(expressions, list):
         problems.append("matchExpressions: must be a list")
+        expressions = []
+    elif _too_many("matchExpressions", len(expressions), MAX_MATCH_EXPRESSIONS, problems):
         expressions = []
     for index, entry in enumerate(expressions):
         requirement = _expression(index, entry, problems)
