@@ -35,6 +35,7 @@ from lifecycle_controller.controller.guardrail_state import RestartPacing
 from lifecycle_controller.controller.informers import ChangeHandler, InformerSet
 from lifecycle_controller.controller.leader import LeaderElector
 from lifecycle_controller.controller.lease import default_identity
+from lifecycle_controller.controller.matched_store import MatchedStore
 from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
 from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
 from lifecycle_controller.controller.reconciler import Reconciler
@@ -154,6 +155,8 @@ class Controller:
                 on_status=self.metrics.set_leader,
             )
         self._pipeline: _Pipeline | None = None
+        #: The leader's ``matchedAt`` store (``--persist-observations`` only).
+        self.matched_store: MatchedStore | None = None
         self._stopping = False
         self.activity = LoopActivity()  # when the lag probe samples fast
         # Evaluated at every scrape, so the gauge is right even when nobody probes /readyz.
@@ -385,6 +388,7 @@ class Controller:
             await breaker.load()  # the latched state, before any worker acts
             await namespaces.wait_synced()  # no action before the namespace defaults are known
             await self._wait_for_lists(informers)
+            matched_store = await self._load_matched_at(reconciler)
             queue.start()
 
             async def on_change(
@@ -396,6 +400,8 @@ class Controller:
                 group.create_task(discovery.run(on_change), name="rediscovery")
                 group.create_task(breaker.run(), name="circuit-breaker")
                 group.create_task(policies.run(), name="policies")
+                if matched_store is not None:
+                    group.create_task(matched_store.run(), name="matchedAt store")
                 if notifier is not None:
                     group.create_task(notifier.run(), name="notifications")
                 group.create_task(
@@ -417,6 +423,25 @@ class Controller:
             await queue.aclose()
             await events.aclose()
             self._pipeline = None
+
+    async def _load_matched_at(self, reconciler: Reconciler) -> MatchedStore | None:
+        """With ``--persist-observations``, the ``matchedAt`` store, its instants loaded
+        before any worker passes over an object (docs/reliability.md#matchedat-store)."""
+        if not self.settings.actions.persist_observations or reconciler.policies is None:
+            return None
+        election = self.settings.leader_election
+        matched = reconciler.policies.matched_at
+        matched.sync(reconciler.policies.store.current)
+        store = MatchedStore(
+            self.kube,
+            self.clock,
+            matched,
+            namespace=election.namespace or self.kube.default_namespace,
+            lease=election.name,
+        )
+        await store.load()
+        self.matched_store = store
+        return store
 
     async def _open_lists_while_loading(
         self,

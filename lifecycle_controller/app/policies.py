@@ -203,6 +203,7 @@ class PolicyPipeline:
 
     async def _changed(self, old: PolicySet, new: PolicySet) -> None:
         self._wants(new)
+        self._decisions.matched_at.sync(new)  # a policy gone: its matchedAt (and record) too
         deleted = _refs(old) - _refs(new)
         if deleted:
             self._decisions.limits.drop(deleted)  # re-created, a policy starts a new window

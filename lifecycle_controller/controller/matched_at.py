@@ -12,7 +12,14 @@ the known instant, or the pass's time for a first sight); :meth:`MatchedAt.obser
   Namespace's labels or what uses it not known) keeps what was known: nothing is learnt;
 * a new generation of a policy starts again for every object (the entries are per
   generation), and so does a restart or a leader change, unless a store persists them
-  (``--persist-observations``: :attr:`MatchedAt.on_change` tells it what changed).
+  (``--persist-observations``: :attr:`MatchedAt.on_change` tells it what changed,
+  :meth:`MatchedAt.load` gives back what it kept; :mod:`~lifecycle_controller.controller.
+  matched_store`).
+
+What a store gives back is keyed by UID alone (its record is compact): such an entry waits in
+:attr:`Track.loaded` until the object's first pass, which either takes it (the object still
+matches: its first instant stands) or drops it (it no longer matches, or its policy holds it
+for another reason than not knowing).
 
 Only policies whose ``since`` reads ``matchedAt`` are tracked; an object costs one entry per
 such policy it matches (its key, its UID, an integer), and nothing while nothing changes.
@@ -42,10 +49,16 @@ _UNKNOWN = frozenset(
 
 @dataclass(slots=True)
 class Track:
-    """One policy generation's entries: object key → (its UID, when it began to match)."""
+    """One policy generation's entries: object key → (its UID, when it began to match);
+    ``loaded``: UID → instant, given back by a store and not yet passed over."""
 
     generation: int
     entries: dict[ObjectKey, tuple[str, int]] = field(default_factory=dict)
+    loaded: dict[str, int] = field(default_factory=dict)
+
+    def instants(self) -> list[tuple[str, int]]:
+        """Every ``(uid, instant)`` known, what a store keeps."""
+        return [*self.entries.values(), *self.loaded.items()]
 
 
 def _tracking(policy: Policy) -> bool:
@@ -58,8 +71,9 @@ class MatchedAt:
     def __init__(self) -> None:
         self.tracks: dict[PolicyRef, Track] = {}
         self._synced: PolicySet | None = None
-        #: Called with the policy whose entries changed (a store persists them).
-        self.on_change: Callable[[PolicyRef], None] | None = None
+        #: Called with the policy whose entries changed and whether one was removed (a
+        #: store persists them; a removal is sent promptly: a stale instant is an earlier one).
+        self.on_change: Callable[[PolicyRef, bool], None] | None = None
 
     def sync(self, policies: PolicySet) -> None:
         """Forget the policies gone, those that no longer read ``matchedAt`` and the
@@ -71,7 +85,7 @@ class MatchedAt:
         for ref in list(self.tracks):
             if current.get(ref) != self.tracks[ref].generation:
                 del self.tracks[ref]
-                self._changed(ref)
+                self._changed(ref, removed=True)
         for ref, generation in current.items():
             self.tracks.setdefault(ref, Track(generation))
 
@@ -82,6 +96,8 @@ class MatchedAt:
             entry = track.entries.get(key)
             if entry is not None and entry[0] == uid:
                 found[ref] = entry[1]
+            elif uid in track.loaded:
+                found[ref] = track.loaded[uid]
         return found
 
     def observe(self, key: ObjectKey, uid: str, resolution: Resolution) -> None:
@@ -92,29 +108,35 @@ class MatchedAt:
             entry = track.entries.get(key)
             instant = began.get(ref)
             if instant is not None:
+                track.loaded.pop(uid, None)
                 if entry is None or entry[0] != uid:
                     track.entries[key] = (uid, instant)
-                    self._changed(ref)
-            elif entry is not None and ref not in kept:
-                del track.entries[key]
-                self._changed(ref)
+                    self._changed(ref, removed=False)
+            elif ref not in kept:
+                if entry is not None:
+                    del track.entries[key]
+                    self._changed(ref, removed=True)
+                if track.loaded.pop(uid, None) is not None:
+                    self._changed(ref, removed=True)
 
     def gone(self, key: ObjectKey) -> None:
         """The object is gone (or no policy can match it any more)."""
         for ref, track in self.tracks.items():
             if track.entries.pop(key, None) is not None:
-                self._changed(ref)
+                self._changed(ref, removed=True)
 
-    def load(
-        self, ref: PolicyRef, generation: int, entries: Mapping[ObjectKey, tuple[str, int]]
-    ) -> None:
-        """Entries a store kept for ``ref``'s ``generation`` (ignored for another one)."""
+    def load(self, ref: PolicyRef, generation: int, instants: Mapping[str, int]) -> bool:
+        """Instants (UID → when) a store kept for ``ref``'s ``generation``; False (nothing
+        loaded) for another generation or a policy not tracked. What is known here stays."""
         track = self.tracks.get(ref)
         if track is None or track.generation != generation:
-            return
-        for key, entry in entries.items():
-            track.entries.setdefault(key, entry)
+            return False
+        known = {uid for uid, _ in track.entries.values()}
+        for uid, instant in instants.items():
+            if uid not in known:
+                track.loaded.setdefault(uid, instant)
+        return True
 
-    def _changed(self, ref: PolicyRef) -> None:
+    def _changed(self, ref: PolicyRef, *, removed: bool) -> None:
         if self.on_change is not None:
-            self.on_change(ref)
+            self.on_change(ref, removed)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chart.support import Helm, args_of, parse_run_args
+from tests.chart.support import Helm, args_of, of_kind, parse_run_args
 from tests.chart.test_admission_policy import PolicyEnv, configmap, create, env, unique
 from tests.integration.keys import P
 
@@ -47,3 +47,23 @@ def test_policy_accepts_the_observed_annotation(env: PolicyEnv) -> None:
         assert response.status == 201, response.body
     typo = configmap(unique("observed"), {P + "observd": RECORD})
     assert create(env.alice, typo, env.validated).status == 422
+
+
+def test_persisting_observations_grants_the_matched_at_configmaps(helm: Helm) -> None:
+    """docs/reliability.md#matchedat-store: the records beside the Lease, nowhere else."""
+    roles = [
+        role
+        for role in of_kind(
+            helm.render({"controllerManager": {"persistObservations": True}}), "Role"
+        )
+        if role["metadata"]["name"].endswith("-matched-at-role")
+    ]
+    assert len(roles) == 1
+    assert roles[0]["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "create", "patch", "delete"],
+        }
+    ]
+    assert not [r for r in of_kind(helm.render(), "Role") if "matched-at" in r["metadata"]["name"]]

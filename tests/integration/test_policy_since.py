@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
+from lifecycle_controller.controller.matched_store import record_name
 from lifecycle_controller.core.objects.resources import ResourceType
+from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.nodes import FAIL_LABEL, SUCCEED_LABEL
@@ -292,3 +294,44 @@ async def test_matched_at_starts_again_when_used_again_and_after_a_restart(
     third = await wait_changed(restarted, CONFIGMAPS, "orphan", None)
     assert third is not None
     assert third > second
+
+
+async def test_matched_at_survives_a_restart_with_persist_observations(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """docs/reliability.md#matchedat-store: with ``--persist-observations`` the first
+    instant is kept beside the Lease, so a restarted controller holds the same due time
+    (to the second: the record keeps whole seconds, rounded up), not a later one; the
+    record goes when the policy does."""
+    policy = recipe("unused-since-matched")
+    policy["metadata"]["namespace"] = namespace
+    await create(kube, CONFIGMAPS, namespace, configmap("orphan"))
+    await create(kube, POLICIES, namespace, policy)
+    running = await start_for(start_controller, namespace, persist_observations="true")
+    first = await wait_changed(running, CONFIGMAPS, "orphan", None)
+    assert first is not None
+    store = running.controller.matched_store
+    assert store is not None
+
+    async def written() -> bool:
+        return store.writes >= 1 and not store.pending
+
+    await eventually(written, within=60, what="the matchedAt record to be written")
+    await running.stop()
+
+    restarted = await start_for(start_controller, namespace, persist_observations="true")
+    again = await wait_changed(restarted, CONFIGMAPS, "orphan", None)
+    assert again is not None
+    assert first <= again < first + 10**9  # the same instant, rounded up to the second
+
+    await kube.delete(POLICIES, namespace, policy["metadata"]["name"])
+    lease_namespace = restarted.controller.settings.leader_election.namespace or "default"
+    name = record_name(
+        restarted.controller.settings.leader_election.name,
+        PolicyRef(PolicyKind.NAMESPACED, namespace, policy["metadata"]["name"]),
+    )
+
+    async def record_gone() -> bool:
+        return await read(kube, CONFIGMAPS, lease_namespace, name) is None
+
+    await eventually(record_gone, within=60, what="the matchedAt record to go with its policy")
