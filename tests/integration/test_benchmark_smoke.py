@@ -89,3 +89,24 @@ def test_the_churn_benchmark_measures_the_controller_and_its_floor(tmp_path: Pat
     assert one["events"]["controller"] >= 600
     assert result["controller_us_per_event"] > 0  # a floor of 600 events can be under a tick
     assert (tmp_path / "churn.md").read_text().startswith("Churn of 600 label patches")
+
+
+@pytest.mark.timeout(300)
+def test_the_limit_benchmark_measures_idle_and_a_window_turn(tmp_path: Path) -> None:
+    from benchmarks.limit import main as limit
+
+    limit(
+        [
+            "--held=100",
+            "--actions=5",
+            "--window=15",
+            "--idle=6",
+            "--rounds=1",
+            f"--output={tmp_path}",
+        ]
+    )
+    result = json.loads((tmp_path / "limit.json").read_text())
+    (run,) = result["runs"]
+    assert run["held"] == 100
+    assert run["turn_cpu_ms"] > 0
+    assert (tmp_path / "limit.md").read_text().startswith("limit 5/15s")
