@@ -201,9 +201,17 @@ class PolicyLimits:
                 admitted_due=admitted[1] if admitted is not None and admitted[0] == ref else None,
                 reported_due=self._reported.get(key, {}).get(ref),
                 reported_through=self._through(policy, status),
-                held_since=window.held_since if window.held or not self.settled else None,
+                held_since=window.held_since,
             )
         return found
+
+    def quiet(self) -> None:
+        """Every object has been decided since it last changed: a hold carried over an
+        empty line (read from the status at start, or kept across an edit) that no object
+        rejoined is over."""
+        for window in self._windows.values():
+            if not window.held:
+                window.held_since = None
 
     def _through(self, policy: Policy, status: Mapping[str, object]) -> int | None:
         """The instant through which an earlier process reported every due dry run of the
@@ -228,8 +236,6 @@ class PolicyLimits:
         if held and ref is not None and window is not None:
             if waits is not None and waits != ref:
                 self.forget(key, now_ns)
-            if not window.held and self.settled:
-                window.held_since = None  # what an earlier process held is over
             due = final.due_ns if final.due_ns is not None else now_ns
             if window.join(key, key.id, due, now_ns):
                 self._waits[key] = ref

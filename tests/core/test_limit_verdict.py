@@ -255,3 +255,13 @@ def test_a_dry_run_report_past_the_limit_waits() -> None:
     free = replace(_limit(CAPPED), stamps=())
     verdict = _verdict(CONFIGMAPS, [rehearsal], created=NOW - 2 * HOUR, limits={CAPPED: free})
     assert verdict.final is verdict.decision
+
+
+def test_matching_says_whether_a_restart_policy_contends() -> None:
+    """The pass reads the template marker before resolving when a restart policy contends
+    (a recurring one counts from it), so the policies are resolved once."""
+    for manifests, restarts in (([NIGHTLY_RESTART], True), ([SOONER], False), ([], False)):
+        policies = PolicySet.of([policy_from_manifest(m) for m in manifests], Protection())
+        meta = {"name": "obj", "namespace": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"}
+        view = object_view(DEPLOYMENTS if restarts else CONFIGMAPS, meta)
+        assert policies.matched(view).restarts is restarts

@@ -215,7 +215,7 @@ def test_an_edit_empties_the_line() -> None:
     _ask(window, "a", T0, T0)
     _ask(window, "b", T0, T0)
     assert window.empty_line() == ["b"]
-    assert (window.held, window.held_since, window.used(T0)) == (0, None, 1)
+    assert (window.held, window.held_since, window.used(T0)) == (0, T0, 1)  # still holding
 
 
 @settings(max_examples=200, deadline=None)

@@ -183,7 +183,8 @@ def test_a_place_free_wakes_the_first_waiter_only() -> None:
 
 def test_the_hold_begins_with_the_first_waiter_and_survives_a_restart() -> None:
     """``held_since``: when the first object was held; a new controller takes it from the
-    Limited condition the status shows, until it has decided every object once."""
+    Limited condition the status shows, until it has decided every object once; an edit
+    that empties the line does not end the hold."""
     status: dict[str, object] = {
         "conditions": [
             {
@@ -193,14 +194,23 @@ def test_the_hold_begins_with_the_first_waiter_and_survives_a_restart() -> None:
             }
         ]
     }
-    limits = PolicyLimits(None, policy_of=lambda name: (_policy(), status, "uid-1"))
-    facts = limits.facts(_key("a"), [_policy().ref], T0)
-    assert facts[POLICY].held_since_ns == T0 - 3600 * S
-    limits.settled = True
-    assert limits.facts(_key("a"), [_policy().ref], T0)[POLICY].held_since_ns is None
+    policy = [_policy()]
+    limits = PolicyLimits(None, policy_of=lambda name: (policy[0], status, "uid-1"))
+
+    def since(now_ns: int) -> int | None:
+        return limits.facts(_key("c"), [policy[0].ref], now_ns)[POLICY].held_since_ns
+
+    assert since(T0) == T0 - 3600 * S
+    limits.quiet()  # every object decided: none of them rejoined the line
+    assert since(T0) is None
     limit_pass(limits, _key("a"), _delete("a", T0), T0)
     limit_pass(limits, _key("b"), _delete("b", T0), T0 + S)
-    assert limits.facts(_key("c"), [_policy().ref], T0)[POLICY].held_since_ns == T0 + S
+    assert since(T0 + S) == T0 + S
+    policy[0] = replace(policy[0], generation=2)  # edited: its objects are decided again
+    assert since(T0 + 2 * S) == T0 + S
+    assert limits.holding() == set()  # the line is empty until they rejoin
+    limit_pass(limits, _key("b"), _delete("b", T0), T0 + 2 * S)
+    assert since(T0 + 2 * S) == T0 + S
 
 
 def test_a_deleted_policy_leaves_no_window_behind() -> None:

@@ -211,12 +211,12 @@ class LimitWindow:
         return True
 
     def empty_line(self) -> list[Hashable]:
-        """Every waiter leaves (the policy was edited); returns who waited."""
+        """Every waiter leaves (the policy was edited: its objects are decided again and
+        rejoin); returns who waited. ``held_since`` stays: an edit does not end the hold."""
         waiting = list(self._waiting)
         self._line.clear()
         self._waiting.clear()
         self._keys.clear()
-        self.held_since = None
         return waiting
 
     def admit(self, key: Hashable, now_ns: int) -> None:
