@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from lifecycle_controller.controller.breaker import CircuitBreaker
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
@@ -39,6 +40,7 @@ from lifecycle_controller.core.decision.guardrails import (
     RolloutQueue,
     acting_operation,
 )
+from lifecycle_controller.core.decision.limit_line import LimitFacts
 from lifecycle_controller.core.decision.pacing import last_restart_ns
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
@@ -88,6 +90,7 @@ class Reservation:
 _NO_QUEUE = RolloutQueue()
 #: The state of an object no configured control could hold: check() lets everything go.
 _UNGUARDED = GuardrailState(now_ns=0)
+_NO_LIMITS: Mapping[str, LimitFacts] = MappingProxyType({})
 
 
 @dataclass
@@ -101,16 +104,23 @@ class Guardrails:
     rollouts: RolloutTracker | None = None
     pacing: RestartPacing = field(default_factory=RestartPacing)
 
-    def state(self, key: ObjectKey, obj: CachedObject) -> GuardrailState:
-        """Their state for one object now, before its decision (no API call). With no
-        control that could hold this object configured, one shared empty state (a pass
-        that decides to wait pays nothing for the guardrails)."""
+    def state(
+        self,
+        key: ObjectKey,
+        obj: CachedObject,
+        limits: Mapping[str, LimitFacts] = _NO_LIMITS,
+    ) -> GuardrailState:
+        """Their state for one object now, before its decision (no API call), with the
+        ``limits`` of the policies that may decide it
+        (:meth:`~.policy_limits.PolicyLimits.facts`). With no control that could hold this
+        object configured, one shared empty state (a pass that decides to wait pays nothing
+        for the guardrails)."""
         restartable = key.resource.restartable
         paced = restartable and (self.pacing.min_interval_ns > 0 or self.pacing.jitter_ns > 0)
         queued = restartable and self.rollouts is not None and self.rollouts.limit > 0
         budgets = [(a, b) for a, b in self.budgets.items() if not b.unlimited]
         if self.breaker is None and not budgets and not paced and not queued:
-            return _UNGUARDED
+            return _UNGUARDED if not limits else GuardrailState(now_ns=0, limits=limits)
         return GuardrailState(
             now_ns=self.clock.now_ns(),
             uid=obj.uid,
@@ -124,6 +134,7 @@ class Guardrails:
             budget_wait_ns={
                 action: max(0, int(budget.wait() * NS_PER_SECOND)) for action, budget in budgets
             },
+            limits=limits,
         )
 
     def _last_restart(self, obj: CachedObject) -> int | None:

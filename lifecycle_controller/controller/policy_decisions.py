@@ -3,7 +3,9 @@
 For an object the cache keeps because a policy could match it (``CachedObject.view``), the
 pass's facts include its policies, resolved once per pass:
 
-* :meth:`PolicyDecisions.resolve` resolves them
+* :meth:`PolicyDecisions.match` says what every policy says of the object (its conditions
+  evaluated), and whether a restart policy contends, for which the pass knows the workload's
+  template marker before it goes on; :meth:`PolicyDecisions.resolve` then resolves them
   (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.resolve`) with what a recurring
   restart counts from (``MetadataCache.restart_anchor``: the template marker, or an occurrence
   a policy skipped); the pure verdict
@@ -41,8 +43,9 @@ from lifecycle_controller.controller.writes import ObjectWriter
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.decision.outcomes import Action, Delete, DryRun, Patch, Wait
 from lifecycle_controller.core.policy.decide import Verdict
-from lifecycle_controller.core.policy.in_force import PolicySet
+from lifecycle_controller.core.policy.in_force import Matched, PolicySet
 from lifecycle_controller.core.policy.limit import PolicyLimit
+from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
 from lifecycle_controller.core.policy.refused import cap_refusals
@@ -118,12 +121,23 @@ class PolicyDecisions:
         """The object is one a policy could match (else: annotations alone decide)."""
         return obj.view is not None and bool(self.store.current)
 
-    def resolve(self, obj: CachedObject, now_ns: int) -> Resolution | None:
-        """The object's policies resolved now (None: its annotations alone decide)."""
+    def match(self, obj: CachedObject) -> Matched | None:
+        """What the policies in force say of the object (None: its annotations alone
+        decide)."""
+        if not self.applies(obj):
+            return None
+        current = self.store.current
+        return current.matched(self._view(obj, current, self.store.namespace_labels))
+
+    def resolve(
+        self, obj: CachedObject, now_ns: int, matched: Matched | None = None
+    ) -> Resolution | None:
+        """The object's policies resolved now (None: its annotations alone decide), on what
+        :meth:`match` found if it was asked already."""
         if not self.applies(obj):
             return None
         self.matched_at.sync(self.store.current)
-        return self._resolve(obj, now_ns, self.store.current, self.store.namespace_labels)
+        return self._resolve(obj, now_ns, self.store.current, self.store.namespace_labels, matched)
 
     def resolve_on(
         self,
@@ -139,30 +153,41 @@ class PolicyDecisions:
             return None
         return self._resolve(obj, now_ns, policies, lambda _name: namespace_labels)
 
-    def _resolve(
+    def _view(
         self,
         obj: CachedObject,
-        now_ns: int,
         policies: PolicySet,
         namespace_labels: Callable[[str], Mapping[str, str] | None],
-    ) -> Resolution:
+    ) -> ObjectView:
         assert obj.view is not None
         view = obj.view
         if self.references is not None and policies.reads_references():
             view = self.references.view_of(view)
         if view.namespace is not None and self.store.namespace_exempt(view.namespace):
             view = replace(view, namespace_exempt=True)
+        return with_namespace_labels(view, policies, namespace_labels)
+
+    def _resolve(
+        self,
+        obj: CachedObject,
+        now_ns: int,
+        policies: PolicySet,
+        namespace_labels: Callable[[str], Mapping[str, str] | None],
+        matched: Matched | None = None,
+    ) -> Resolution:
+        assert obj.view is not None
         matched_at = None
         if self.matched_at.tracks:
-            key = ObjectKey(view.resource, obj.namespace, obj.name)
+            key = ObjectKey(obj.view.resource, obj.namespace, obj.name)
             matched_at = self.matched_at.of(key, obj.uid)
         return policies.resolve(
             obj.annotations,
-            with_namespace_labels(view, policies, namespace_labels),
+            self._view(obj, policies, namespace_labels),
             restart_marker=self._cache.restart_anchor(obj.uid),
             now_ns=now_ns,
             schedule_since_ns=self.store.schedule_since(),
             matched_at=matched_at,
+            matched=matched,
         )
 
     def record(

@@ -1,23 +1,30 @@
-"""Each policy's ``limit`` in force, and the audit entries of what its actions did.
+"""Each policy's ``limit``: its window and line, kept for the pure decision; the audit entries.
 
-The reconciler asks :meth:`PolicyLimits.gate` about every due action a policy decided (a
-deletion, a restart, a dry-run report): it goes, and takes its place in the policy's
-sliding window (:class:`~lifecycle_controller.core.policy.limit.LimitWindow`), or it is
-held (a deletion or a restart as a ``Hold`` with reason ``policy_limit``, a dry-run report
-as a ``Wait``) and requeued at the instant the window frees the place it waits for. A
-policy without ``spec.limit`` has the controller's default (``--policy-default-limit``).
+The limit is a guardrail like the others (docs/policies.md#limit): whether a due action
+goes or waits is decided by
+:func:`~lifecycle_controller.core.decision.guardrails.check`, on the facts
+:meth:`PolicyLimits.facts` reads before the pass decides (for each policy that may decide the
+object: its window's instants, its line, what of this object it let go or reported
+already). What is kept here is only what those decisions did:
 
-A window is created when the policy is first gated, seeded from the instants its
-``status.lastActions`` shows, so that a controller restart or a leader change does not
-reset the cap (bounded by what ``lastActions`` keeps: docs/policies.md#limit). An action
-admitted once for an occurrence is not counted again when a later control (a budget) held
-it and it comes back. An action whose write then fails (or finds the object gone) gives its
-place back (:meth:`PolicyLimits.give_back`) and the first object waiting for a place is
-queued again (:attr:`PolicyLimits.on_freed`): only what was done counts; a dry-run report,
-which writes nothing, counts when reported. A policy deleted takes its window with it
-(:meth:`PolicyLimits.drop`): applied again, it starts with an empty one, as it starts with
-an empty audit. A window belongs to one policy object (its UID): a policy deleted and
-created again under the same name before the controller saw the deletion starts afresh too.
+* :meth:`PolicyLimits.record`, after every pass: an object the limit held joins the policy's
+  line (due order, ties by key); one decided otherwise (by another policy, nothing due, no
+  policy any more) leaves every line at once, so no line keeps a waiter nobody decides;
+  one held by another guardrail keeps its place;
+* :meth:`PolicyLimits.take`, when an action the decision let go is carried out: it takes
+  its place in the window (a sliding window of the instants, seeded from the policy's
+  ``status.lastActions`` when this process first needs it, so that a restart or a leader
+  change does not reset the cap: bounded by what ``lastActions`` keeps), and the earliest
+  waiter is woken if a place is still free (one at a time: a freed place wakes the waiters
+  it can serve, not the line); a write that then fails gives its place back
+  (:meth:`PolicyLimits.give_back`) and wakes the first waiter (:attr:`PolicyLimits.on_freed`).
+  Only what was done counts; a dry-run report, which writes nothing, counts when reported.
+
+A policy deleted takes its window with it (:meth:`drop`): applied again, it starts with an
+empty one, as it starts with an empty audit. A window belongs to one policy object (its
+UID), so a policy deleted and created again under the same name before the controller saw
+the deletion starts afresh too; a policy edited (a new generation) empties its line, and
+its objects are decided again on the new spec.
 
 :meth:`done` records the audit entry of an action carried out (or reported, for a dry
 run), which the status writer merges into the policy's ``status`` (:mod:`.policy_status`).
@@ -25,11 +32,11 @@ run), which the status writer merges into the policy's ``status`` (:mod:`.policy
 **A rehearsal is counted once** (:mod:`~lifecycle_controller.core.policy.audit`). A dry-run
 report reported already, by this process (remembered per object while it lives) or by an
 earlier one (due at or before the ``status.actions.dryRunThrough`` the policy showed when this
-process first looked at it), is let through without a place in the window and without an
-audit entry. The earlier one's instant holds for the policy's generation this process found
-it at (followed until the process has first decided every object: :attr:`settled`): an
-object an edit seen later brings under the policy is reported, whatever its due time.
-:meth:`next_through` says what instant the writer may record now.
+process first looked at it), takes no place in the window and adds no audit entry. The
+earlier one's instant holds for the policy's generation this process found it at (followed
+until the process has first decided every object: :attr:`settled`): an object an edit seen
+later brings under the policy is reported, whatever its due time. :meth:`next_through` says
+what instant the writer may record now.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
+from lifecycle_controller.core.decision.limit_line import LimitFacts
 from lifecycle_controller.core.decision.outcomes import (
     Action,
     Decision,
@@ -54,7 +62,7 @@ from lifecycle_controller.core.policy.audit import (
     reported_through,
     seed_instants,
 )
-from lifecycle_controller.core.policy.limit import LimitWindow, PolicyLimit
+from lifecycle_controller.core.policy.limit import LimitWindow, PolicyLimit, limited_since
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
 
 __all__ = ["LimitState", "PolicyLimits"]
@@ -103,17 +111,22 @@ class PolicyLimits:
         self._owners: dict[PolicyRef, str] = {}
         #: Per object, the action admitted: its policy, due time and the instant admitted.
         self._admitted: dict[ObjectKey, tuple[PolicyRef, int, int]] = {}
+        #: Per object, the policy whose line it waits in.
         self._waits: dict[ObjectKey, PolicyRef] = {}
         self.pending: dict[PolicyRef, list[AuditEntry]] = {}
         #: Policies whose limit tripped since the status writer last looked (one Warning each).
         self.tripped: set[PolicyRef] = set()
-        #: Told the object waiting that may take a place given back (the work queue's add).
+        #: Told the object waiting that may take a place now (the work queue's add).
         self.on_freed: Callable[[ObjectKey], None] = lambda key: None
         self._rehearsals: dict[PolicyRef, _Rehearsal] = {}
         #: Per object, the due time of the dry-run occurrence each policy reported.
         self._reported: dict[ObjectKey, dict[PolicyRef, int]] = {}
         #: Every object has been decided once since the start (the status writer says when).
         self.settled = False
+        #: The policies a pass read the limits of, by name (``Kind/namespace/name``).
+        self._refs: dict[str, PolicyRef] = {}
+        #: The latest instant a pass was decided at.
+        self._latest_ns = 0
 
     def limit_of(self, policy: Policy) -> PolicyLimit | None:
         return policy.limit if policy.limit is not None else self.default
@@ -123,72 +136,143 @@ class PolicyLimits:
             self.drop([ref])  # another object under the same name: its window is gone
             self._owners[ref] = uid
 
-    def _window(self, policy: Policy, status: dict[str, object]) -> LimitWindow | None:
+    def _window(self, policy: Policy, status: Mapping[str, object]) -> LimitWindow | None:
+        """The policy's window, created (and seeded) the first time it is needed, made anew
+        when its limit changed; an edit empties its line."""
         limit = self.limit_of(policy)
-        window = self._windows.get(policy.ref)
+        ref = policy.ref
+        window = self._windows.get(ref)
         if limit is None:
-            self._windows.pop(policy.ref, None)
+            if window is not None:
+                self._empty_line(ref, window)
+                del self._windows[ref]
             return None
         if window is None or window.limit != limit:
-            window = LimitWindow(limit)
+            if window is not None:
+                self._empty_line(ref, window)
+            window = LimitWindow(limit, generation=policy.generation)
             window.seed(seed_instants(status))
-            self._windows[policy.ref] = window
+            window.held_since = limited_since(status)  # held before this process knew
+            self._windows[ref] = window
+        elif window.generation != policy.generation:
+            self._empty_line(ref, window)
+            window.generation = policy.generation
         return window
 
-    def gate(self, key: ObjectKey, decision: Decision, now_ns: int) -> Decision:
-        """``decision``, or its hold when the deciding policy's limit is reached."""
-        acting = isinstance(decision, (Delete, DryRun)) or (
-            isinstance(decision, Patch) and decision.operation is Operation.RESTART
-        )
-        if not acting or decision.policy is None or decision.action is None:
-            self.forget(key)
-            return decision
-        found = self._policy_of(decision.policy)
+    def _empty_line(self, ref: PolicyRef, window: LimitWindow) -> None:
+        for key in window.empty_line():
+            if isinstance(key, ObjectKey) and self._waits.get(key) == ref:
+                del self._waits[key]
+        self._on_change(ref)
+
+    def _current(self, ref: PolicyRef) -> LimitWindow | None:
+        """The policy's window as its current object and generation have it."""
+        found = self._policy_of(str(ref))
         if found is None:
-            return decision
+            return self._windows.get(ref)
         policy, status, uid = found
-        self._own(policy.ref, uid)
-        window = self._window(policy, status)
-        if isinstance(decision, DryRun) and self._rehearsed(key, policy, status, decision):
-            return decision  # reported already: no place, no second count
-        if window is None:
-            return decision
-        due = decision.due_ns if decision.due_ns is not None else now_ns
-        ref = policy.ref
-        if self._admitted.get(key, (None, None))[:2] == (ref, due):
-            return decision  # admitted already (a later control held it): no second place
-        verdict = window.check(key, due, now_ns)
-        if verdict.go:
-            window.admit(key, now_ns)
-            self._admitted[key] = (ref, due, now_ns)
-            self._waits.pop(key, None)
-            self._on_change(ref)  # its window's count changed
-            return decision
-        if self._waits.get(key) != ref:
-            self._waits[key] = ref
-            if window.held == 1:  # the first one held: the limit trips
-                self.tripped.add(ref)
-            self._on_change(ref)
-        until = verdict.until_ns or now_ns + 1
-        if isinstance(decision, DryRun):
-            return Wait(
-                action=decision.action,
-                due_ns=decision.due_ns,
-                policy=decision.policy,
-                requeue_after_ns=max(1, until - now_ns),
-                log=f"held by {ref}'s limit {window.limit}",
+        self._own(ref, uid)
+        return self._window(policy, status) if ref in self._windows else None
+
+    # ------------------------------------------------------------------ the facts
+
+    def facts(
+        self, key: ObjectKey, deciders: Iterable[PolicyRef], now_ns: int
+    ) -> dict[str, LimitFacts]:
+        """The limits of the policies that may decide ``key``, as its pass reads them."""
+        found: dict[str, LimitFacts] = {}
+        self._latest_ns = max(self._latest_ns, now_ns)
+        for ref in deciders:
+            current = self._policy_of(str(ref))
+            if current is None:
+                continue
+            policy, status, uid = current
+            self._own(ref, uid)
+            window = self._window(policy, status)
+            if window is None:
+                continue
+            admitted = self._admitted.get(key)
+            self._refs[str(ref)] = ref
+            found[str(ref)] = window.facts(
+                key,
+                key.id,
+                now_ns,
+                policy=str(ref),
+                admitted_due=admitted[1] if admitted is not None and admitted[0] == ref else None,
+                reported_due=self._reported.get(key, {}).get(ref),
+                reported_through=self._through(policy, status),
+                held_since=window.held_since,
             )
-        assert isinstance(decision, (Patch, Delete))
-        return Hold(
-            reason=HoldReason.POLICY_LIMIT,
-            held=decision,
-            action=decision.action,
-            due_ns=decision.due_ns,
-            policy=decision.policy,
-            requeue_after_ns=max(1, until - now_ns),
-            until_ns=until,
-            log=f"held by {ref}'s limit {window.limit}",
+        return found
+
+    def quiet(self) -> None:
+        """Every object has been decided since it last changed: a hold carried over an
+        empty line (read from the status at start, or kept across an edit) that no object
+        rejoined is over."""
+        for window in self._windows.values():
+            if not window.held:
+                window.held_since = None
+
+    def _through(self, policy: Policy, status: Mapping[str, object]) -> int | None:
+        """The instant through which an earlier process reported every due dry run of the
+        policy's current generation (see the module docstring)."""
+        rehearsal = self._rehearsals.get(policy.ref)
+        if rehearsal is None:
+            return reported_through(status)  # first look: it holds for this generation
+        if not self.settled or policy.generation == rehearsal.generation:
+            return rehearsal.through
+        return None
+
+    # ------------------------------------------------------------------ what was decided
+
+    def record(self, key: ObjectKey, decision: Decision, final: Decision, now_ns: int) -> None:
+        """The line after one pass over ``key``: ``final`` stands for ``decision``."""
+        held = (isinstance(final, Hold) and final.reason is HoldReason.POLICY_LIMIT) or (
+            isinstance(decision, DryRun) and isinstance(final, Wait)
         )
+        waits = self._waits.get(key)
+        ref = None if decision.policy is None else self._refs.get(decision.policy)
+        window = None if ref is None else self._windows.get(ref)
+        if held and ref is not None and window is not None:
+            if waits is not None and waits != ref:
+                self.forget(key, now_ns)
+            due = final.due_ns if final.due_ns is not None else now_ns
+            if window.join(key, key.id, due, now_ns):
+                self._waits[key] = ref
+                if window.held == 1:  # the first one held: the limit trips
+                    self.tripped.add(ref)
+                self._on_change(ref)
+            return
+        if waits is not None and (ref != waits or not _acts(final)):
+            self.forget(key, now_ns)  # decided otherwise: it waits in no line any more
+
+    def take(
+        self, key: ObjectKey, decision: Decision, limit: LimitFacts | None, now_ns: int
+    ) -> None:
+        """The action ``decision`` let go is carried out now: it takes its place in its
+        policy's window (none when ``limit`` says it needs none); a place still free wakes
+        the next waiter."""
+        if limit is None or not _is_action(decision) or not limit.takes_place(decision):
+            return
+        ref = self._refs.get(limit.policy)
+        window = None if ref is None else self._windows.get(ref)
+        if ref is None or window is None:
+            return
+        window.admit(key, now_ns)
+        if self._waits.get(key) == ref:
+            del self._waits[key]
+        due = decision.due_ns if decision.due_ns is not None else now_ns
+        self._admitted[key] = (ref, due, now_ns)
+        self._on_change(ref)  # its window's count changed
+        self._wake(window, now_ns)
+
+    def _wake(self, window: LimitWindow, now_ns: int) -> None:
+        """A place is free and someone waits: the first waiter is told (it takes the place,
+        then wakes the next if one is still free)."""
+        if window.room(now_ns):
+            waiting = window.first_waiting()
+            if isinstance(waiting, ObjectKey):
+                self.on_freed(waiting)
 
     def _rehearsal(self, policy: Policy, status: Mapping[str, object]) -> _Rehearsal:
         rehearsal = self._rehearsals.get(policy.ref)
@@ -200,28 +284,11 @@ class PolicyLimits:
             rehearsal.generation = policy.generation
         return rehearsal
 
-    def _rehearsed(
-        self, key: ObjectKey, policy: Policy, status: Mapping[str, object], decision: DryRun
-    ) -> bool:
-        """The dry-run occurrence was reported already (see the module docstring)."""
-        due = decision.due_ns
-        if due is None:
-            return False
-        ref = policy.ref
-        reported = self._reported.get(key)
-        if reported is not None and reported.get(ref) == due:
-            return True
-        rehearsal = self._rehearsal(policy, status)
-        through = rehearsal.through
-        if through is None or due > through or policy.generation != rehearsal.generation:
-            return False
-        self._reported.setdefault(key, {})[ref] = due  # an earlier process reported it
-        return True
-
     def _report(
         self, key: ObjectKey, policy: Policy, status: Mapping[str, object], decision: DryRun
     ) -> bool:
-        """Remember a dry-run report; False if it was reported already (no audit entry)."""
+        """Remember a dry-run report; False if it was reported already (no audit entry), by
+        this process or an earlier one."""
         due = decision.due_ns
         if due is None:
             return True
@@ -229,8 +296,11 @@ class PolicyLimits:
         reported = self._reported.setdefault(key, {})
         if reported.get(ref) == due:
             return False
-        reported[ref] = due
+        through = self._through(policy, status)
         rehearsal = self._rehearsal(policy, status)
+        reported[ref] = due
+        if through is not None and due <= through:
+            return False  # an earlier process reported it
         rehearsal.newest = due if rehearsal.newest is None else max(rehearsal.newest, due)
         return True
 
@@ -332,15 +402,16 @@ class PolicyLimits:
         self.pending.setdefault(ref, []).append(entry)
         self._on_change(ref)
 
-    def forget(self, key: ObjectKey) -> None:
-        """``key`` waits for no policy's window any more (gone, or nothing due)."""
+    def forget(self, key: ObjectKey, now_ns: int | None = None) -> None:
+        """``key`` waits in no policy's line any more (gone, or decided otherwise); a place
+        free now that it waited for goes to the next waiter."""
         ref = self._waits.pop(key, None)
         if ref is None:
             return
         window = self._windows.get(ref)
-        if window is not None:
-            window.forget(key)
-        self._on_change(ref)
+        if window is not None and window.leave(key):
+            self._on_change(ref)
+            self._wake(window, self._latest_ns if now_ns is None else now_ns)
 
     def gone(self, key: ObjectKey) -> None:
         self.forget(key)
@@ -349,10 +420,25 @@ class PolicyLimits:
 
     def holding(self) -> set[PolicyRef]:
         """The policies whose limit holds objects now (their report changes as time passes)."""
-        return {ref for ref, window in self._windows.items() if window.held}
+        return {ref for ref in list(self._windows) if (w := self._current(ref)) and w.held}
 
     def state(self, ref: PolicyRef, now_ns: int) -> LimitState | None:
-        window = self._windows.get(ref)
+        window = self._current(ref)
         if window is None:
             return None
         return LimitState(window.limit, window.used(now_ns), window.held, window.held_until())
+
+
+def _is_action(decision: Decision) -> bool:
+    """``decision`` carries out (or reports) a due deletion or restart."""
+    if decision.action is None:
+        return False
+    if isinstance(decision, (Delete, DryRun)):
+        return True
+    return isinstance(decision, Patch) and decision.operation is Operation.RESTART
+
+
+def _acts(decision: Decision) -> bool:
+    """``decision`` is a due action, or a guardrail's hold of one (which keeps an object's
+    place in its policy's line)."""
+    return isinstance(decision, Hold) or _is_action(decision)

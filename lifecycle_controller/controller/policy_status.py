@@ -257,8 +257,9 @@ class PolicyStatusWriter:
         limits = self._decisions.limits
         dirty = self._decisions.aggregates.take_dirty() | self._retry
         dirty |= set(limits.pending) | limits.tripped | limits.holding()
-        if not limits.settled and self._idle():
+        if self._idle():
             limits.settled = True  # every object decided once: an edit now is an edit
+            limits.quiet()  # a hold no object rejoined is over
         if lagging := limits.lagging():
             dirty |= lagging  # until their status says how far their reports go
         self._retry = set()

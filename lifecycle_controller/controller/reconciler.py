@@ -4,26 +4,34 @@
 Each pass over the object:
 
 1. **the facts**: the object from the metadata cache (gone: forget it, done), and
-   :class:`PassFacts` puts together from memory everything its decision needs: the
+   :class:`PassFacts` puts together from memory everything its decision needs, once: the
    namespace's defaults, the lifecycle policies resolved for it (once per pass, by
-   :class:`~lifecycle_controller.controller.policy_decisions.PolicyDecisions`), the ledger,
-   what is known of the workload's restarts, the guardrails' state
-   (:class:`~lifecycle_controller.controller.guardrail_state.Guardrails`);
+   :class:`~lifecycle_controller.controller.policy_decisions.PolicyDecisions`: when a restart
+   policy contends, the workload's Pod template marker is read first, once per workload and
+   process, so that the resolution counts from it), the ledger, what is known of the
+   workload's restarts, the guardrails' state
+   (:class:`~lifecycle_controller.controller.guardrail_state.Guardrails`) with the limits of
+   the policies that may decide it
+   (:class:`~lifecycle_controller.controller.policy_limits.PolicyLimits`);
 2. **one pure verdict**:
    :func:`~lifecycle_controller.core.policy.decide.decide_pass` answers the final
    decision, the guardrails' :class:`~lifecycle_controller.core.decision.guardrails.Hold`
    included (treated like a ``Wait``), or the one fact it lacks that is not in memory: the
-   workload's Pod template marker (read once per workload and process) or, before a policy's
-   deletion, the :class:`~lifecycle_controller.controller.policy_fence.PolicyFence`'s fresh
-   view: the object resolved again on the policies and Namespace labels the API server has
-   now, which the verdict must find deciding the same deletion. The pass reads each such
-   fact once and asks again: those are its only reads;
+   workload's Pod template marker for the restart guard, or, before a policy's deletion, the
+   :class:`~lifecycle_controller.controller.policy_fence.PolicyFence`'s fresh view: the
+   object resolved on the policies and Namespace labels the API server has now, which the
+   verdict must find deciding the same deletion. The pass reads each such fact once and asks
+   again on the same facts (the resolution is not made again): those are its only reads.
+   What the verdict said is then kept: the policies' tallies, and the line a limit's hold
+   joins (an object decided otherwise leaves every line);
 3. **account** for the final decision
    (:class:`~lifecycle_controller.controller.accounting.Accounting`:
    ledger, Events, the metrics that describe decisions, one log line);
 4. **write**: a ``Patch`` or ``Delete`` goes to the
    :class:`~lifecycle_controller.controller.execution.Executor` with what it reserved (taken
-   right after the verdict, with no await between); a hold's effects are in memory at once,
+   right after the verdict, with no await between: the budget's token, the rollout slot, the
+   breaker window's place and the policy limit's place, given back if the write fails); a
+   hold's effects are in memory at once,
    and a tripped breaker's state is saved by the executor; a ``Wait`` may carry its
    ``never`` record (docs/behaviour.md#persisted-observations), which the
    :class:`~lifecycle_controller.controller.observations.ObservationWriter` sends;
@@ -42,7 +50,12 @@ from dataclasses import dataclass
 import structlog
 
 from lifecycle_controller.controller.accounting import Accounting
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, object_facts
+from lifecycle_controller.controller.cache import (
+    CachedObject,
+    MetadataCache,
+    RestartFact,
+    object_facts,
+)
 from lifecycle_controller.controller.execution import Executor, WriteOutcome
 from lifecycle_controller.controller.guardrail_state import Guardrails, Reservation
 from lifecycle_controller.controller.observations import ObservationWriter, RecordResult
@@ -100,37 +113,53 @@ class PassFacts:
     #: Reads the fresh view a policy deletion is confirmed on (None: not confirmed).
     fence: PolicyFence | None = None
 
-    def inputs(
-        self,
-        key: ObjectKey,
-        obj: CachedObject,
-        now_ns: int,
-        *,
-        marker_tried: bool = False,
-        confirmation: PolicyConfirmation | None = None,
-    ) -> PassInputs:
-        """Every fact in memory, the policies resolved once; no request."""
+    async def gather(self, key: ObjectKey, obj: CachedObject, now_ns: int) -> PassInputs:
+        """Every fact in memory, the policies resolved once (their matching first: a restart
+        policy contending needs the template marker, read here once per workload and
+        process, before the resolution counts from it)."""
+        policies = self.policies
+        resolution = None
+        marker_tried = False
+        if policies is not None and obj.view is not None:  # kept for a policy
+            matched = policies.match(obj)
+            if (
+                matched is not None
+                and matched.restarts
+                and key.resource.restartable
+                and self.cache.restart_fact(obj.uid) is None
+            ):
+                await self.read_marker(key, obj)
+                marker_tried = True
+            resolution = policies.resolve(obj, now_ns, matched)
+        limits = (
+            {}
+            if policies is None or resolution is None
+            else policies.limits.facts(key, resolution.deciders, now_ns)
+        )
         lookup = self.namespace_defaults
-        guardrails = self.guardrails.state(key, obj)  # the controller's state first, then core
         fact = self.cache.restart_fact(obj.uid)
-        marker = None if fact is None else fact.marker
         return PassInputs(
             annotations=obj.annotations,
-            facts=object_facts(key.resource, obj, restart_marker=marker),
+            facts=object_facts(key.resource, obj, restart_marker=_marker(fact)),
             now_ns=now_ns,
             settings=self.settings,
             ledger=self.ledger,
             defaults=None if lookup is None else lookup(key.namespace),
-            resolution=(
-                None
-                if self.policies is None or obj.view is None  # not kept for any policy
-                else self.policies.resolve(obj, now_ns)
-            ),
+            resolution=resolution,
             marker_known=marker_tried or fact is not None,
             fenced=self.fence is not None,
-            confirmation=confirmation,
-            guardrails=guardrails,
+            # the controller's state first, then core
+            guardrails=self.guardrails.state(key, obj, limits),
         )
+
+    async def with_marker(self, key: ObjectKey, obj: CachedObject, inputs: PassInputs) -> None:
+        """The verdict asked for the template marker (the restart guard measures from it):
+        read it, once, into ``inputs`` (the object's facts, the guardrails' last restart)."""
+        await self.read_marker(key, obj)
+        marker = _marker(self.cache.restart_fact(obj.uid))
+        inputs.facts = object_facts(key.resource, obj, restart_marker=marker)
+        inputs.guardrails = self.guardrails.state(key, obj, inputs.guardrails.limits)
+        inputs.marker_known = True  # once: a failed read is not tried again in this pass
 
     async def read_marker(self, key: ObjectKey, obj: CachedObject) -> None:
         """Read the workload's Pod template marker into the cache's restart facts. A failed
@@ -268,38 +297,33 @@ class Reconciler:
         if self.observations is not None:
             self.observations.check(obj)
         facts = self.facts
-        marker_tried = False
-        confirmation: PolicyConfirmation | None = None
+        inputs = await facts.gather(key, obj, now_ns)
         for _ in range(_MAX_ASKS + 1):
-            inputs = facts.inputs(
-                key, obj, now_ns, marker_tried=marker_tried, confirmation=confirmation
-            )
             verdict = decide_pass(inputs)
             if verdict.missing is None:
                 break
             if verdict.missing is MissingFact.TEMPLATE_MARKER:
-                await facts.read_marker(key, obj)
-                marker_tried = True  # once: a failed read is not tried again in this pass
+                await facts.with_marker(key, obj, inputs)
             else:
-                confirmation = await facts.confirm(obj, now_ns)
+                inputs.confirmation = await facts.confirm(obj, now_ns)
         assert verdict.missing is None, "the verdict asked again for a fact it was given"
-        if confirmation is not None and facts.fence is not None:
-            facts.fence.checked(confirmation, verdict)
+        if inputs.confirmation is not None and facts.fence is not None:
+            facts.fence.checked(inputs.confirmation, verdict)
+        final = verdict.final
         policies = self.policies
         if policies is not None:
             if inputs.resolution is not None:
                 policies.record(key, obj, inputs.resolution, verdict)
             elif key in policies.tallies:  # no policy decides it any more
                 policies.gone(key)
-        final = verdict.final
-        if policies is not None and inputs.resolution is not None and not isinstance(final, Hold):
-            # The deciding policy's ``limit``: a place in its window, or a hold until one frees
-            # (taken like a reservation, after the guardrails let the action go).
-            final = policies.limits.gate(key, final, now_ns)
+            policies.limits.record(key, verdict.decision, final, now_ns)  # the limits' lines
         if isinstance(final, Hold):
             if self.guardrails.apply(key, final):  # in memory at once; the save is a write
                 await self.executor.save_breaker()
             return verdict.decision, final, None, verdict.others
+        if policies is not None and isinstance(final, (Patch, Delete, DryRun)):
+            limit = inputs.guardrails.limits.get(final.policy or "")
+            policies.limits.take(key, final, limit, now_ns)  # its place in the policy's window
         reservation = (
             self.guardrails.reserve(key, final) if isinstance(final, (Patch, Delete)) else None
         )
@@ -357,6 +381,10 @@ class Reconciler:
         self.guardrails.gone(key)
         if self.policies is not None:
             self.policies.gone(key)
+
+
+def _marker(fact: RestartFact | None) -> str | None:
+    return None if fact is None else fact.marker
 
 
 def _with_others(step: _Step, others: tuple[Decision, ...]) -> _Step:

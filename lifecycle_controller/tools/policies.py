@@ -36,6 +36,7 @@ from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import HOLDING, MatchReason, match, matches_statically
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
 from lifecycle_controller.core.policy.refused import refused_condition
+from lifecycle_controller.core.text.gotext import format_go_duration
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
@@ -96,6 +97,15 @@ def action_summary(policy: Policy) -> str:
 
 #: The actions that cover only what existed before their time.
 _ONE_OFF = frozenset({"delete-at", "restart-at"})
+#: Every object a recurring restart decides falls due at once, each occurrence.
+_RECURRING = frozenset({"restart-cron", "restart-every"})
+
+
+def limit_spread(restarts: int, limit: PolicyLimit) -> str:
+    """How long after each occurrence the last of ``restarts`` workloads goes under
+    ``limit`` (``3h0m0s``), "" when they all go at once."""
+    turns = -(-restarts // limit.actions) - 1  # the windows after the first
+    return format_go_duration(turns * limit.window_ns) if turns > 0 else ""
 
 
 def _action_key(policy: Policy) -> str:
@@ -255,6 +265,10 @@ class Totals:
     limit: str = ""
     #: The actions due now that its limit would hold at first (they go as the window frees).
     limit_holds: int = 0
+    #: A recurring restart whose every occurrence restarts more workloads than its limit lets
+    #: go in one window: how long after the occurrence the last of them goes (a fleet spread
+    #: over hours; "": it fits).
+    limit_spread: str = ""
     #: The objects it decides whose deletion ``max-delete-ttl`` refuses, by cause.
     refused: dict[str, int] = field(default_factory=dict)
 
@@ -480,6 +494,8 @@ async def try_policies(
         if limit is not None:
             totals.limit = str(limit)
             totals.limit_holds = max(0, totals.due_now - limit.actions)
+            if key in _RECURRING:
+                totals.limit_spread = limit_spread(totals.restarts, limit)
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
     return report
 
@@ -513,6 +529,11 @@ def totals_line(ref: str, totals: Totals) -> str:
         )
     elif totals.limit:
         parts.append(f"limit {totals.limit}")
+    if totals.limit_spread:
+        parts.append(
+            f"each occurrence restarts {totals.restarts} workloads; limit {totals.limit} "
+            f"spreads them over {totals.limit_spread} after it (set spec.limit to change it)"
+        )
     left = []
     if totals.exempt:
         left.append(f"{totals.exempt} exempt")

@@ -15,18 +15,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.core import Action, Delete, Operation, Patch
+from lifecycle_controller.core import Action, Delete, DryRun, Operation, Patch, Wait
 from lifecycle_controller.core.decision import events as catalogue
 from lifecycle_controller.core.decision.guardrails import (
     BREAKER_SETTLE_NS,
     HELD_RECHECK_NS,
     BreakerFacts,
     GuardrailFacts,
+    GuardrailState,
     Hold,
     HoldReason,
     acting_operation,
     check,
 )
+from lifecycle_controller.core.decision.limit_line import LimitFacts
 from lifecycle_controller.core.decision.pacing import restart_jitter_ns
 
 S = 1_000_000_000
@@ -44,7 +46,25 @@ RESTART = Patch(operation=Operation.RESTART, action=Action.RESTART, due_ns=DUE)
 CONVERT = Patch(operation=Operation.CONVERT, action=Action.DELETE, due_ns=DUE)
 SKIP = Patch(operation=Operation.SKIP, action=Action.RESTART, due_ns=DUE)
 
+POLICY = "LifecyclePolicy/team/capped"
+DELETE = replace(DELETE, policy=POLICY)
+RESTART = replace(RESTART, policy=POLICY)
+DRY = DryRun(operation=Operation.DELETE, action=Action.DELETE, due_ns=DUE, policy=POLICY)
+
 CLOSED = BreakerFacts(open=False, limit=3, window_ns=600 * S)
+#: The policy's limit, 2 per 10 minutes: full, or with a place free.
+FULL_LIMIT = LimitFacts(
+    policy=POLICY,
+    actions=2,
+    window_ns=600 * S,
+    text="2/10m",
+    now_ns=NOW,
+    key_id="k",
+    stamps=(NOW - 300 * S, NOW - 60 * S),
+)
+FREE_LIMIT = replace(FULL_LIMIT, stamps=(NOW - 300 * S,))
+#: A place is free, but an earlier-due object waits for it.
+QUEUED_LIMIT = replace(FREE_LIMIT, line=((DUE - S, "a"),))
 OPEN = replace(CLOSED, open=True, tripped_at="2025-12-31T23:50:00Z", tripped_actions=3)
 FULL = replace(CLOSED, in_window=3)
 FULL_IN_FLIGHT = replace(FULL, in_flight=1)
@@ -106,6 +126,24 @@ def facts(**overrides: object) -> GuardrailFacts:
             HoldReason.ROLLOUT_SLOT,
         ),
         (RESTART, facts(budget_wait_ns=2 * S, breaker=FULL), HoldReason.BUDGET),
+        # The policy's limit, after the open breaker and before every other control.
+        (DELETE, facts(limit=FULL_LIMIT), HoldReason.POLICY_LIMIT),
+        (RESTART, facts(limit=FULL_LIMIT), HoldReason.POLICY_LIMIT),
+        (DELETE, facts(limit=FREE_LIMIT), None),
+        (DELETE, facts(limit=QUEUED_LIMIT), HoldReason.POLICY_LIMIT),
+        (DELETE, facts(limit=FULL_LIMIT, breaker=OPEN), HoldReason.BREAKER_OPEN),
+        (DELETE, facts(limit=FULL_LIMIT, budget_wait_ns=2 * S), HoldReason.POLICY_LIMIT),
+        (
+            RESTART,
+            facts(limit=FULL_LIMIT, min_restart_interval_ns=3600 * S, last_restart_ns=NOW),
+            HoldReason.POLICY_LIMIT,
+        ),
+        (DELETE, facts(limit=FREE_LIMIT, budget_wait_ns=2 * S), HoldReason.BUDGET),
+        # ... an occurrence the limit let go already takes no second place.
+        (DELETE, facts(limit=replace(FULL_LIMIT, admitted_due=DUE)), None),
+        (DELETE, facts(limit=replace(FULL_LIMIT, admitted_due=DUE - S)), HoldReason.POLICY_LIMIT),
+        # Writes that are not actions are never held by it either.
+        (replace(CONVERT, policy=POLICY), facts(limit=FULL_LIMIT), None),
         # The window last: full trips, full only with writes in flight waits a moment.
         (DELETE, facts(breaker=FULL), HoldReason.BREAKER_TRIPPED),
         (RESTART, facts(breaker=FULL), HoldReason.BREAKER_TRIPPED),
@@ -190,6 +228,51 @@ def test_the_budget_hold_waits_for_the_token_with_action_throttled() -> None:
     (event,) = hold.events
     assert event.reason == catalogue.ACTION_THROTTLED
     assert "--max-deletes-per-minute" in event.message
+
+
+def test_a_limit_hold_waits_for_the_instant_its_place_frees_and_names_the_limit() -> None:
+    hold = check(DELETE, facts(limit=FULL_LIMIT))
+    assert isinstance(hold, Hold)
+    assert hold.until_ns == NOW - 300 * S + 600 * S  # the first place frees
+    assert hold.requeue_after_ns == 300 * S
+    assert hold.events == ()  # the policy says Limited, once; no Event per object
+    assert hold.policy == POLICY
+    assert hold.log == f"held by {POLICY}'s limit 2/10m"
+
+
+@pytest.mark.parametrize(
+    ("limit", "waits"),
+    [
+        (None, False),
+        (FREE_LIMIT, False),
+        (FULL_LIMIT, True),
+        # A report made already, by this process or an earlier one, takes no place.
+        (replace(FULL_LIMIT, reported_due=DUE), False),
+        (replace(FULL_LIMIT, reported_due=DUE - S), True),
+        (replace(FULL_LIMIT, reported_through=DUE), False),
+        (replace(FULL_LIMIT, reported_through=DUE - S), True),
+    ],
+)
+def test_a_dry_run_report_is_held_by_its_limit_alone_as_a_wait(
+    limit: LimitFacts | None, waits: bool
+) -> None:
+    """A report writes nothing: the breaker, the budgets and the rollout slots do not hold
+    it, only its policy's limit does, as a Wait until its place frees."""
+    held = check(DRY, facts(limit=limit, breaker=OPEN, budget_wait_ns=S))
+    assert (held is not None) is waits
+    if held is not None:
+        assert isinstance(held, Wait)
+        assert (held.policy, held.due_ns, held.action) == (POLICY, DUE, Action.DELETE)
+        assert held.requeue_after_ns == 300 * S
+    assert check(replace(DRY, action=None), facts(limit=FULL_LIMIT)) is None
+
+
+def test_the_state_hands_each_decision_its_own_policys_limit() -> None:
+    state = GuardrailState(now_ns=NOW, limits={POLICY: FULL_LIMIT})
+    assert state.facts(DELETE).limit is FULL_LIMIT
+    assert state.facts(DRY).limit is FULL_LIMIT
+    assert state.facts(replace(DELETE, policy="ClusterLifecyclePolicy/other")).limit is None
+    assert state.facts(replace(DELETE, policy=None)).limit is None
 
 
 def test_only_deletions_and_restarts_are_actions() -> None:

@@ -9,10 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lifecycle_controller.core.decision.events import DELETION_FAILURE
+from lifecycle_controller.core.decision.guardrails import GuardrailFacts, HoldReason, check
+from lifecycle_controller.core.decision.outcomes import Action, Delete
 from lifecycle_controller.core.policy.audit import KEEP, AuditEntry, merge, seed_instants
 from lifecycle_controller.core.policy.limit import (
     LimitWindow,
     PolicyLimit,
+    limited_since,
     parse_limit,
     parse_limit_flag,
 )
@@ -21,6 +25,7 @@ from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
+POLICY = "LifecyclePolicy/team/capped"
 
 
 def _limit(actions: int, seconds: int) -> PolicyLimit:
@@ -99,71 +104,118 @@ def test_a_policy_with_a_bad_limit_is_invalid_and_a_good_one_carries_it() -> Non
 # ------------------------------------------------------------------ the window
 
 
+def _delete(key: str, due_ns: int) -> Delete:
+    return Delete(
+        uid=key,
+        resource_version="1",
+        failure=DELETION_FAILURE,
+        action=Action.DELETE,
+        policy=POLICY,
+        due_ns=due_ns,
+    )
+
+
+def _ask(window: LimitWindow, key: str, due_ns: int, now_ns: int) -> int | None:
+    """One pass as the controller makes it: the window's facts, the pure check, then the
+    place taken (None: it went) or the line joined (the instant its place frees)."""
+    facts = window.facts(key, key, now_ns, policy=POLICY)
+    hold = check(_delete(key, due_ns), GuardrailFacts(now_ns=now_ns, limit=facts))
+    if hold is None:
+        window.admit(key, now_ns)
+        return None
+    assert hold.reason is HoldReason.POLICY_LIMIT
+    window.join(key, key, due_ns, now_ns)
+    assert hold.until_ns is not None
+    assert hold.requeue_after_ns == hold.until_ns - now_ns
+    return hold.until_ns
+
+
 def test_two_per_window_over_five_due_lets_two_go_and_holds_three_in_due_order() -> None:
     window = LimitWindow(_limit(2, 20))
     due = {f"o{i}": T0 - (5 - i) * S for i in range(5)}  # o0 is the earliest due
     now = T0
-    verdicts = {}
-    for key in ["o4", "o2", "o0", "o3", "o1"]:  # looked at in any order
-        verdict = window.check(key, due[key], now)
-        verdicts[key] = verdict
-        if verdict.go:
-            window.admit(key, now)
-    # o4 and o2 came first while nothing waited ahead of them; o0 was next in due order.
-    assert [k for k, v in verdicts.items() if v.go] == ["o4", "o2"]
+    went = [
+        key for key in ["o4", "o2", "o0", "o3", "o1"] if _ask(window, key, due[key], now) is None
+    ]
+    # o4 and o2 came first while nothing waited ahead of them; the rest wait in due order.
+    assert went == ["o4", "o2"]
     assert window.held == 3
     assert window.used(now) == 2
+    assert window.held_since == now  # the limit began holding
     assert window.held_until() == now + 20 * S
     # When the window frees its places, the earliest due go first, whoever asks first.
     later = now + 20 * S + 1
-    first = window.check("o0", due["o0"], later)
-    second = window.check("o1", due["o1"], later)
-    third = window.check("o3", due["o3"], later)
-    assert first.go
-    assert second.go
-    assert not third.go
-    window.admit("o0", later)
-    window.admit("o1", later)
-    held = window.check("o3", due["o3"], later)
-    assert not held.go
-    assert held.until_ns == later + 20 * S
+    assert _ask(window, "o3", due["o3"], later) == later + 20 * S  # two ahead of it
+    assert _ask(window, "o1", due["o1"], later) is None
+    assert _ask(window, "o0", due["o0"], later) is None
+    assert _ask(window, "o3", due["o3"], later) == later + 20 * S
+    assert window.first_waiting() == "o3"
+    assert window.leave("o3")
+    assert window.held_since is None  # nobody waits: the hold is over
 
 
-def test_a_held_action_is_requeued_at_the_instant_its_place_frees() -> None:
+def test_a_held_action_is_requeued_for_the_instant_its_own_place_frees() -> None:
+    """A window turn wakes the waiters it can serve: the first waiter is woken when the
+    first place frees, the second when the second does, and one further back when its own
+    place frees, a window after the place it waits behind is taken (not all at once)."""
     window = LimitWindow(_limit(3, 60))
     for second in (0, 10, 20):
         window.admit(f"a{second}", T0 + second * S)
     now = T0 + 30 * S
-    assert window.check("b", T0, now).until_ns == T0 + 60 * S  # the first place frees
-    assert window.check("c", T0 + 1, now).until_ns == T0 + 70 * S  # the second
-    assert window.check("d", T0 + 2, now).until_ns == T0 + 80 * S  # the third
-    assert window.check("e", T0 + 3, now).until_ns == T0 + 80 * S  # beyond: looks again then
+    turns = [_ask(window, key, T0 + i, now) for i, key in enumerate("bcdefgh")]
+    assert turns == [
+        T0 + 60 * S,  # b: the first place frees
+        T0 + 70 * S,  # c: the second
+        T0 + 80 * S,  # d: the third
+        T0 + 120 * S,  # e: b's place, a window after b takes it
+        T0 + 130 * S,
+        T0 + 140 * S,
+        T0 + 180 * S,
+    ]
 
 
-def test_the_window_is_seeded_and_a_forgotten_object_waits_no_more() -> None:
+def test_the_window_is_seeded_and_an_object_leaving_the_line_waits_no_more() -> None:
     window = LimitWindow(_limit(2, 60))
     window.seed([T0 - 100 * S, T0 - 30 * S, T0 - 10 * S])  # the oldest is out of the window
     assert window.used(T0) == 2
-    assert not window.check("x", T0, T0).go
-    assert window.forget("x")
-    assert not window.forget("x")
+    assert _ask(window, "x", T0, T0) == T0 + 30 * S
+    assert window.leave("x")
+    assert not window.leave("x")
     assert window.held == 0
+    assert window.first_waiting() is None
+
+
+def test_a_lowered_limit_waits_for_the_window_to_drop_below_it() -> None:
+    """Seeded with more actions than the limit allows (it was lowered): the first place
+    frees when enough of them have left the window."""
+    window = LimitWindow(_limit(1, 60))
+    window.seed([T0 - 30 * S, T0 - 20 * S, T0 - 10 * S])
+    assert _ask(window, "x", T0, T0) == T0 + 50 * S  # the newest leaves the window then
 
 
 def test_a_place_given_back_frees_it_for_the_first_waiting() -> None:
     """An action let go whose write failed gives its place back: the earliest due of those
     waiting may go in its stead."""
     window = LimitWindow(_limit(1, 3600))
-    assert window.check("failed", T0, T0).go
-    window.admit("failed", T0)
-    assert not window.check("late", T0 + 2 * S, T0 + S).go
-    assert not window.check("early", T0 + S, T0 + S).go
+    assert _ask(window, "failed", T0, T0) is None
+    assert _ask(window, "late", T0 + 2 * S, T0 + S) is not None
+    assert _ask(window, "early", T0 + S, T0 + S) is not None
     assert window.first_waiting() == "early"
+    assert window.room(T0 + S) is False
     assert window.give_back(T0)
     assert not window.give_back(T0)  # given back once
     assert window.used(T0 + S) == 0
-    assert window.check("early", T0 + S, T0 + S).go
-    assert not window.check("late", T0 + 2 * S, T0 + S).go  # one place: the earliest due
+    assert window.room(T0 + S)
+    assert _ask(window, "late", T0 + 2 * S, T0 + S) is not None  # one place: the earliest due
+    assert _ask(window, "early", T0 + S, T0 + S) is None
+
+
+def test_an_edit_empties_the_line() -> None:
+    window = LimitWindow(_limit(1, 60), generation=1)
+    _ask(window, "a", T0, T0)
+    _ask(window, "b", T0, T0)
+    assert window.empty_line() == ["b"]
+    assert (window.held, window.held_since, window.used(T0)) == (0, T0, 1)  # still holding
 
 
 @settings(max_examples=200, deadline=None)
@@ -184,15 +236,47 @@ def test_never_more_than_the_limit_in_any_window(
     admitted: list[int] = []
     for key, advance, due in steps:
         now += advance * S
-        verdict = window.check(key, T0 + due * S, now)
-        if verdict.go:
-            window.admit(key, now)
+        until = _ask(window, f"k{key}", T0 + due * S, now)
+        if until is None:
             admitted.append(now)
         else:
-            assert verdict.until_ns is not None
-            assert verdict.until_ns > now
+            assert until > now
         inside = [t for t in admitted if now - window_s * S < t <= now]
         assert len(inside) <= actions
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    actions=st.integers(1, 4),
+    stamps=st.lists(st.integers(0, 59), max_size=6),
+    line=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 20)), max_size=12),
+    mine=st.tuples(st.integers(0, 5), st.integers(0, 20)),
+)
+def test_the_rank_is_the_number_of_waiters_ahead(
+    actions: int,
+    stamps: list[int],
+    line: list[tuple[int, int]],
+    mine: tuple[int, int],
+) -> None:
+    """The O(log n) place in the line is what a walk of the whole line counts, and the
+    object goes exactly when fewer wait ahead of it than places are free."""
+    window = LimitWindow(_limit(actions, 60))
+    window.seed(T0 + s * S for s in stamps)
+    for due, number in line:
+        window.join(f"k{number:02}", f"k{number:02}", T0 + due * S, T0)
+    key = f"k{mine[1]:02}"
+    due = T0 + mine[0] * S
+    now = T0 + 59 * S
+    facts = window.facts(key, key, now, policy=POLICY)
+    others = [
+        entry
+        for entry in facts.line
+        if entry[1] != key  # its own old place does not count
+    ]
+    ahead = sum(1 for entry in others if entry < (due, key))
+    assert facts.rank(due) == ahead
+    free = actions - len(facts.stamps)
+    assert (facts.turn(due) is None) == (ahead < free)
 
 
 # ------------------------------------------------------------------ the audit
@@ -262,3 +346,43 @@ def test_seed_instants_reads_the_entries_times() -> None:
         T0 + S,
         T0 + 2 * S,
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "since"),
+    [
+        ({}, None),
+        ({"conditions": "garbage"}, None),
+        ({"conditions": [7, {"type": "Ready", "status": "True"}]}, None),
+        (
+            {"conditions": [{"type": "Limited", "status": "True", "lastTransitionTime": "x"}]},
+            None,
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "Limited",
+                        "status": "False",
+                        "lastTransitionTime": format_rfc3339_seconds(T0),
+                    }
+                ]
+            },
+            None,
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "Limited",
+                        "status": "True",
+                        "lastTransitionTime": format_rfc3339_seconds(T0),
+                    }
+                ]
+            },
+            T0,
+        ),
+    ],
+)
+def test_limited_since_reads_the_condition(status: dict[str, object], since: int | None) -> None:
+    assert limited_since(status) == since

@@ -104,3 +104,23 @@ def test_the_namespaced_policies_benchmark_counts_scoped_lists(tmp_path: Path) -
     assert set(result["cluster"]["requests"]) <= {"watch cluster", "list cluster"}
     assert result["namespaced"]["cpu_s"] >= 0
     assert (tmp_path / "policies-namespaced.md").read_text().startswith("400 ConfigMaps")
+
+
+def test_the_limit_benchmark_measures_idle_and_a_window_turn(tmp_path: Path) -> None:
+    from benchmarks.limit import main as limit
+
+    limit(
+        [
+            "--held=100",
+            "--actions=5",
+            "--window=15",
+            "--idle=6",
+            "--rounds=1",
+            f"--output={tmp_path}",
+        ]
+    )
+    result = json.loads((tmp_path / "limit.json").read_text())
+    (run,) = result["runs"]
+    assert run["held"] == 100
+    assert run["turn_cpu_ms"] > 0
+    assert (tmp_path / "limit.md").read_text().startswith("limit 5/15s")

@@ -3,23 +3,31 @@ docs/reliability.md#policy-audit).
 
 A limit of 2 per 20 s over 5 due ConfigMaps deletes 2 and holds 3 (the status shows them held,
 ``Limited=True`` and one Warning), then lets them go as the window frees up. The audit in the
-policy's status survives a controller restart without counting anything twice. A DELETE the
-API server refuses does not count against the limit, and a policy deleted and applied again
-starts with an empty window.
+policy's status survives a controller restart without counting anything twice, and so does a
+long window with its waiters. A DELETE the API server refuses does not count against the
+limit, and a policy deleted and applied again starts with an empty window. An object another
+policy takes over leaves the line; a deletion held past its catch-up is late, not skipped;
+a namespaced limit never delays an enforced deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient
-from lifecycle_controller.kube.resources import CONFIGMAPS, POLICIES
+from lifecycle_controller.kube import KubeClient, NotFound
+from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import EventRecord, event_records, wait_for_event
-from tests.integration.policy_tools import create_configmap, labelled, namespaced_policy
+from tests.integration.policy_tools import (
+    cluster_policy,
+    create_configmap,
+    labelled,
+    namespaced_policy,
+)
 from tests.integration.scenario_support import create, gone, start_for, wait_gone
 from tests.integration.support import eventually
 
@@ -251,3 +259,192 @@ async def test_a_policy_applied_again_starts_with_an_empty_window(
     await create(kube, POLICIES, namespace, _capped(namespace))
     await create_configmap(kube, namespace, labelled("after", LIMITED))
     await wait_gone(kube, CONFIGMAPS, namespace, "after", within=30)
+
+
+async def _held(kube: KubeClient, namespace: str, name: str) -> int | None:
+    actions = (await _status(kube, namespace, name)).get("actions") or {}
+    held = actions.get("held")
+    return held if isinstance(held, int) else None
+
+
+async def test_a_held_object_another_policy_takes_over_leaves_the_line(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """The ghost waiter: ``ghost`` waits for ``capped``'s limit (1 per 15 s) when a
+    namespaced rehearsal of higher priority takes it over. ``capped`` holds nothing any more
+    (its status says so), and the next object due is deleted when the window frees, not
+    held for good behind the ghost (caught: ``held: 1`` and ``Limited=True`` for good, and
+    ``after`` never deleted)."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "capped",
+            namespace,
+            resources=["configmaps"],
+            selector={"matchLabels": LIMITED},
+            limit={"actions": 1, "window": "15s"},
+            lifecycle={"delete-after": "1s"},
+        ),
+    )
+    await start_for(start_controller, namespace)
+    await create_configmap(kube, namespace, labelled("first", LIMITED))
+    await wait_gone(kube, CONFIGMAPS, namespace, "first", within=30)
+    takeover = {**LIMITED, "takeover": "yes"}
+    await create_configmap(kube, namespace, labelled("ghost", takeover))
+
+    async def held(count: int) -> bool:
+        return await _held(kube, namespace, "capped") == count
+
+    await eventually(lambda: held(1), within=20, what="the ghost held by capped's limit")
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "rehearsal",
+            namespace,
+            resources=["configmaps"],
+            priority=10,
+            selector={"matchLabels": {"takeover": "yes"}},
+            lifecycle={"delete-after": "1s", "dry-run": "true"},
+        ),
+    )
+    await eventually(lambda: held(0), within=20, what="capped holding nothing any more")
+    status = await _status(kube, namespace, "capped")
+    assert _condition(status, "Limited")["status"] == "False", status
+    await create_configmap(kube, namespace, labelled("after", LIMITED))
+    await wait_gone(kube, CONFIGMAPS, namespace, "after", within=45)
+    assert not await gone(kube, CONFIGMAPS, namespace, "ghost")  # the rehearsal's now
+
+
+async def test_a_deletion_held_past_its_catch_up_is_late_by_the_hold_not_skipped(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """``catch-up: 5s`` and a limit of 1 per 12 s over two objects due at once: the second
+    is held about 12 s, longer than its catch-up, and is still deleted when its place frees
+    (caught: it was decided then as a skipped occurrence, and never deleted)."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "capped",
+            namespace,
+            resources=["configmaps"],
+            selector={"matchLabels": LIMITED},
+            limit={"actions": 1, "window": "12s"},
+            lifecycle={"delete-after": "1s", "catch-up": "5s"},
+        ),
+    )
+    for name in ("one", "two"):
+        await create_configmap(kube, namespace, labelled(name, LIMITED))
+    await start_for(start_controller, namespace)
+
+    async def one_left() -> bool:
+        return len(await _names(kube, namespace)) == 1
+
+    await eventually(one_left, within=30, what="one deleted, one held")
+
+    async def none_left() -> bool:
+        return not await _names(kube, namespace)
+
+    await eventually(none_left, within=45, what="the held one deleted when its place freed")
+
+    async def audited() -> bool:
+        actions = (await _status(kube, namespace, "capped")).get("actions") or {}
+        return actions.get("deleted") == 2
+
+    await eventually(audited, within=20, what="two deletions in the audit")
+
+
+async def test_a_namespaced_limit_never_delays_an_enforced_deadline(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """An enforced cluster policy deletes after 20 s; a LifecyclePolicy deletes after 1 s with
+    a limit of 1 per 30 days, so it wins as the sooner contender and then holds the second
+    object. At the enforced deadline the enforced policy deletes it (caught: held 30 days)."""
+    deadline = f"deadline-{namespace}"
+    await create(
+        kube,
+        CLUSTER_POLICIES,
+        None,
+        cluster_policy(
+            deadline,
+            resources=["configmaps"],
+            namespaces=[namespace],
+            selector={"matchLabels": LIMITED},
+            enforce=True,
+            lifecycle={"delete-after": "20s"},
+        ),
+    )
+    try:
+        await create(
+            kube,
+            POLICIES,
+            namespace,
+            namespaced_policy(
+                "capped",
+                namespace,
+                resources=["configmaps"],
+                selector={"matchLabels": LIMITED},
+                limit={"actions": 1, "window": "720h"},
+                lifecycle={"delete-after": "1s"},
+            ),
+        )
+        await start_for(start_controller, namespace)
+        await create_configmap(kube, namespace, labelled("sooner", LIMITED))
+        await wait_gone(kube, CONFIGMAPS, namespace, "sooner", within=30)
+        await create_configmap(kube, namespace, labelled("deadline", LIMITED))
+
+        async def held() -> bool:
+            return await _held(kube, namespace, "capped") == 1
+
+        await eventually(held, within=20, what="capped's limit holding the second object")
+        await wait_gone(kube, CONFIGMAPS, namespace, "deadline", within=60)
+        deleted = await wait_for_event(kube, namespace, "deadline", "Deleted")
+        assert f"ClusterLifecyclePolicy/{deadline}" in deleted.note, deleted.note
+        assert "enforced" in deleted.note
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, deadline))
+
+
+async def test_a_long_window_limit_survives_a_restart_with_its_waiters(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """Limit 1 per hour over three due objects: one deleted, two held. A new controller (as
+    after a restart or a failover) seeds the window from the status, so it holds both
+    again; it does not delete one more (caught: a window not seeded lets one go)."""
+    await create(kube, POLICIES, namespace, _capped(namespace))
+    for index in range(3):
+        await create_configmap(kube, namespace, labelled(f"due-{index}", LIMITED))
+    await asyncio.sleep(1.5)  # every one is due before the controller starts
+    first = await start_for(start_controller, namespace)
+
+    async def audited() -> bool:
+        status = await _status(kube, namespace, "capped")
+        actions = status.get("actions") or {}
+        return actions.get("deleted") == 1 and actions.get("held") == 2
+
+    await eventually(audited, within=30, what="one deletion in the audit, two held")
+    await first.stop()
+
+    second = await start_for(start_controller, namespace)
+    pipeline = second.controller.pipeline
+    assert pipeline is not None
+    decisions = pipeline.reconciler.policies
+    assert decisions is not None
+    ref = decisions.store.docs()[0].ref
+
+    async def holding_both() -> bool:
+        state = decisions.limits.state(ref, second.controller.clock.now_ns())
+        return state is not None and (state.used, state.held) == (1, 2)
+
+    await eventually(holding_both, within=30, what="the new controller holding both")
+    assert len(await _names(kube, namespace)) == 2
+    status = await _status(kube, namespace, "capped")
+    assert _condition(status, "Limited")["status"] == "True", status
+    assert status["actions"]["deleted"] == 1
+    await second.stop()

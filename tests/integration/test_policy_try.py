@@ -156,8 +156,8 @@ async def test_try_lists_what_a_policy_would_do_and_writes_nothing(
         "matched": 2, "decides": 1, "deletions": 1, "restarts": 0, "due_now": 0,
         "dry_run": 0, "problems": 0, "own_annotations": 1, "other_policy": 0,
         "exempt": 1, "exempt_namespace": 0, "owned": 0, "held": 0, "protected": 0,
-        "spent": 0, "one_off": "", "limit": "", "limit_holds": 0, "refused": {},
-        "no_since": [],
+        "spent": 0, "one_off": "", "limit": "", "limit_holds": 0, "limit_spread": "",
+        "refused": {}, "no_since": [],
     }  # fmt: skip
     assert totals[low]["matched"] == 4  # matched, own, parent, web; child is owned
     assert totals[low]["decides"] == 0

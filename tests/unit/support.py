@@ -16,6 +16,11 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from lifecycle_controller.controller.policy_limits import PolicyLimits
+from lifecycle_controller.core.decision.guardrails import GuardrailState, check
+from lifecycle_controller.core.decision.outcomes import Decision, Delete, DryRun, Patch
+from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.client import Pool
 from tests.doubles.fakeclock import FakeClock
@@ -149,3 +154,27 @@ class TrackedLeases:
             await clock.settle()
             if self.in_flight == 0:
                 return
+
+
+def limit_pass(limits: PolicyLimits, key: ObjectKey, decision: Decision, now_ns: int) -> Decision:
+    """One pass over ``key`` as the reconciler makes it, for its policy's limit alone: the
+    limit's facts, the pure check, the line recorded, the place taken for what went.
+    Returns what stands (``decision``, or the hold or wait of its limit)."""
+    deciders = [] if decision.policy is None else [_ref(decision.policy)]
+    facts = limits.facts(key, deciders, now_ns)
+    state = GuardrailState(now_ns=now_ns, limits=facts)
+    final: Decision = decision
+    if isinstance(decision, (Patch, Delete, DryRun)):
+        final = check(decision, state.facts(decision)) or decision
+    limits.record(key, decision, final, now_ns)
+    if final is decision:
+        limits.take(key, decision, facts.get(decision.policy or ""), now_ns)
+    return final
+
+
+def _ref(name: str) -> PolicyRef:
+    kind, _, rest = name.partition("/")
+    if kind == PolicyKind.CLUSTER.value:
+        return PolicyRef(PolicyKind.CLUSTER, None, rest)
+    namespace, _, policy = rest.partition("/")
+    return PolicyRef(PolicyKind(kind), namespace, policy)

@@ -9,6 +9,7 @@ even when the controller never saw the deletion (the window belongs to the polic
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,13 +22,17 @@ from lifecycle_controller.controller.recorder import KubeEventRecorder
 from lifecycle_controller.controller.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
 from lifecycle_controller.core.decision.events import DELETION_FAILURE
-from lifecycle_controller.core.decision.outcomes import Action, Delete
+from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
+from lifecycle_controller.core.decision.outcomes import Action, Delete, Wait
 from lifecycle_controller.core.objects.resources import ObjectKey
+from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
+from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
 from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
+from tests.unit.support import limit_pass
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
@@ -73,24 +78,146 @@ def test_a_place_given_back_is_free_again_and_wakes_the_first_waiting() -> None:
     woken: list[ObjectKey] = []
     limits = PolicyLimits(None, policy_of=lambda name: (policy, {}, "uid-1"))
     limits.on_freed = woken.append
-    assert limits.gate(_key("a"), _delete("a", T0), T0) == _delete("a", T0)
-    held = limits.gate(_key("b"), _delete("b", T0 + S), T0 + S)
+    assert limit_pass(limits, _key("a"), _delete("a", T0), T0) == _delete("a", T0)
+    held = limit_pass(limits, _key("b"), _delete("b", T0 + S), T0 + S)
     assert held != _delete("b", T0 + S)  # the window is full: b waits
     limits.give_back(_key("a"))  # a's DELETE failed
     assert woken == [_key("b")]
     state = limits.state(policy.ref, T0 + S)
     assert state is not None
     assert state.used == 0
-    assert limits.gate(_key("b"), _delete("b", T0 + S), T0 + S) == _delete("b", T0 + S)
+    assert limit_pass(limits, _key("b"), _delete("b", T0 + S), T0 + S) == _delete("b", T0 + S)
     limits.give_back(_key("zz"))  # nothing admitted for it: nothing changes
     assert woken == [_key("b")]
+
+
+def _named(name: str, namespace: str = "team", generation: int = 1) -> Policy:
+    spec = capped()["spec"]
+    parsed = parse_policy(PolicyKind.NAMESPACED, namespace, name, generation, spec)
+    assert isinstance(parsed, Policy)
+    return parsed
+
+
+def test_a_waiter_decided_by_another_policy_leaves_the_line_at_once() -> None:
+    """The ghost waiter: an object the limit of A holds is next decided by B (a new policy
+    of higher rank, an edit). It leaves A's line then, not never: A stops saying it holds
+    it, and A's next place goes to the next object due, not to a ghost."""
+    a, b = _named("capped"), _named("rehearsal")
+    policies = {str(a.ref): a, str(b.ref): b}
+    woken: list[ObjectKey] = []
+    limits = PolicyLimits(None, policy_of=lambda name: (policies[name], {}, name))
+    limits.on_freed = woken.append
+    assert limit_pass(limits, _key("x"), _delete("x", T0), T0) == _delete("x", T0)
+    assert isinstance(limit_pass(limits, _key("ghost"), _delete("ghost", T0), T0), Hold)
+    assert limits.holding() == {a.ref}
+    by_b = replace(_delete("ghost", T0), policy=str(b.ref))
+    assert limit_pass(limits, _key("ghost"), by_b, T0 + S) == by_b  # B's own window
+    state = limits.state(a.ref, T0 + S)
+    assert state is not None
+    assert state.held == 0
+    assert limits.holding() == set()
+    # A's window frees: the next object due goes (nothing waits ahead of it).
+    hour = 3600 * S
+    later = _delete("y", T0 + hour)
+    assert limit_pass(limits, _key("y"), later, T0 + hour + S) == later
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [
+        "nothing due any more",
+        "gone",
+        "policy edited",
+    ],
+)
+def test_a_waiter_leaves_the_line_when_its_object_or_its_policy_changes(leave: str) -> None:
+    policy = [_policy()]
+    limits = PolicyLimits(None, policy_of=lambda name: (policy[0], {}, "uid-1"))
+    limit_pass(limits, _key("a"), _delete("a", T0), T0)
+    limit_pass(limits, _key("b"), _delete("b", T0), T0)
+    assert limits.holding() == {policy[0].ref}
+    if leave == "nothing due any more":  # it stopped matching, or its due time moved
+        limit_pass(limits, _key("b"), Wait(requeue_after_ns=S, policy=POLICY), T0 + S)
+    elif leave == "gone":
+        limits.gone(_key("b"))
+    else:
+        policy[0] = replace(policy[0], generation=2)
+    assert limits.holding() == set()
+    state = limits.state(policy[0].ref, T0 + S)
+    assert state is not None
+    assert (state.used, state.held) == (1, 0)
+
+
+def test_a_waiter_held_by_another_guardrail_keeps_its_place() -> None:
+    limits = PolicyLimits(None, policy_of=lambda name: (_policy(), {}, "uid-1"))
+    limit_pass(limits, _key("a"), _delete("a", T0), T0)
+    limit_pass(limits, _key("b"), _delete("b", T0), T0)
+    budget = Hold(
+        reason=HoldReason.BUDGET,
+        held=_delete("b", T0),
+        requeue_after_ns=S,
+        action=Action.DELETE,
+        due_ns=T0,
+    )
+    limits.record(_key("b"), _delete("b", T0), budget, T0 + S)
+    assert limits.holding() == {_policy().ref}
+
+
+def test_a_place_free_wakes_the_first_waiter_only() -> None:
+    """Three places free at once after a failed write and two departures: each admission
+    wakes the next waiter while a place is free, one at a time."""
+    two = replace(_policy(), limit=PolicyLimit(2, 3600 * S, "1h"))
+    woken: list[ObjectKey] = []
+    limits = PolicyLimits(None, policy_of=lambda name: (two, {}, "uid-1"))
+    limits.on_freed = woken.append
+    for name in ("a", "b", "c", "d", "e"):
+        limit_pass(limits, _key(name), _delete(name, T0), T0)
+    assert woken == []
+    limits.give_back(_key("a"))  # a's DELETE failed: c is first
+    assert woken == [_key("c")]
+    limit_pass(limits, _key("c"), _delete("c", T0), T0 + S)  # c takes it: the window is full
+    assert woken == [_key("c")]
+    limits.gone(_key("d"))  # no place free: nobody to wake
+    assert woken == [_key("c")]
+
+
+def test_the_hold_begins_with_the_first_waiter_and_survives_a_restart() -> None:
+    """``held_since``: when the first object was held; a new controller takes it from the
+    Limited condition the status shows, until it has decided every object once; an edit
+    that empties the line does not end the hold."""
+    status: dict[str, object] = {
+        "conditions": [
+            {
+                "type": "Limited",
+                "status": "True",
+                "lastTransitionTime": format_rfc3339_seconds(T0 - 3600 * S),
+            }
+        ]
+    }
+    policy = [_policy()]
+    limits = PolicyLimits(None, policy_of=lambda name: (policy[0], status, "uid-1"))
+
+    def since(now_ns: int) -> int | None:
+        return limits.facts(_key("c"), [policy[0].ref], now_ns)[POLICY].held_since_ns
+
+    assert since(T0) == T0 - 3600 * S
+    limits.quiet()  # every object decided: none of them rejoined the line
+    assert since(T0) is None
+    limit_pass(limits, _key("a"), _delete("a", T0), T0)
+    limit_pass(limits, _key("b"), _delete("b", T0), T0 + S)
+    assert since(T0 + S) == T0 + S
+    policy[0] = replace(policy[0], generation=2)  # edited: its objects are decided again
+    assert since(T0 + 2 * S) == T0 + S
+    assert limits.holding() == set()  # the line is empty until they rejoin
+    limit_pass(limits, _key("b"), _delete("b", T0), T0 + 2 * S)
+    assert since(T0 + 2 * S) == T0 + S
 
 
 def test_a_deleted_policy_leaves_no_window_behind() -> None:
     policy = _policy()
     limits = PolicyLimits(None, policy_of=lambda name: (policy, {}, "uid-1"))
-    limits.gate(_key("a"), _delete("a", T0), T0)
-    limits.gate(_key("b"), _delete("b", T0 + S), T0 + S)  # waits
+    limit_pass(limits, _key("a"), _delete("a", T0), T0)
+    limit_pass(limits, _key("b"), _delete("b", T0 + S), T0 + S)  # waits
     limits.done(_key("a"), "a", _delete("a", T0), T0)
     assert limits.holding() == {policy.ref}
     limits.drop([policy.ref])
@@ -99,7 +226,9 @@ def test_a_deleted_policy_leaves_no_window_behind() -> None:
     assert limits.pending == {}
     assert limits.tripped == set()
     # Applied again under the same name: a fresh window, a's action is not counted in it.
-    assert limits.gate(_key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete("c", T0 + 2 * S)
+    assert limit_pass(limits, _key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete(
+        "c", T0 + 2 * S
+    )
 
 
 def test_a_policy_created_again_under_its_name_unseen_gets_a_window_of_its_own() -> None:
@@ -109,17 +238,21 @@ def test_a_policy_created_again_under_its_name_unseen_gets_a_window_of_its_own()
     policy = _policy()
     owner = ["uid-1"]
     limits = PolicyLimits(None, policy_of=lambda name: (policy, {}, owner[0]))
-    limits.gate(_key("a"), _delete("a", T0), T0)
-    assert limits.gate(_key("b"), _delete("b", T0 + S), T0 + S) != _delete("b", T0 + S)
+    limit_pass(limits, _key("a"), _delete("a", T0), T0)
+    assert limit_pass(limits, _key("b"), _delete("b", T0 + S), T0 + S) != _delete("b", T0 + S)
     limits.done(_key("a"), "a", _delete("a", T0), T0)
     owner[0] = "uid-2"
-    assert limits.gate(_key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete("c", T0 + 2 * S)
+    assert limit_pass(limits, _key("c"), _delete("c", T0 + 2 * S), T0 + 2 * S) == _delete(
+        "c", T0 + 2 * S
+    )
     state = limits.state(policy.ref, T0 + 2 * S)
     assert state is not None
     assert (state.used, state.held) == (1, 0)
     assert limits.pending == {}  # the old object's audit entry is not written to the new one
     # The same object again keeps its window: d waits behind c.
-    assert limits.gate(_key("d"), _delete("d", T0 + 3 * S), T0 + 3 * S) != _delete("d", T0 + 3 * S)
+    assert limit_pass(limits, _key("d"), _delete("d", T0 + 3 * S), T0 + 3 * S) != _delete(
+        "d", T0 + 3 * S
+    )
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES
 from tests.doubles.fakeapi import FakeApiServer
 from tests.doubles.fakeclock import FakeClock
+from tests.unit.support import limit_pass
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
@@ -65,7 +66,7 @@ def _limits(policy: list[Policy], status: dict[str, Any] | None = None) -> Polic
 
 def _report(limits: PolicyLimits, name: str, due_ns: int, now_ns: int) -> bool:
     """Decide and report one dry run as the reconciler does; True if it went."""
-    decision = limits.gate(_key(name), _dry(due_ns), now_ns)
+    decision = limit_pass(limits, _key(name), _dry(due_ns), now_ns)
     if isinstance(decision, Wait):
         return False
     limits.done(_key(name), name, decision, now_ns)
@@ -155,7 +156,7 @@ def test_the_instant_to_record_stays_before_what_the_limit_holds() -> None:
     assert limits.next_through(policy[0].ref, matched, now) is None
     # An object gone is forgotten: decided again under its key, it is a new one.
     limits.gone(_key("a"))
-    assert limits.gate(_key("a"), _dry(T0), now) != _dry(T0)  # the window is full: held
+    assert limit_pass(limits, _key("a"), _dry(T0), now) != _dry(T0)  # the window is full: held
 
 
 def test_a_deleted_policy_forgets_its_reports() -> None:
@@ -173,7 +174,7 @@ def test_a_dry_run_without_a_due_time_counts_as_before() -> None:
     policy = [_policy()]
     limits = _limits(policy, {"actions": {THROUGH: format_rfc3339_nano(T0)}})
     undated = DryRun(operation=Operation.DELETE, action=Action.DELETE, policy=POLICY)
-    assert limits.gate(_key("a"), undated, T0) == undated
+    assert limit_pass(limits, _key("a"), undated, T0) == undated
     limits.done(_key("a"), "a", undated, T0)
     assert _entries(limits) == ["a"]
 
@@ -252,7 +253,7 @@ async def test_the_writer_records_how_far_the_reports_go_only_when_idle_and_once
     tally = Tally(decided_by=(doc.ref,), overlapped=(), action=Action.DELETE, due_ns=due)
     decisions.aggregates.update(_key("a"), None, tally)
     dry = DryRun(operation=Operation.DELETE, action=Action.DELETE, policy=str(doc.ref), due_ns=due)
-    assert decisions.limits.gate(_key("a"), dry, now) == dry
+    assert limit_pass(decisions.limits, _key("a"), dry, now) == dry
     decisions.limits.done(_key("a"), "uid-a", dry, now)
 
     await writer.flush()

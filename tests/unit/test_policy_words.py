@@ -4,8 +4,11 @@ deciders, a deletion's propagation and a policy that leaves an object alone past
 
 from __future__ import annotations
 
+import pytest
+
+from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.tools.explain_policies import PolicyReport, policy_lines, why_no_policy
-from lifecycle_controller.tools.policies import Totals, _count, totals_line
+from lifecycle_controller.tools.policies import Totals, _count, limit_spread, totals_line
 from lifecycle_controller.tools.report import Row, _policy_words
 
 HELD = "held: LifecyclePolicy/team-a/keep is invalid"
@@ -125,3 +128,20 @@ def test_try_counts_the_objects_a_tried_policy_leaves_alone() -> None:
     assert totals_line("LifecyclePolicy/team-a/once", restarts).endswith(
         "; left alone: 2 created or restarted at or after its restart-at 2026-10-04T00:00:00Z"
     )
+
+
+@pytest.mark.parametrize(
+    ("restarts", "spread"),
+    [(0, ""), (100, ""), (101, "1h0m0s"), (400, "3h0m0s"), (401, "4h0m0s")],
+)
+def test_a_fleet_restart_past_its_limit_says_how_long_it_is_spread(
+    restarts: int, spread: str
+) -> None:
+    """A nightly restart-cron over 400 Deployments under 100/1h restarts them over three
+    hours after each occurrence: ``policies try`` says so before it is applied."""
+    limit = PolicyLimit(100, 3600 * 10**9, "1h")
+    assert limit_spread(restarts, limit) == spread
+    totals = Totals(restarts=restarts, limit="100/1h", limit_spread=spread)
+    line = totals_line("LifecyclePolicy/team-a/nightly", totals)
+    said = f"each occurrence restarts {restarts} workloads; limit 100/1h spreads them over"
+    assert (said in line) is bool(spread)

@@ -303,12 +303,12 @@ def _recurring(run: DecisionPass, schedule: Schedule) -> Decision:
     allowed = run.allowed(run.opening(scheduled), run.identity())
     if plan.due and run.catch_up.mode is CatchUpMode.WINDOW:
         if run.windows is None:
-            recent, allowed = schedule.recent_occurrence(last, run.now, run.catch_up.window_ns)
+            recent, allowed = schedule.recent_occurrence(
+                last, run.now, run.catch_up.window_ns + run.held_for()
+            )
         else:  # lateness from the latest occurrence's window opening
             latest = _latest_occurrence(schedule, last, run.now)
-            allowed = latest is not None and run.catch_up.within_window(
-                run.opening(latest), run.now
-            )
+            allowed = latest is not None and run.in_time(run.opening(latest))
             recent = scheduled if latest is None else latest
         if allowed:
             scheduled = recent

@@ -1,9 +1,9 @@
-"""Whether a due deletion or restart goes now: the guardrails, as one pure decision.
+"""Whether a due action goes now: the guardrails, as one pure decision.
 
 :func:`~lifecycle_controller.core.decision.decide` says what an object needs (a ``Delete``, a
-restart
-``Patch``, ...). Before a deletion or a restart is sent, the blast-radius controls
-(docs/behaviour.md#blast-radius-controls) may hold it. :func:`check` is the one place that
+restart ``Patch``, a dry-run report...). Before a deletion or a restart is sent, the
+blast-radius controls (docs/behaviour.md#blast-radius-controls) and the deciding lifecycle
+policy's ``limit`` (docs/policies.md#limit) may hold it. :func:`check` is the one place that
 decides that: it takes the facts each control's state gives (:class:`GuardrailFacts`, read
 by the controller without any API call) and answers ``None`` (go now) or a :class:`Hold`, a
 decision the reconciler treats like a ``Wait``. The controls, in the order they are checked:
@@ -11,22 +11,28 @@ decision the reconciler treats like a ``Wait``. The controls, in the order they 
 1. the **open circuit breaker** holds every action until an operator resets it (Warning
    ``ActionsHalted``, once per object and trip); an action that was held when the breaker
    was reset goes, and is not counted in the window (docs/behaviour.md#circuit-breaker);
-2. for restarts, the **restart guard** (``--min-restart-interval``): not before the last
+2. the deciding **policy's limit** (:class:`~.limit_line.LimitFacts`): past its ``actions``
+   within its window, the action waits in the policy's line, due order, until the instant
+   its place frees (no Event per object: the policy shows ``Limited`` and one Warning). A
+   dry-run report is held by the limit alone, as a ``Wait`` (it writes nothing, so nothing
+   else guards it); one reported already takes no place;
+3. for restarts, the **restart guard** (``--min-restart-interval``): not before the last
    restart plus the interval (Normal ``RestartDeferred``, once per occurrence);
-3. for restarts, the **restart jitter** (``--restart-jitter``): not before the due time
+4. for restarts, the **restart jitter** (``--restart-jitter``): not before the due time
    plus a delay drawn from the object's UID (no Event);
-4. for restarts, a **rollout slot** (``--max-concurrent-rollouts``): wait for the turn, in
+5. for restarts, a **rollout slot** (``--max-concurrent-rollouts``): wait for the turn, in
    due-time order (Normal ``RestartQueued``, once per occurrence);
-5. the **per-minute budgets** (``--max-deletes-per-minute``, ``--max-restarts-per-minute``):
+6. the **per-minute budgets** (``--max-deletes-per-minute``, ``--max-restarts-per-minute``):
    wait for a token (Normal ``ActionThrottled``, once per occurrence);
-6. the **breaker's window**: the (N+1)th action within the window trips the breaker and is
+7. the **breaker's window**: the (N+1)th action within the window trips the breaker and is
    held like the rest; a window full only with actions still in flight makes the action
    look again in a moment, since one of them may fail and give its place back.
 
 Writes that are not actions (converting ``*-after`` to ``*-at``, acknowledging a skipped
 occurrence) are never held. Time is injected (nanoseconds); nothing here reserves anything:
-the controller takes the token, the slot and the window's place only for a write this
-module let go.
+the controller takes the token, the slot, the breaker window's place and the limit's place
+only for a write this module let go (``controller/guardrail_state.py``), and records the
+line a limit's hold joins.
 """
 
 from __future__ import annotations
@@ -34,9 +40,19 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import overload
 
 from lifecycle_controller.core.decision import events as catalogue
-from lifecycle_controller.core.decision.outcomes import Action, Decision, Delete, Operation, Patch
+from lifecycle_controller.core.decision.limit_line import LimitFacts
+from lifecycle_controller.core.decision.outcomes import (
+    Action,
+    Decision,
+    Delete,
+    DryRun,
+    Operation,
+    Patch,
+    Wait,
+)
 from lifecycle_controller.core.decision.pacing import restart_not_before_ns
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
@@ -75,7 +91,7 @@ class HoldReason(enum.StrEnum):
     #: labels) does not decide, or that view could not be read (the policy fence,
     #: core/policy/fence.py).
     POLICY_UNCONFIRMED = "policy_unconfirmed"
-    #: The deciding policy's ``limit`` is reached (controller/policy_limits.py).
+    #: The deciding policy's ``limit`` is reached: the action waits in its line.
     POLICY_LIMIT = "policy_limit"
 
 
@@ -117,6 +133,7 @@ class GuardrailFacts:
     rollout_limit: int = 0
     rollout_turn: bool = True
     budget_wait_ns: int = 0
+    limit: LimitFacts | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,8 +185,13 @@ class GuardrailState:
     rollouts: RolloutQueue = field(default_factory=RolloutQueue)
     #: How long until each action's budget has a token (absent or 0: now).
     budget_wait_ns: Mapping[Action, int] = field(default_factory=dict)
+    #: The limits of the policies that may decide the object, by ``Kind/namespace/name``.
+    limits: Mapping[str, LimitFacts] = field(default_factory=dict)
 
-    def facts(self, decision: Patch | Delete) -> GuardrailFacts:
+    def facts(self, decision: Patch | Delete | DryRun) -> GuardrailFacts:
+        limit = None if decision.policy is None else self.limits.get(decision.policy)
+        if isinstance(decision, DryRun):
+            return GuardrailFacts(now_ns=self.now_ns, uid=self.uid, limit=limit)
         restart = acting_operation(decision) is Operation.RESTART
         action = decision.action
         return GuardrailFacts(
@@ -182,6 +204,7 @@ class GuardrailState:
             rollout_limit=self.rollouts.limit,
             rollout_turn=not restart or self.rollouts.turn(decision.due_ns),
             budget_wait_ns=0 if action is None else self.budget_wait_ns.get(action, 0),
+            limit=limit,
         )
 
 
@@ -211,14 +234,26 @@ def acting_operation(decision: Patch | Delete) -> Operation | None:
     return Operation.RESTART if decision.operation is Operation.RESTART else None
 
 
-def check(decision: Patch | Delete, facts: GuardrailFacts) -> Hold | None:
-    """None when ``decision``'s write may go now, else the :class:`Hold` that stops it."""
+@overload
+def check(decision: Patch | Delete, facts: GuardrailFacts) -> Hold | None: ...
+@overload
+def check(decision: DryRun, facts: GuardrailFacts) -> Wait | None: ...
+@overload
+def check(decision: Patch | Delete | DryRun, facts: GuardrailFacts) -> Hold | Wait | None: ...
+def check(decision: Patch | Delete | DryRun, facts: GuardrailFacts) -> Hold | Wait | None:
+    """None when ``decision``'s action may go now, else the :class:`Hold` that stops it (a
+    ``Wait`` for a dry-run report its policy's limit holds)."""
+    if isinstance(decision, DryRun):
+        return _limited(decision, facts.limit) if decision.action is not None else None
     operation = acting_operation(decision)
     if operation is None:
         return None
     breaker = facts.breaker
     if breaker is not None and breaker.open and not breaker.released:
         return _breaker_hold(decision, HoldReason.BREAKER_OPEN, breaker, breaker.tripped_at)
+    limited = _limited(decision, facts.limit)
+    if limited is not None:
+        return limited
     if operation is Operation.RESTART:
         paced = _paced(decision, facts)
         if paced is not None:
@@ -263,6 +298,32 @@ def check(decision: Patch | Delete, facts: GuardrailFacts) -> Hold | None:
             tripped_at,
         )
     return None
+
+
+@overload
+def _limited(decision: Patch | Delete, limit: LimitFacts | None) -> Hold | None: ...
+@overload
+def _limited(decision: DryRun, limit: LimitFacts | None) -> Wait | None: ...
+def _limited(decision: Patch | Delete | DryRun, limit: LimitFacts | None) -> Hold | Wait | None:
+    """The deciding policy's limit: None when the action takes a place now (or needs none),
+    else it waits in the line until its place frees (:meth:`LimitFacts.turn`)."""
+    if limit is None or not limit.takes_place(decision):
+        return None
+    until = limit.turn(decision.due_ns)
+    if until is None:
+        return None
+    log = f"held by {limit.policy}'s limit {limit.text}"
+    after = until - limit.now_ns
+    if isinstance(decision, DryRun):
+        return Wait(
+            action=decision.action,
+            due_ns=decision.due_ns,
+            policy=decision.policy,
+            requeue_after_ns=after,
+            log=log,
+        )
+    hold = _hold(decision, HoldReason.POLICY_LIMIT, after, until_ns=until, log=log)
+    return replace(hold, policy=decision.policy)
 
 
 def _paced(decision: Patch | Delete, facts: GuardrailFacts) -> Hold | None:

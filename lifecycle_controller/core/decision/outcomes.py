@@ -126,6 +126,10 @@ class DecisionSettings:
     warn_before_ns: int = 0
     persist_observations: bool = False
     writes_annotations: bool = True
+    #: The deciding lifecycle policy's ``limit`` has held its actions since then (None: it
+    #: holds none): a ``catch-up`` window does not count the time since as lateness, so an
+    #: action the limit held is late by the hold, not missed (docs/policies.md#limit).
+    limit_held_since_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

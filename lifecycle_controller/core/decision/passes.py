@@ -237,12 +237,23 @@ class DecisionPass:
             )
         return Identity(self.facts.uid, self.action.value, self.catch_up, config)
 
+    def held_for(self) -> int:
+        """How long the deciding policy's limit has held its actions: time that is not
+        lateness (docs/policies.md#limit)."""
+        since = self.settings.limit_held_since_ns
+        return 0 if since is None else max(0, self.now - since)
+
+    def in_time(self, due_ns: int) -> bool:
+        """A ``catch-up`` window's test: at most the window late, measured from ``due_ns``,
+        the time the policy's limit has held its actions not counted."""
+        return self.catch_up.within_window(due_ns + self.held_for(), self.now)
+
     def allowed(self, due_ns: int, identity: Identity) -> bool:
         """The occurrence check (docs/behaviour.md#occurrence-check): may ``due_ns`` run?"""
         if self.catch_up.mode is CatchUpMode.ALWAYS:
             return True
         if self.catch_up.mode is CatchUpMode.WINDOW:
-            return self.catch_up.within_window(due_ns, self.now)
+            return self.in_time(due_ns)
         if self.dry_run:
             return False
         ok, _ = observe_outcome(self.ledger.peek(self.facts.key), identity, due_ns, self.now)

@@ -56,9 +56,11 @@ from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.decision.guardrails import (
     GuardrailState,
     Hold,
+    HoldReason,
     acting_operation,
     check,
 )
+from lifecycle_controller.core.decision.limit_line import LimitFacts
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,
     decide_in_namespace,
@@ -100,11 +102,14 @@ __all__ = [
 class PolicyDecision:
     """The decisions (the one to carry out first), the inputs they were made on, and for a
     policy's skipped occurrence the ``last-restart-timestamp`` it acknowledged (kept in
-    memory, never written)."""
+    memory, never written). ``deadline``: under an enforced deletion that the next
+    contender's sooner one won, the enforced policy's own decision (what stands when the
+    sooner one is held by its policy's limit: :func:`decide_pass`)."""
 
     decisions: tuple[Decision, ...]
     inputs: Resolution
     acknowledged: str | None = None
+    deadline: Decision | None = None
 
     @property
     def decision(self) -> Decision:
@@ -171,10 +176,6 @@ def _named(events: tuple[Event, ...], suffix: str) -> tuple[Event, ...]:
     return tuple(dataclasses.replace(e, message=f"{e.message} ({suffix})") for e in events)
 
 
-def _in_policy_form(settings: DecisionSettings) -> DecisionSettings:
-    return dataclasses.replace(settings, writes_annotations=False)
-
-
 def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | None]:
     suffix = attribution(policy)
     changes: dict[str, Any] = {"events": _named(decision.events, suffix), "policy": str(policy.ref)}
@@ -203,6 +204,26 @@ def _attributed(decision: Decision, policy: Policy) -> tuple[Decision, str | Non
     return dataclasses.replace(decision, **changes), acknowledged
 
 
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """One family's decision; what a policy's skipped restart acknowledged; under an
+    enforced deletion the sooner contender won, the enforced decision."""
+
+    decision: Decision
+    acknowledged: str | None = None
+    deadline: Decision | None = None
+
+
+def _policy_settings(
+    settings: DecisionSettings, policy: Policy, limits: Mapping[str, LimitFacts]
+) -> DecisionSettings:
+    """A policy's writes come in its form (no annotation changes), and its catch-up does not
+    count as lateness the time its limit has held (docs/policies.md#limit)."""
+    limit = limits.get(str(policy.ref))
+    held_since = None if limit is None else limit.held_since_ns
+    return dataclasses.replace(settings, writes_annotations=False, limit_held_since_ns=held_since)
+
+
 def _decide_family(
     inputs: PolicyInputs,
     *,
@@ -211,10 +232,11 @@ def _decide_family(
     settings: DecisionSettings,
     ledger: LedgerView,
     defaults: NamespaceDefaults | None,
-) -> tuple[Decision, str | None]:
-    """One family's decision and, for a policy's skipped restart, what it acknowledged."""
+    limits: Mapping[str, LimitFacts],
+) -> _Family:
+    """One family's decision (see :class:`_Family`)."""
     if inputs.held is not None:
-        return Idle(log=inputs.held.describe(), policy=str(inputs.held.ref)), None
+        return _Family(Idle(log=inputs.held.describe(), policy=str(inputs.held.ref)))
     policy = inputs.decided_by
     measured = facts  # a deletion counted from since is measured from it (the cap's TTL)
     if inputs.since_ns is not None:
@@ -223,26 +245,27 @@ def _decide_family(
         annotations=inputs.annotations,
         facts=measured,
         now_ns=now_ns,
-        # A policy's writes come in its form: no annotation changes.
-        settings=settings if policy is None else _in_policy_form(settings),
+        settings=settings if policy is None else _policy_settings(settings, policy, limits),
         ledger=ledger,
         # An enforced policy is not weakened by the Namespace's catch-up, window or cap.
         defaults=defaults_for(inputs, defaults),
     )
     if policy is None:
-        return decision, None
+        return _Family(decision)
     attributed, acknowledged = _attributed(decision, policy)
-    if inputs.sooner is not None:
-        other, _ = _decide_family(
-            inputs.sooner,
-            facts=facts,
-            now_ns=now_ns,
-            settings=settings,
-            ledger=ledger,
-            defaults=defaults,
-        )
-        attributed = _sooner(attributed, other)
-    return attributed, acknowledged
+    if inputs.sooner is None:
+        return _Family(attributed, acknowledged)
+    other = _decide_family(
+        inputs.sooner,
+        facts=facts,
+        now_ns=now_ns,
+        settings=settings,
+        ledger=ledger,
+        defaults=defaults,
+        limits=limits,
+    ).decision
+    sooner = _sooner(attributed, other)
+    return _Family(sooner, acknowledged, None if sooner is attributed else attributed)
 
 
 def decide_with_policies(
@@ -253,23 +276,29 @@ def decide_with_policies(
     settings: DecisionSettings,
     ledger: LedgerView,
     defaults: NamespaceDefaults | None,
+    limits: Mapping[str, LimitFacts] | None = None,
 ) -> PolicyDecision:
-    """Decide on ``inputs`` (from :meth:`~.policy_set.PolicySet.resolve`); see the module."""
+    """Decide on ``inputs`` (from :meth:`~.policy_set.PolicySet.resolve`); see the module.
+    ``limits``: the limits of the deciding policies (by ``Kind/namespace/name``), whose
+    holds a catch-up does not count as lateness."""
     decisions: list[Decision] = []
     acknowledged: str | None = None
+    deadline: Decision | None = None
     for family_inputs in inputs.families:
-        decision, acked = _decide_family(
+        family = _decide_family(
             family_inputs,
             facts=facts,
             now_ns=now_ns,
             settings=settings,
             ledger=ledger,
             defaults=defaults,
+            limits=limits or {},
         )
-        decisions.append(decision)
-        if family_inputs.family is Family.RESTART and acked is not None:
-            acknowledged = acked
-    return PolicyDecision(first_to_act(tuple(decisions)), inputs, acknowledged)
+        decisions.append(family.decision)
+        deadline = deadline or family.deadline
+        if family_inputs.family is Family.RESTART and family.acknowledged is not None:
+            acknowledged = family.acknowledged
+    return PolicyDecision(first_to_act(tuple(decisions)), inputs, acknowledged, deadline)
 
 
 class MissingFact(enum.Enum):
@@ -300,9 +329,9 @@ class PolicyConfirmation:
 
 @dataclass(slots=True, kw_only=True)
 class PassInputs:
-    """Every fact one pass decides on (see the module). Built once per ask and never
-    changed (not frozen only because a frozen dataclass's construction costs a few
-    microseconds per pass)."""
+    """Every fact one pass decides on (see the module). Built once per pass; a fact the
+    verdict asks for is filled in by the pass and the verdict asked again (not frozen, also
+    because a frozen dataclass's construction costs a few microseconds per pass)."""
 
     annotations: Mapping[str, str]
     facts: ObjectFacts
@@ -349,6 +378,7 @@ def decide_pass(inputs: PassInputs) -> Verdict:
     """The final decision of one pass over ``inputs``; see the module."""
     resolution = inputs.resolution
     acknowledged: str | None = None
+    deadline: Decision | None = None
     if resolution is None:
         decision = decide_in_namespace(
             annotations=inputs.annotations,
@@ -370,49 +400,103 @@ def decide_pass(inputs: PassInputs) -> Verdict:
             settings=inputs.settings,
             ledger=inputs.ledger,
             defaults=inputs.defaults,
+            limits=inputs.guardrails.limits,
         )
         decision, *rest = result.decisions
         others = tuple(rest)
         acknowledged = result.acknowledged
+        if decision.action is Action.DELETE:
+            deadline = result.deadline
     if isinstance(decision, Delete):
         others = ()  # the object goes: the other family has nothing left to do
-    if not isinstance(decision, (Patch, Delete)):
+    if not isinstance(decision, (Patch, Delete, DryRun)):
         return Verdict(decision, decision, others, acknowledged)
+    final, missing = _guarded(decision, inputs, deadline=False)
+    if missing is None and deadline is not None and _limit_held(final):
+        return _at_deadline(decision, deadline, final, others, acknowledged, inputs)
+    return Verdict(decision, final, others, acknowledged, missing)
+
+
+def _limit_held(final: Decision) -> bool:
+    """``final`` is the deciding policy's limit holding the action."""
+    return (isinstance(final, Hold) and final.reason is HoldReason.POLICY_LIMIT) or (
+        isinstance(final, Wait) and final.policy is not None
+    )
+
+
+def _at_deadline(
+    decision: Decision,
+    deadline: Decision,
+    held: Decision,
+    others: tuple[Decision, ...],
+    acknowledged: str | None,
+    inputs: PassInputs,
+) -> Verdict:
+    """The next contender's sooner deletion is held by its policy's limit: that limit never
+    delays the enforced deadline. Past the deadline the enforced policy acts, under its own
+    limit and the other guardrails; before it, the hold looks again by the deadline."""
+    if isinstance(deadline, (Delete, DryRun)):
+        final, missing = _guarded(deadline, inputs, deadline=True)
+        return Verdict(deadline, final, others, acknowledged, missing)
+    due = deadline.due_ns
+    if (
+        not isinstance(held, (Hold, Wait))
+        or due is None
+        or due - inputs.now_ns >= held.requeue_after_ns
+    ):
+        return Verdict(decision, held, others, acknowledged)
+    by = max(1, due - inputs.now_ns)
+    return Verdict(decision, dataclasses.replace(held, requeue_after_ns=by), others, acknowledged)
+
+
+def _guarded(
+    decision: Patch | Delete | DryRun, inputs: PassInputs, *, deadline: bool
+) -> tuple[Decision, MissingFact | None]:
+    """What stands of ``decision``: itself, the policy fence's hold, the guardrails' hold;
+    or the fact still missing to tell. ``deadline``: it is the enforced deadline behind the
+    sooner deletion (the fence finds it there on the fresh view too)."""
     if inputs.fenced and isinstance(decision, Delete) and decision.policy:
         confirmation = inputs.confirmation
         if confirmation is None:
-            return Verdict(
-                decision, decision, others, acknowledged, MissingFact.POLICY_CONFIRMATION
-            )
+            return decision, MissingFact.POLICY_CONFIRMATION
+        resolution = inputs.resolution
         assert resolution is not None  # a policy decided it
-        fenced = _fence(decision, resolution, confirmation, inputs)
+        fenced = _fence(decision, resolution, confirmation, inputs, deadline=deadline)
         if fenced is not None:
-            return Verdict(decision, fenced, others, acknowledged)
+            return fenced, None
     if (
-        not inputs.marker_known
+        isinstance(decision, Patch)
+        and not inputs.marker_known
         and inputs.guardrails.min_restart_interval_ns > 0
         and acting_operation(decision) is Operation.RESTART
     ):
-        return Verdict(decision, decision, others, acknowledged, MissingFact.TEMPLATE_MARKER)
+        return decision, MissingFact.TEMPLATE_MARKER
     hold = check(decision, inputs.guardrails.facts(decision))
-    return Verdict(decision, decision if hold is None else hold, others, acknowledged)
+    return (decision if hold is None else hold), None
 
 
 def _fence(
-    decision: Delete, resolution: Resolution, confirmation: PolicyConfirmation, inputs: PassInputs
+    decision: Delete,
+    resolution: Resolution,
+    confirmation: PolicyConfirmation,
+    inputs: PassInputs,
+    *,
+    deadline: bool,
 ) -> Hold | None:
     """None when the fresh view decides ``decision`` too, else the hold that stops it."""
     fresh_on = confirmation.resolution
     if fresh_on is None:
         unread = f"the policies in force could not be read: {confirmation.problem}"
         return fence_hold(decision, unread, confirmation.retry_after_ns)
-    fresh = decide_with_policies(
+    result = decide_with_policies(
         inputs=fresh_on,
         facts=inputs.facts,
         now_ns=inputs.now_ns,
         settings=inputs.settings,
         ledger=inputs.ledger,
         defaults=inputs.defaults,
-    ).decision
+        limits=inputs.guardrails.limits,
+    )
+    fresh = result.deadline if deadline and result.deadline is not None else result.decision
     why = unconfirmed(decision, resolution, fresh, fresh_on)
     return None if why is None else fence_hold(decision, why, confirmation.retry_after_ns)

@@ -67,6 +67,7 @@ from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3
 
 __all__ = [
     "POLICY_API_VERSION",
+    "Matched",
     "NameTest",
     "PolicySet",
     "is_policy_manifest",
@@ -379,6 +380,12 @@ class PolicySet:
             and match(p, bare, self.protection, self.stopwatch).matched
         )
 
+    def matched(self, view: ObjectView) -> Matched:
+        """What every policy says of the object (its conditions evaluated once)."""
+        return Matched(
+            tuple(self.matching(view)), self.protected_from(view), self.exempted_from(view)
+        )
+
     def resolve(
         self,
         annotations: Mapping[str, str],
@@ -388,14 +395,19 @@ class PolicySet:
         now_ns: int,
         schedule_since_ns: Mapping[PolicyRef, int] | None = None,
         matched_at: Mapping[PolicyRef, int] | None = None,
+        matched: Matched | None = None,
     ) -> Resolution:
-        """The decision's inputs for an object whose lifecycle annotations are ``annotations``.
+        """The decision's inputs for an object whose lifecycle annotations are ``annotations``
+        (``matched``: what :meth:`matched` found for ``view``, when it was asked already).
 
         ``matched_at``: when the object began to match each policy whose ``since`` reads
         ``matchedAt``, as the controller saw it; a policy it matches that has no entry
         begins now (:attr:`Resolution.matched_at` says what was used, for the controller to
         keep)."""
-        contenders, sinces, began = _anchored(self.matching(view), view, matched_at or {}, now_ns)
+        found = self.matched(view) if matched is None else matched
+        contenders, sinces, began = _anchored(
+            list(found.contenders), view, matched_at or {}, now_ns
+        )
         resolution = resolve_policies(
             annotations,
             contenders,
@@ -403,7 +415,7 @@ class PolicySet:
             restart_marker=restart_marker,
             now_ns=now_ns,
             schedule_since_ns=schedule_since_ns,
-            protected=self.protected_from(view),
+            protected=found.protected,
             namespace_exempt=view.namespace_exempt,
             sinces=sinces,
         )
@@ -413,8 +425,26 @@ class PolicySet:
                 sinces=MappingProxyType(sinces),
                 matched_at=MappingProxyType(began),
             )
-        exempted = self.exempted_from(view)
-        return replace(resolution, exempted=exempted) if exempted else resolution
+        return replace(resolution, exempted=found.exempted) if found.exempted else resolution
+
+
+@dataclass(frozen=True, slots=True)
+class Matched:
+    """What the policies say of one object before precedence: its contenders (best first),
+    the policies its protection or an exemption keeps away. Precedence
+    (:func:`~.precedence.resolve_policies`) then needs the workload's restart marker when
+    a restart policy contends (:attr:`restarts`)."""
+
+    contenders: tuple[Policy | PolicyHold, ...]
+    protected: tuple[PolicyRef, ...] = ()
+    exempted: tuple[PolicyRef, ...] = ()
+
+    @property
+    def restarts(self) -> bool:
+        """A policy that restarts contends (a recurring one counts from the marker, a
+        ``restart-at`` one is done with a workload the marker says it restarted)."""
+        policies = (c.policy if isinstance(c, PolicyHold) else c for c in self.contenders)
+        return any(p is not None and p.action is Action.RESTART for p in policies)
 
 
 def _anchored(

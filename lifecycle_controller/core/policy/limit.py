@@ -8,23 +8,26 @@ to be looked at first.
 
 This module is the pure part: parsing the field and the flag's default
 (``--policy-default-limit 100/1h``), and :class:`LimitWindow`, the memory of one policy's
-window (the instants of its admitted actions, and the objects waiting) with time injected
-as nanoseconds. The controller keeps one window per policy and seeds it, after a restart or
-a leader change, from the instants the policy's ``status.lastActions`` shows.
+window (the instants of its admitted actions, and the line of objects waiting) with time
+injected as nanoseconds. The controller keeps one window per policy and seeds it, after a
+restart or a leader change, from the instants the policy's ``status.lastActions`` shows.
+Whether an action goes is not decided here: the window hands its facts to
+:func:`~lifecycle_controller.core.decision.guardrails.check`, like every guardrail.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from lifecycle_controller.core.decision.limit_line import LimitFacts
 from lifecycle_controller.core.text.durations import parse_duration
 from lifecycle_controller.core.text.gotext import go_quote
+from lifecycle_controller.core.text.timestamps import parse_rfc3339_or_none
 
 __all__ = [
-    "LimitVerdict",
     "LimitWindow",
     "PolicyLimit",
     "parse_limit",
@@ -104,70 +107,121 @@ def parse_limit_flag(text: str) -> PolicyLimit | None:
     return limit
 
 
-@dataclass(frozen=True, slots=True)
-class LimitVerdict:
-    """``go``: the action may go now (the caller then calls :meth:`LimitWindow.admit`);
-    else it is held until ``until_ns``, the instant the window frees the place it waits for
-    (then it looks again). ``used`` counts the actions within the window ending now."""
-
-    go: bool
-    used: int
-    until_ns: int | None = None
-
-
 class LimitWindow:
-    """One policy's sliding window: the instants of its actions and who waits, by due time."""
+    """One policy's sliding window: the instants of its actions, and its line.
 
-    def __init__(self, limit: PolicyLimit) -> None:
+    The line holds the objects whose due action the limit holds, sorted by ``(due, key
+    id)``: :meth:`facts` hands it to the decision (``core/decision/limit_line.py``), which
+    finds an object's place in it in O(log n). ``held_since`` is the instant the limit began
+    holding (the line's first waiter since it was last empty), which a catch-up measures
+    lateness against: time spent held is not lateness (docs/policies.md#limit).
+    """
+
+    def __init__(self, limit: PolicyLimit, *, generation: int = 0) -> None:
         self.limit = limit
+        #: The policy's generation the line is for: an edit empties it.
+        self.generation = generation
+        self.held_since: int | None = None
         self._stamps: list[int] = []  # sorted instants of admitted actions
-        self._waiting: dict[Hashable, int] = {}  # object -> its action's due time
+        self._line: list[tuple[int, str]] = []  # sorted (due, key id) of the waiters
+        self._waiting: dict[Hashable, tuple[int, str]] = {}  # object -> its place in line
+        self._keys: dict[str, Hashable] = {}  # key id -> object
 
     def seed(self, instants: Iterable[int]) -> None:
         """Instants of actions taken before this process knew (``status.lastActions``)."""
         for instant in instants:
             bisect.insort(self._stamps, instant)
 
-    def _trim(self, now_ns: int) -> None:
+    def stamps(self, now_ns: int) -> list[int]:
+        """The instants of the actions within the window ending at ``now_ns`` (sorted)."""
         start = now_ns - self.limit.window_ns
         cut = bisect.bisect_right(self._stamps, start)
         if cut:
             del self._stamps[:cut]
+        return self._stamps
 
     def used(self, now_ns: int) -> int:
         """Actions within the window ending at ``now_ns``."""
-        self._trim(now_ns)
-        return len(self._stamps)
+        return len(self.stamps(now_ns))
 
     @property
     def held(self) -> int:
         """How many objects wait for a place."""
-        return len(self._waiting)
+        return len(self._line)
 
     def held_until(self) -> int | None:
         """The instant the next place frees (None: nothing recorded)."""
         return self._stamps[0] + self.limit.window_ns if self._stamps else None
 
-    def check(self, key: Hashable, due_ns: int, now_ns: int) -> LimitVerdict:
-        """Whether the action of ``key`` (due at ``due_ns``) may go at ``now_ns``."""
-        used = self.used(now_ns)
-        free = self.limit.actions - used
-        self._waiting[key] = due_ns
-        ahead = sum(
-            1
-            for other, due in self._waiting.items()
-            if other != key and (due, repr(other)) < (due_ns, repr(key))
+    def facts(
+        self,
+        key: Hashable,
+        key_id: str,
+        now_ns: int,
+        *,
+        policy: str,
+        admitted_due: int | None = None,
+        reported_due: int | None = None,
+        reported_through: int | None = None,
+        held_since: int | None = None,
+    ) -> LimitFacts:
+        """The window as the decision over ``key`` reads it at ``now_ns``."""
+        waiting = self._waiting.get(key)
+        return LimitFacts(
+            policy=policy,
+            actions=self.limit.actions,
+            window_ns=self.limit.window_ns,
+            text=str(self.limit),
+            now_ns=now_ns,
+            key_id=key_id,
+            stamps=self.stamps(now_ns),
+            line=self._line,
+            waiting_due=None if waiting is None else waiting[0],
+            admitted_due=admitted_due,
+            reported_due=reported_due,
+            reported_through=reported_through,
+            held_since_ns=held_since,
         )
-        if ahead < free:
-            return LimitVerdict(True, used)
-        # The place it waits for is the (ahead - free + 1)th to free up.
-        index = min(ahead - free, len(self._stamps) - 1)
-        until = self._stamps[index] + self.limit.window_ns if index >= 0 else now_ns + 1
-        return LimitVerdict(False, used, max(until, now_ns + 1))
+
+    def join(self, key: Hashable, key_id: str, due_ns: int, now_ns: int) -> bool:
+        """``key`` waits in the line with its action due at ``due_ns``; True if it was not
+        waiting before (its place moves when its due time changed)."""
+        entry = (due_ns, key_id)
+        old = self._waiting.get(key)
+        if old == entry:
+            return False
+        if old is not None:
+            self._line.pop(bisect.bisect_left(self._line, old))
+        elif not self._line and self.held_since is None:
+            self.held_since = now_ns  # the limit begins holding
+        bisect.insort(self._line, entry)
+        self._waiting[key] = entry
+        self._keys[key_id] = key
+        return old is None
+
+    def leave(self, key: Hashable) -> bool:
+        """``key`` waits no more (let go, gone, decided otherwise); True if it did."""
+        entry = self._waiting.pop(key, None)
+        if entry is None:
+            return False
+        self._line.pop(bisect.bisect_left(self._line, entry))
+        del self._keys[entry[1]]
+        if not self._line:
+            self.held_since = None  # the hold is over
+        return True
+
+    def empty_line(self) -> list[Hashable]:
+        """Every waiter leaves (the policy was edited: its objects are decided again and
+        rejoin); returns who waited. ``held_since`` stays: an edit does not end the hold."""
+        waiting = list(self._waiting)
+        self._line.clear()
+        self._waiting.clear()
+        self._keys.clear()
+        return waiting
 
     def admit(self, key: Hashable, now_ns: int) -> None:
         """The action of ``key`` goes at ``now_ns``: it takes its place in the window."""
-        self._waiting.pop(key, None)
+        self.leave(key)
         bisect.insort(self._stamps, now_ns)
 
     def give_back(self, instant_ns: int) -> bool:
@@ -181,11 +235,23 @@ class LimitWindow:
 
     def first_waiting(self) -> Hashable | None:
         """The object waiting that goes first when a place frees: the earliest due (ties by
-        key, as :meth:`check` orders them)."""
-        if not self._waiting:
-            return None
-        return min(self._waiting, key=lambda key: (self._waiting[key], repr(key)))
+        key id)."""
+        return self._keys[self._line[0][1]] if self._line else None
 
-    def forget(self, key: Hashable) -> bool:
-        """``key`` waits no more (gone, or no action of this policy is due); True if it did."""
-        return self._waiting.pop(key, None) is not None
+    def room(self, now_ns: int) -> bool:
+        """A place is free now and someone waits for one."""
+        return bool(self._line) and self.used(now_ns) < self.limit.actions
+
+
+def limited_since(status: Mapping[str, object]) -> int | None:
+    """When the policy's ``Limited`` condition became ``True`` (None: it is not, or the
+    status does not say): a new controller's window holds since then (docs/policies.md#limit)."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, Sequence) else ():
+        if not isinstance(condition, Mapping) or condition.get("type") != LIMITED:
+            continue
+        if condition.get("status") != "True":
+            return None
+        stamp = condition.get("lastTransitionTime")
+        return parse_rfc3339_or_none(stamp) if isinstance(stamp, str) else None
+    return None
