@@ -18,8 +18,9 @@ server once the controllers are quiet:
   and all a window may hold past the limit: at most :data:`LIMIT` successful DELETEs in any
   :data:`WINDOW` seconds (less the second the status's instants lose), plus the unwritten
   actions of a leader killed within that window, whose successor could not seed them
-  (docs/reliability.md#policy-sigkill). A rehearsal a new leader reports again records its
-  ``DryRunDelete`` Event again (at most once per failover), and is counted once.
+  (docs/reliability.md#policy-sigkill). Every rehearsal has its ``DryRunDelete`` Event; one
+  decided again (by a new leader, or on a pass that re-queues it) records it again, while
+  its report is counted once: the figures say how often.
 
 The run shows those bounds reached, not merely allowed: the figures say how many actions each
 kill left unwritten, the most actions in one window, and how many Events were recorded again.
@@ -219,5 +220,7 @@ async def _run(
     # from the new leader's window, and nothing else is.
     assert status_deleted >= tally.executed - sum(unwritten), tally.extra
     assert past_bound == [], tally.extra
-    # A rehearsal a new leader reports again records its Event again (counted once).
-    assert all(dry_events[n] <= 1 + len(KILLS) for n in rehearsed), dry_events
+    # Every rehearsal reported by its Event. A report is counted once, but its Event is
+    # recorded again whenever a controller decides the object again (a new leader, a pass
+    # that re-queues it): the figures say how often.
+    assert all(dry_events[n] >= 1 for n in rehearsed), dry_events
