@@ -10,7 +10,8 @@ status, response bytes, the fault injected) and, at ``rate``, injects one of ``f
 * ``500`` / ``503``: a Status body with that code (not forwarded);
 * ``reset``: the connection is closed without an answer (not forwarded);
 * ``lost``: forwarded (the API server carries it out), then the connection is closed
-  before the answer, so the client cannot know it succeeded;
+  before the answer, so the client cannot know it succeeded (the record keeps the API
+  server's answer: whether the write it lost was done);
 * ``slow``: forwarded after ``slow_seconds``.
 
 Only requests that are not watches are faulted (a watch's faults are its stream ending,
@@ -188,7 +189,7 @@ class FaultProxy:
         ) as upstream:
             if fault == "lost":
                 await upstream.read()
-                record(0, 0)
+                record(upstream.status, 0)
                 assert request.transport is not None
                 request.transport.close()
                 raise ConnectionResetError

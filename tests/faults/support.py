@@ -15,6 +15,9 @@ counts as executed (``unaudited``), never as missed.
 Events are counted per occurrence: an Event the recorder folded into a ``series`` counts
 ``series.count`` times, so a doubled Event shows as two occurrences for one object
 (``doubled_events``) whether it was written twice or folded.
+
+Doubles are looked for once the controller is quiet (:mod:`tests.faults.quiet`); a policy's
+limit is counted per window from the audit log (:mod:`tests.faults.limits`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import EVENTS, KubeClient
+from tests.faults.proxy import Recorded
 from tests.integration.keys import CONTROLLER
 
 #: The controller's own identity in the fault tests (cluster-admin through system:masters),
@@ -116,6 +120,24 @@ def doubled_writes(codes: list[int]) -> int:
     return 0 if first is None else len(codes) - first - 1
 
 
+def object_name(path: str) -> str:
+    """The object a request's path and query names (its last path segment)."""
+    return path.partition("?")[0].rstrip("/").rpartition("/")[2]
+
+
+def lost_successes(records: Iterable[Recorded]) -> Counter[str]:
+    """Per object, the writes (DELETE, PATCH) the API server carried out whose answer the
+    proxy then lost: the client sends each again, unable to know it was done, and that one
+    retry is excused. A lost answer to a refused write excuses nothing: it was no action."""
+    return Counter(
+        object_name(record.path)
+        for record in records
+        if record.fault == "lost"
+        and record.method in ("DELETE", "PATCH")
+        and 200 <= record.status < 300
+    )
+
+
 def requests_of(control_plane: ControlPlane, user: str = CONTROLLER_USER) -> list[dict[str, Any]]:
     """Every audited request of ``user`` (any verb, any outcome)."""
     return [
@@ -138,6 +160,30 @@ async def event_reasons(kube: KubeClient, namespace: str) -> dict[str, Counter[s
         count = int((item.get("series") or {}).get("count", 1))
         by_reason.setdefault(str(item.get("reason")), Counter())[name] += count
     return by_reason
+
+
+async def deletion_tally(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    scenario: str,
+    names: Iterable[str],
+    *,
+    namespace: str,
+    resources: Iterable[str] = ("configmaps",),
+    user: str = CONTROLLER_USER,
+    gone: Iterable[str] = (),
+) -> Tally:
+    """The figures of a scenario whose actions are deletions: every DELETE of ``user`` on
+    ``resources`` in ``namespace`` (any answer) and every occurrence of the ``Deleted``
+    Events there, so a doubled Event fails it as a doubled DELETE does."""
+    found = merged(
+        *(
+            writes(control_plane, user=user, verb="delete", resource=r, namespace=namespace)
+            for r in resources
+        )
+    )
+    events = (await event_reasons(kube, namespace)).get("Deleted") or Counter()
+    return Tally.of(scenario, names, found, gone=gone, events=events)
 
 
 @dataclass

@@ -16,7 +16,8 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS
 from lifecycle_controller.serving.server import CACHES_STALE
-from tests.faults.support import Tally, controller_kubeconfig, event_reasons, writes
+from tests.faults.quiet import queue_idle, wait_quiet
+from tests.faults.support import controller_kubeconfig, deletion_tally
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import start_for
@@ -101,10 +102,10 @@ async def test_apiserver_sigkill_mid_watch_loses_and_doubles_nothing(
         return not await live_names(kube, namespace)
 
     await eventually(all_gone, within=120, interval=1.0, what="every object deleted")
-    await asyncio.sleep(1.0)  # the last Events
-    deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
-    deleted_events = (await event_reasons(kube, namespace)).get("Deleted")
-    tally = Tally.of("1 apiserver SIGKILL", names, deletes, gone=names, events=deleted_events)
+    await wait_quiet(control_plane, queue_idle(running))  # the last Events, any double
+    tally = await deletion_tally(
+        control_plane, kube, "1 apiserver SIGKILL", names, namespace=namespace, gone=names
+    )
     tally.extra = {
         "watch_resumed_s": round(resumed, 2),
         "outage_s": OUTAGE,

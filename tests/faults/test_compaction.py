@@ -28,7 +28,8 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import ResourceType
 from tests.faults.proxy import FaultProxy
-from tests.faults.support import Tally, controller_kubeconfig, writes
+from tests.faults.quiet import queue_idle, wait_quiet
+from tests.faults.support import controller_kubeconfig, deletion_tally, writes
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import cached, sample, start_for
@@ -129,11 +130,18 @@ async def test_compaction_410_relists_notices_the_gap_and_doubles_nothing(
             return not any(cached(running, CORE_EVENTS, namespace, n) for n in vanished)
 
         await eventually(noticed, within=10, what="the vanished Events gone from the cache")
-        await asyncio.sleep(1.0)
+        await wait_quiet(control_plane, queue_idle(running))  # any doubled delete or Event
         kept = [n for n in plain[10:] if cached(running, CORE_EVENTS, namespace, n)]
         await running.stop()
     deletes = writes(control_plane, verb="delete", resource="events", namespace=namespace)
-    tally = Tally.of("2 etcd compaction, 410", soon + later, deletes, gone=[])
+    tally = await deletion_tally(
+        control_plane,
+        kube,
+        "2 etcd compaction, 410",
+        soon + later,
+        namespace=namespace,
+        resources=["events"],
+    )
     tally.extra = {
         "compacted_to": revision,
         "expired_restarts": expired() - expired_before,

@@ -3,8 +3,12 @@
 A second DELETE of an object is answered 404 (its preconditions fail or the object is gone),
 and a doubled Event can be folded by the recorder into one Event whose ``series.count`` is 2.
 Both must show in the figures (:mod:`tests.faults.support`), or "0 doubled deletes" in
-docs/reliability.md could not fail. The writes here are made as the controller's own user on
-the fault tier's audited control plane, exactly as the scenarios' controllers make them.
+docs/reliability.md could not fail: in the scenarios that count Events beside writes
+(:func:`~tests.faults.support.deletion_tally`, the counting of scenarios 1, 2, 5 to 8 and 11)
+as well. So must an action past a policy's limit across a failover (scenario 12's audit-log
+count), and a second write after a success whose answer was not lost (scenario 4's excuse).
+The writes here are made as the controller's own user on the fault tier's audited control
+plane, exactly as the scenarios' controllers make them.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ import pytest
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import EVENTS, KubeClient, NotFound
 from lifecycle_controller.kube.resources import CONFIGMAPS
-from tests.faults.support import Tally, controller_kubeconfig, event_reasons, writes
+from tests.faults.limits import action_instants, allowance, in_window, over_limit, unwritten_at
+from tests.faults.proxy import Recorded
+from tests.faults.support import (
+    Tally,
+    controller_kubeconfig,
+    deletion_tally,
+    event_reasons,
+    lost_successes,
+    writes,
+)
 from tests.integration.keys import CONTROLLER
 from tests.integration.support import configmap, eventually
 
@@ -102,3 +115,90 @@ def test_only_writes_after_the_first_success_count_as_doubled() -> None:
         "harness", list(found), found, gone=["lost-answer"], excused=Counter({"lost-answer": 1})
     )
     assert (tally.writes, tally.executed, tally.duplicated, tally.missed) == (12, 4, 2, 1)
+
+
+async def test_a_deletion_scenario_fails_on_a_doubled_event_alone(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str
+) -> None:
+    """One DELETE each (no doubled write), but one object's ``Deleted`` Event folded twice:
+    the counting the scenarios without restarts share fails on it."""
+    names = ["single", "folded"]
+    for name in names:
+        await kube.create(CONFIGMAPS, namespace, configmap(name))
+    async with await KubeClient.connect(controller_kubeconfig(control_plane)) as controller:
+        for name in names:
+            await controller.delete(CONFIGMAPS, namespace, name)
+        await controller.create(EVENTS, namespace, deleted_event(namespace, "single", 1))
+        await controller.create(EVENTS, namespace, deleted_event(namespace, "folded", 2))
+
+    async def audited_both() -> bool:
+        found = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
+        return sum(len(codes) for codes in found.values()) == 2
+
+    await eventually(audited_both, within=10, interval=0.1, what="the two deletes audited")
+    tally = await deletion_tally(control_plane, kube, "harness", names, namespace=namespace)
+    assert (tally.executed, tally.duplicated, tally.doubled_events) == (2, 0, 1)
+    with pytest.raises(AssertionError):
+        tally.assert_exactly_once()
+
+
+async def test_an_action_past_the_limit_shows_in_the_audit_log(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str
+) -> None:
+    """Four successful DELETEs within a minute break a limit of 3 per minute, counted from
+    the audit log as scenario 12 counts them; three do not."""
+    names = [f"cm-{i}" for i in range(4)]
+    for name in names:
+        await kube.create(CONFIGMAPS, namespace, configmap(name))
+    async with await KubeClient.connect(controller_kubeconfig(control_plane)) as controller:
+        for name in names:
+            await controller.delete(CONFIGMAPS, namespace, name)
+
+    async def audited_all() -> bool:
+        found = action_instants(
+            control_plane, verb="delete", resource="configmaps", namespace=namespace
+        )
+        return len(found) == 4
+
+    await eventually(audited_all, within=10, interval=0.1, what="the four deletes audited")
+    instants = action_instants(
+        control_plane, verb="delete", resource="configmaps", namespace=namespace
+    )
+    [(_, count)] = over_limit(instants, actions=3, window=60)
+    assert count == 4
+    assert over_limit(instants[:3], actions=3, window=60) == []
+
+
+def test_the_failover_allowance_is_only_what_the_killed_leader_had_not_written() -> None:
+    """Limit 3 per 10 s. A leader did 2 actions after its last status write and was killed at
+    t=5: a window holding the kill may hold 3 + 2; one more action is past the limit across
+    the failover, and so is any fourth action in a window without a kill."""
+    status_writes = [3.0]
+    actions = [0.5, 3.5, 4.0]  # the first one written at t=3 (WRITE_LAG before it), not the others
+    kill = 5.0
+    unwritten = unwritten_at(actions, status_writes, kill, since=0.0)
+    assert unwritten == 2
+    allowed = allowance(3, 10.0, [kill], [unwritten])
+    assert (allowed(4.9), allowed(5.0), allowed(14.9), allowed(15.1)) == (3, 5, 5, 3)
+    after = [*actions, 9.0, 9.5]  # the successor seeded one: it let two more go
+    assert all(n <= allowed(at) for at, n in in_window(after, 10.0))
+    past = [*after, 9.8]  # one more: 6 in the window that holds the kill
+    assert [(at, n) for at, n in in_window(past, 10.0) if n > allowed(at)] == [(9.8, 6)]
+    late = [20.0, 21.0, 22.0, 23.0]  # no kill within: the plain limit
+    assert [(at, n) for at, n in in_window(late, 10.0) if n > allowed(at)] == [(23.0, 4)]
+
+
+def test_only_a_lost_answer_to_a_successful_write_excuses_a_second_one() -> None:
+    """Scenario 4: a refused write whose answer was lost was no action, so the write after the
+    object's success is doubled all the same; a lost answer to the success excuses one."""
+
+    def lost(path: str, status: int) -> Recorded:
+        return Recorded(0.0, "DELETE", path, "", status, 0, "lost")
+
+    records = [lost("/api/v1/namespaces/n/configmaps/refused?x=1", 409)]
+    records += [lost("/api/v1/namespaces/n/configmaps/done", 200)]
+    excused = lost_successes(records)
+    assert excused == Counter({"done": 1})
+    found = {"refused": [409, 200, 404], "done": [200, 404]}
+    tally = Tally.of("harness", list(found), found, excused=excused)
+    assert (tally.executed, tally.duplicated) == (2, 1)

@@ -28,6 +28,7 @@ from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import DEPLOYMENTS, REPLICASETS
+from tests.faults.quiet import processes_idle, wait_quiet
 from tests.faults.support import (
     Tally,
     audited,
@@ -70,9 +71,9 @@ async def test_leader_sigkill_during_a_burst_deletes_and_restarts_everything_onc
         "deployments.apps",
         "statefulsets.apps",
     )
-    first = await launcher.start("replica-a", *args)
+    first = await launcher.start("replica-a", *args, metrics=True)
     await leading(kube, namespace, first)
-    second = await launcher.start("replica-b", *args)
+    second = await launcher.start("replica-b", *args, metrics=True)
     await second.wait_ready()
     holder_before = (await lease_spec(kube, namespace)).get("holderIdentity")
 
@@ -160,7 +161,7 @@ async def test_leader_sigkill_during_a_burst_deletes_and_restarts_everything_onc
         return all(count >= 2 for count in (await rolled()).values())
 
     await eventually(two_each, within=60, interval=1.0, what="one new revision per workload")
-    await asyncio.sleep(2.0)  # anything doubled would show by now
+    await wait_quiet(control_plane, processes_idle(second))  # anything doubled shows by now
     revisions = await rolled()
     events = await event_reasons(kube, namespace)
     deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)

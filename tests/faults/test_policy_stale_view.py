@@ -11,12 +11,17 @@ deletion is held by the fence (``lifecycle_policy_fence_checks_total{result="cha
 Once they are let go the controller's view catches up and decides:
 
 * the ``LifecyclePolicy`` ``sweep`` (``tmp-*``) **narrowed** to ``tmp-go-*`` deletes
-  ``tmp-go-1`` and never the others; **deleted**, it deletes nothing;
+  ``tmp-go-1``, with exactly one DELETE in the audit log (whatever its answer) and one
+  ``Deleted`` Event, and never the others; **deleted**, it deletes nothing;
 * the ``ClusterLifecyclePolicy`` ``sweep`` (``tmp-*`` in Namespaces labelled for the test,
   through a ``namespaceSelector``): the Namespace **relabelled** out of the selector, no
   policy decides the objects; a ``LifecyclePolicy`` ``keep`` (``delete-after: 1000h``)
   created in the namespace **outranks** it and schedules them far away; an invalid
   ``LifecyclePolicy`` ``broken`` created there **holds** them. None of them is deleted.
+
+Whatever should not happen is looked for once the controller is quiet (its queue empty, no
+write for a while: :func:`tests.faults.support.wait_quiet`), in the audit log as well as at
+the proxy.
 
 Caught: the deletions were decided on the stale copy and carried out, the objects' DELETE
 preconditions (their own UID and resourceVersion) being no fence against a changed view;
@@ -41,7 +46,8 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, NAMESPACES, POLICIES
 from tests.faults.proxy import FaultProxy
-from tests.faults.support import controller_kubeconfig
+from tests.faults.quiet import queue_idle, wait_quiet
+from tests.faults.support import controller_kubeconfig, deletion_tally, writes
 from tests.integration.controller import RunningController, StartController
 from tests.integration.policy_crds import install_policy_crds
 from tests.integration.policy_tools import cluster_policy, labelled, namespaced_policy
@@ -192,13 +198,25 @@ async def test_a_policy_changed_behind_a_held_watch_deletes_nothing_it_no_longer
         await eventually(caught_up, within=30, what="the policy store caught up")
         if change == "narrowed":
             await wait_gone(kube, CONFIGMAPS, namespace, GO, within=60)
-        else:
-            # Nothing may act any more; the objects are re-decided at once on the change.
+        await wait_quiet(control_plane, queue_idle(running))  # re-decided, any double shown
+        if change == "deleted":  # nothing may act any more
             assert not await gone(kube, CONFIGMAPS, namespace, GO)
         for name in STAY:
             assert not await gone(kube, CONFIGMAPS, namespace, name), name
         assert deletes_of(proxy, STAY) == []
         await running.stop()  # before the proxy goes away (it would wait for open watches)
+    expected = [GO] if change == "narrowed" else []
+    tally = await deletion_tally(
+        control_plane,
+        kube,
+        f"11 policy {change} behind a held watch",
+        expected,
+        namespace=namespace,
+    )
+    tally.record()
+    tally.assert_exactly_once()
+    deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
+    assert set(deletes) == set(expected), deletes  # no DELETE of the others, whatever answer
 
 
 #: The label of the test's Namespace the cluster policy's namespaceSelector reads.
@@ -337,7 +355,10 @@ async def _held_then_decided_anew(
             return all(anew(tallies.get(obj)) for obj in OBJECTS)
 
         await eventually(every_one_decided_anew, within=30, what="the objects decided anew")
+        await wait_quiet(control_plane, queue_idle(running))
         for obj in OBJECTS:
             assert not await gone(kube, CONFIGMAPS, namespace, obj), obj
         assert deletes_of(proxy, OBJECTS) == []
         await running.stop()  # before the proxy goes away (it would wait for open watches)
+    deletes = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
+    assert deletes == {}, deletes  # the audit log agrees: no DELETE, whatever its answer

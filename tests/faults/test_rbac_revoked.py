@@ -34,7 +34,8 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, ResourceType
 from lifecycle_controller.serving.server import CACHES_STALE
-from tests.faults.support import Tally, merged, requests_of, writes
+from tests.faults.quiet import queue_idle, wait_quiet
+from tests.faults.support import deletion_tally, requests_of
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.scenario_support import sample, start_for
@@ -140,12 +141,16 @@ async def test_rbac_revoked_for_one_type_then_restored(
         return controller.not_ready_reason() is None
 
     await eventually(ready, within=10, what="ready again after the grant came back")
-    await asyncio.sleep(1.0)
-    deletes = merged(
-        writes(control_plane, user=user, verb="delete", resource="configmaps", namespace=namespace),
-        writes(control_plane, user=user, verb="delete", resource="secrets", namespace=namespace),
+    await wait_quiet(control_plane, queue_idle(running), user=user)  # any doubled delete or Event
+    tally = await deletion_tally(
+        control_plane,
+        kube,
+        "5 RBAC revoked, restored",
+        ["due-cm", "due-secret"],
+        namespace=namespace,
+        resources=["configmaps", "secrets"],
+        user=user,
     )
-    tally = Tally.of("5 RBAC revoked, restored", ["due-cm", "due-secret"], deletes, gone=[])
     tally.extra = {
         "refused_s": round(refused_window, 1),
         "refused_requests": len(refused_requests),

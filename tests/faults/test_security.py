@@ -6,7 +6,7 @@
    ``PartialObjectMetadata`` (or ``PartialObjectMetadataList``), and the bytes that came back
    for Secrets are far fewer than the Secrets' data (20 Secrets of 4 KiB each; the same list
    in full, read by the test, is the control). The audit log shows the verbs: list, watch
-   and the due delete, never a ``get`` of a Secret.
+   and the due delete (exactly one, with one ``Deleted`` Event), never a ``get`` of a Secret.
    A policy whose condition reads a Secret's data (or any field of it beyond metadata) is
    ``Invalid``, and the requests for Secrets stay metadata-only.
 2. The chart's default RBAC grants nothing on Secrets (they are not in the default watch
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,14 @@ from lifecycle_controller.kube.resources import POLICIES, ResourceType
 from tests.chart.conftest import helm
 from tests.chart.support import Helm, manager_container, of_kind, rules
 from tests.faults.proxy import FaultProxy
-from tests.faults.support import CONTROLLER_USER, controller_kubeconfig, requests_of, writes
+from tests.faults.quiet import queue_idle, wait_quiet
+from tests.faults.support import (
+    CONTROLLER_USER,
+    controller_kubeconfig,
+    event_reasons,
+    requests_of,
+    writes,
+)
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AT
 from tests.integration.policy_crds import install_policy_crds
@@ -85,6 +93,7 @@ async def test_requests_for_secrets_are_metadata_only(
             return "s-00" not in names
 
         await eventually(deleted, within=30, what="the due Secret deleted")
+        await wait_quiet(control_plane, queue_idle(running))  # a doubled delete or Event
         await running.stop()  # before the proxy goes away
         records = list(proxy.records)
         # A streaming list is one long watch, recorded only when it ends: count its bytes live.
@@ -113,6 +122,7 @@ async def test_requests_for_secrets_are_metadata_only(
     # Every delete of a Secret, whatever its answer: exactly one, for the due one.
     deletes = writes(control_plane, verb="delete", resource="secrets", namespace=namespace)
     assert deletes == {"s-00": [200]}
+    assert (await event_reasons(kube, namespace)).get("Deleted") == Counter({"s-00": 1})
     print(
         f"[faults] 9 secret reads: {len(reads)} completed requests, {len(watches)} watches, "
         f"{secret_bytes} bytes back for "

@@ -6,12 +6,12 @@
    Event (docs/reliability.md#shutdown).
 10. The restart marker across a failover: the leader restarts a Deployment, hands over on
    SIGTERM, the new leader restarts it again at once: the two markers differ, so both roll
-   (two new ReplicaSets), with exactly one patch each (docs/reliability.md#restart-marker-failover).
+   (two new ReplicaSets), with exactly one patch and one ``RestartTriggered`` Event each
+   (docs/reliability.md#restart-marker-failover).
 """
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections import Counter
 from typing import Any
@@ -20,7 +20,15 @@ from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import DEPLOYMENTS, LEASES, REPLICASETS
-from tests.faults.support import Tally, audited, controller_kubeconfig, event_reasons, writes
+from tests.faults.quiet import processes_idle, wait_quiet
+from tests.faults.support import (
+    Tally,
+    audited,
+    controller_kubeconfig,
+    deletion_tally,
+    event_reasons,
+    writes,
+)
 from tests.faults.test_api_outage import create_all, live_names
 from tests.integration.keys import DELETE_AT, RESTART_AT, RESTARTED_AT
 from tests.integration.processes import ControllerProcess, ProcessLauncher
@@ -67,9 +75,9 @@ async def test_sigterm_under_load_finishes_sent_writes_and_their_events(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, launcher: ProcessLauncher
 ) -> None:
     args = replica_args(controller_kubeconfig(control_plane), namespace, "configmaps")
-    first = await launcher.start("replica-a", *args)
+    first = await launcher.start("replica-a", *args, metrics=True)
     await leading(kube, namespace, first)
-    second = await launcher.start("replica-b", *args)
+    second = await launcher.start("replica-b", *args, metrics=True)
     await second.wait_ready()
     names = [f"due-{i:03d}" for i in range(DELETES)]
     await create_all(kube, namespace, [configmap(n, **{DELETE_AT: PAST}) for n in names])
@@ -85,7 +93,6 @@ async def test_sigterm_under_load_finishes_sent_writes_and_their_events(
     first.send(signal.SIGTERM)
     assert await first.wait_exit(within=20) == 0
     at_exit = audited(control_plane, verb="delete", resource="configmaps", namespace=namespace)
-    await asyncio.sleep(1.0)
     events_at_exit = (await event_reasons(kube, namespace)).get("Deleted")
     # Every delete the first leader carried out has its Event (none lost at shutdown).
     lost = sorted(n for n in at_exit if (events_at_exit or Counter())[n] == 0)
@@ -95,10 +102,10 @@ async def test_sigterm_under_load_finishes_sent_writes_and_their_events(
         return not await live_names(kube, namespace)
 
     await eventually(all_gone, within=90, interval=1.0, what="the follower finishes the rest")
-    await asyncio.sleep(1.0)
-    counts = writes(control_plane, verb="delete", resource="configmaps", namespace=namespace)
-    events = (await event_reasons(kube, namespace)).get("Deleted")
-    tally = Tally.of("7 SIGTERM under load", names, counts, gone=names, events=events)
+    await wait_quiet(control_plane, processes_idle(second))  # any doubled delete or Event
+    tally = await deletion_tally(
+        control_plane, kube, "7 SIGTERM under load", names, namespace=namespace, gone=names
+    )
     tally.extra = {"deleted_by_first": len(at_exit), "events_lost_at_shutdown": len(lost)}
     tally.record()
     assert lost == []
@@ -110,9 +117,9 @@ async def test_restart_marker_differs_across_a_failover(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, launcher: ProcessLauncher
 ) -> None:
     args = replica_args(controller_kubeconfig(control_plane), namespace, "deployments.apps")
-    first = await launcher.start("replica-a", *args)
+    first = await launcher.start("replica-a", *args, metrics=True)
     await leading(kube, namespace, first)
-    second = await launcher.start("replica-b", *args)
+    second = await launcher.start("replica-b", *args, metrics=True)
     await second.wait_ready()
     created = await kube.create(
         DEPLOYMENTS, namespace, workload("Deployment", "web", {RESTART_AT: PAST}, replicas=0)
@@ -144,7 +151,8 @@ async def test_restart_marker_differs_across_a_failover(
         return len(await owned_by(kube, REPLICASETS, namespace, uid)) == 3
 
     await eventually(two_rollouts, within=30, what="a new ReplicaSet per restart")
-    await asyncio.sleep(1.0)  # a doubled patch would show by now
+    await wait_quiet(control_plane, processes_idle(second))  # a doubled patch or Event
+    restarts = (await event_reasons(kube, namespace)).get("RestartTriggered") or Counter()
     patches = writes(control_plane, verb="patch", resource="deployments", namespace=namespace)
     answers = patches.get("web", [])
     done = [i for i, code in enumerate(answers) if 200 <= code < 300]
@@ -154,7 +162,10 @@ async def test_restart_marker_differs_across_a_failover(
     # (whatever its answer), a conflict refused before it is a retry.
     tally.duplicated = len(answers) - done[1] - 1 if len(done) >= 2 else 0
     tally.missed = max(0, 2 - len(done))
+    tally.events = restarts["web"]
+    tally.doubled_events = max(0, restarts["web"] - 2)  # one Event per restart
     tally.extra = {"markers": [first_marker, second_marker], "answers": answers}
     tally.record()
     assert parse_rfc3339(first_marker) != parse_rfc3339(second_marker)
     assert (tally.executed, tally.duplicated) == (2, 0), answers
+    assert restarts["web"] == 2, restarts  # SIGTERM drains the first leader's Event

@@ -117,9 +117,7 @@ def test_requests_cancelled_mid_flight_leak_no_socket(control_plane: ControlPlan
     assert leaks == []
 
 
-@pytest.mark.skipif(
-    not LEAKS_TLS_SOCKETS, reason="allowed skip: this Python closes such sockets itself"
-)
+@pytest.mark.skipif(not LEAKS_TLS_SOCKETS, reason="this Python closes such sockets itself")
 def test_a_connection_closed_before_the_pool_got_it_leaks_no_socket(
     control_plane: ControlPlane,
 ) -> None:

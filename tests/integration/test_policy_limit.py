@@ -448,3 +448,39 @@ async def test_a_long_window_limit_survives_a_restart_with_its_waiters(
     assert _condition(status, "Limited")["status"] == "True", status
     assert status["actions"]["deleted"] == 1
     await second.stop()
+
+
+async def test_a_new_controller_seeds_the_window_from_the_audit(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """Limit 1 per hour: one controller deletes ``first`` and writes it into the audit; a new
+    one (as after a restart or a failover) holds ``second``, due at once, for the rest of the
+    hour, since the window it starts with is the audit's ``lastActions``.
+
+    Caught (a mutation that passed every other test): the new controller started with an
+    empty window and deleted ``second`` at once."""
+    await create(kube, POLICIES, namespace, _capped(namespace))
+    first = await start_for(start_controller, namespace)
+    await create_configmap(kube, namespace, labelled("first", LIMITED))
+    await wait_gone(kube, CONFIGMAPS, namespace, "first", within=30)
+
+    async def audited() -> bool:
+        status = await _status(kube, namespace, "capped")
+        return [e["name"] for e in status.get("lastActions") or ()] == ["first"]
+
+    await eventually(audited, within=20, what="the deletion of first in the audit")
+    await first.stop()
+
+    await start_for(start_controller, namespace)
+    await create_configmap(kube, namespace, labelled("second", LIMITED))
+
+    async def decided() -> bool:  # held by the seeded window, or (the bug) deleted
+        status = await _status(kube, namespace, "capped")
+        held = (status.get("actions") or {}).get("held") == 1
+        return held or await gone(kube, CONFIGMAPS, namespace, "second")
+
+    await eventually(decided, within=30, what="second held by the limit")
+    assert not await gone(kube, CONFIGMAPS, namespace, "second"), "the window started empty"
+    status = await _status(kube, namespace, "capped")
+    assert _condition(status, "Limited").get("status") == "True", status
+    assert status["actions"]["deleted"] == 1, status

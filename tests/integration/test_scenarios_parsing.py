@@ -47,7 +47,7 @@ from tests.integration.scenario_support import (
     written_by_controller,
 )
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, configmap, deployment, eventually
-from tests.integration.timestamps import FAR, PAST, epoch, stamp
+from tests.integration.timestamps import FAR, PAST, deadline_in, epoch, stamp
 
 LAYOUT = '"2006-01-02T15:04:05Z07:00"'
 
@@ -397,7 +397,7 @@ async def test_as_07_invalid_dry_run_clears_the_never_arm(
     running = await start_for(start_controller, namespace, delete_catch_up="never")
     kube = running.kube
     ledger = running.controller.ledger
-    deadline = stamp(int(time.time()) + 3)
+    deadline = stamp(deadline_in(4))
     await create(kube, CONFIGMAPS, namespace, configmap("cm", **{DELETE_AT: deadline}))
 
     async def armed() -> bool:
@@ -409,6 +409,8 @@ async def test_as_07_invalid_dry_run_clears_the_never_arm(
     )
     await wait_event(kube, namespace, "cm", "InvalidAnnotationValue")
     assert len(ledger) == 0
+    # The race this test is about: the arm was cleared while the occurrence was still ahead.
+    assert time.time() < epoch(deadline), "the invalid value came after the deadline"
     # Fixed after the deadline: the occurrence was not observed by an arm, so it is skipped.
     await asyncio.sleep(max(0.0, epoch(deadline) - time.time()) + 0.1)
     await patch(kube, CONFIGMAPS, namespace, "cm", {"metadata": {"annotations": {DRY_RUN: None}}})

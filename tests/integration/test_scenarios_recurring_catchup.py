@@ -478,7 +478,7 @@ async def test_as_38_duration_window_recurring_restarts_recent_and_skips_stale(
 ) -> None:
     now = datetime.now(UTC)
     if now.month == 1 and now.day == 1 and now.hour == 0:
-        pytest.skip("allowed skip: the yearly cron's occurrence is recent right now")
+        pytest.skip("the yearly cron's occurrence is recent right now")
     await start_for(start_controller, namespace, *DEPLOY)
     recent_ns = now_ns() - HOUR_NS - 5 * NS
     stale_ns = now_ns() - HOUR_NS - 600 * NS

@@ -8,6 +8,7 @@ UTC (:data:`NANO_FORMAT`).
 from __future__ import annotations
 
 import calendar
+import math
 import re
 import time
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,14 @@ def on_time(happened: float, due: float, created_by: float) -> bool:
     after ``due``, and the controller then acts as soon as it sees the object, not before.
     """
     return due - 1.0 <= happened <= max(due, created_by) + 1.0
+
+
+def deadline_in(seconds: int) -> int:
+    """A whole-second deadline (Unix seconds) a full ``seconds`` from now at least: counted
+    from the next whole second, so the lead is never up to a second short, as it is with
+    ``int(time.time()) + seconds``. Take it right before the object that carries it is
+    written, so the setup before it does not eat the lead."""
+    return math.ceil(time.time()) + seconds
 
 
 def stamp(seconds: float) -> str:
