@@ -197,8 +197,8 @@ def test_only_namespaces_whose_policies_changed_are_re_evaluated(
     assert not change.everywhere
 
     def of(found: PolicySet, ns: str) -> set[tuple[str, int]]:
-        every = (*found.valid, *found.invalid)
-        return {(p.ref.name, p.generation) for p in every if p.ref.namespace == ns}
+        valid = {(p.ref.name, p.generation) for p in found.valid if p.ref.namespace == ns}
+        return valid | {(p.ref.name, p.generation) for p in found.invalid if p.ref.namespace == ns}
 
     assert change.namespaces == {ns for ns in "abc" if of(before, ns) != of(after, ns)}
 

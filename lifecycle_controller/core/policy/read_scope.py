@@ -94,14 +94,15 @@ _Marks = frozenset[tuple[PolicyRef, int]]
 def _concerned(policies: PolicySet, resource: ResourceType) -> tuple[_Marks, dict[str, _Marks]]:
     """Which generations of which policies may decide for (or hold) objects of ``resource``:
     the cluster policies' in one set, the LifecyclePolicies' by their namespace."""
-    invalid = (
+    concerned: list[Policy | PolicyInvalid] = [*policies.for_resource(resource)]
+    concerned.extend(
         p
         for p in policies.invalid
         if p.scope.resources is None or selects_resource(p.scope.resources, resource)
     )
     cluster: set[tuple[PolicyRef, int]] = set()
     local: dict[str, set[tuple[PolicyRef, int]]] = {}
-    for policy in (*policies.for_resource(resource), *invalid):
+    for policy in concerned:
         namespace = _own_namespace(policy)
         found = cluster if namespace is None else local.setdefault(namespace, set())
         found.add((policy.ref, policy.generation))
