@@ -90,6 +90,8 @@ class _Pipeline:
     namespaces: NamespaceDefaultsStore | None = None
     #: The reference index, open only while a policy reads ``referencedBy``.
     references: ReferenceWatch | None = None
+    #: This replica has answered ready once (the reference index gates readiness no more).
+    was_ready: bool = False
 
     def listed(self) -> bool:
         """The informers and the namespace-defaults store have listed once."""
@@ -112,13 +114,32 @@ class _Pipeline:
             return None
         return f"{REFERENCES_PENDING}: {references.missing() or REFERENCES_NOT_SYNCED}"
 
+    def references_gate(self) -> str | None:
+        """Why readiness waits for the reference index: its first sync only, before this
+        replica has been ready, and never for types the controller may not list (RBAC: the
+        policies reading ``referencedBy`` hold their objects and say so in their status).
+        Readiness is about the controller, not about a tenant's policy
+        (docs/behaviour.md#readiness)."""
+        pending = self.references_pending()
+        if pending is None or self.was_ready:
+            return None
+        references = self.references
+        return None if references is None or references.refused() is not None else pending
+
+    def ready(self) -> bool:
+        """:meth:`listed`, and the reference index past :meth:`references_gate`; latches
+        :attr:`was_ready`."""
+        ready = self.listed() and self.references_gate() is None
+        self.was_ready = self.was_ready or ready
+        return ready
+
     def sync_error(self) -> str | None:
         """Once every informer has listed, why the caches are not current: informers that
-        cannot list or watch (an outage), or the reference index still syncing. Before, the
-        reference's "waiting ..." reason stands."""
+        cannot list or watch (an outage), or the reference index still in its first sync.
+        Before, the reference's "waiting ..." reason stands."""
         if not self.listed():
             return None
-        return caches_stale(self.disconnected()) or self.references_pending()
+        return caches_stale(self.disconnected()) or self.references_gate()
 
     def disconnected(self) -> list[str]:
         stores = [] if self.namespaces is None else self.namespaces.disconnected()
@@ -184,7 +205,7 @@ class Controller:
             discovery_complete=lambda: (
                 self._pipeline is not None and self._pipeline.discovery.not_ready_reason is None
             ),
-            caches_synced=lambda: self._pipeline is not None and self._pipeline.synced(),
+            caches_synced=lambda: self._pipeline is not None and self._pipeline.ready(),
             sync_error=lambda: None if self._pipeline is None else self._pipeline.sync_error(),
         )
         return check()
@@ -192,10 +213,12 @@ class Controller:
     def readiness_notes(self) -> list[str]:
         """``/readyz`` lines that do not make this replica unready (docs/behaviour.md#readiness)."""
         store = None if self._pipeline is None else self._pipeline.namespaces
+        references = None if self._pipeline is None else self._pipeline.references
+        refused = None if references is None else references.refused()
         return [
             f"watched namespace {name} does not exist (--watch-namespace)"
             for name in ([] if store is None else store.missing())
-        ]
+        ] + ([] if refused is None else [f"policies reading referencedBy hold: {refused}"])
 
     def _discovery_ready(self) -> float:
         """``lifecycle_controller_discovery_ready``: 1 when this instance's coverage is complete."""

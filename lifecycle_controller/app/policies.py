@@ -9,7 +9,9 @@ changed (resources, namespaces, names or selector: objects dropped while listing
 now; or the paths the conditions read beyond metadata: the informer relists with the new
 projection), not for a new action, priority or a condition reading the same paths. When only
 LifecyclePolicies' filters changed, only their namespaces are listed again, beside the
-running watch (docs/architecture.md#scoped-relists); a removed policy's
+running watch (docs/architecture.md#scoped-relists); and when only LifecyclePolicies changed
+(valid or invalid), only the objects of their namespaces are re-evaluated
+(:func:`~lifecycle_controller.core.policy.read_scope.decided_change`); a removed policy's
 pending actions are cancelled, and the log says so (docs/policies.md#changing-a-policy).
 """
 
@@ -42,7 +44,11 @@ from lifecycle_controller.core.policy.match import (
     Protection,
 )
 from lifecycle_controller.core.policy.model import PolicyRef
-from lifecycle_controller.core.policy.read_scope import kept_change, reference_scope
+from lifecycle_controller.core.policy.read_scope import (
+    decided_change,
+    kept_change,
+    reference_scope,
+)
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.breaker_store import breaker_name
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES
@@ -52,13 +58,6 @@ from lifecycle_controller.serving.metrics import Metrics
 __all__ = ["PolicyPipeline", "named_by"]
 
 _log = structlog.get_logger(__name__)
-
-
-def _signature(policies: PolicySet, resource: ResourceType) -> tuple[tuple[PolicyRef, int], ...]:
-    """Which generations of which policies decide for ``resource``, and of the invalid ones
-    (which may hold its objects: docs/policies.md#safety-rules)."""
-    deciding = tuple((p.ref, p.generation) for p in policies.for_resource(resource))
-    return deciding + tuple((p.ref, p.generation) for p in policies.invalid)
 
 
 def _refs(policies: PolicySet) -> set[PolicyRef]:
@@ -216,11 +215,16 @@ class PolicyPipeline:
                 objects=pending,
             )
         for resource in sorted(self._informers.running()):
-            if _signature(old, resource) == _signature(new, resource):
+            decided = decided_change(old, new, resource)
+            if not decided:
                 continue
-            keys = self._policy_keys(resource)
+            namespaces = None if decided.everywhere else decided.namespaces
+            keys = self._policy_keys(resource, namespaces)
             _log.info(
-                "re-evaluating for changed policies", resource=str(resource), objects=len(keys)
+                "re-evaluating for changed policies",
+                resource=str(resource),
+                objects=len(keys),
+                namespaces=None if namespaces is None else sorted(namespaces),
             )
             for key in keys:
                 self._enqueue(key)
@@ -230,9 +234,15 @@ class PolicyPipeline:
             elif kept.namespaces:
                 await self._informers.relist_namespaces(resource, kept.namespaces)
 
-    def _policy_keys(self, resource: ResourceType) -> list[ObjectKey]:
+    def _policy_keys(
+        self, resource: ResourceType, namespaces: frozenset[str] | None = None
+    ) -> list[ObjectKey]:
+        """The kept objects of ``resource`` a policy may decide for: in ``namespaces`` only
+        when given (a LifecyclePolicy's change concerns its own namespace)."""
         return [
             key
             for key, obj in self._cache.items(resource)
-            if obj.view is not None and self._allows(key)
+            if (namespaces is None or key.namespace in namespaces)
+            and obj.view is not None
+            and self._allows(key)
         ]

@@ -22,8 +22,10 @@ of every type in a scope calls :attr:`ReferenceWatch.on_synced`. Until then
 the object: nothing is deleted as unused on a partial index. The changes a scope sees before
 that call nothing: on_synced re-queues every object they could concern, and the first list of
 many StatefulSets does not look through the kept claims once for each. Readiness waits for
-every open scope too (:attr:`ReferenceWatch.synced`, with :meth:`ReferenceWatch.disconnected`
-afterwards), as it does for the other informers.
+the scopes open at start to sync (:attr:`ReferenceWatch.synced`, with
+:meth:`ReferenceWatch.disconnected` afterwards), as it does for the other informers, but not
+for a type the controller may not list (:meth:`ReferenceWatch.refused`), nor for a scope a
+policy opens once the replica has been ready: that is a tenant's policy, held on its own.
 """
 
 from __future__ import annotations
@@ -110,20 +112,31 @@ class ReferenceWatch:
             None if namespace is None else self._scopes.get(namespace)
         )
 
-    def missing(self, namespace: str | None = None) -> str | None:
-        """Why the references are unknown (None: they are known): of the objects in
-        ``namespace``, or of any open scope when None."""
+    def refused(self, namespace: str | None = None) -> str | None:
+        """Why the controller may not list a referring type (None: it may): in the scope of
+        ``namespace``, or of any open scope when None. RBAC, not an outage: readiness does
+        not wait for it (a tenant's policy reading ``referencedBy`` does not take the
+        controller out of its Service); the policies reading it hold their objects and
+        say why."""
         forbidden = {
             resource.key
             for resource, scope in self._forbidden
             if namespace is None or scope in (None, namespace)
         }
-        if forbidden:
-            names = ", ".join(sorted(forbidden))
-            return (
-                f"references unknown: the controller may not list and watch {names} "
-                "(the chart's referencedBy RBAC switch grants it)"
-            )
+        if not forbidden:
+            return None
+        names = ", ".join(sorted(forbidden))
+        return (
+            f"references unknown: the controller may not list and watch {names} "
+            "(the chart's rbac.readReferences switch grants it)"
+        )
+
+    def missing(self, namespace: str | None = None) -> str | None:
+        """Why the references are unknown (None: they are known): of the objects in
+        ``namespace``, or of any open scope when None."""
+        refused = self.refused(namespace)
+        if refused is not None:
+            return refused
         if namespace is None:
             return None if self.synced else REFERENCES_NOT_SYNCED
         scope = self._scope_of(namespace)

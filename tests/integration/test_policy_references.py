@@ -6,7 +6,8 @@ scaled to zero is kept, an unused one is deleted, and one a Pod created after th
 started uses is kept too. A StatefulSet created or deleted while the controller runs
 re-decides every claim of its templates. A controller that may not list Pods holds, says why
 in the policy's status (``Held``, ``ReferencesUnknown``) and metrics (``references-unknown``),
-and is not ready.
+and stays ready, with a ``/readyz`` note (readiness is about the controller, not a tenant's
+policy). Caught: /readyz answered 503 for as long as such a policy existed.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
+
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import PODS, POLICIES
-from lifecycle_controller.serving.server import REFERENCES_PENDING
-from tests.integration.controller import StartController
+from tests.integration.controller import StartController, wait_ready
 from tests.integration.events import wait_for_event
 from tests.integration.policy_tools import namespaced_policy
 from tests.integration.scenario_support import (
@@ -152,10 +154,11 @@ async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
     namespace: str,
     kube: KubeClient,
 ) -> None:
-    """The controller may act on ConfigMaps but not list Pods or workloads: nothing is
-    deleted as unused, the policy's status counts the objects it holds and says why (its
-    ``Held`` condition, the metric's own reason), and ``/readyz`` is not ready, naming the
-    reference index."""
+    """The controller may act on ConfigMaps but not list Pods or workloads (the chart's
+    ``rbac.readReferences: false``): nothing is deleted as unused, the policy's status counts
+    the objects it holds and says why (its ``Held`` condition naming the RBAC switch, the
+    metric's own reason), and ``/readyz`` stays 200 (a tenant's policy does not take the
+    controller out of its Service) with a note line saying why the policy holds."""
     await create(
         kube,
         POLICIES,
@@ -197,7 +200,17 @@ async def test_without_the_rights_to_read_pods_the_policy_holds_and_says_why(
     metric = "lifecycle_policy_held_objects"
     assert sample(running, metric, policy=policy, reason="references-unknown") == 1
     assert sample(running, metric, policy=policy, reason="condition-error") is None
-    reason = running.controller.not_ready_reason()  # what /readyz answers
-    assert reason is not None
-    assert reason.startswith(REFERENCES_PENDING), reason
-    assert "may not list and watch" in reason
+    assert "rbac.readReferences" in condition["message"]
+    await wait_ready(running)
+    probes = running.controller.probes
+    assert probes is not None
+    assert probes.port is not None
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{probes.port}/readyz") as response,
+    ):
+        assert response.status == 200
+        notes = [line for line in (await response.text()).splitlines() if line.startswith("[!]")]
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("[!]policies reading referencedBy hold: references unknown")
+    assert "rbac.readReferences" in notes[0]

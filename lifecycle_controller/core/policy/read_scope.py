@@ -9,6 +9,11 @@ reads is bounded by that namespace:
   again. When only LifecyclePolicies' filters changed, the namespaces they are in are read
   again, not the cluster; a ClusterLifecyclePolicy's filters, or the paths the conditions
   read beyond metadata (the informers' projection), change what is kept everywhere.
+* :func:`decided_change`: a policy change that may change what is decided for the objects of
+  a type needs them re-evaluated (the work queue, not a read): a LifecyclePolicy's edit, valid
+  or not, re-queues the objects of its namespace; a ClusterLifecyclePolicy's, every object of
+  the types it selects. An invalid policy counts for the types its readable ``resources``
+  select (every type when they cannot be read), as it holds exactly those objects.
 * :func:`reference_scope`: the reference index (``referencedBy``) watches Pods and workloads
   in the namespaces of the LifecyclePolicies that read it, cluster-wide once a
   ClusterLifecyclePolicy does (a Pod refers to objects of its own namespace only).
@@ -20,10 +25,10 @@ from dataclasses import dataclass
 
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
-from lifecycle_controller.core.policy.match import static_filters
-from lifecycle_controller.core.policy.model import Policy, PolicyKind
+from lifecycle_controller.core.policy.match import selects_resource, static_filters
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
 
-__all__ = ["KeptChange", "kept_change", "reference_scope"]
+__all__ = ["KeptChange", "decided_change", "kept_change", "reference_scope"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +63,7 @@ def _kept_by_scope(
     return tuple(cluster), {namespace: tuple(found) for namespace, found in local.items()}
 
 
-def _own_namespace(policy: Policy) -> str | None:
+def _own_namespace(policy: Policy | PolicyInvalid) -> str | None:
     """The namespace a LifecyclePolicy is bounded by (None: a ClusterLifecyclePolicy)."""
     return policy.ref.namespace if policy.ref.kind is PolicyKind.NAMESPACED else None
 
@@ -71,6 +76,46 @@ def kept_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> KeptC
         return KeptChange(everywhere=True)
     old_cluster, old_local = _kept_by_scope(old, resource)
     new_cluster, new_local = _kept_by_scope(new, resource)
+    if old_cluster != new_cluster:
+        return KeptChange(everywhere=True)
+    changed = frozenset(
+        namespace
+        for namespace in old_local.keys() | new_local.keys()
+        if old_local.get(namespace) != new_local.get(namespace)
+    )
+    if changed and not resource.namespaced:
+        return KeptChange(everywhere=True)
+    return KeptChange(namespaces=changed)
+
+
+_Marks = frozenset[tuple[PolicyRef, int]]
+
+
+def _concerned(policies: PolicySet, resource: ResourceType) -> tuple[_Marks, dict[str, _Marks]]:
+    """Which generations of which policies may decide for (or hold) objects of ``resource``:
+    the cluster policies' in one set, the LifecyclePolicies' by their namespace."""
+    concerned: list[Policy | PolicyInvalid] = [*policies.for_resource(resource)]
+    concerned.extend(
+        p
+        for p in policies.invalid
+        if p.scope.resources is None or selects_resource(p.scope.resources, resource)
+    )
+    cluster: set[tuple[PolicyRef, int]] = set()
+    local: dict[str, set[tuple[PolicyRef, int]]] = {}
+    for policy in concerned:
+        namespace = _own_namespace(policy)
+        found = cluster if namespace is None else local.setdefault(namespace, set())
+        found.add((policy.ref, policy.generation))
+    return frozenset(cluster), {ns: frozenset(marks) for ns, marks in local.items()}
+
+
+def decided_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> KeptChange:
+    """Where going from ``old`` to ``new`` may change what is decided for the objects of
+    ``resource`` (see the module docstring): ``everywhere`` when a cluster policy concerning
+    it came, went or has a new generation, else the namespaces of the LifecyclePolicies that
+    did. A cluster-scoped type is re-evaluated whole, as :func:`kept_change` reads it."""
+    old_cluster, old_local = _concerned(old, resource)
+    new_cluster, new_local = _concerned(new, resource)
     if old_cluster != new_cluster:
         return KeptChange(everywhere=True)
     changed = frozenset(
