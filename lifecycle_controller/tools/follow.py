@@ -230,11 +230,15 @@ class Follower:
                 timeout_seconds=seconds,
                 field_selector=self._field_selector,
             )
-        async with contextlib.aclosing(events):
+        try:
             async for event in events:
                 version = self._apply(event, version)
                 if self.problem:
                     self._answered()  # the watch delivers again
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()  # the HTTP connection released at once
         return version
 
     def _apply(self, event: Mapping[str, Any], version: str) -> str:

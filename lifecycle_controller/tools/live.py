@@ -1,8 +1,10 @@
 """The live commands' event loop side: connect, collect, render, and redraw with ``--watch``.
 
-``status --watch`` looks again every ``--interval`` seconds and redraws only when what it
-would print has changed (on a terminal the screen is cleared first), so a quiet cluster
-gives a still screen and a change shows within one interval.
+``status --watch`` follows the cluster (:class:`~lifecycle_controller.tools.live_status.
+LiveStatus`: one list of each type, then watches), refreshes when a watch reports a change
+and every ``--interval`` seconds (for the actions that fall due), and redraws only when what
+it would print has changed (on a terminal the screen is cleared first), so a quiet cluster
+gives a still screen and a change shows as soon as its watch event arrives.
 """
 
 from __future__ import annotations

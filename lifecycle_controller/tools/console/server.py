@@ -11,12 +11,15 @@ nothing built at install or run time) and a small JSON API over the latest
   that axis;
 * ``GET /api/cell?...&bucket=N&group=G[&group=G2...]``: the rows behind one cell;
 * ``GET /api/explain?apiVersion=&kind=&namespace=&name=``: ``explain``'s text for one object;
-* ``GET /api/stream``: server-sent events, one ``version`` message whenever a look at the
-  cluster found something different (and a comment every 15 s to keep the line open).
+* ``GET /api/stream``: server-sent events, one ``version`` message whenever what the page
+  shows changed (and a comment every 15 s to keep the line open); the page then fetches the
+  new counts.
 
-The looks are ``status -w``'s: one every ``interval`` seconds after the previous one ends,
-with the user's kubeconfig, metadata only; a look equal to the one before is not a new
-version, so an idle cluster pushes nothing. A request whose ``Host`` is not the console's
+The cluster is followed as ``status -w`` follows it (:class:`~.snapshot.Following`: one list
+of each type with the user's kubeconfig, metadata only, then watches): a look is taken as
+soon as a watch reports a change, and every ``interval`` seconds for the actions that fell
+due; it judges again only what may have changed, and one equal to the one before is not a
+new version, so an idle cluster pushes nothing. A request whose ``Host`` is not the console's
 own loopback address is refused (403), so another site the browser visits cannot read the
 cluster through it (DNS rebinding).
 """

@@ -33,7 +33,7 @@ from lifecycle_controller.tools.console.actions import (
     from_statuses,
     merged,
 )
-from lifecycle_controller.tools.console.timeline import Mark, marks_of
+from lifecycle_controller.tools.console.timeline import Instants, Mark, marks_of
 from lifecycle_controller.tools.follow import Follower, without_managed_fields
 from lifecycle_controller.tools.live import latched_breaker, with_breaker
 from lifecycle_controller.tools.live_status import LiveStatus
@@ -174,6 +174,7 @@ class Following:
         self._events_moved = True
         self._last: Snapshot | None = None
         self._last_docs: object = None
+        self._instants: Instants = {}
 
     def _event_moved(self, uid: str, item: Mapping[str, Any] | None) -> None:
         self._events_moved = True
@@ -243,7 +244,7 @@ class Following:
         return Snapshot(
             collected_ns=self._clock.now_ns(),
             rows=rows,
-            marks=tuple(marks_of(rows)),
+            marks=tuple(marks_of(rows, self._instants)),
             policies=tuple(policy_rows(docs, self._view.namespace)),
             policy_next=_policy_next(rows),
             actions=tuple(merged(from_statuses(statuses), found)),
