@@ -14,9 +14,11 @@ those a policy could match). Every row comes from
 
 * an object a watch event changed (its row is dropped when the object is gone or no longer
   kept);
-* every kept object when the policies, the Namespaces or the guardrails (the latched
-  breaker) changed; a type whose policies now keep other objects (or other fields of them)
-  is listed again, as the controller's informers are;
+* every kept object when the policies (a new generation, or the instant one counts from),
+  the Namespaces' defaults or labels, or the guardrails (the latched breaker) changed, but
+  not for a policy's status alone, which the controller rewrites as its counts move; a type
+  whose policies now keep other objects (or other fields of them) is listed again, as the
+  controller's informers are;
 * an object whose row names an instant that has now passed (:func:`recheck_at`): a row
   changes with time only when its due action falls due (the following occurrences, the
   Upcoming warning and the texts are computed from that instant), and a row whose action is
@@ -35,7 +37,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable, Iterator, Mapping
-from typing import Final
+from dataclasses import replace
+from typing import Any, Final
 
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
@@ -44,6 +47,7 @@ from lifecycle_controller.core.objects.scope import ScopeConfig, plan_resources
 from lifecycle_controller.core.policy.field_paths import fields_of, pick
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.match import static_filters
+from lifecycle_controller.core.policy.model import PolicyRef
 from lifecycle_controller.core.text.timestamps import TimestampError, parse_rfc3339
 from lifecycle_controller.core.tooling.plan import GuardrailView
 from lifecycle_controller.kube import KubeClient, KubeError
@@ -106,6 +110,20 @@ def kept_signature(policies: PolicySet, resource: ResourceType) -> tuple[object,
         tuple(static_filters(p) for p in policies.for_resource(resource)),
         policies.reads(resource),
         tuple((p.ref, p.generation) for p in policies.invalid),
+    )
+
+
+def _judged_by(docs: PolicyDocs, defaults: Mapping[str, NamespaceDefaults]) -> tuple[Any, ...]:
+    """What every row depends on beyond its own object: the policies' generations and
+    anchors, the Namespaces' labels (for a ``namespaceSelector``) and defaults. A policy's
+    ``status`` changes it only through its ``scheduleSince``."""
+    generations = [(str(p.ref), p.generation) for p in docs.policies.valid]
+    generations += [(str(p.ref), p.generation) for p in docs.policies.invalid]
+    return (
+        sorted(generations),
+        {str(ref): at for ref, at in docs.schedule_since.items()},
+        dict(docs.namespace_labels),
+        dict(defaults),
     )
 
 
@@ -187,6 +205,10 @@ class LiveStatus:
         self._heap: list[tuple[int, int, Key]] = []
         self._due: set[Key] = set()
         self._pushed = 0
+        self._judged_by: tuple[Any, ...] | None = None
+        self._first_seen: dict[tuple[PolicyRef, int], int] = {}
+        #: How many objects the last refresh judged.
+        self.judged = 0
         self._discovered_at: float | None = None
         self._discovery_problem = ""
 
@@ -292,13 +314,28 @@ class LiveStatus:
         """The policies and the Namespaces' defaults (and labels) as the followers keep them."""
         manifests = [item for follower in self._policies for item in follower.items.values()]
         namespaces = list(self._namespaces.items.values())
-        docs = policy_docs(manifests, now_ns=self._clock.now_ns())
+        now = self._clock.now_ns()
+        docs = policy_docs(manifests, now_ns=now)
         if docs.policies.selects_namespaces_by_label():
             docs = docs.with_namespaces(namespaces)
+        docs = replace(docs, schedule_since=self._since(docs, now))
         self.docs = docs
         self._defaults = defaults_of(item.get("metadata") or {} for item in namespaces)
         self._policies_moved = self._namespaces_moved = False
-        self._everything = True
+        judged_by = _judged_by(docs, self._defaults)
+        if judged_by != self._judged_by:  # not a policy's status alone (its counts)
+            self._judged_by = judged_by
+            self._everything = True
+
+    def _since(self, docs: PolicyDocs, now: int) -> dict[PolicyRef, int]:
+        """When each generation counts from: a generation whose status does not say is
+        taken as accepted when this first saw it (not again at every change of a policy)."""
+        since = dict(docs.schedule_since)
+        for policy in docs.policies.valid:
+            first = self._first_seen.setdefault((policy.ref, policy.generation), now)
+            if since.get(policy.ref) == now:
+                since[policy.ref] = first
+        return since
 
     async def _relist_changed_types(self) -> None:
         for resource, follower in self._types.items():
@@ -342,6 +379,7 @@ class LiveStatus:
             guardrails=self._guardrails,
         )
         changed = False
+        self.judged = len(keys)
         for count, key in enumerate(keys, start=1):
             changed |= await self._judge(key, judging)
             if count % _YIELD_EVERY == 0:

@@ -165,10 +165,13 @@ async def test_a_policy_keeping_other_objects_lists_their_type_again(
         assert live.lists() == {"configmaps": 2}  # the unlabelled object was never kept
         assert live.rows()[0].policy == "ClusterLifecyclePolicy/caches"
         await same_as_status(live, kube, clock)
+        read = live.docs
         labels = {"metadata": {"labels": {"reviewed": "yes"}}}  # no new generation
         await kube.merge_patch(CLUSTER_POLICIES, None, "caches", labels)
-        await settled(live, api, lambda: True)
+        assert await settled(live, api, lambda: live.docs is not read)  # read again
         assert live.lists() == {"configmaps": 2}  # what the policy keeps did not change
+        assert live.judged == 0  # nor what it decides: nothing judged again
+        await same_as_status(live, kube, clock)
 
 
 async def test_a_namespaces_defaults_judge_its_objects_again(
