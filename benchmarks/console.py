@@ -6,14 +6,18 @@ into etcd (``benchmarks.etcd_seed``). Then, per round:
 
 * **status**: ``lifecycle-controller status -A --watch-resource configmaps -o json`` as a
   process of its own: its wall time and its peak RSS (``wait4``'s ``ru_maxrss``);
-* **console**: ``lifecycle-controller console -A --watch-resource configmaps`` (a look every
-  hour, so only the first one counts): the time from its start until its first look is
-  published (``/api/overview`` ready), its RSS then (VmRSS, VmHWM), the time of one
-  ``/api/timeline`` answer (the server-side count over every mark), and the **first draw**:
-  headless chromium loads the page, and the time from the navigation's start until the
-  timeline is drawn (``performance.now()`` the page records at its first draw), the drawing
-  alone (from the timeline's answer to the SVG in the page), and the wall time of the whole
-  load as the benchmark sees it.
+* **console**: ``lifecycle-controller console -A --watch-resource configmaps`` (the default
+  ``--interval``): the time from its start until its first list and judgement are published
+  (``/api/overview`` ready), its RSS then (VmRSS, VmHWM), the time of one ``/api/timeline``
+  answer (the server-side count over every mark), and the **first draw**: headless chromium
+  loads the page, and the time from the navigation's start until the timeline is drawn
+  (``performance.now()`` the page records at its first draw), the drawing alone (from the
+  timeline's answer to the SVG in the page), and the wall time of the whole load as the
+  benchmark sees it. Then, the page still open, the **live update**: one object's
+  ``delete-at`` is changed (a merge patch, as ``kubectl annotate`` sends), and the time from
+  the patch's answer until the page has drawn the new version (its ``data-version``); and
+  the console's **idle CPU**: its CPU time (user + system, ``/proc/PID/stat``) over
+  :data:`IDLE_S` seconds in which nothing changes, as a share of one core.
 
 Medians of the rounds; writes ``console.json`` and ``console.md``.
 """
@@ -48,6 +52,8 @@ NAMESPACE_COUNT = 50
 PAYLOAD = {"payload": "x" * 64}
 ETCD_QUOTA_BYTES = 8 * 1024**3
 ETCD_MAX_TXN_OPS = 1000
+#: Seconds over which the console's idle CPU is measured.
+IDLE_S = 30.0
 
 
 def _configmaps(objects: int, start: datetime) -> Iterator[Seeded]:
@@ -126,9 +132,40 @@ async def _timeline_s(url: str) -> float:
     return took
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _annotate(plane: ControlPlane, due: str) -> None:
+    patch = {"metadata": {"annotations": {keys.DELETE_AT: due}}}
+    async with await KubeClient.connect(str(plane.admin_kubeconfig)) as kube:
+        await kube.merge_patch(CONFIGMAPS, "bench-01", "cm-000001", patch)
+
+
+def live_update(plane: ControlPlane, driver: Any, limit: float) -> float:
+    """Seconds from a ``delete-at`` patch's answer until the open page drew the change."""
+    body = driver.find_element(By.TAG_NAME, "body")
+    version = body.get_attribute("data-version")
+    due = (datetime.now(UTC) + timedelta(minutes=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    asyncio.run(_annotate(plane, due))
+    patched = time.perf_counter()
+    WebDriverWait(driver, limit, poll_frequency=0.02).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-version") != version
+    )
+    return time.perf_counter() - patched
+
+
+def idle_cpu(pid: int) -> float:
+    """The process's CPU over :data:`IDLE_S` seconds, as a percentage of one core."""
+    before, started = _cpu_seconds(pid), time.perf_counter()
+    time.sleep(IDLE_S)
+    return 100 * (_cpu_seconds(pid) - before) / (time.perf_counter() - started)
+
+
 def console_round(plane: ControlPlane, limit: float) -> dict[str, float]:
     started = time.perf_counter()
-    args = ("-A", "--watch-resource", "configmaps", "--interval", "3600")
+    args = ("-A", "--watch-resource", "configmaps")
     with console_process(plane.admin_kubeconfig, *args) as console:
         served = time.perf_counter() - started
         first_look = asyncio.run(_ready(console.url, limit)) + served
@@ -146,6 +183,8 @@ def console_round(plane: ControlPlane, limit: float) -> dict[str, float]:
             drawn_ms = float(body.get_attribute("data-first-draw-ms") or 0)
             drawing_ms = float(body.get_attribute("data-first-draw-work-ms") or 0)
             marks = len(driver.find_elements(By.CSS_SELECTOR, "#chart .mark"))
+            idle = idle_cpu(console.process.pid)
+            shown = live_update(plane, driver, limit)
         finally:
             driver.quit()
     return {
@@ -155,6 +194,8 @@ def console_round(plane: ControlPlane, limit: float) -> dict[str, float]:
         "drawing_s": drawing_ms / 1000,
         "page_load_s": load_s,
         "marks_drawn": marks,
+        "change_shown_s": shown,
+        "idle_cpu_percent": idle,
         **memory,
     }
 
@@ -189,8 +230,9 @@ def measure(objects: int, rounds: int, limit: float) -> dict[str, Any]:
 def _report(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| objects | status -A | its peak RSS | console's first look | first draw (page) | "
-        "drawing | page load | /api/timeline | marks | console RSS (peak) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "drawing | page load | /api/timeline | marks | console RSS (peak) | "
+        "annotation to page | idle CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         s, c = run["status"], run["console"]
@@ -200,7 +242,8 @@ def _report(runs: list[dict[str, Any]]) -> str:
             f"{c['drawing_s'] * 1000:.0f} ms | "
             f"{c['page_load_s'] * 1000:.0f} ms | {c['timeline_request_s'] * 1000:.0f} ms | "
             f"{c['marks_drawn']:,.0f} | "
-            f"{c['rss_mib']:.0f} MiB ({c['peak_rss_mib']:.0f}) |"
+            f"{c['rss_mib']:.0f} MiB ({c['peak_rss_mib']:.0f}) | "
+            f"{c['change_shown_s'] * 1000:.0f} ms | {c['idle_cpu_percent']:.1f} % |"
         )
     return "\n".join(lines) + "\n"
 

@@ -126,13 +126,18 @@ def status_command(*, kubectl_namespaces: bool) -> click.Command:
     @click.command("status")
     @cluster_options
     @namespace_options
-    @click.option("-w", "--watch", is_flag=True, help="Redraw whenever something changes.")
+    @click.option(
+        "-w", "--watch", is_flag=True, help="Follow the cluster (list, then watch) and redraw."
+    )
     @click.option(
         "--interval",
         type=click.FloatRange(min=0.2),
         default=2.0,
         show_default=True,
-        help="With --watch: seconds between looks.",
+        help=(
+            "With --watch (which follows changes with watches): seconds between in-memory "
+            "re-judgements of the actions that fell due."
+        ),
     )
     @apply_flags(CONTROLLER_FLAGS)
     @OutputOption

@@ -1,13 +1,14 @@
 """The live commands' event loop side: connect, collect, render, and redraw with ``--watch``.
 
-``status --watch`` looks again every ``--interval`` seconds and redraws only when what it
-would print has changed (on a terminal the screen is cleared first), so a quiet cluster
-gives a still screen and a change shows within one interval.
+``status --watch`` follows the cluster (:class:`~lifecycle_controller.tools.live_status.
+LiveStatus`: one list of each type, then watches), refreshes when a watch reports a change
+and every ``--interval`` seconds (for the actions that fall due), and redraws only when what
+it would print has changed (on a terminal the screen is cleared first), so a quiet cluster
+gives a still screen and a change shows as soon as its watch event arrives.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -110,27 +111,66 @@ async def watch_status(
     """Print the status once, or keep redrawing it when it changes (until interrupted)."""
     try:
         async with await KubeClient.connect(view.kubeconfig, context=view.context) as kube:
-            shown: tuple[str, str | None] | None = None
-            markers = RestartMarkers()
-            while True:
+            if once:
                 state, where = await latched_breaker(kube, view.controller)
                 guardrails = with_breaker(view.controller.guardrails, state)
-                text, unreadable = await _render_status(kube, view, guardrails, markers)
-                breaker = describe_breaker(state, where) if state and state.open else None
-                if (text, breaker) != shown:
-                    if not once and sys.stdout.isatty():
-                        echo(_CLEAR, nl=False)
-                    echo(text)
-                    for problem in unreadable:
-                        echo(f"warning: could not list {problem}", err=True)
-                    if breaker is not None:
-                        echo(f"warning: {breaker}", err=True)
-                    shown = (text, breaker)
-                if once:
-                    return
-                await asyncio.sleep(interval)
+                text, unreadable = await _render_status(kube, view, guardrails, RestartMarkers())
+                _show(echo, text, unreadable, _breaker_text(state, where), clear=False)
+                return
+            await _follow_status(kube, view, interval=interval, echo=echo)
     except KubeError as error:
         raise click.ClickException(str(error)) from error
+
+
+def _breaker_text(state: BreakerState | None, where: str) -> str | None:
+    return describe_breaker(state, where) if state and state.open else None
+
+
+def _show(
+    echo: Callable[..., None],
+    text: str,
+    unreadable: list[str],
+    breaker: str | None,
+    *,
+    clear: bool,
+) -> None:
+    if clear:
+        echo(_CLEAR, nl=False)
+    echo(text)
+    for problem in unreadable:
+        echo(f"warning: could not list {problem}", err=True)
+    if breaker is not None:
+        echo(f"warning: {breaker}", err=True)
+
+
+async def _follow_status(
+    kube: KubeClient, view: StatusView, *, interval: float, echo: Callable[..., None]
+) -> None:
+    """``--watch``: list once, then follow the watches (:class:`~.live_status.LiveStatus`);
+    judge again what changed, and every ``interval`` seconds what time moved on."""
+    from lifecycle_controller.tools.live_status import LiveStatus
+
+    namespace = None if view.all_namespaces else (view.namespace or kube.default_namespace)
+    live = LiveStatus(
+        kube,
+        scope=view.controller.scope,
+        settings=view.controller.decision,
+        clock=RealClock(),
+        namespace=namespace,
+    )
+    async with live:
+        shown: tuple[str, list[str], str | None] | None = None
+        while True:
+            state, where = await latched_breaker(kube, view.controller)
+            changed = await live.refresh(with_breaker(view.controller.guardrails, state))
+            unreadable, breaker = live.unreadable(), _breaker_text(state, where)
+            if shown is None or changed or (unreadable, breaker) != shown[1:]:
+                report = live.report()
+                text = render(report.rows, view.output, policies=report.policies)  # type: ignore[arg-type]
+                if shown is None or (text, unreadable, breaker) != shown:
+                    _show(echo, text, unreadable, breaker, clear=sys.stdout.isatty())
+                    shown = (text, unreadable, breaker)
+            await live.wait(interval)
 
 
 async def explain_live(

@@ -15,7 +15,7 @@ restart marker, the one read beyond metadata, which the controller makes too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,9 +109,74 @@ async def namespace_defaults(
     """The Namespaces' defaults (docs/annotations.md#namespace-defaults): just ``namespace``'s
     when one is given (a ``metadata.name`` field selector), else every Namespace's."""
     selector = None if namespace is None else f"metadata.name={namespace}"
-    annotated = await list_kept(kube, NAMESPACES, None, _annotated, field_selector=selector)
-    objects = [CachedObject.from_metadata(metadata) for metadata in annotated]
-    return {obj.name: parse_namespace_defaults(obj.name, obj.annotations) for obj in objects}
+    return defaults_of(await list_kept(kube, NAMESPACES, None, _annotated, field_selector=selector))
+
+
+def defaults_of(namespaces: Iterable[Metadata]) -> dict[str, NamespaceDefaults]:
+    """The defaults of the annotated ones among these Namespaces' metadata, by name."""
+    objects = [CachedObject.from_metadata(metadata) for metadata in namespaces]
+    return {
+        obj.name: parse_namespace_defaults(obj.name, obj.annotations)
+        for obj in objects
+        if obj.annotated
+    }
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What every object of one look is judged with (``status`` and the live tools)."""
+
+    scope: ScopeConfig
+    settings: DecisionSettings
+    docs: PolicyDocs
+    now_ns: int
+    markers: RestartMarkers
+    occurrences: int = 3
+    guardrails: GuardrailView | None = None
+
+
+async def judge_row(
+    kube: KubeClient,
+    resource: ResourceType,
+    metadata: Metadata,
+    judging: Judging,
+    *,
+    defaults: Mapping[str, NamespaceDefaults],
+    fields: Mapping[str, Any] | None = None,
+) -> Row | None:
+    """The row of one kept object, judged as the controller would judge it now; None when
+    there is nothing to show (out of scope, an annotation copy its owner's row shows, or
+    only bookkeeping)."""
+    obj = CachedObject.from_metadata(metadata)
+    if not judging.scope.allows_object(resource, obj.namespace, obj.name):
+        return None
+    if not judging.settings.act_on_annotation_copies and is_annotation_copy(
+        resource, obj.controller_owner
+    ):
+        return None  # the owner's annotations, shown on the owner's row
+    explanation, verdict = await judge_live(
+        kube,
+        judging.markers,
+        judging.docs,
+        resource,
+        metadata,
+        now_ns=judging.now_ns,
+        settings=judging.settings,
+        occurrences=judging.occurrences,
+        defaults=defaults.get(obj.namespace) if obj.namespace else None,
+        guardrails=judging.guardrails,
+        fields=fields,
+    )
+    if explanation.action is None and not explanation.problems:
+        return None  # only bookkeeping (managed-by, a restart marker): nothing to show
+    return row_for(
+        api_version=resource.api_version,
+        kind=resource.kind,
+        namespace=obj.namespace,
+        name=obj.name,
+        explanation=explanation,
+        verdict=verdict,
+    )
 
 
 async def collect_status(
@@ -145,6 +210,15 @@ async def collect_status(
     except KubeError as error:
         report.unreadable.append(f"namespaces (namespace defaults are not shown): {error}")
         defaults = {}
+    judging = Judging(
+        scope=scope,
+        settings=settings,
+        docs=docs,
+        now_ns=now_ns,
+        markers=markers,
+        occurrences=occurrences,
+        guardrails=guardrails,
+    )
     for resource in plan.watched:
         if namespace is not None and not resource.namespaced:
             continue
@@ -156,38 +230,17 @@ async def collect_status(
             report.unreadable.append(f"{resource.key}: {error}")
             continue
         for metadata in objects:
-            obj = CachedObject.from_metadata(metadata)
-            if not scope.allows_object(resource, obj.namespace, obj.name):
-                continue
-            if not settings.act_on_annotation_copies and is_annotation_copy(
-                resource, obj.controller_owner
-            ):
-                continue  # the owner's annotations, shown on the owner's row
-            explanation, verdict = await judge_live(
+            row = await judge_row(
                 kube,
-                markers,
-                docs,
                 resource,
                 metadata,
-                now_ns=now_ns,
-                settings=settings,
-                occurrences=occurrences,
-                defaults=defaults.get(obj.namespace) if obj.namespace else None,
-                guardrails=guardrails,
-                fields=None if fields is None else fields.get(obj.uid, {}),
+                judging,
+                defaults=defaults,
+                fields=None if fields is None else fields.get(str(metadata.get("uid", "")), {}),
             )
-            if explanation.action is None and not explanation.problems:
-                continue  # only bookkeeping (managed-by, a restart marker): nothing to show
-            row = row_for(
-                api_version=resource.api_version,
-                kind=resource.kind,
-                namespace=obj.namespace,
-                name=obj.name,
-                explanation=explanation,
-                verdict=verdict,
-            )
-            report.rows.append(row)
-            if seen is not None:
-                seen(resource, metadata, row)
+            if row is not None:
+                report.rows.append(row)
+                if seen is not None:
+                    seen(resource, metadata, row)
     report.rows.sort(key=lambda row: (row.next or "~", row.kind, row.namespace, row.name))
     return report

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
@@ -58,8 +59,11 @@ def rfc3339(moment: datetime) -> str:
 
 
 async def until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
-    """Wait on the page (in a thread: the controller under test shares this event loop)."""
-    wait = WebDriverWait(driver, PAGE, poll_frequency=0.1)
+    """Wait on the page (in a thread: the controller under test shares this event loop); an
+    element the page redrew while it was read is read again at the next poll."""
+    wait = WebDriverWait(
+        driver, PAGE, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    )
     return await asyncio.to_thread(wait.until, condition, what)
 
 

@@ -74,6 +74,18 @@ def test_marks_are_sorted_across_rows() -> None:
     assert [m.row for m in marks] == [1, 0]
 
 
+def test_the_instants_of_unchanged_rows_are_read_once() -> None:
+    late, soon = row("late", action="delete", next_=at(900)), row("soon", next_=at(60))
+    known: tl.Instants = {}
+    first = tl.marks_of([late, soon], known)
+    assert first == tl.marks_of([late, soon])
+    assert set(known) == {id(late), id(soon)}
+    moved = row("soon", action="delete", next_=at(1200), warn_at=at(30))
+    again = tl.marks_of([moved, late], known)  # re-sorted, one row new
+    assert again == tl.marks_of([moved, late])
+    assert set(known) == {id(moved), id(late)}  # the old row's instants are dropped
+
+
 @pytest.mark.parametrize(
     ("params", "error"),
     [

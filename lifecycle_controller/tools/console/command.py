@@ -160,7 +160,10 @@ def console_command(*, kubectl_namespaces: bool) -> click.Command:
         type=click.FloatRange(min=0.2),
         default=2.0,
         show_default=True,
-        help="Seconds between looks at the cluster (as status --watch).",
+        help=(
+            "Seconds between in-memory re-judgements of the actions that fell due (changes "
+            "are followed with watches, as status --watch)."
+        ),
     )
     @click.option(
         "--occurrences",

@@ -11,12 +11,15 @@ nothing built at install or run time) and a small JSON API over the latest
   that axis;
 * ``GET /api/cell?...&bucket=N&group=G[&group=G2...]``: the rows behind one cell;
 * ``GET /api/explain?apiVersion=&kind=&namespace=&name=``: ``explain``'s text for one object;
-* ``GET /api/stream``: server-sent events, one ``version`` message whenever a look at the
-  cluster found something different (and a comment every 15 s to keep the line open).
+* ``GET /api/stream``: server-sent events, one ``version`` message whenever what the page
+  shows changed (and a comment every 15 s to keep the line open); the page then fetches the
+  new counts.
 
-The looks are ``status -w``'s: one every ``interval`` seconds after the previous one ends,
-with the user's kubeconfig, metadata only; a look equal to the one before is not a new
-version, so an idle cluster pushes nothing. A request whose ``Host`` is not the console's
+The cluster is followed as ``status -w`` follows it (:class:`~.snapshot.Following`: one list
+of each type with the user's kubeconfig, metadata only, then watches): a look is taken as
+soon as a watch reports a change, and every ``interval`` seconds for the actions that fell
+due; it judges again only what may have changed, and one equal to the one before is not a
+new version, so an idle cluster pushes nothing. A request whose ``Host`` is not the console's
 own loopback address is refused (403), so another site the browser visits cannot read the
 cluster through it (DNS rebinding).
 """
@@ -37,7 +40,7 @@ from aiohttp import web
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 from lifecycle_controller.kube import KubeClient, KubeError
 from lifecycle_controller.machinery.clock import Clock
-from lifecycle_controller.tools.console.snapshot import ConsoleView, Snapshot, collect_snapshot
+from lifecycle_controller.tools.console.snapshot import ConsoleView, Following, Snapshot
 from lifecycle_controller.tools.console.timeline import (
     CATEGORIES,
     Query,
@@ -47,7 +50,6 @@ from lifecycle_controller.tools.console.timeline import (
     timeline,
     window_spans,
 )
-from lifecycle_controller.tools.policy_live import RestartMarkers
 
 __all__ = ["AddressError", "Console", "parse_address"]
 
@@ -107,7 +109,9 @@ class _Versions:
         self._moved = asyncio.Event()
 
     def publish(self, snapshot: Snapshot) -> None:
-        changed = self.snapshot is None or snapshot.content() != self.snapshot.content()
+        changed = self.snapshot is None or (
+            snapshot is not self.snapshot and snapshot.content() != self.snapshot.content()
+        )
         self.snapshot = snapshot
         self.error = ""
         if changed:
@@ -147,7 +151,7 @@ class Console:
         self._explainer = explainer
         self._title = title
         self._versions = _Versions()
-        self._markers = RestartMarkers()
+        self._following: Following | None = None
         self._looking: asyncio.Task[None] | None = None
         self._views: dict[tuple[Query, int], dict[str, Any]] = {}
         self._runner: web.AppRunner | None = None
@@ -164,16 +168,27 @@ class Console:
         return self._versions.error
 
     async def look(self) -> None:
-        """One look at the cluster, published (a new version if anything changed); the
-        default view is counted at once, so that a page opened now draws without waiting."""
-        snapshot = await collect_snapshot(
-            self._kube, self._view, clock=self._clock, markers=self._markers
-        )
+        """Judge again what changed, published (a new version if anything shown changed);
+        the first look lists everything, then starts following. The default view is counted
+        at once, so that a page opened now draws without waiting."""
+        if self._following is None:
+            following = Following(self._kube, self._view, clock=self._clock)
+            try:
+                await following.start()
+            except BaseException:
+                await following.stop()
+                raise
+            self._following = following
+        snapshot = await self._following.snapshot()
         before = self._versions.version
         self._versions.publish(snapshot)
         if self._versions.version != before:
             self._views.clear()
             self._counted(snapshot, Query())
+
+    def lists(self) -> dict[str, int]:
+        """How many times each followed type was listed (the first list included)."""
+        return {} if self._following is None else self._following.lists()
 
     def _counted(self, snapshot: Snapshot, query: Query) -> dict[str, Any]:
         """:func:`~.timeline.timeline` of ``query``, kept until the version or the axis
@@ -193,7 +208,10 @@ class Console:
                 await self.look()
             except Exception as error:  # shown on the page; the next look tries again
                 self._versions.error = f"{type(error).__name__}: {error}"
-            await self._clock.sleep(self._interval)
+            if self._following is None:
+                await self._clock.sleep(self._interval)
+            else:
+                await self._following.wait(self._interval)
 
     async def start(self, host: str, port: int) -> str:
         """Serve on ``host:port`` (0: any free port) and start looking; the page's URL."""
@@ -225,6 +243,8 @@ class Console:
             self._looking.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._looking
+        if self._following is not None:
+            await self._following.stop()
         if self._runner is not None:
             await self._runner.cleanup()
 

@@ -34,6 +34,7 @@ __all__ = [
     "CLUSTER_SCOPED",
     "OWN_ANNOTATIONS",
     "SPANS",
+    "Instants",
     "Mark",
     "Query",
     "QueryError",
@@ -125,18 +126,38 @@ def category_of(row: Row) -> str | None:
     return "dry-run" if row.dry_run else row.action
 
 
-def marks_of(rows: Sequence[Row]) -> list[Mark]:
+#: A row's instants and their categories, by the row's identity (the row kept with them, so
+#: that the identity stays its own): :func:`marks_of` reads an unchanged row once.
+Instants = dict[int, tuple[Row, tuple[tuple[int, str], ...]]]
+
+
+def _instants_of(row: Row) -> tuple[tuple[int, str], ...]:
+    found: list[tuple[int, str]] = []
+    category = category_of(row)
+    if category is not None:
+        instants = {_instant(text) for text in (row.next, *row.upcoming)}
+        found.extend((at, category) for at in instants if at is not None)
+    warn = _instant(row.warn_at)
+    if warn is not None:
+        found.append((warn, "warning"))
+    return tuple(found)
+
+
+def marks_of(rows: Sequence[Row], known: Instants | None = None) -> list[Mark]:
     """Every instant the rows name, earliest first: the next action and the following
-    occurrences (each once), and the Upcoming warning."""
+    occurrences (each once), and the Upcoming warning. ``known``: the instants of the rows
+    of the previous call (the live console keeps its unchanged rows, the same objects);
+    it is left holding those of these rows."""
+    before = known.copy() if known is not None else {}
+    if known is not None:
+        known.clear()
     marks: list[Mark] = []
     for index, row in enumerate(rows):
-        category = category_of(row)
-        if category is not None:
-            instants = {_instant(text) for text in (row.next, *row.upcoming)}
-            marks.extend(Mark(at, category, index) for at in instants if at is not None)
-        warn = _instant(row.warn_at)
-        if warn is not None:
-            marks.append(Mark(warn, "warning", index))
+        seen = before.get(id(row))
+        instants = seen[1] if seen is not None and seen[0] is row else _instants_of(row)
+        if known is not None:
+            known[id(row)] = (row, instants)
+        marks.extend(Mark(at, category, index) for at, category in instants)
     marks.sort(key=lambda mark: (mark.at_ns, mark.row))
     return marks
 
