@@ -223,7 +223,9 @@ async def test_a_deploy_annotation_that_moves_moves_the_due_time(
     cluster_policy.append(policy["metadata"]["name"])
     label = {"env": "preview"}
     preview, bare = f"pr-{uuid.uuid4().hex[:8]}", f"pr-{uuid.uuid4().hex[:8]}"
-    deployed = "2026-01-10T12:00:00Z"
+    # A deploy now: due a week ahead, so the due time is there to read (a deploy long ago
+    # would be deleted at once, and its due time seen only in a race with the deletion).
+    deployed = format_rfc3339_nano(time.time_ns() // 10**9 * 10**9)
     for name, marks in ((preview, {DEPLOYED: deployed}), (bare, {})):
         body = {"metadata": {"name": name, "labels": label, "annotations": marks}}
         await create(kube, NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", **body})
