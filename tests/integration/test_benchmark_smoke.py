@@ -104,3 +104,21 @@ def test_the_namespaced_policies_benchmark_counts_scoped_lists(tmp_path: Path) -
     assert set(result["cluster"]["requests"]) <= {"watch cluster", "list cluster"}
     assert result["namespaced"]["cpu_s"] >= 0
     assert (tmp_path / "policies-namespaced.md").read_text().startswith("400 ConfigMaps")
+
+
+@pytest.mark.timeout(300)
+def test_the_since_benchmark_measures_pods_and_matched_at_beside_floors(tmp_path: Path) -> None:
+    from benchmarks.policy_since import main as since_main
+
+    since_main(["--pods=300", "--configmaps=200", "--rounds=1", "--idle=2", f"--output={tmp_path}"])
+    run = json.loads((tmp_path / "policy-since.json").read_text())
+    pods, matched = run["failed_pods"], run["matched_at"]
+    assert pods["since"]["matched"] == pods["failed"] == 30  # every 10th Pod failed
+    assert pods["metadata"]["whole_floor_s"] > 0 and pods["since"]["ready_s"] > 0
+    assert pods["since_ready_ratio"] > 0 and pods["rss_ratio"] > 0
+    assert matched["since"]["matched"] >= 200
+    # The store wrote its record, then nothing while nothing changed.
+    assert matched["persisted"]["writes_before_idle"] >= 1
+    assert matched["persisted"]["idle_writes_per_min"] == 0
+    assert matched["since_bytes_per_object"] is not None
+    assert "matchedAt writes / min idle" in (tmp_path / "policy-since.md").read_text()
