@@ -133,7 +133,7 @@ async def _served(kube: KubeClient, resource: ResourceType, want: int, limit: fl
     deadline = time.perf_counter() + limit
     while (count := await served_count(kube, resource)) < want:
         if time.perf_counter() > deadline:
-            raise RuntimeError(f"the API server serves {count} {resource.plural}, not {want}")
+            raise RuntimeError(f"the API server serves {count} {resource.resource}, not {want}")
         await asyncio.sleep(1.0)
 
 
