@@ -10,7 +10,9 @@ goes to ``/registry/configmaps/<namespace>/<name>`` in the API server's storage 
 cache sees every put on its etcd watch, as it would see another API server's writes, and
 serves the objects with etcd's revisions as their resourceVersions. :func:`verify_seeded`
 checks that it does. Namespaces, Secrets and Deployments still go through the API (they are
-few, and kube-controller-manager must see the Deployments created).
+few, and kube-controller-manager must see the Deployments created). :func:`seed_pairs` puts
+objects of any kind already encoded (the ``since`` benchmark's Pods, whose status the API would
+only take through a second write per Pod).
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ import aiohttp
 from lifecycle_controller.devcluster.storage_encoding import configmap_data, configmap_storage_bytes
 from lifecycle_controller.kube import KubeClient, ResourceType
 
-__all__ = ["etcd_db_bytes", "seed_configmaps", "served_count", "transactions", "verify_seeded"]
+__all__ = [
+    "batches",
+    "etcd_db_bytes",
+    "seed_configmaps",
+    "seed_pairs",
+    "served_count",
+    "transactions",
+    "verify_seeded",
+]
 
 #: Puts per transaction: etcd refuses more than its ``--max-txn-ops`` (128 by default; the
 #: benchmark's control plane raises it to 1,000).
@@ -45,15 +55,25 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def transactions(
-    objects: Iterable[Seeded], payload: dict[str, str], per_txn: int
-) -> Iterator[bytes]:
-    """The transactions' JSON bodies, ``per_txn`` puts each."""
+def batches(pairs: Iterable[tuple[bytes, bytes]], per_txn: int) -> Iterator[bytes]:
+    """The JSON bodies of transactions putting each (key, value) of ``pairs``, ``per_txn``
+    puts each."""
+    puts: list[str] = []
+    for key, value in pairs:
+        puts.append(f'{{"requestPut":{{"key":"{_b64(key)}","value":"{_b64(value)}"}}}}')
+        if len(puts) == per_txn:
+            yield ('{"success":[' + ",".join(puts) + "]}").encode()
+            puts = []
+    if puts:
+        yield ('{"success":[' + ",".join(puts) + "]}").encode()
+
+
+def _configmap_pairs(
+    objects: Iterable[Seeded], payload: dict[str, str]
+) -> Iterator[tuple[bytes, bytes]]:
     data = configmap_data(payload)
     created = int(time.time())
-    puts: list[str] = []
     for namespace, name, annotated in objects:
-        key = f"{REGISTRY}/{namespace}/{name}".encode()
         value = configmap_storage_bytes(
             namespace,
             name,
@@ -62,12 +82,14 @@ def transactions(
             data=data,
             annotations=annotated,
         )
-        puts.append(f'{{"requestPut":{{"key":"{_b64(key)}","value":"{_b64(value)}"}}}}')
-        if len(puts) == per_txn:
-            yield ('{"success":[' + ",".join(puts) + "]}").encode()
-            puts = []
-    if puts:
-        yield ('{"success":[' + ",".join(puts) + "]}").encode()
+        yield f"{REGISTRY}/{namespace}/{name}".encode(), value
+
+
+def transactions(
+    objects: Iterable[Seeded], payload: dict[str, str], per_txn: int
+) -> Iterator[bytes]:
+    """The transactions' JSON bodies, ``per_txn`` puts each."""
+    return batches(_configmap_pairs(objects, payload), per_txn)
 
 
 async def seed_configmaps(
@@ -80,12 +102,24 @@ async def seed_configmaps(
 ) -> int:
     """Write every ConfigMap of ``objects`` (each with ``payload`` as its data) into etcd;
     the number of transactions. Raises RuntimeError when etcd refuses one."""
-    batches = transactions(objects, payload, per_txn)
+    return await seed_pairs(etcd_url, _configmap_pairs(objects, payload), per_txn, in_flight)
+
+
+async def seed_pairs(
+    etcd_url: str,
+    pairs: Iterable[tuple[bytes, bytes]],
+    per_txn: int = PER_TXN,
+    in_flight: int = IN_FLIGHT,
+) -> int:
+    """Put every (registry key, stored object) of ``pairs`` into etcd (any kind: Pods from
+    :func:`~lifecycle_controller.devcluster.storage_encoding.pod_storage_bytes`); the number
+    of transactions. Raises RuntimeError when etcd refuses one."""
+    bodies = batches(pairs, per_txn)
     sent = 0
 
     async def worker(session: aiohttp.ClientSession) -> None:
         nonlocal sent
-        for body in batches:  # one shared iterator: each batch goes once
+        for body in bodies:  # one shared iterator: each batch goes once
             async with session.post(f"{etcd_url}/v3/kv/txn", data=body) as response:
                 answer = await response.read()
                 if response.status != 200 or not json.loads(answer).get("succeeded"):

@@ -132,11 +132,15 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m benchmarks.floor_list", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--path", action="append", required=True, help="a collection path")
+    parser.add_argument(
+        "--path", action="append", default=[], help="a collection path, a streaming list"
+    )
     parser.add_argument(
         "--whole-path", action="append", default=[], help="a collection listed whole, in pages"
     )
     args = parser.parse_args(argv)
+    if not args.path and not args.whole_path:
+        parser.error("give at least one --path or --whole-path")
     result = asyncio.run(_main(args.kubeconfig, args.path, args.whole_path))
     print(json.dumps(result), file=sys.stdout, flush=True)
 

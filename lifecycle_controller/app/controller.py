@@ -461,6 +461,7 @@ class Controller:
             matched,
             namespace=election.namespace or self.kube.default_namespace,
             lease=election.name,
+            on_write=self.metrics.policy.count_matched_at_write,
         )
         await store.load()
         self.matched_store = store

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -77,7 +77,14 @@ class MatchedStore:
     """See the module docstring; one per leader term, beside its pipeline's ``MatchedAt``."""
 
     def __init__(
-        self, api: RecordApi, clock: Clock, matched: MatchedAt, *, namespace: str, lease: str
+        self,
+        api: RecordApi,
+        clock: Clock,
+        matched: MatchedAt,
+        *,
+        namespace: str,
+        lease: str,
+        on_write: Callable[[], None] = lambda: None,
     ) -> None:
         self._api = api
         self._clock = clock
@@ -87,8 +94,10 @@ class MatchedStore:
         self._due: set[PolicyRef] = set()
         self._prompt = False
         self._wake = asyncio.Event()
-        #: Writes sent (records written or deleted), for tests and benchmarks.
+        #: Writes sent (records written or deleted), for tests; ``on_write`` is told of each
+        #: (``lifecycle_matched_at_writes_total``: a benchmark's idle writes, whose goal is 0).
         self.writes = 0
+        self._on_write = on_write
         matched.on_change = self._changed
 
     @property
@@ -146,6 +155,7 @@ class MatchedStore:
         name = record_name(self._lease, ref)
         track = self._matched.tracks.get(ref)
         self.writes += 1
+        self._on_write()
         try:
             if track is None:
                 with contextlib.suppress(NotFound):

@@ -16,12 +16,18 @@ Two kinds of time are kept apart on purpose:
 ``sleep()`` waits on the monotonic clock.
 
 :func:`thread_cpu_ns` is neither: the CPU time the calling thread has used, what a
-computation cost whatever the machine's load (the policies' stopwatch for conditions).
+computation cost whatever the machine's load (the policies' stopwatch for conditions), less
+what the cyclic garbage collector spent in that thread. A collection runs in whichever
+allocation happens to trigger it, and a full one over the heap of a controller holding tens of
+thousands of objects takes longer than a condition's whole time budget: timed with it, one
+innocent evaluation overran and stopped its policy's condition for every object.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import time
 from typing import Protocol, runtime_checkable
 
@@ -74,8 +80,31 @@ class RealClock:
         return "RealClock()"
 
 
+class _Collections(threading.local):
+    """Per thread: when the running collection started, and the CPU all its collections took."""
+
+    started = 0
+    spent = 0
+
+
+_collections = _Collections()
+
+
+def _on_collection(phase: str, info: dict[str, int]) -> None:
+    """``gc.callbacks`` hook: a collection runs in the thread that triggered it."""
+    now = time.thread_time_ns()
+    if phase == "start":
+        _collections.started = now
+    else:
+        _collections.spent += now - _collections.started
+
+
+gc.callbacks.append(_on_collection)
+
+
 def thread_cpu_ns() -> int:
-    """The calling thread's CPU time in nanoseconds (``time.thread_time_ns``): it does not
-    move while the process waits for a CPU or sleeps, so a computation timed with it is not
-    blamed for the machine's load."""
-    return time.thread_time_ns()
+    """The calling thread's CPU time in nanoseconds (``time.thread_time_ns``), less the cyclic
+    garbage collector's passes in it: it does not move while the process waits for a CPU or
+    sleeps, nor while the collector runs, so a computation timed with it is blamed neither for
+    the machine's load nor for a collection its allocations happened to trigger."""
+    return time.thread_time_ns() - _collections.spent

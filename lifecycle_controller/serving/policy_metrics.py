@@ -1,5 +1,6 @@
 """The lifecycle-policy families: actions by source, the objects each policy decides for, and
-those it holds or is kept from, and the checks of the policy fence (controller/policy_fence.py).
+those it holds or is kept from, the checks of the policy fence (controller/policy_fence.py) and
+the writes of the ``matchedAt`` store (controller/matched_store.py).
 
 Kept beside :mod:`~lifecycle_controller.serving.metrics` (which owns the registry) so that the
 policy series read in one place (docs/policies.md#metrics).
@@ -56,6 +57,12 @@ class PolicyMetrics:
         )
         for result in FENCE_RESULTS:
             self.fence.labels(result)
+        self.matched_at_writes = Counter(
+            "lifecycle_matched_at_writes",
+            "Writes of the matchedAt store (--persist-observations): records written or "
+            "deleted; none while nothing changes.",
+            registry=registry,
+        )
 
     def count_action_source(self, action: str, source: str, result: str) -> None:
         """One due action's outcome by source: ``annotation`` or ``policy``."""
@@ -80,3 +87,7 @@ class PolicyMetrics:
     def count_fence(self, result: str) -> None:
         """One policy deletion's fence check ended with ``result`` (in ``FENCE_RESULTS``)."""
         self.fence.labels(result).inc()
+
+    def count_matched_at_write(self) -> None:
+        """The ``matchedAt`` store sent one write (a record written or deleted)."""
+        self.matched_at_writes.inc()

@@ -124,3 +124,23 @@ def test_the_limit_benchmark_measures_idle_and_a_window_turn(tmp_path: Path) -> 
     assert run["held"] == 100
     assert run["turn_cpu_ms"] > 0
     assert (tmp_path / "limit.md").read_text().startswith("limit 5/15s")
+
+
+@pytest.mark.timeout(300)
+def test_the_since_benchmark_measures_pods_and_matched_at_beside_floors(tmp_path: Path) -> None:
+    from benchmarks.policy_since import main as since_main
+
+    since_main(["--pods=300", "--configmaps=200", "--rounds=1", "--idle=2", f"--output={tmp_path}"])
+    run = json.loads((tmp_path / "policy-since.json").read_text())
+    pods, matched = run["failed_pods"], run["matched_at"]
+    assert pods["since"]["matched"] == pods["failed"] == 30  # every 10th Pod failed
+    assert pods["metadata"]["whole_floor_s"] > 0
+    assert pods["since"]["ready_s"] > 0
+    assert pods["since_ready_ratio"] > 0
+    assert pods["rss_ratio"] > 0
+    assert matched["since"]["matched"] >= 200
+    # The store wrote its record, then nothing while nothing changed.
+    assert matched["persisted"]["writes_before_idle"] >= 1
+    assert matched["persisted"]["idle_writes_per_min"] == 0
+    assert matched["since_bytes_per_object"] is not None
+    assert "matchedAt writes / min idle" in (tmp_path / "policy-since.md").read_text()

@@ -1,4 +1,4 @@
-"""The local control plane's protobuf encoder: a ConfigMap reads back as written.
+"""The local control plane's protobuf encoder: a ConfigMap (and a Pod) reads back as written.
 
 A ConfigMap in the API server's storage encoding (``devcluster/storage_encoding.py``) is what a
 protobuf watch event carries as its object, so the project's own decoder
@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from lifecycle_controller.devcluster.storage_encoding import (
     STORAGE_MAGIC,
+    ContainerRun,
     configmap_data,
     configmap_storage_bytes,
     field_bytes,
+    field_varint,
+    pod_spec,
+    pod_status,
+    pod_storage_bytes,
     varint,
 )
 from lifecycle_controller.kube.watch_protobuf import decode_watch_event
@@ -61,3 +66,29 @@ def test_a_stored_configmap_reads_back_with_the_projects_decoder() -> None:
             },
         },
     }
+
+
+def test_a_stored_pod_reads_back_with_the_projects_decoder() -> None:
+    uid = "7d0c2a4e-1b9f-4c3e-8a5d-6f1e2b3c4d5e"
+    runs = [ContainerRun("app", "registry.invalid/app:1", 1_764_000_000, 1_764_000_600)]
+    stored = pod_storage_bytes(
+        "bench-01",
+        "p-000010",
+        uid=uid,
+        created=1_764_000_000,
+        spec=pod_spec([("app", "registry.invalid/app:1", {"A": "1"})]),
+        status=pod_status("Failed", 1_764_000_000, runs, uid),
+        labels={"app": "bench"},
+    )
+    assert stored.startswith(STORAGE_MAGIC)
+    event = decode_watch_event(_as_watch_event(stored))
+    assert event["object"]["kind"] == "Pod"
+    assert event["object"]["metadata"] == {
+        "name": "p-000010",
+        "namespace": "bench-01",
+        "uid": uid,
+        "creationTimestamp": "2025-11-24T16:00:00Z",
+        "labels": {"app": "bench"},
+    }
+    # The terminated state carries finishedAt (Time field 6 of ContainerStateTerminated).
+    assert field_bytes(6, field_varint(1, 1_764_000_600) + field_varint(2, 0)) in stored

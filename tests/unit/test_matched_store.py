@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifecycle_controller.controller.matched_at import MatchedAt
@@ -56,16 +56,19 @@ class Api:
         return self.maps.pop(name)
 
 
-def _setup() -> tuple[Api, MatchedAt, MatchedStore, PolicySet]:
+def _setup(
+    on_write: Callable[[], None] = lambda: None,
+) -> tuple[Api, MatchedAt, MatchedStore, PolicySet]:
     policies = PolicySet.of([policy()])
     api, matched = Api(), MatchedAt()
     matched.sync(policies)
-    store = MatchedStore(api, FakeClock(), matched, namespace="ns", lease="lc")
+    store = MatchedStore(api, FakeClock(), matched, namespace="ns", lease="lc", on_write=on_write)
     return api, matched, store, policies
 
 
 async def test_a_record_is_written_then_loaded_by_the_next_leader() -> None:
-    api, matched, store, policies = _setup()
+    told: list[None] = []
+    api, matched, store, policies = _setup(lambda: told.append(None))
     ref = policies.valid[0].ref
     resolve(policies, matched, T0 + 1, uid=UID)
     assert store.pending
@@ -75,7 +78,7 @@ async def test_a_record_is_written_then_loaded_by_the_next_leader() -> None:
     name = record_name("lc", ref)
     assert decode(api.maps[name]["data"]["entries"]) == {UID: T0 + S}  # rounded up
     await store.flush()
-    assert store.writes == 1  # nothing changed: nothing written
+    assert store.writes == len(told) == 1  # nothing changed: nothing written
 
     again = MatchedAt()
     again.sync(policies)
