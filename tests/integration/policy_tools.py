@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient, NotFound
+from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.processes import clean_environment
 from tests.integration.scenario_support import create
-from tests.integration.support import CONFIGMAPS, configmap
+from tests.integration.support import CONFIGMAPS, configmap, eventually
 
 __all__ = [
     "cache_policies",
@@ -127,3 +127,21 @@ async def cluster_policies(policy_crds: None, kube: KubeClient) -> AsyncIterator
     for name in names:
         with contextlib.suppress(NotFound):
             await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
+
+
+async def invalid_message(
+    kube: KubeClient, resource: ResourceType, namespace: str | None, name: str
+) -> str:
+    """Wait for the policy's ``Invalid`` condition; its message."""
+    found: list[str] = []
+
+    async def reported() -> bool:
+        status = (await kube.get(resource, namespace, name)).get("status") or {}
+        for condition in status.get("conditions") or []:
+            if condition["type"] == "Invalid" and condition["status"] == "True":
+                found.append(str(condition.get("message", "")))
+                return True
+        return False
+
+    await eventually(reported, within=30, what=f"{name} reported Invalid")
+    return found[-1]
