@@ -30,11 +30,7 @@ from tests.conftest import fresh_namespace
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import DELETE_AFTER, P
-from tests.integration.policy_tools import (
-    ClusterPolicies,
-    labelled,
-    namespaced_policy,
-)
+from tests.integration.policy_tools import ClusterPolicies, labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, patch, wait_gone
 from tests.integration.support import CONFIGMAPS, eventually
 

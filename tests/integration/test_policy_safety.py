@@ -16,11 +16,7 @@ from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import DELETE_AFTER, DELETE_AT, DRY_RUN, RESTART_AT, P
-from tests.integration.policy_tools import (
-    ClusterPolicies,
-    labelled,
-    namespaced_policy,
-)
+from tests.integration.policy_tools import ClusterPolicies, labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, deployment, eventually
 
