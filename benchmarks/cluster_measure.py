@@ -105,6 +105,46 @@ async def _metrics_text(url: str) -> str:
         return await response.text()
 
 
+#: The controller's work in its metrics: reconciles run and the queues' depth.
+_WORK: dict[str, tuple[str, str]] = {
+    "reconciles": ("controller_runtime_reconcile_total{", ""),
+    "depth": ("workqueue_depth{", ""),
+}
+
+
+async def work_sums(
+    session: aiohttp.ClientSession, url: str, **more: tuple[str, str]
+) -> dict[str, float]:
+    """The controller's metrics at ``url`` summed over their series: ``reconciles``,
+    ``depth`` and each of ``more`` (its name: the line's start, a text the line holds)."""
+    async with session.get(url) as response:
+        text = await response.text()
+    wanted = {**_WORK, **more}
+    sums = dict.fromkeys(wanted, 0.0)
+    for line in text.splitlines():
+        for name, (start, holds) in wanted.items():
+            if line.startswith(start) and holds in line:
+                sums[name] += float(line.rsplit(" ", 1)[1])
+                break
+    return sums
+
+
+async def work_done(
+    session: aiohttp.ClientSession, url: str, quiet: float = 2.0, **more: tuple[str, str]
+) -> dict[str, float]:
+    """Wait until the reconcile count has not moved for ``quiet`` seconds with an empty
+    queue; the last :func:`work_sums`."""
+    last = await work_sums(session, url, **more)
+    still_since = time.perf_counter()
+    while True:
+        await asyncio.sleep(0.2)
+        now = await work_sums(session, url, **more)
+        if now["reconciles"] != last["reconciles"] or now["depth"] > 0:
+            last, still_since = now, time.perf_counter()
+        elif time.perf_counter() - still_since >= quiet:
+            return now
+
+
 async def scrape_lag_buckets(url: str) -> dict[float, float]:
     """Cumulative ``lifecycle_event_loop_lag_seconds`` buckets from the controller's /metrics."""
     text = await _metrics_text(url)

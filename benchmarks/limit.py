@@ -35,7 +35,7 @@ from typing import Any
 import aiohttp
 
 from benchmarks.cluster import _Running, _start
-from benchmarks.cluster_measure import BENCH_AGENT
+from benchmarks.cluster_measure import BENCH_AGENT, work_done, work_sums
 from benchmarks.cluster_objects import CONFIGMAPS, gather_limited
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.devcluster.policy_crds import install_policy_crds
@@ -81,37 +81,14 @@ async def populate(kube: KubeClient, objects: int, prefix: str) -> None:
     await gather_limited(work)
 
 
-async def _scrape(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
-    async with session.get(url) as response:
-        text = await response.text()
-    sums = {"reconciles": 0.0, "depth": 0.0, "deleted": 0.0}
-    for line in text.splitlines():
-        if line.startswith("controller_runtime_reconcile_total{"):
-            sums["reconciles"] += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("workqueue_depth{"):
-            sums["depth"] += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("lifecycle_actions_total{") and 'result="success"' in line:
-            sums["deleted"] += float(line.rsplit(" ", 1)[1])
-    return sums
-
-
-async def _quiet(session: aiohttp.ClientSession, url: str, quiet: float = 2.0) -> dict[str, float]:
-    """Until the reconcile count has not moved for ``quiet`` seconds with an empty queue."""
-    last = await _scrape(session, url)
-    still = time.perf_counter()
-    while True:
-        await asyncio.sleep(0.2)
-        now = await _scrape(session, url)
-        if now["reconciles"] != last["reconciles"] or now["depth"] > 0:
-            last, still = now, time.perf_counter()
-        elif time.perf_counter() - still >= quiet:
-            return now
+#: The deletions the controller made, beside its work.
+_DELETED = ("lifecycle_actions_total{", 'result="success"')
 
 
 async def _deleted(session: aiohttp.ClientSession, url: str, want: float) -> float:
     """Until the controller has deleted ``want`` objects; when (time.time())."""
     deadline = time.perf_counter() + 300
-    while (await _scrape(session, url))["deleted"] < want:
+    while (await work_sums(session, url, deleted=_DELETED))["deleted"] < want:
         if time.perf_counter() > deadline:
             raise RuntimeError(f"fewer than {want} deletions within 300 s")
         await asyncio.sleep(0.05)
@@ -135,7 +112,7 @@ async def floor_round(
     running = _start(plane, args, resources=("configmaps",))
     try:
         await running.until_ready()
-        await _quiet(session, running.metrics_url)
+        await work_done(session, running.metrics_url)
         return {"idle_pct": await _idle(running, args.idle)}
     finally:
         await running.stop()
@@ -158,7 +135,7 @@ async def held_round(
         await running.until_ready()
         url = running.metrics_url
         first = await _deleted(session, url, actions)
-        await _quiet(session, url)
+        await work_done(session, url)
         turn_at = first + window
         idle_for = min(args.idle, turn_at - time.time() - 3)
         if idle_for < 5:
@@ -167,7 +144,7 @@ async def held_round(
         await asyncio.sleep(max(0.0, turn_at - time.time() - 1))
         before = _cpu(running)
         await _deleted(session, url, 2 * actions)
-        await _quiet(session, url)
+        await work_done(session, url)
         turn = _cpu(running) - before
         return {
             "held": held,

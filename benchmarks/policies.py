@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 
 from benchmarks.cluster import _Running, _start
-from benchmarks.cluster_measure import BENCH_AGENT, list_floor
+from benchmarks.cluster_measure import BENCH_AGENT, list_floor, work_done, work_sums
 from benchmarks.cluster_objects import CONFIGMAPS, FAR, NAMESPACE_COUNT, gather_limited
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.devcluster import ControlPlane
@@ -91,32 +91,18 @@ async def populate(kube: KubeClient, objects: int) -> float:
     return time.perf_counter() - started
 
 
+#: The policy's matched-objects gauge, beside the controller's work.
+_MATCHED = ("lifecycle_policy_matched_objects{", POLICY)
+
+
 async def scrape(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
     """The sums the benchmark follows: reconciles, queue depth, matched objects."""
-    async with session.get(url) as response:
-        text = await response.text()
-    sums = {"reconciles": 0.0, "depth": 0.0, "matched": 0.0}
-    for line in text.splitlines():
-        if line.startswith("controller_runtime_reconcile_total{"):
-            sums["reconciles"] += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("workqueue_depth{"):
-            sums["depth"] += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("lifecycle_policy_matched_objects{") and POLICY in line:
-            sums["matched"] = float(line.rsplit(" ", 1)[1])
-    return sums
+    return await work_sums(session, url, matched=_MATCHED)
 
 
 async def settled(session: aiohttp.ClientSession, url: str, quiet: float = 2.0) -> dict[str, float]:
     """Wait until the reconcile count has not moved for ``quiet`` seconds with an empty queue."""
-    last = await scrape(session, url)
-    still_since = time.perf_counter()
-    while True:
-        await asyncio.sleep(0.2)
-        now = await scrape(session, url)
-        if now["reconciles"] != last["reconciles"] or now["depth"] > 0:
-            last, still_since = now, time.perf_counter()
-        elif time.perf_counter() - still_since >= quiet:
-            return now
+    return await work_done(session, url, quiet, matched=_MATCHED)
 
 
 async def reported(session: aiohttp.ClientSession, url: str, want: int) -> float:

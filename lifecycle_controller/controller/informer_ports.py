@@ -11,6 +11,7 @@ counts, and client-go's reflector defaults.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -18,6 +19,8 @@ from typing import Any, Literal, Protocol
 from lifecycle_controller.controller.cache import CachedObject
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import EventFilter, ResourceType
+from lifecycle_controller.machinery.backoff import Backoff
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = [
     "ChangeHandler",
@@ -249,3 +252,16 @@ class InformerSettings:
             raise ValueError("watch timeouts need 1 <= watch_timeout_min <= watch_timeout_max")
         if not 0 < self.backoff_initial <= self.backoff_max:
             raise ValueError("backoff needs 0 < backoff_initial <= backoff_max")
+
+    def backoff(self, clock: Clock, rng: random.Random) -> Backoff:
+        """The failure backoff these settings describe (a reflector's and a scoped
+        relist's alike)."""
+        return Backoff(
+            clock,
+            initial=self.backoff_initial,
+            maximum=self.backoff_max,
+            factor=self.backoff_factor,
+            jitter=self.backoff_jitter,
+            reset_after=self.backoff_reset_after,
+            rng=rng,
+        )

@@ -33,7 +33,6 @@ from lifecycle_controller.controller.cache_writer import CacheWriter
 from lifecycle_controller.controller.informer_ports import InformerSettings
 from lifecycle_controller.controller.reflector import Informer
 from lifecycle_controller.kube import KubeError
-from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.machinery.tasks import being_cancelled
 
@@ -61,16 +60,7 @@ class NamespaceRelists:
         self._writer = writer
         self._clock = clock
         self._settings = InformerSettings() if settings is None else settings
-        s = self._settings
-        self._backoff = Backoff(
-            clock,
-            initial=s.backoff_initial,
-            maximum=s.backoff_max,
-            factor=s.backoff_factor,
-            jitter=s.backoff_jitter,
-            reset_after=s.backoff_reset_after,
-            rng=random.Random() if rng is None else rng,
-        )
+        self._backoff = self._settings.backoff(clock, random.Random() if rng is None else rng)
         self._pending: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         #: Namespaces listed and merged so far (tests and logs read it).

@@ -79,7 +79,6 @@ from lifecycle_controller.kube import (
 from lifecycle_controller.kube.frame_names import skip_unkept_frames
 from lifecycle_controller.kube.paging import pages
 from lifecycle_controller.kube.watch_protobuf import FrameSkipper, SkippingFilter
-from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
 from lifecycle_controller.machinery.tasks import being_cancelled
 
@@ -138,15 +137,7 @@ class Informer:
         s = self._settings
         self._on_answered_again = on_answered_again
         self._wake = asyncio.Event()
-        self._backoff = Backoff(
-            clock,
-            initial=s.backoff_initial,
-            maximum=s.backoff_max,
-            factor=s.backoff_factor,
-            jitter=s.backoff_jitter,
-            reset_after=s.backoff_reset_after,
-            rng=self._rng,
-        )
+        self._backoff = s.backoff(clock, self._rng)
         self._resource_version = resource_version
         #: Awaited before the first list reads anything (then dropped): a streaming list
         #: opens its request first (:meth:`stream_once`).

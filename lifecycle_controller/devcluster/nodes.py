@@ -271,56 +271,9 @@ spec:
       startTime: {{{{ $now | Quote }}}}
 """
 
-_POD_UNREADY = """apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: pod-running-unready
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchLabels:
-      {unready}: "true"
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'DoesNotExist'
-    - key: '.status.phase'
-      operator: 'In'
-      values: ['Pending']
-  delay:
-    durationMilliseconds: {delay_ms}
-  next:
-    statusTemplate: |
-      {{{{ $now := Now }}}}
-      conditions:
-      - lastTransitionTime: {{{{ $now | Quote }}}}
-        status: "True"
-        type: Initialized
-      - lastTransitionTime: {{{{ $now | Quote }}}}
-        status: "False"
-        reason: ContainersNotReady
-        type: Ready
-      - lastTransitionTime: {{{{ $now | Quote }}}}
-        status: "False"
-        reason: ContainersNotReady
-        type: ContainersReady
-      containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - image: {{{{ .image | Quote }}}}
-        name: {{{{ .name | Quote }}}}
-        ready: false
-        started: true
-        restartCount: 0
-        state:
-          running:
-            startedAt: {{{{ $now | Quote }}}}
-      {{{{ end }}}}
-      phase: Running
-      startTime: {{{{ $now | Quote }}}}
-"""
-
-_POD_FINISHED = """apiVersion: kwok.x-k8s.io/v1alpha1
+#: The start of a stage for the Pods labelled ``{label}``: they leave Pending after the
+#: delay, initialized; the rest of the status is the stage's own.
+_POD_LABELLED = """apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
   name: {name}
@@ -346,7 +299,37 @@ spec:
       - lastTransitionTime: {{{{ $now | Quote }}}}
         status: "True"
         type: Initialized
+"""
+
+_POD_UNREADY = (
+    _POD_LABELLED
+    + """      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        reason: ContainersNotReady
+        type: Ready
       - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        reason: ContainersNotReady
+        type: ContainersReady
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - image: {{{{ .image | Quote }}}}
+        name: {{{{ .name | Quote }}}}
+        ready: false
+        started: true
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+      phase: Running
+      startTime: {{{{ $now | Quote }}}}
+"""
+)
+
+_POD_FINISHED = (
+    _POD_LABELLED
+    + """      - lastTransitionTime: {{{{ $now | Quote }}}}
         status: "False"
         reason: {reason}
         type: Ready
@@ -367,6 +350,7 @@ spec:
       phase: {phase}
       startTime: {{{{ $now | Quote }}}}
 """
+)
 
 _POD_DELETE = """apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -391,7 +375,9 @@ def kwok_configuration(nodes: FakeNodes) -> str:
     pod_ready = _POD_READY.format(
         unready=UNREADY_LABEL, fail=FAIL_LABEL, succeed=SUCCEED_LABEL, delay_ms=delay_ms
     )
-    pod_unready = _POD_UNREADY.format(unready=UNREADY_LABEL, delay_ms=delay_ms)
+    pod_unready = _POD_UNREADY.format(
+        name="pod-running-unready", label=UNREADY_LABEL, delay_ms=delay_ms
+    )
     finished = [
         _POD_FINISHED.format(
             name=name, label=label, phase=phase, exit_code=code, reason=reason, delay_ms=delay_ms

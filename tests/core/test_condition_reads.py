@@ -10,6 +10,7 @@ from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import (
     ConditionError,
+    Subject,
     compile_condition,
 )
 from lifecycle_controller.core.policy.condition_reads import (
@@ -127,7 +128,7 @@ def test_kind_and_api_version_come_from_the_type_however_the_object_arrived(
 ) -> None:
     condition = compile_condition('object.kind == "Deployment" && object.apiVersion == "apps/v1"')
     result = condition.evaluate(
-        kind="Deployment", api_version="apps/v1", fields=fields, **_EVALUATED
+        Subject(kind="Deployment", api_version="apps/v1", fields=fields, **_EVALUATED)
     )
     assert result.matched, result
 
@@ -135,7 +136,7 @@ def test_kind_and_api_version_come_from_the_type_however_the_object_arrived(
 @pytest.mark.parametrize("field", KEPT_METADATA)
 def test_every_kept_metadata_field_is_given(field: str) -> None:
     condition = compile_condition(f"has(object.metadata.{field})")
-    assert condition.evaluate(kind="ConfigMap", api_version="v1", **_EVALUATED).matched
+    assert condition.evaluate(Subject(kind="ConfigMap", api_version="v1", **_EVALUATED)).matched
 
 
 def _spec(resources: list[str], condition: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.condition import ConditionError, compile_condition
+from lifecycle_controller.core.policy.condition import ConditionError, Subject, compile_condition
 from lifecycle_controller.core.policy.condition_cost import analyse
 from lifecycle_controller.core.policy.field_paths import (
     READ_KEY,
@@ -130,12 +130,14 @@ def test_a_condition_sees_the_fields_and_a_missing_one_does_not_match() -> None:
         "creation_ns": None,
         "owner_references": (),
     }
-    assert condition.evaluate(**common, fields={"spec": {"replicas": 0}}).matched
-    assert not condition.evaluate(**common, fields={"spec": {"replicas": 1}}).matched
-    missing = condition.evaluate(**common, fields={"spec": {}})
+    assert condition.evaluate(Subject(**common, fields={"spec": {"replicas": 0}})).matched
+    assert not condition.evaluate(Subject(**common, fields={"spec": {"replicas": 1}})).matched
+    missing = condition.evaluate(Subject(**common, fields={"spec": {}}))
     assert not missing.matched
     assert missing.problem is None
-    unguarded = compile_condition("object.spec.replicas == 0").evaluate(**common, fields={})
+    unguarded = compile_condition("object.spec.replicas == 0").evaluate(
+        Subject(**common, fields={})
+    )
     assert unguarded.problem is not None  # an error: the object is held
 
 

@@ -17,6 +17,7 @@ from lifecycle_controller.core.policy.condition import (
     ConditionError,
     ConditionResult,
     OwnerReference,
+    Subject,
     compile_condition,
 )
 from lifecycle_controller.core.policy.condition_cost import Sizes, analyse
@@ -39,7 +40,7 @@ def run(source: str, **overrides: object) -> ConditionResult:
         "owner_references": (JOB,),
     }
     view.update(overrides)
-    return compile_condition(source).evaluate(**view)  # type: ignore[arg-type]
+    return compile_condition(source).evaluate(Subject(**view))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -230,28 +231,32 @@ def test_an_evaluation_over_the_budget_is_not_run_and_says_why() -> None:
     condition = compile_condition(source)
     huge = {f"k{i}": "v" * 200 for i in range(3000)}
     result = condition.evaluate(
-        kind="ConfigMap",
-        api_version="v1",
-        name="n",
-        namespace="ns",
-        labels={},
-        annotations=huge,
-        creation_ns=None,
-        owner_references=(),
+        Subject(
+            kind="ConfigMap",
+            api_version="v1",
+            name="n",
+            namespace="ns",
+            labels={},
+            annotations=huge,
+            creation_ns=None,
+            owner_references=(),
+        )
     )
     assert result.matched is False
     assert result.problem is not None
     assert result.problem.startswith("condition failed: estimated cost ")
     assert result.problem.endswith(f"exceeds the budget of {MAX_EVALUATION_COST} steps")
     small = condition.evaluate(
-        kind="ConfigMap",
-        api_version="v1",
-        name="n",
-        namespace="ns",
-        labels={},
-        annotations={"a": "b"},
-        creation_ns=None,
-        owner_references=(),
+        Subject(
+            kind="ConfigMap",
+            api_version="v1",
+            name="n",
+            namespace="ns",
+            labels={},
+            annotations={"a": "b"},
+            creation_ns=None,
+            owner_references=(),
+        )
     )
     assert small == ConditionResult(True)
 
@@ -363,15 +368,17 @@ def test_a_long_referenced_by_is_estimated_per_object() -> None:
     assert few == ConditionResult(True)
     many = tuple(f"Deployment/app-{i:05d}" for i in range(20_000))
     result = condition.evaluate(
-        kind="ConfigMap",
-        api_version="v1",
-        name="c",
-        namespace="ns",
-        labels={},
-        annotations={},
-        creation_ns=None,
-        owner_references=(),
-        referenced_by=many,
+        Subject(
+            kind="ConfigMap",
+            api_version="v1",
+            name="c",
+            namespace="ns",
+            labels={},
+            annotations={},
+            creation_ns=None,
+            owner_references=(),
+            referenced_by=many,
+        )
     )
     assert not result.matched
     assert result.problem is not None
@@ -394,14 +401,16 @@ class Stopwatch:
 
 def evaluate(condition: policy_condition.Condition, stopwatch: Stopwatch) -> ConditionResult:
     return condition.evaluate(
-        kind="ConfigMap",
-        api_version="v1",
-        name="pr-1",
-        namespace="ns",
-        labels={"team": "web"},
-        annotations={},
-        creation_ns=None,
-        owner_references=(),
+        Subject(
+            kind="ConfigMap",
+            api_version="v1",
+            name="pr-1",
+            namespace="ns",
+            labels={"team": "web"},
+            annotations={},
+            creation_ns=None,
+            owner_references=(),
+        ),
         stopwatch=stopwatch,
     )
 

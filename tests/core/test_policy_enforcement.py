@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.core import DecisionSettings, Ledger
+from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,
     parse_namespace_defaults,
@@ -27,7 +27,6 @@ from lifecycle_controller.core.decision.outcomes import (
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
-from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.enforcement import (
     defaults_for,
     enforced_defaults,
@@ -45,6 +44,7 @@ from tests.core.test_policy_safety import (
     HOUR,
     NOW,
     cluster,
+    decide_view,
     metadata,
     namespaced,
     policies,
@@ -78,23 +78,7 @@ def judge(
     view = object_view(resource, meta)
     if defaults is not None and defaults.exempt:
         view = replace(view, namespace_exempt=True)
-    annotations = {k: v for k, v in meta["annotations"].items() if k.startswith(keys.PREFIX)}
-    resolution = policy_set.resolve(annotations, view, restart_marker=None, now_ns=NOW)
-    facts = ObjectFacts(
-        key=ObjectKey(resource, view.namespace, view.name),
-        uid="uid-1",
-        resource_version="1",
-        creation_ns=view.creation_ns,
-        has_pod_template=resource.restartable,
-    )
-    decided = decide_with_policies(
-        inputs=resolution,
-        facts=facts,
-        now_ns=NOW,
-        settings=settings or DecisionSettings(),
-        ledger=Ledger(),
-        defaults=defaults,
-    )
+    resolution, decided = decide_view(policy_set, meta, view, settings=settings, defaults=defaults)
     return resolution, decided.decision, defaults
 
 

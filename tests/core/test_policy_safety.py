@@ -12,7 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifecycle_controller.core import DecisionSettings, Ledger
-from lifecycle_controller.core.decision.namespace_defaults import parse_namespace_defaults
+from lifecycle_controller.core.decision.namespace_defaults import (
+    NamespaceDefaults,
+    parse_namespace_defaults,
+)
 from lifecycle_controller.core.decision.outcomes import (
     Action,
     Decision,
@@ -33,7 +36,7 @@ from lifecycle_controller.core.policy.in_force import (
     object_view,
     policy_from_manifest,
 )
-from lifecycle_controller.core.policy.match import MatchReason, Protection, match
+from lifecycle_controller.core.policy.match import MatchReason, ObjectView, Protection, match
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
@@ -107,6 +110,22 @@ def judge(
     namespace_annotations: Mapping[str, str] | None = None,
 ) -> tuple[Resolution, PolicyDecision]:
     view = object_view(resource, meta)
+    defaults = None
+    if namespace_annotations is not None:
+        defaults = parse_namespace_defaults(view.namespace or "", namespace_annotations)
+    return decide_view(policy_set, meta, view, settings=settings, defaults=defaults)
+
+
+def decide_view(
+    policy_set: PolicySet,
+    meta: dict[str, Any],
+    view: ObjectView,
+    *,
+    settings: DecisionSettings | None = None,
+    defaults: NamespaceDefaults | None = None,
+) -> tuple[Resolution, PolicyDecision]:
+    """The object (``meta``, seen as ``view``) resolved and decided as the controller does."""
+    resource = view.resource
     annotations = {k: v for k, v in meta["annotations"].items() if k.startswith(keys.PREFIX)}
     resolution = policy_set.resolve(annotations, view, restart_marker=None, now_ns=NOW)
     facts = ObjectFacts(
@@ -116,9 +135,6 @@ def judge(
         creation_ns=view.creation_ns,
         has_pod_template=resource.restartable,
     )
-    defaults = None
-    if namespace_annotations is not None:
-        defaults = parse_namespace_defaults(view.namespace or "", namespace_annotations)
     decided = decide_with_policies(
         inputs=resolution,
         facts=facts,

@@ -21,10 +21,17 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from tests.integration.controller import start_controller, start_kwok_controller
 from tests.integration.policy_crds import install_policy_crds
+from tests.integration.policy_tools import cluster_policies
 from tests.integration.processes import launcher
 from tests.integration.webhook_receiver import receiver
 
-__all__ = ["launcher", "receiver", "start_controller", "start_kwok_controller"]
+__all__ = [
+    "cluster_policies",
+    "launcher",
+    "receiver",
+    "start_controller",
+    "start_kwok_controller",
+]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

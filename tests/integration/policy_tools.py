@@ -3,17 +3,21 @@ as the installed command does (a subprocess against the real API server)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.processes import clean_environment
 from tests.integration.scenario_support import create
-from tests.integration.support import CONFIGMAPS, configmap
+from tests.integration.support import CONFIGMAPS, configmap, eventually
 
 __all__ = [
     "cache_policies",
@@ -98,3 +102,46 @@ def tool_json(control_plane: ControlPlane, *args: str, stdin: str | None = None)
     result = run_tool(control_plane, *args, "-o", "json", stdin=stdin)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+#: Creates a cluster policy: a whole manifest, or its name and then its spec's fields.
+ClusterPolicies = Callable[..., Awaitable[None]]
+
+
+@pytest.fixture
+async def cluster_policies(policy_crds: None, kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
+    """Creates cluster policies (:data:`ClusterPolicies`); deleted when the test ends, so the
+    controllers of later tests never see them."""
+    names: list[str] = []
+
+    async def add(name_or_manifest: str | dict[str, Any], **spec: Any) -> None:
+        body = (
+            name_or_manifest
+            if isinstance(name_or_manifest, dict)
+            else cluster_policy(name_or_manifest, **spec)
+        )
+        names.append(body["metadata"]["name"])
+        await create(kube, CLUSTER_POLICIES, None, body)
+
+    yield add
+    for name in names:
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
+
+
+async def invalid_message(
+    kube: KubeClient, resource: ResourceType, namespace: str | None, name: str
+) -> str:
+    """Wait for the policy's ``Invalid`` condition; its message."""
+    found: list[str] = []
+
+    async def reported() -> bool:
+        status = (await kube.get(resource, namespace, name)).get("status") or {}
+        for condition in status.get("conditions") or []:
+            if condition["type"] == "Invalid" and condition["status"] == "True":
+                found.append(str(condition.get("message", "")))
+                return True
+        return False
+
+    await eventually(reported, within=30, what=f"{name} reported Invalid")
+    return found[-1]

@@ -21,7 +21,7 @@ from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import RunningController, StartController
-from tests.integration.policy_tools import namespaced_policy
+from tests.integration.policy_tools import invalid_message, namespaced_policy
 from tests.integration.scenario_support import create, read, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, configmap, eventually
 
@@ -61,21 +61,6 @@ def probing(running: RunningController) -> Iterator[list[tuple[float, str]]]:
         thread.join(timeout=HEALTHZ_WITHIN * 10)
 
 
-async def _invalid_message(kube: KubeClient, namespace: str, name: str) -> str:
-    found: list[str] = []
-
-    async def reported() -> bool:
-        status = (await kube.get(POLICIES, namespace, name)).get("status") or {}
-        for condition in status.get("conditions") or []:
-            if condition["type"] == "Invalid" and condition["status"] == "True":
-                found.append(str(condition.get("message", "")))
-                return True
-        return False
-
-    await eventually(reported, within=30, what=f"{name} reported Invalid")
-    return found[-1]
-
-
 async def test_a_regex_heavy_condition_neither_stalls_the_controller_nor_delays_others(
     policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
 ) -> None:
@@ -96,7 +81,7 @@ async def test_a_regex_heavy_condition_neither_stalls_the_controller_nor_delays_
         )
         # Due 3 s after its creation: on time is within a few seconds of that.
         await wait_gone(kube, CONFIGMAPS, namespace, "unrelated", within=15)
-        message = await _invalid_message(kube, namespace, "regex-bomb")
+        message = await invalid_message(kube, POLICIES, namespace, "regex-bomb")
 
         async def probed() -> bool:
             return len(answers) >= 5

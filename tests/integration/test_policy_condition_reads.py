@@ -26,7 +26,13 @@ from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.controller import RunningController, StartController
-from tests.integration.policy_tools import cluster_policy, namespaced_policy, run_tool, tool_json
+from tests.integration.policy_tools import (
+    cluster_policy,
+    invalid_message,
+    namespaced_policy,
+    run_tool,
+    tool_json,
+)
 from tests.integration.scenario_support import (
     create,
     read,
@@ -34,7 +40,7 @@ from tests.integration.scenario_support import (
     wait_cached,
     wait_gone,
 )
-from tests.integration.support import CONFIGMAPS, SECRETS, configmap, eventually
+from tests.integration.support import CONFIGMAPS, SECRETS, configmap
 
 NOT_KEPT = (
     "spec.condition: reads object.metadata.finalizers, which the controller does not keep; a "
@@ -51,24 +57,6 @@ def _projections(running: RunningController, resource: ResourceType) -> list[obj
     pipeline = running.controller.pipeline
     assert pipeline is not None
     return [i.projection for i in pipeline.informers.informers() if i.resource == resource]
-
-
-async def _invalid(
-    kube: KubeClient, resource: ResourceType, namespace: str | None, name: str
-) -> str:
-    """Wait for the policy's ``Invalid`` condition; its message."""
-    found: list[str] = []
-
-    async def reported() -> bool:
-        status = (await kube.get(resource, namespace, name)).get("status") or {}
-        for condition in status.get("conditions") or []:
-            if condition["type"] == "Invalid" and condition["status"] == "True":
-                found.append(str(condition.get("message", "")))
-                return True
-        return False
-
-    await eventually(reported, within=30, what=f"{name} reported Invalid")
-    return found[-1]
 
 
 def _finalized(name: str) -> dict[str, Any]:
@@ -107,7 +95,7 @@ async def test_a_condition_reading_unkept_metadata_is_invalid_and_deletes_nothin
     await create(kube, CONFIGMAPS, namespace, configmap("control"))
     try:
         await start_for(start_controller, namespace)
-        assert await _invalid(kube, POLICIES, namespace, "unfinalized") == NOT_KEPT
+        assert await invalid_message(kube, POLICIES, namespace, "unfinalized") == NOT_KEPT
         await wait_gone(kube, CONFIGMAPS, namespace, "control", within=30)
         finalized = await read(kube, CONFIGMAPS, namespace, "finalized")
         assert finalized is not None
@@ -201,16 +189,16 @@ async def test_a_condition_reading_secret_data_is_invalid_and_no_secret_data_is_
     await kube.create(SECRETS, namespace, _secret("token"))
     running = await start_for(start_controller, namespace, "configmaps", "secrets")
 
-    message = await _invalid(kube, POLICIES, namespace, "by-data")
+    message = await invalid_message(kube, POLICIES, namespace, "by-data")
     assert (
         message
         == f'spec.condition: reads object.data.token, and spec.resources[0] "secrets" {SECRET_DATA}'
     )
-    message = await _invalid(kube, POLICIES, namespace, "by-string-data")
+    message = await invalid_message(kube, POLICIES, namespace, "by-string-data")
     assert message.startswith("spec.condition: reads object.stringData.token, and ")
-    message = await _invalid(kube, POLICIES, namespace, "whole")
+    message = await invalid_message(kube, POLICIES, namespace, "whole")
     assert message.startswith("spec.condition: reads the whole object")
-    message = await _invalid(kube, CLUSTER_POLICIES, None, any_data_policy)
+    message = await invalid_message(kube, CLUSTER_POLICIES, None, any_data_policy)
     assert (
         message
         == f'spec.condition: reads object.data.mode, and spec.resources[0] "*" {SECRET_DATA}'

@@ -17,16 +17,12 @@ objects under test, must be gone first: the controller has then had every chance
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-import pytest
 
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.objects.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient, NotFound
+from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, POLICIES
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.tools.explain import explain_object
@@ -34,7 +30,7 @@ from tests.conftest import fresh_namespace
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import DELETE_AFTER, P
-from tests.integration.policy_tools import cluster_policy, labelled, namespaced_policy
+from tests.integration.policy_tools import ClusterPolicies, labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, patch, wait_gone
 from tests.integration.support import CONFIGMAPS, eventually
 
@@ -43,24 +39,6 @@ EXEMPT = P + "exempt"
 MAINTENANCE_WINDOW = P + "maintenance-window"
 MAX_DELETE_TTL = P + "max-delete-ttl"
 TTL = 2  # seconds: the policies' delete-after
-
-ClusterPolicies = Callable[..., Awaitable[None]]
-
-
-@pytest.fixture
-async def cluster_policies(kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
-    """Creates a cluster policy (``name``, then its spec's fields); deleted when the test ends,
-    so the controllers of later tests never see it."""
-    names: list[str] = []
-
-    async def add(name: str, **spec: Any) -> None:
-        names.append(name)
-        await create(kube, CLUSTER_POLICIES, None, cluster_policy(name, **spec))
-
-    yield add
-    for name in names:
-        with contextlib.suppress(NotFound):
-            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
 
 
 async def annotate_namespace(kube: KubeClient, namespace: str, **annotations: str | None) -> None:

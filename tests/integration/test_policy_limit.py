@@ -62,19 +62,7 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 async def test_a_limit_holds_the_rest_and_releases_them_as_the_window_frees(
     policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
 ) -> None:
-    await create(
-        kube,
-        POLICIES,
-        namespace,
-        namespaced_policy(
-            "capped",
-            namespace,
-            resources=["configmaps"],
-            selector={"matchLabels": LIMITED},
-            limit={"actions": 2, "window": "20s"},
-            lifecycle={"delete-after": "1s"},
-        ),
-    )
+    await create(kube, POLICIES, namespace, _capped(namespace, actions=2, window="20s"))
     for index in range(5):
         await create_configmap(kube, namespace, labelled(f"due-{index}", LIMITED))
     await asyncio.sleep(1.5)  # every one is due before the controller starts
@@ -175,15 +163,21 @@ async def test_the_audit_survives_a_restart_without_double_counts(
     await second.stop()
 
 
-def _capped(namespace: str) -> dict[str, Any]:
-    """One action per hour over the labelled ConfigMaps, each due a second after creation."""
+def _capped(
+    namespace: str, *, actions: int = 1, window: str = "1h", catch_up: str | None = None
+) -> dict[str, Any]:
+    """``actions`` per ``window`` (one per hour) over the labelled ConfigMaps, each due a
+    second after creation (and caught up within ``catch_up``, given one)."""
+    lifecycle = (
+        {"delete-after": "1s"} if catch_up is None else {"delete-after": "1s", "catch-up": catch_up}
+    )
     return namespaced_policy(
         "capped",
         namespace,
         resources=["configmaps"],
         selector={"matchLabels": LIMITED},
-        limit={"actions": 1, "window": "1h"},
-        lifecycle={"delete-after": "1s"},
+        limit={"actions": actions, "window": window},
+        lifecycle=lifecycle,
     )
 
 
@@ -275,19 +269,7 @@ async def test_a_held_object_another_policy_takes_over_leaves_the_line(
     (its status says so), and the next object due is deleted when the window frees, not
     held for good behind the ghost (caught: ``held: 1`` and ``Limited=True`` for good, and
     ``after`` never deleted)."""
-    await create(
-        kube,
-        POLICIES,
-        namespace,
-        namespaced_policy(
-            "capped",
-            namespace,
-            resources=["configmaps"],
-            selector={"matchLabels": LIMITED},
-            limit={"actions": 1, "window": "15s"},
-            lifecycle={"delete-after": "1s"},
-        ),
-    )
+    await create(kube, POLICIES, namespace, _capped(namespace, window="15s"))
     await start_for(start_controller, namespace)
     await create_configmap(kube, namespace, labelled("first", LIMITED))
     await wait_gone(kube, CONFIGMAPS, namespace, "first", within=30)
@@ -325,19 +307,7 @@ async def test_a_deletion_held_past_its_catch_up_is_late_by_the_hold_not_skipped
     """``catch-up: 5s`` and a limit of 1 per 12 s over two objects due at once: the second
     is held about 12 s, longer than its catch-up, and is still deleted when its place frees
     (caught: it was decided then as a skipped occurrence, and never deleted)."""
-    await create(
-        kube,
-        POLICIES,
-        namespace,
-        namespaced_policy(
-            "capped",
-            namespace,
-            resources=["configmaps"],
-            selector={"matchLabels": LIMITED},
-            limit={"actions": 1, "window": "12s"},
-            lifecycle={"delete-after": "1s", "catch-up": "5s"},
-        ),
-    )
+    await create(kube, POLICIES, namespace, _capped(namespace, window="12s", catch_up="5s"))
     for name in ("one", "two"):
         await create_configmap(kube, namespace, labelled(name, LIMITED))
     await start_for(start_controller, namespace)
@@ -380,19 +350,7 @@ async def test_a_namespaced_limit_never_delays_an_enforced_deadline(
         ),
     )
     try:
-        await create(
-            kube,
-            POLICIES,
-            namespace,
-            namespaced_policy(
-                "capped",
-                namespace,
-                resources=["configmaps"],
-                selector={"matchLabels": LIMITED},
-                limit={"actions": 1, "window": "720h"},
-                lifecycle={"delete-after": "1s"},
-            ),
-        )
+        await create(kube, POLICIES, namespace, _capped(namespace, window="720h"))
         await start_for(start_controller, namespace)
         await create_configmap(kube, namespace, labelled("sooner", LIMITED))
         await wait_gone(kube, CONFIGMAPS, namespace, "sooner", within=30)

@@ -24,7 +24,13 @@ from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES
 from tests.integration.controller import StartController
 from tests.integration.keys import DELETE_AFTER
-from tests.integration.policy_tools import cluster_policy, labelled, run_tool, tool_json
+from tests.integration.policy_tools import (
+    ClusterPolicies,
+    cluster_policy,
+    labelled,
+    run_tool,
+    tool_json,
+)
 from tests.integration.scenario_support import create, gone, sample, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, eventually
 from tests.integration.test_scenarios_recurring_catchup import (
@@ -36,7 +42,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
 PREVIEW = {"matchLabels": {"env": "preview"}}
 
 Namespaces = Callable[..., Awaitable[str]]
-ClusterPolicies = Callable[..., Awaitable[None]]
 
 
 @pytest.fixture
@@ -56,27 +61,6 @@ async def namespaces(kube: KubeClient) -> AsyncIterator[Namespaces]:
     for name in names:
         with contextlib.suppress(NotFound):
             await kube.request("DELETE", NAMESPACES.object_path(None, name))
-
-
-@pytest.fixture
-async def cluster_policies(kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
-    """Creates a cluster policy (a whole manifest or a name and spec fields); deleted when the
-    test ends, so the controllers of later tests never see it."""
-    names: list[str] = []
-
-    async def add(name_or_manifest: str | dict[str, Any], **spec: Any) -> None:
-        body = (
-            name_or_manifest
-            if isinstance(name_or_manifest, dict)
-            else cluster_policy(name_or_manifest, **spec)
-        )
-        names.append(body["metadata"]["name"])
-        await create(kube, CLUSTER_POLICIES, None, body)
-
-    yield add
-    for name in names:
-        with contextlib.suppress(NotFound):
-            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
 
 
 async def relabel(kube: KubeClient, namespace: str, labels: dict[str, str | None]) -> None:

@@ -9,42 +9,18 @@ object under test, which the old semantics deleted at once.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import pytest
-
-from lifecycle_controller.kube import KubeClient, NotFound
+from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import wait_event
 from tests.integration.keys import DELETE_AFTER, DELETE_AT, DRY_RUN, RESTART_AT, P
-from tests.integration.policy_tools import cluster_policy, labelled, namespaced_policy
+from tests.integration.policy_tools import ClusterPolicies, labelled, namespaced_policy
 from tests.integration.scenario_support import create, gone, start_for, wait_gone
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, deployment, eventually
 
 EXEMPT = P + "exempt"
-
-
-ClusterPolicies = Callable[..., Awaitable[None]]
-
-
-@pytest.fixture
-async def cluster_policies(kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
-    """Creates a cluster policy (``name``, then its spec's fields); deleted when the test ends,
-    so the controllers of later tests never see it."""
-    names: list[str] = []
-
-    async def add(name: str, **spec: Any) -> None:
-        names.append(name)
-        await create(kube, CLUSTER_POLICIES, None, cluster_policy(name, **spec))
-
-    yield add
-    for name in names:
-        with contextlib.suppress(NotFound):
-            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
 
 
 async def sentinel_gone(kube: KubeClient, namespace: str, name: str = "sentinel") -> None:

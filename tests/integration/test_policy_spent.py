@@ -14,22 +14,19 @@ for good.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import pytest
 import yaml
 
 from lifecycle_controller.devcluster import ControlPlane
-from lifecycle_controller.kube import KubeClient, NotFound
-from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
+from lifecycle_controller.kube import KubeClient
+from lifecycle_controller.kube.resources import POLICIES
 from tests.integration.controller import StartController
 from tests.integration.events import events_of, wait_event
 from tests.integration.keys import P
 from tests.integration.policy_tools import (
-    cluster_policy,
+    ClusterPolicies,
     labelled,
     namespaced_policy,
     run_tool,
@@ -38,24 +35,6 @@ from tests.integration.policy_tools import (
 from tests.integration.scenario_support import create, start_for, wait_gone, workload
 from tests.integration.support import CONFIGMAPS, DEPLOYMENTS, eventually
 from tests.integration.timestamps import stamp
-
-ClusterPolicies = Callable[..., Awaitable[None]]
-
-
-@pytest.fixture
-async def cluster_policies(policy_crds: None, kube: KubeClient) -> AsyncIterator[ClusterPolicies]:
-    """Creates a cluster policy (``name``, then its spec's fields); deleted when the test ends,
-    so the controllers of later tests never see it."""
-    names: list[str] = []
-
-    async def add(name: str, **spec: Any) -> None:
-        names.append(name)
-        await create(kube, CLUSTER_POLICIES, None, cluster_policy(name, **spec))
-
-    yield add
-    for name in names:
-        with contextlib.suppress(NotFound):
-            await kube.request("DELETE", CLUSTER_POLICIES.object_path(None, name))
 
 
 async def spent_condition(

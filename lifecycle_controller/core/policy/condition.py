@@ -91,6 +91,7 @@ __all__ = [
     "Evaluation",
     "OwnerReference",
     "Stopwatch",
+    "Subject",
     "cel_timestamp",
     "compile_condition",
     "field_size",
@@ -164,6 +165,27 @@ class Evaluation:
     #: It failed on a field, a key or an element the object does not have.
     absent: bool = False
     error: BaseException | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """The one object an expression is evaluated over: its metadata and ``fields`` (its
+    other top-level fields, as far as kept). ``kind`` and ``api_version`` are its resource
+    type's (an object's own, if ``fields`` has them, is not read: a listed object lacks them,
+    a watched one has them). One value for a condition and a ``since`` alike, so the two read
+    an object the same way."""
+
+    kind: str
+    api_version: str
+    name: str
+    namespace: str | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    creation_ns: int | None
+    owner_references: Sequence[OwnerReference]
+    fields: Mapping[str, Any] | None = None
+    #: The uses of the object, read as ``referencedBy`` (only by an expression that reads it).
+    referenced_by: Sequence[str] = ()
 
 
 def _check_cost(source: str) -> CostModel:
@@ -314,39 +336,10 @@ class Condition:
         reads (``("spec",)``: all of spec): what the cache must keep for it."""
         return projected(self._cost.reads)
 
-    def evaluate(
-        self,
-        *,
-        kind: str,
-        api_version: str,
-        name: str,
-        namespace: str | None,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        creation_ns: int | None,
-        owner_references: Sequence[OwnerReference],
-        fields: Mapping[str, Any] | None = None,
-        referenced_by: Sequence[str] = (),
-        stopwatch: Stopwatch | None = None,
-    ) -> ConditionResult:
-        """Evaluate over one object's metadata and ``fields`` (its other top-level fields, as
-        far as kept), within :data:`MAX_EVALUATION_COST` and, given a ``stopwatch``,
-        :data:`EVALUATION_TIME_BUDGET_NS`; never raises. ``kind`` and ``api_version`` are its
-        resource type's (an object's own, if ``fields`` has them, is not read: a listed object
-        lacks them, a watched one has them)."""
-        outcome = self.value(
-            kind=kind,
-            api_version=api_version,
-            name=name,
-            namespace=namespace,
-            labels=labels,
-            annotations=annotations,
-            creation_ns=creation_ns,
-            owner_references=owner_references,
-            fields=fields,
-            referenced_by=referenced_by,
-            stopwatch=stopwatch,
-        )
+    def evaluate(self, subject: Subject, *, stopwatch: Stopwatch | None = None) -> ConditionResult:
+        """Evaluate over one object (:class:`Subject`), within :data:`MAX_EVALUATION_COST`
+        and, given a ``stopwatch``, :data:`EVALUATION_TIME_BUDGET_NS`; never raises."""
+        outcome = self.value(subject, stopwatch=stopwatch)
         if outcome.problem is not None:
             return ConditionResult(False, outcome.problem)
         result = outcome.result
@@ -358,17 +351,8 @@ class Condition:
 
     def value(
         self,
+        subject: Subject,
         *,
-        kind: str,
-        api_version: str,
-        name: str,
-        namespace: str | None,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        creation_ns: int | None,
-        owner_references: Sequence[OwnerReference],
-        fields: Mapping[str, Any] | None = None,
-        referenced_by: Sequence[str] = (),
         variables: Mapping[str, Any] | None = None,
         stopwatch: Stopwatch | None = None,
     ) -> Evaluation:
@@ -378,20 +362,20 @@ class Condition:
         ``variables``: more top-level variables (a ``since``'s ``matchedAt``)."""
         if self._overrun:
             return Evaluation(problem=self._overrun[0])
-        references = referenced_by if self.reads_references else ()
+        references = subject.referenced_by if self.reads_references else ()
         sizes = Sizes(
-            name=len(name),
-            namespace=len(namespace or ""),
-            labels_entries=len(labels),
-            labels_bytes=_map_bytes(labels),
-            annotations_entries=len(annotations),
-            annotations_bytes=_map_bytes(annotations),
-            owner_entries=len(owner_references),
+            name=len(subject.name),
+            namespace=len(subject.namespace or ""),
+            labels_entries=len(subject.labels),
+            labels_bytes=_map_bytes(subject.labels),
+            annotations_entries=len(subject.annotations),
+            annotations_bytes=_map_bytes(subject.annotations),
+            owner_entries=len(subject.owner_references),
             owner_bytes=sum(
                 len(r.api_version) + len(r.kind) + len(r.name) + len(r.uid) + 1
-                for r in owner_references
+                for r in subject.owner_references
             ),
-            fields=field_size(fields) if fields else 0,
+            fields=field_size(subject.fields) if subject.fields else 0,
             references_entries=len(references),
             references_bytes=sum(map(len, references)),
         )
@@ -403,10 +387,10 @@ class Condition:
                     f"metadata exceeds the budget of {MAX_EVALUATION_COST} steps",
                 )
         metadata: dict[str, Any] = {
-            "name": name,
-            "namespace": namespace or "",
-            "labels": dict(labels),
-            "annotations": dict(annotations),
+            "name": subject.name,
+            "namespace": subject.namespace or "",
+            "labels": dict(subject.labels),
+            "annotations": dict(subject.annotations),
             "ownerReferences": [
                 {
                     "apiVersion": ref.api_version,
@@ -415,13 +399,13 @@ class Condition:
                     "uid": ref.uid,
                     "controller": ref.controller,
                 }
-                for ref in owner_references
+                for ref in subject.owner_references
             ],
         }
-        if creation_ns is not None:
-            metadata["creationTimestamp"] = cel_timestamp(creation_ns)
-        given = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
-        context: dict[str, Any] = {"object": {**(fields or {}), **given}}
+        if subject.creation_ns is not None:
+            metadata["creationTimestamp"] = cel_timestamp(subject.creation_ns)
+        given = {"apiVersion": subject.api_version, "kind": subject.kind, "metadata": metadata}
+        context: dict[str, Any] = {"object": {**(subject.fields or {}), **given}}
         if self.reads_references:
             context[REFERENCES_VARIABLE] = list(references)
         if variables:

@@ -374,6 +374,20 @@ def _policy_restarts(resolution: Resolution) -> bool:
     )
 
 
+def _decide_on(resolution: Resolution, inputs: PassInputs) -> PolicyDecision:
+    """Decide the pass's object on ``resolution`` (the pass's, or the fresh view's that
+    confirms it): the one place the pass's facts reach :func:`decide_with_policies`."""
+    return decide_with_policies(
+        inputs=resolution,
+        facts=inputs.facts,
+        now_ns=inputs.now_ns,
+        settings=inputs.settings,
+        ledger=inputs.ledger,
+        defaults=inputs.defaults,
+        limits=inputs.guardrails.limits,
+    )
+
+
 def decide_pass(inputs: PassInputs) -> Verdict:
     """The final decision of one pass over ``inputs``; see the module."""
     resolution = inputs.resolution
@@ -393,15 +407,7 @@ def decide_pass(inputs: PassInputs) -> Verdict:
         restartable = inputs.facts.key.resource.restartable
         if restartable and not inputs.marker_known and _policy_restarts(resolution):
             return Verdict(_ASK, _ASK, missing=MissingFact.TEMPLATE_MARKER)
-        result = decide_with_policies(
-            inputs=resolution,
-            facts=inputs.facts,
-            now_ns=inputs.now_ns,
-            settings=inputs.settings,
-            ledger=inputs.ledger,
-            defaults=inputs.defaults,
-            limits=inputs.guardrails.limits,
-        )
+        result = _decide_on(resolution, inputs)
         decision, *rest = result.decisions
         others = tuple(rest)
         acknowledged = result.acknowledged
@@ -488,15 +494,7 @@ def _fence(
     if fresh_on is None:
         unread = f"the policies in force could not be read: {confirmation.problem}"
         return fence_hold(decision, unread, confirmation.retry_after_ns)
-    result = decide_with_policies(
-        inputs=fresh_on,
-        facts=inputs.facts,
-        now_ns=inputs.now_ns,
-        settings=inputs.settings,
-        ledger=inputs.ledger,
-        defaults=inputs.defaults,
-        limits=inputs.guardrails.limits,
-    )
+    result = _decide_on(fresh_on, inputs)
     fresh = result.deadline if deadline and result.deadline is not None else result.decision
     why = unconfirmed(decision, resolution, fresh, fresh_on)
     return None if why is None else fence_hold(decision, why, confirmation.retry_after_ns)

@@ -57,7 +57,7 @@ from typing import Any, Final
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ResourceType
-from lifecycle_controller.core.policy.condition import OwnerReference, Stopwatch
+from lifecycle_controller.core.policy.condition import OwnerReference, Stopwatch, Subject
 from lifecycle_controller.core.policy.field_paths import unread
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, selects_key
 from lifecycle_controller.core.policy.since import Since, SinceValue
@@ -324,23 +324,10 @@ def match(
         referenced_by = _referenced_by(view) if policy.condition.reads_references else ()
         if referenced_by is None:
             return _refused(MatchReason.REFERENCES_UNKNOWN, view.references_missing)
-        missing = unread(policy.condition.reads, view.fields_read)
-        if missing:  # fetched before this condition: an absent field would not be absent
-            names = ", ".join(".".join(("object", *path)) for path in missing)
-            return _refused(MatchReason.CONDITION_ERROR, f"{names} not read yet (listing again)")
-        result = policy.condition.evaluate(
-            kind=view.resource.kind,
-            api_version=view.resource.api_version,
-            name=view.name,
-            namespace=view.namespace,
-            labels=view.labels,
-            annotations=view.annotations,
-            creation_ns=view.creation_ns,
-            owner_references=view.owner_references,
-            fields=view.fields,
-            referenced_by=referenced_by,
-            stopwatch=stopwatch,
-        )
+        missing = _not_read_yet(policy.condition.reads, view)
+        if missing is not None:
+            return _refused(MatchReason.CONDITION_ERROR, missing)
+        result = policy.condition.evaluate(_subject(view, referenced_by), stopwatch=stopwatch)
         if result.problem is not None:
             return _refused(MatchReason.CONDITION_ERROR, result.problem)
         if not result.matched:
@@ -356,11 +343,25 @@ def since_of(since: Since, view: ObjectView, matched_at_ns: int | None) -> Since
     referenced_by = _referenced_by(view) if since.reads_references else ()
     if referenced_by is None:
         return SinceValue(problem=f"since reads referencedBy: {view.references_missing}")
-    missing = unread(since.reads, view.fields_read)
-    if missing:
-        names = ", ".join(".".join(("object", *path)) for path in missing)
-        return SinceValue(problem=f"{names} not read yet (listing again)")
-    return since.evaluate(
+    missing = _not_read_yet(since.reads, view)
+    if missing is not None:
+        return SinceValue(problem=missing)
+    return since.evaluate(_subject(view, referenced_by), matched_at_ns=matched_at_ns)
+
+
+def _not_read_yet(reads: frozenset[tuple[str, ...]], view: ObjectView) -> str | None:
+    """The problem when an expression reads fields the cache has not read for the object
+    yet: it is listed again with them, and until then an absent field would not be absent."""
+    missing = unread(reads, view.fields_read)
+    if not missing:
+        return None
+    names = ", ".join(".".join(("object", *path)) for path in missing)
+    return f"{names} not read yet (listing again)"
+
+
+def _subject(view: ObjectView, referenced_by: tuple[str, ...]) -> Subject:
+    """The object as a condition or a ``since`` reads it."""
+    return Subject(
         kind=view.resource.kind,
         api_version=view.resource.api_version,
         name=view.name,
@@ -371,7 +372,6 @@ def since_of(since: Since, view: ObjectView, matched_at_ns: int | None) -> Since
         owner_references=view.owner_references,
         fields=view.fields,
         referenced_by=referenced_by,
-        matched_at_ns=matched_at_ns,
     )
 
 

@@ -25,14 +25,13 @@ itself, to the nanosecond).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from lifecycle_controller.core.policy.condition import (
     Condition,
-    OwnerReference,
+    Subject,
     cel_timestamp,
     compile_condition,
 )
@@ -110,21 +109,7 @@ class Since:
     def reads_references(self) -> bool:
         return self.expression.reads_references
 
-    def evaluate(
-        self,
-        *,
-        kind: str,
-        api_version: str,
-        name: str,
-        namespace: str | None,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        creation_ns: int | None,
-        owner_references: Sequence[OwnerReference],
-        fields: Mapping[str, Any] | None = None,
-        referenced_by: Sequence[str] = (),
-        matched_at_ns: int | None = None,
-    ) -> SinceValue:
+    def evaluate(self, subject: Subject, *, matched_at_ns: int | None = None) -> SinceValue:
         """What it yields for one object (see the module); never raises. ``matched_at_ns``:
         when the object began to match (None: not known, which ``matchedAt`` yields as no
         value)."""
@@ -137,19 +122,7 @@ class Since:
             if matched_at_ns is not None
             else None
         )
-        outcome = self.expression.value(
-            kind=kind,
-            api_version=api_version,
-            name=name,
-            namespace=namespace,
-            labels=labels,
-            annotations=annotations,
-            creation_ns=creation_ns,
-            owner_references=owner_references,
-            fields=fields,
-            referenced_by=referenced_by,
-            variables=variables,
-        )
+        outcome = self.expression.value(subject, variables=variables)
         if outcome.problem is None:
             return _from_result(outcome.result)
         error = outcome.error
