@@ -21,6 +21,7 @@ reads is bounded by that namespace:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lifecycle_controller.core.objects.resources import ResourceType
@@ -68,14 +69,15 @@ def _own_namespace(policy: Policy | PolicyInvalid) -> str | None:
     return policy.ref.namespace if policy.ref.kind is PolicyKind.NAMESPACED else None
 
 
-def kept_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> KeptChange:
-    """Where going from ``old`` to ``new`` changed which objects of ``resource`` are kept
-    (see the module docstring). A cluster-scoped type is read again whole: it is small, and
-    no namespace bounds it."""
-    if old.reads(resource) != new.reads(resource):
-        return KeptChange(everywhere=True)
-    old_cluster, old_local = _kept_by_scope(old, resource)
-    new_cluster, new_local = _kept_by_scope(new, resource)
+def _compared(
+    old: tuple[object, Mapping[str, object]],
+    new: tuple[object, Mapping[str, object]],
+    resource: ResourceType,
+) -> KeptChange:
+    """Where two (cluster part, per-namespace parts) views of the policies differ: everywhere
+    when the cluster part does (or the type is cluster-scoped), else the namespaces whose
+    parts do."""
+    (old_cluster, old_local), (new_cluster, new_local) = old, new
     if old_cluster != new_cluster:
         return KeptChange(everywhere=True)
     changed = frozenset(
@@ -86,6 +88,15 @@ def kept_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> KeptC
     if changed and not resource.namespaced:
         return KeptChange(everywhere=True)
     return KeptChange(namespaces=changed)
+
+
+def kept_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> KeptChange:
+    """Where going from ``old`` to ``new`` changed which objects of ``resource`` are kept
+    (see the module docstring). A cluster-scoped type is read again whole: it is small, and
+    no namespace bounds it."""
+    if old.reads(resource) != new.reads(resource):
+        return KeptChange(everywhere=True)
+    return _compared(_kept_by_scope(old, resource), _kept_by_scope(new, resource), resource)
 
 
 _Marks = frozenset[tuple[PolicyRef, int]]
@@ -114,18 +125,7 @@ def decided_change(old: PolicySet, new: PolicySet, resource: ResourceType) -> Ke
     ``resource`` (see the module docstring): ``everywhere`` when a cluster policy concerning
     it came, went or has a new generation, else the namespaces of the LifecyclePolicies that
     did. A cluster-scoped type is re-evaluated whole, as :func:`kept_change` reads it."""
-    old_cluster, old_local = _concerned(old, resource)
-    new_cluster, new_local = _concerned(new, resource)
-    if old_cluster != new_cluster:
-        return KeptChange(everywhere=True)
-    changed = frozenset(
-        namespace
-        for namespace in old_local.keys() | new_local.keys()
-        if old_local.get(namespace) != new_local.get(namespace)
-    )
-    if changed and not resource.namespaced:
-        return KeptChange(everywhere=True)
-    return KeptChange(namespaces=changed)
+    return _compared(_concerned(old, resource), _concerned(new, resource), resource)
 
 
 def reference_scope(policies: PolicySet) -> frozenset[str] | None:
