@@ -76,7 +76,7 @@ def _function(frame: str) -> tuple[str, bool]:
     name, _, where = frame.partition(" (")
     path = where.rsplit(":", 1)[0]
     ours = PACKAGE in path
-    # controller/reconciler.py for the package's, the file name for the others
+    # controller/reconcile/reconciler.py for the package's, the file name for the others
     path = path.split(PACKAGE, 1)[1] if ours else path.rsplit("/", 1)[-1]
     return (f"{path}:{name}" if path else name), ours
 

@@ -26,23 +26,27 @@ from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.app.loop_activity import LoopActivity
 from lifecycle_controller.app.policies import PolicyPipeline, policy_protection
 from lifecycle_controller.config import Settings
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.background_events import BackgroundRecorder
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.change_filter import ChangeFilter
-from lifecycle_controller.controller.discovery import Discovery
-from lifecycle_controller.controller.guardrail_state import RestartPacing
-from lifecycle_controller.controller.informers import ChangeHandler, InformerSet
-from lifecycle_controller.controller.leader import LeaderElector
-from lifecycle_controller.controller.lease import default_identity
-from lifecycle_controller.controller.matched_store import MatchedStore
-from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
-from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
-from lifecycle_controller.controller.reconciler import Reconciler
-from lifecycle_controller.controller.recorder import EventRecorder, KubeEventRecorder
-from lifecycle_controller.controller.references import ReferenceWatch
-from lifecycle_controller.controller.result import ReconcileFunc, Result
-from lifecycle_controller.controller.workers import run_workers
+from lifecycle_controller.controller.events.background import BackgroundRecorder
+from lifecycle_controller.controller.events.notify import (
+    NotifyingRecorder,
+    WebhookNotifier,
+    WebhookUrls,
+)
+from lifecycle_controller.controller.events.recorder import EventRecorder, KubeEventRecorder
+from lifecycle_controller.controller.guardrails.state import RestartPacing
+from lifecycle_controller.controller.leadership.elector import LeaderElector
+from lifecycle_controller.controller.leadership.lease import default_identity
+from lifecycle_controller.controller.namespace.defaults import NamespaceDefaultsStore
+from lifecycle_controller.controller.policy.matched_store import MatchedStore
+from lifecycle_controller.controller.policy.references import ReferenceWatch
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.reconcile.change_filter import ChangeFilter
+from lifecycle_controller.controller.reconcile.reconciler import Reconciler
+from lifecycle_controller.controller.watch.cache import MetadataCache
+from lifecycle_controller.controller.watch.discovery import Discovery
+from lifecycle_controller.controller.watch.informers import ChangeHandler, InformerSet
+from lifecycle_controller.controller.work.result import ReconcileFunc, Result
+from lifecycle_controller.controller.work.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.config import Settings
-from lifecycle_controller.controller.breaker import CircuitBreaker
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.controller.rollout_watch import RolloutWatch
-from lifecycle_controller.controller.rollouts import RolloutTracker
+from lifecycle_controller.controller.events.recorder import EventRecorder
+from lifecycle_controller.controller.guardrails.breaker import CircuitBreaker
+from lifecycle_controller.controller.rollout.tracker import RolloutTracker
+from lifecycle_controller.controller.rollout.watch import RolloutWatch
+from lifecycle_controller.controller.watch.cache import MetadataCache
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.breaker_store import breaker_name

@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import Histogram
 
-from lifecycle_controller.controller.background_events import BackgroundRecorder
+from lifecycle_controller.controller.events.background import BackgroundRecorder
 from lifecycle_controller.machinery.clock import RealClock
 from lifecycle_controller.machinery.workqueue import QueueMetrics, WorkQueue
 from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor

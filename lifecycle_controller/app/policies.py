@@ -1,7 +1,7 @@
 """Lifecycle policies in the leader's pipeline: load them, re-evaluate on change, report.
 
 :class:`PolicyPipeline` owns the
-:class:`~lifecycle_controller.controller.policy_store.PolicyStore` and the status writer. The
+:class:`~lifecycle_controller.controller.policy.store.PolicyStore` and the status writer. The
 policies are loaded before the informers start (their first list already keeps the objects a
 policy could match); afterwards a change of the policies that select a type re-evaluates its
 cached policy objects, and lists that type again only when what the informers keep for it
@@ -24,13 +24,13 @@ import structlog
 
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.config.settings import Settings
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.informers import InformerSet
-from lifecycle_controller.controller.policy_decisions import PolicyDecisions
-from lifecycle_controller.controller.policy_status import PolicyStatusWriter
-from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.controller.recorder import EventRecorder
-from lifecycle_controller.controller.references import ReferenceWatch
+from lifecycle_controller.controller.events.recorder import EventRecorder
+from lifecycle_controller.controller.policy.decisions import PolicyDecisions
+from lifecycle_controller.controller.policy.references import ReferenceWatch
+from lifecycle_controller.controller.policy.status import PolicyStatusWriter
+from lifecycle_controller.controller.policy.store import PolicyStore
+from lifecycle_controller.controller.watch.cache import MetadataCache
+from lifecycle_controller.controller.watch.informers import InformerSet
 from lifecycle_controller.core.objects.pod_references import (
     REFERENCED_KINDS,
     covers,

@@ -20,8 +20,8 @@ import structlog
 
 from lifecycle_controller.app.controller import Controller, controller_metrics
 from lifecycle_controller.config import Settings
-from lifecycle_controller.controller.discovery import DiscoveryFatal
-from lifecycle_controller.controller.leader import LeadershipLost
+from lifecycle_controller.controller.leadership.elector import LeadershipLost
+from lifecycle_controller.controller.watch.discovery import DiscoveryFatal
 from lifecycle_controller.kube import ConnectionConfigError, KubeClient
 from lifecycle_controller.machinery.logs import configure_logging
 from lifecycle_controller.serving.metrics import Metrics

@@ -2,7 +2,7 @@
 
 ``<lease name>-breaker`` in the Lease's namespace (docs/behaviour.md#circuit-breaker), with
 the keys of :class:`~lifecycle_controller.core.decision.breaker.BreakerState` in ``data``. Read and
-written by the controller (:mod:`lifecycle_controller.controller.breaker`) and by
+written by the controller (:mod:`lifecycle_controller.controller.guardrails.breaker`) and by
 ``lifecycle-controller breaker status|reset``.
 """
 

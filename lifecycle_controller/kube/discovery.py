@@ -9,7 +9,7 @@ format, converted the way client-go does into the core's value types
 ``ServerPreferredResources`` does. A ``Stale`` version (an aggregated API whose backend is
 down) or a group version whose list fails is reported in :attr:`DiscoverySnapshot.failed`
 (docs/behaviour.md#discovery-modes). The controller's planning and rediscovery loop
-(:mod:`lifecycle_controller.controller.discovery`) and the ``status`` command both read
+(:mod:`lifecycle_controller.controller.watch.discovery`) and the ``status`` command both read
 discovery through :func:`fetch_discovery`.
 """
 

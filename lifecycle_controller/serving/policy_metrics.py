@@ -1,6 +1,6 @@
 """The lifecycle-policy families: actions by source, the objects each policy decides for, and
-those it holds or is kept from, the checks of the policy fence (controller/policy_fence.py) and
-the writes of the ``matchedAt`` store (controller/matched_store.py).
+those it holds or is kept from, the checks of the policy fence (controller/policy/fence.py) and
+the writes of the ``matchedAt`` store (controller/policy/matched_store.py).
 
 Kept beside :mod:`~lifecycle_controller.serving.metrics` (which owns the registry) so that the
 policy series read in one place (docs/policies.md#metrics).

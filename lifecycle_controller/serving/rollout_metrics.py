@@ -2,7 +2,7 @@
 and where the followed workloads' states came from.
 
 Kept beside :mod:`~lifecycle_controller.serving.metrics` (which owns the registry) so that
-what :class:`~lifecycle_controller.controller.rollouts.RolloutTracker` feeds reads in one
+what :class:`~lifecycle_controller.controller.rollout.tracker.RolloutTracker` feeds reads in one
 place (docs/behaviour.md#rollout-verification).
 """
 

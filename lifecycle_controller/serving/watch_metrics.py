@@ -1,6 +1,6 @@
 """The watch families: every watch of the process, by resource and purpose.
 
-Every watch runs the one reflector loop (controller/reflector.py); these families count them
+Every watch runs the one reflector loop (controller/watch/reflector.py); these families count them
 all alike, whatever they keep. ``purpose`` is one of :data:`WATCH_PURPOSES`: ``objects`` (the
 annotated types, into the metadata cache), ``namespace-defaults``, ``crds`` (rediscovery),
 ``policies``, ``rollouts`` (followed restarts) and ``references`` (the reference fields of

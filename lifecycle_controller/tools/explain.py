@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.controller.watch.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.objects import keys

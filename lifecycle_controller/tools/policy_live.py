@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject, object_facts
+from lifecycle_controller.controller.watch.cache import CachedObject, object_facts
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.decision.outcomes import Action

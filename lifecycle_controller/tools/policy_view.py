@@ -1,9 +1,9 @@
 """Lifecycle policies in the tools: which policy decides an object, asked as the controller asks.
 
 The controller keeps an object for its policies when :meth:`PolicySet.candidate` accepts its
-view (``controller/policy_store.py``), decides for it through :meth:`PolicySet.resolve` and
+view (``controller/policy/store.py``), decides for it through :meth:`PolicySet.resolve` and
 :func:`~lifecycle_controller.core.policy.decide.decide_with_policies` whenever a valid policy
-exists (``controller/policy_decisions.py``), and on its annotations alone otherwise.
+exists (``controller/policy/decisions.py``), and on its annotations alone otherwise.
 :func:`judge` takes the same three steps, with
 :func:`~lifecycle_controller.core.tooling.plan.explain`
 (which calls ``decide_with_policies`` for it) in place of the reconciler, so ``plan``,

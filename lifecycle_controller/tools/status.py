@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.controller.watch.cache import CachedObject
 from lifecycle_controller.core import DecisionSettings
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,

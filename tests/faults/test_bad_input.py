@@ -1,7 +1,7 @@
 """Bad input on the real API server (issue 8, fix (a) and part of scenario 6).
 
 A Warning's note is cut at 1,024 bytes on a character boundary
-(:func:`lifecycle_controller.controller.recorder.truncate_note`): a long multi-byte invalid
+(:func:`lifecycle_controller.controller.events.recorder.truncate_note`): a long multi-byte invalid
 value used to make the Event invalid, and the object got no Warning at all.
 """
 

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from lifecycle_controller.controller.policy_decisions import PolicyDecisions, Tally
+from lifecycle_controller.controller.policy.decisions import PolicyDecisions, Tally
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, NAMESPACES, POLICIES

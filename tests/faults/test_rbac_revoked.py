@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 import structlog
 
-from lifecycle_controller.controller import informers
-from lifecycle_controller.controller.informer_ports import InformerSettings
+from lifecycle_controller.controller.watch import informers
+from lifecycle_controller.controller.watch.ports import InformerSettings
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.resources import CONFIGMAPS, ResourceType

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.controller.watch.cache import CachedObject
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import Conflict, KubeClient, KubeError, ResourceType
 from tests.integration.controller import RunningController

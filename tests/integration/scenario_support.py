@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from lifecycle_controller.controller.cache import CachedObject
+from lifecycle_controller.controller.watch.cache import CachedObject
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType

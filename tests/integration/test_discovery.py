@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.discovery import CrdWatchState, Discovery, DiscoveryFatal
+from lifecycle_controller.controller.watch.discovery import CrdWatchState, Discovery, DiscoveryFatal
 from lifecycle_controller.core.objects.scope import ScopeConfig
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (

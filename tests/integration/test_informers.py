@@ -23,16 +23,16 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter
-from lifecycle_controller.controller.informer_projection import MetadataProjection
-from lifecycle_controller.controller.informers import (
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.watch.cache_writer import CacheWriter
+from lifecycle_controller.controller.watch.informers import (
     ChangeKind,
     InformerSet,
     InformerSettings,
     MetadataSource,
 )
-from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.controller.watch.projection import MetadataProjection
+from lifecycle_controller.controller.watch.reflector import Informer
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import (

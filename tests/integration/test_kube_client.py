@@ -151,7 +151,7 @@ def test_a_connection_closed_before_the_pool_got_it_leaks_no_socket(
 async def test_a_bounded_list_of_whole_objects_says_how_many_are_left(
     kube: KubeClient, namespace: str
 ) -> None:
-    """What batched rollout reads rely on (controller/rollout_reads.py): a cut list carries a
+    """What batched rollout reads rely on (controller/rollout/reads.py): a cut list carries a
     continue token and ``remainingItemCount``; an uncut one has neither."""
     for i in range(5):
         await kube.create(CONFIGMAPS, namespace, configmap(f"c{i}"))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lifecycle_controller.controller.informer_projection import MetadataProjection
+from lifecycle_controller.controller.watch.projection import MetadataProjection
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound, ResourceType
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lifecycle_controller.controller.matched_store import record_name
+from lifecycle_controller.controller.policy.matched_store import record_name
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339

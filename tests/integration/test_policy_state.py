@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from lifecycle_controller.controller.informer_projection import (
+from lifecycle_controller.controller.watch.projection import (
     FieldProjection,
     MetadataProjection,
 )

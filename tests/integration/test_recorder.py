@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
 from lifecycle_controller.core import Event, EventType, ObjectKey, ObjectRef
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import NAMESPACES, KubeClient

@@ -21,7 +21,7 @@ import pytest
 from lifecycle_controller.app import Controller
 from lifecycle_controller.app import controller as app_controller
 from lifecycle_controller.config import ConfigError, RawFlags, build_settings
-from lifecycle_controller.controller.discovery import Discovery, DiscoveryFatal
+from lifecycle_controller.controller.watch.discovery import Discovery, DiscoveryFatal
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import CRDS, NAMESPACES, KubeClient, NotFound, ResourceType
 from lifecycle_controller.serving.server import CACHES_PENDING, DISCOVERY_PENDING

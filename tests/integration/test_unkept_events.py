@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import MetadataCache
+from lifecycle_controller.controller.watch.cache import MetadataCache
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import EventFilter, KubeClient, ResourceType
 from tests.integration.keys import DELETE_AFTER

@@ -1,4 +1,4 @@
-"""Events written beside the reconcile (controller.background_events).
+"""Events written beside the reconcile (controller.events.background).
 
 A scripted inner recorder whose writes finish when the test says: record() returns before
 the write, Events of one object keep their order while other objects' go ahead, the slot
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from lifecycle_controller.controller.background_events import BackgroundRecorder
-from lifecycle_controller.controller.recorder import Recorded
+from lifecycle_controller.controller.events.background import BackgroundRecorder
+from lifecycle_controller.controller.events.recorder import Recorded
 from lifecycle_controller.core.decision.events import Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from tests.doubles.fakeapi import CONFIGMAPS

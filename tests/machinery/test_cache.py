@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import NAMESPACES, ResourceType
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle_controller.controller.cache_writer import UnkeptListed
+from lifecycle_controller.controller.watch.cache_writer import UnkeptListed
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.kube.frame_names import skip_unkept_frames
 from lifecycle_controller.kube.watch_lines import EVENTS_PER_STEP

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from lifecycle_controller.controller.informers import InformerSet
+from lifecycle_controller.controller.watch.informers import InformerSet
 from lifecycle_controller.kube import ServerError, TransportError
 from lifecycle_controller.machinery.backoff import Backoff
 from tests.doubles.fakeclock import FakeClock

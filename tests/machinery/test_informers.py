@@ -17,11 +17,15 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter
-from lifecycle_controller.controller.informer_projection import FieldProjection, MetadataProjection
-from lifecycle_controller.controller.informers import ChangeKind, InformerSet, InformerSettings
-from lifecycle_controller.controller.reflector import Informer, WatchEnd
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.watch.cache_writer import CacheWriter
+from lifecycle_controller.controller.watch.informers import (
+    ChangeKind,
+    InformerSet,
+    InformerSettings,
+)
+from lifecycle_controller.controller.watch.projection import FieldProjection, MetadataProjection
+from lifecycle_controller.controller.watch.reflector import Informer, WatchEnd
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import (
     NAMESPACES,

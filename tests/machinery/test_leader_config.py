@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from lifecycle_controller.config import DEFAULT_LEASE_NAME, LeaderElectionSettings
-from lifecycle_controller.controller.lease import LeaseRecord, default_identity
+from lifecycle_controller.controller.leadership.lease import LeaseRecord, default_identity
 from lifecycle_controller.kube.microtime import micro_time
 
 MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.config import LeaderElectionSettings
-from lifecycle_controller.controller.leader import (
+from lifecycle_controller.controller.leadership.elector import (
     LeaderElector,
     LeadershipLost,
     micro_time,

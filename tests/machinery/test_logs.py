@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import structlog
 
-from lifecycle_controller.controller.accounting import Accounting, NoActionMetrics
-from lifecycle_controller.controller.recorder import Recorded
+from lifecycle_controller.controller.act.accounting import Accounting, NoActionMetrics
+from lifecycle_controller.controller.events.recorder import Recorded
 from lifecycle_controller.core import Action, DryRun, Ledger, ObjectKey, ObjectRef, Operation, Wait
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.machinery.log_context import LazyFields, item_fields
@@ -60,7 +60,7 @@ def lines(stream: io.StringIO) -> list[dict[str, Any]]:
 
 def test_json_lines_carry_the_bound_object() -> None:
     stream = setup()
-    log = structlog.get_logger("lifecycle_controller.controller.reconciler")
+    log = structlog.get_logger("lifecycle_controller.controller.reconcile.reconciler")
     with structlog.contextvars.bound_contextvars(kind="ConfigMap", namespace="ns", name="a"):
         log.info("deleting", action="delete", due="2026-01-01T00:00:00Z")
     log.info("outside")
@@ -76,7 +76,7 @@ def test_json_lines_carry_the_bound_object() -> None:
 
 async def test_a_work_item_s_fields_are_on_its_lines_and_its_tasks_lines_only() -> None:
     stream = setup()
-    log = structlog.get_logger("lifecycle_controller.controller.workers")
+    log = structlog.get_logger("lifecycle_controller.controller.work.workers")
 
     async def background() -> None:
         log.info("event written")
@@ -96,7 +96,7 @@ async def test_a_work_item_s_fields_are_on_its_lines_and_its_tasks_lines_only() 
 
 def test_lazy_item_fields_are_built_only_for_a_line_written() -> None:
     stream = setup(level="info")
-    log = structlog.get_logger("lifecycle_controller.controller.workers")
+    log = structlog.get_logger("lifecycle_controller.controller.work.workers")
     built: list[str] = []
 
     def build() -> dict[str, str]:
@@ -193,7 +193,7 @@ def test_unknown_format_or_level_is_rejected(fmt: str, level: str) -> None:
 
 def test_console_lines_lead_with_the_object_then_the_message_then_the_rest() -> None:
     stream = setup(fmt="console")
-    log = structlog.get_logger("lifecycle_controller.controller.reconciler")
+    log = structlog.get_logger("lifecycle_controller.controller.reconcile.reconciler")
     with structlog.contextvars.bound_contextvars(kind="ConfigMap", namespace="ns", name="a"):
         log.info("decided", action="delete", detail="deleting now")
     log.info("outside", answer=42)

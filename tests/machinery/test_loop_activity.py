@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from lifecycle_controller.app.loop_activity import LoopActivity
-from lifecycle_controller.controller.background_events import BackgroundRecorder
-from lifecycle_controller.controller.recorder import Recorded
+from lifecycle_controller.controller.events.background import BackgroundRecorder
+from lifecycle_controller.controller.events.recorder import Recorded
 from lifecycle_controller.core.decision.events import Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter

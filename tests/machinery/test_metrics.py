@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
 from lifecycle_controller.app.loop_activity import ActiveQueueMetrics
-from lifecycle_controller.controller.result import ReconcileOutcome
+from lifecycle_controller.controller.work.result import ReconcileOutcome
 from lifecycle_controller.machinery.ratelimit import ItemExponentialFailureRateLimiter
 from lifecycle_controller.machinery.workqueue import NoopQueueMetrics, WorkQueue
 from lifecycle_controller.serving.loop_lag import run_loop_lag_monitor

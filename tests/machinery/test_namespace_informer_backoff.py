@@ -15,7 +15,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
+from lifecycle_controller.controller.namespace.defaults import NamespaceDefaultsStore
 from lifecycle_controller.kube import TransportError
 from lifecycle_controller.machinery.tasks import cancel_and_wait
 from tests.doubles.fakeclock import FakeClock

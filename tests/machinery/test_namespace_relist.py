@@ -1,5 +1,6 @@
-"""One namespace listed again beside a running cluster-wide watch (controller/namespace_relist.py,
-``NamespaceMerge`` in controller/cache_writer.py), on a scripted source and a fake clock.
+"""One namespace listed again beside a running cluster-wide watch
+(controller/watch/namespace_relist.py, ``NamespaceMerge`` in controller/watch/cache_writer.py),
+on a scripted source and a fake clock.
 
 A LifecyclePolicy changed what is kept in its namespace: that namespace is listed exactly at
 the watch's resourceVersion and merged into the cache there only, while the watch runs on.
@@ -17,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter
-from lifecycle_controller.controller.informer_projection import MetadataProjection
-from lifecycle_controller.controller.informers import InformerSet
-from lifecycle_controller.controller.namespace_relist import NamespaceRelists
-from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.watch.cache_writer import CacheWriter
+from lifecycle_controller.controller.watch.informers import InformerSet
+from lifecycle_controller.controller.watch.namespace_relist import NamespaceRelists
+from lifecycle_controller.controller.watch.projection import MetadataProjection
+from lifecycle_controller.controller.watch.reflector import Informer
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.policy.in_force import NameTest, object_view
 from lifecycle_controller.core.policy.match import ObjectView

@@ -1,12 +1,12 @@
 """One informer opens every watch of the controller (docs/architecture.md#informer-loop).
 
-The reflector (``controller/reflector.py``) owns list/watch correctness: pagination and
+The reflector (``controller/watch/reflector.py``) owns list/watch correctness: pagination and
 streaming lists, jittered timeouts, 410 and ERROR events, backoff, disconnect reporting, and
 one set of fault tests (``tests/unit/test_watch_purposes.py``). A module of ``controller/``
 that opened a watch of its own would miss all of it, as the policy store, the rollout watch
 and the Namespace presence check once did. Read from the sources:
 
-* only the projections (``controller/informer_projection.py``, what the reflector asks the
+* only the projections (``controller/watch/projection.py``, what the reflector asks the
   API server for) call the API client's watch methods or build a watch query;
 * only the reflector calls a projection's watch and list methods.
 """
@@ -22,7 +22,7 @@ CONTROLLER = Path(controller_package.__file__).parent
 
 #: The API client's calls that open a watch (``KubeClient``), and its raw stream.
 WATCH_CALLS = {"watch_metadata", "watch_list_metadata", "watch_objects", "stream"}
-#: A projection's calls (``informer_projection.Projection``).
+#: A projection's calls (``watch/projection.py``'s ``Projection``).
 PROJECTION_CALLS = {"watch", "watch_list", "list_page"}
 
 
@@ -49,9 +49,12 @@ def _builds_a_watch_query(tree: ast.AST) -> bool:
 
 
 def _modules() -> dict[str, ast.AST]:
+    """Every module of ``controller/``, by its path in it (``watch/reflector``)."""
     return {
-        path.stem: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for path in sorted(CONTROLLER.glob("*.py"))
+        path.relative_to(CONTROLLER).with_suffix("").as_posix(): ast.parse(
+            path.read_text(encoding="utf-8"), filename=str(path)
+        )
+        for path in sorted(CONTROLLER.rglob("*.py"))
     }
 
 
@@ -61,12 +64,12 @@ def test_only_the_projections_open_watches() -> None:
         for name, tree in _modules().items()
         if _calls(tree, WATCH_CALLS) or _builds_a_watch_query(tree)
     }
-    assert opening == {"informer_projection"}
+    assert opening == {"watch/projection"}
 
 
 def test_only_the_reflector_asks_a_projection() -> None:
     asking = {name for name, tree in _modules().items() if _calls(tree, PROJECTION_CALLS)}
-    assert asking == {"reflector"}
+    assert asking == {"watch/reflector"}
 
 
 def test_the_check_sees_a_watch_opened_elsewhere() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.informers import InformerSettings
-from lifecycle_controller.controller.reflector import Informer, WatchEnd
+from lifecycle_controller.controller.watch.informers import InformerSettings
+from lifecycle_controller.controller.watch.reflector import Informer, WatchEnd
 from lifecycle_controller.kube import ApiError, Forbidden, TransportError
 from tests.doubles.fakeclock import FakeClock
 from tests.machinery.test_informers import (

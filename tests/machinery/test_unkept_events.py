@@ -1,7 +1,7 @@
 """Watch events of objects the informer keeps nothing of are dropped undecoded (churn).
 
 The filters (``UnkeptEvents`` for watches, ``UnkeptListed`` for a streaming list's initial
-events, controller/cache_writer.py) are checked frame by frame against a scripted holder,
+events, controller/watch/cache_writer.py) are checked frame by frame against a scripted holder,
 ``object_identity`` and ``object_names`` against the full decoder on random metadata (and
 names built to mislead the one-pattern read), and the informer end to
 end on protobuf frames read by the real frame reader: what it drops still moves its
@@ -21,10 +21,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.cache_writer import CacheWriter, UnkeptEvents, UnkeptListed
-from lifecycle_controller.controller.informer_projection import MetadataProjection
-from lifecycle_controller.controller.reflector import Informer
+from lifecycle_controller.controller.watch.cache import MetadataCache
+from lifecycle_controller.controller.watch.cache_writer import (
+    CacheWriter,
+    UnkeptEvents,
+    UnkeptListed,
+)
+from lifecycle_controller.controller.watch.projection import MetadataProjection
+from lifecycle_controller.controller.watch.reflector import Informer
 from lifecycle_controller.core.objects.keys import PREFIX
 from lifecycle_controller.core.policy.in_force import NameTest, never_kept, object_view
 from lifecycle_controller.core.policy.match import ObjectView
@@ -505,7 +509,7 @@ async def test_a_watch_of_dropped_events_only_counts_as_answered() -> None:
 
 
 def test_the_cache_holds_exactly_what_it_stores() -> None:
-    from lifecycle_controller.controller.cache import CachedObject
+    from lifecycle_controller.controller.watch.cache import CachedObject
     from lifecycle_controller.core.objects.resources import ObjectKey
 
     cache = MetadataCache()
@@ -527,7 +531,7 @@ def test_the_cache_holds_exactly_what_it_stores() -> None:
 def test_the_kept_names_follow_the_cache_across_a_dropped_type() -> None:
     """The filters bind the live set of stored names once per policy set: it follows every
     put and delete, and a type dropped and listed again (an informer restarted)."""
-    from lifecycle_controller.controller.cache import CachedObject
+    from lifecycle_controller.controller.watch.cache import CachedObject
     from lifecycle_controller.core.objects.resources import ObjectKey
 
     cache = MetadataCache()

@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 from structlog.testing import capture_logs
 
-from lifecycle_controller.controller.result import ReconcileOutcome, Result, TerminalError
-from lifecycle_controller.controller.workers import (
+from lifecycle_controller.controller.work.result import ReconcileOutcome, Result, TerminalError
+from lifecycle_controller.controller.work.workers import (
     NoopReconcileObserver,
     ReconcileObserver,
     process_next_item,

@@ -32,11 +32,11 @@ from typing import Any
 
 from lifecycle_controller.app.controller import CONTROLLER_NAME
 from lifecycle_controller.app.loop_activity import LoopActivity
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.background_events import BackgroundRecorder
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.workers import run_workers
+from lifecycle_controller.controller.events.background import BackgroundRecorder
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.work.workers import run_workers
 from lifecycle_controller.core import Action, DecisionSettings, Ledger
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType

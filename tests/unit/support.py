@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from lifecycle_controller.controller.policy_limits import PolicyLimits
+from lifecycle_controller.controller.policy.limits import PolicyLimits
 from lifecycle_controller.core.decision.guardrails import GuardrailState, check
 from lifecycle_controller.core.decision.outcomes import Decision, Delete, DryRun, Patch
 from lifecycle_controller.core.objects.resources import ObjectKey

@@ -4,8 +4,8 @@ the same, and afresh after the object is gone (its series dropped)."""
 
 from __future__ import annotations
 
-from lifecycle_controller.controller.accounting import Accounting, NoActionMetrics
-from lifecycle_controller.controller.recorder import Recorded
+from lifecycle_controller.controller.act.accounting import Accounting, NoActionMetrics
+from lifecycle_controller.controller.events.recorder import Recorded
 from lifecycle_controller.core import Action, Idle, Ledger, ObjectKey, ObjectRef, Wait
 from lifecycle_controller.core.decision.events import Event
 from tests.doubles.fakeapi import CONFIGMAPS

@@ -21,8 +21,8 @@ from structlog.testing import capture_logs
 from lifecycle_controller.app import EXIT_FAILURE, EXIT_OK, Controller, run_async
 from lifecycle_controller.app.controller import WORKERS_WAIT_FOR_LISTS
 from lifecycle_controller.config import RawFlags, Settings, build_settings
-from lifecycle_controller.controller.discovery import DiscoveryFatal
-from lifecycle_controller.controller.leader import LeadershipLost
+from lifecycle_controller.controller.leadership.elector import LeadershipLost
+from lifecycle_controller.controller.watch.discovery import DiscoveryFatal
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.kube import EVENTS, LEASES, KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer

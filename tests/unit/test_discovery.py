@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from lifecycle_controller.controller.discovery import (
+from lifecycle_controller.controller.watch.discovery import (
     NOT_COMPLETED,
     CrdWatchState,
     Discovery,
     DiscoveryFatal,
 )
-from lifecycle_controller.controller.informers import InformerSettings
+from lifecycle_controller.controller.watch.informers import InformerSettings
 from lifecycle_controller.core.objects.scope import ScopeConfig
 from lifecycle_controller.kube import CRDS, KubeClient, ResourceType
 from lifecycle_controller.kube.discovery import fetch_discovery

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from lifecycle_controller.controller.accounting import Accounting
-from lifecycle_controller.controller.breaker import CircuitBreaker
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.execution import Executor, WriteOutcome
-from lifecycle_controller.controller.guardrail_state import Reservation
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import NotLeading
-from lifecycle_controller.controller.rollouts import RolloutTracker
-from lifecycle_controller.controller.writes import ObjectWriter
+from lifecycle_controller.controller.act.accounting import Accounting
+from lifecycle_controller.controller.act.execution import Executor, WriteOutcome
+from lifecycle_controller.controller.act.writes import ObjectWriter
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.guardrails.breaker import CircuitBreaker
+from lifecycle_controller.controller.guardrails.state import Reservation
+from lifecycle_controller.controller.rollout.tracker import RolloutTracker
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.work.result import NotLeading
 from lifecycle_controller.core import Action, Delete, Ledger, ObjectKey, Operation, Patch
 from lifecycle_controller.core.decision import events as catalogue
 from lifecycle_controller.core.decision.outcomes import Outcome

@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.breaker import CircuitBreaker
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.guardrail_state import RestartPacing
-from lifecycle_controller.controller.reconciler import Reconciler
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import Result
-from lifecycle_controller.controller.rollouts import (
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.guardrails.breaker import CircuitBreaker
+from lifecycle_controller.controller.guardrails.state import RestartPacing
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.reconcile.reconciler import Reconciler
+from lifecycle_controller.controller.rollout.tracker import (
     FORCED_READ_TICKS,
     MAX_DEFERRED_TICKS,
     MAX_FORCED_READ_TICKS,
     RolloutTracker,
 )
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.work.result import Result
 from lifecycle_controller.core import Action, DecisionSettings, Delete, Failure, Ledger
 from lifecycle_controller.core.decision.guardrails import GuardrailFacts, HoldReason, check
 from lifecycle_controller.core.decision.pacing import restart_jitter_ns

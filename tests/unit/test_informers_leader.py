@@ -13,14 +13,14 @@ import random
 import pytest
 
 from lifecycle_controller.config import LeaderElectionSettings
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.informers import (
+from lifecycle_controller.controller.leadership.elector import LeaderElector, LeadershipLost
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.watch.informers import (
     ChangeHandler,
     ChangeKind,
     InformerSet,
     InformerSettings,
 )
-from lifecycle_controller.controller.leader import LeaderElector, LeadershipLost
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import LEASES, KubeClient
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle_controller.controller.matched_at import MatchedAt
+from lifecycle_controller.controller.policy.matched_at import MatchedAt
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet, object_view

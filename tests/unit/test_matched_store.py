@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lifecycle_controller.controller.matched_at import MatchedAt
-from lifecycle_controller.controller.matched_store import MatchedStore, record_name
+from lifecycle_controller.controller.policy.matched_at import MatchedAt
+from lifecycle_controller.controller.policy.matched_store import MatchedStore, record_name
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.matched_record import decode, encode

@@ -8,8 +8,8 @@ import asyncio
 import random
 from dataclasses import replace
 
-from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
-from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.namespace.defaults import NamespaceDefaultsStore
+from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.match import ObjectView

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
+from lifecycle_controller.controller.namespace.defaults import NamespaceDefaultsStore
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectRef

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from lifecycle_controller.controller.notify import (
+from lifecycle_controller.controller.events.notify import (
     WebhookNotifier,
     chat_escape,
     is_notifiable,

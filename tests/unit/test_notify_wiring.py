@@ -19,8 +19,12 @@ from aiohttp import web
 
 from lifecycle_controller.app import Controller
 from lifecycle_controller.config import RawFlags, build_settings
-from lifecycle_controller.controller.notify import NotifyingRecorder, WebhookNotifier, WebhookUrls
-from lifecycle_controller.controller.recorder import KubeEventRecorder, Recorded
+from lifecycle_controller.controller.events.notify import (
+    NotifyingRecorder,
+    WebhookNotifier,
+    WebhookUrls,
+)
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder, Recorded
 from lifecycle_controller.core.decision import events as catalogue
 from lifecycle_controller.core.decision.events import Event, EventType
 from lifecycle_controller.core.objects import keys

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import pytest
 import structlog
 
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.observations import garbled_observation
-from lifecycle_controller.controller.reconciler import Reconciler
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import Result
+from lifecycle_controller.controller.act.observations import garbled_observation
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.reconcile.reconciler import Reconciler
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.work.result import Result
 from lifecycle_controller.core import Action, DecisionSettings, Ledger
 from lifecycle_controller.core.decision.observed import decode_observation
 from lifecycle_controller.core.objects import keys

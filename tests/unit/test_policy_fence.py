@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.policy_fence import PolicyFence
-from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import Result
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.policy.fence import PolicyFence
+from lifecycle_controller.controller.policy.store import PolicyStore
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.watch.cache import MetadataCache
+from lifecycle_controller.controller.work.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient, KubeError

@@ -1,4 +1,4 @@
-"""A policy's limit in the controller (controller/policy_limits.py, docs/policies.md#limit):
+"""A policy's limit in the controller (controller/policy/limits.py, docs/policies.md#limit):
 only what was done counts, and a deleted policy's window goes with it.
 
 On the in-memory API server with the fake clock: a DELETE that fails gives its place back
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.policy_limits import PolicyLimits
-from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import Result
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.policy.limits import PolicyLimits
+from lifecycle_controller.controller.policy.store import PolicyStore
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.watch.cache import MetadataCache
+from lifecycle_controller.controller.work.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
 from lifecycle_controller.core.decision.events import DELETION_FAILURE
 from lifecycle_controller.core.decision.guardrails import Hold, HoldReason

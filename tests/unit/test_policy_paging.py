@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.kube import KubeClient
 from lifecycle_controller.kube.paging import list_whole, pages
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, CONFIGMAPS, POLICIES

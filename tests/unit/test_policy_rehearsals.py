@@ -1,4 +1,4 @@
-"""A rehearsal is counted once (controller/policy_limits.py, docs/reliability.md#policy-audit).
+"""A rehearsal is counted once (controller/policy/limits.py, docs/reliability.md#policy-audit).
 
 A dry-run report decided again (a policy edit re-queues everything) adds no audit entry and
 takes no place in the limit's window; a controller that starts treats what the policy's
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.policy_decisions import PolicyDecisions, Tally
-from lifecycle_controller.controller.policy_limits import PolicyLimits
-from lifecycle_controller.controller.policy_status import PolicyStatusWriter
-from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.writes import ObjectWriter
+from lifecycle_controller.controller.act.writes import ObjectWriter
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.policy.decisions import PolicyDecisions, Tally
+from lifecycle_controller.controller.policy.limits import PolicyLimits
+from lifecycle_controller.controller.policy.status import PolicyStatusWriter
+from lifecycle_controller.controller.policy.store import PolicyDoc, PolicyStore
+from lifecycle_controller.controller.watch.cache import MetadataCache
 from lifecycle_controller.core.decision.outcomes import Action, DryRun, Operation, Wait
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.policy.audit import THROUGH

@@ -15,12 +15,12 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache, RestartFact
-from lifecycle_controller.controller.informers import InformerSet
-from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import Result
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.policy.store import PolicyStore
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache, RestartFact
+from lifecycle_controller.controller.watch.informers import InformerSet
+from lifecycle_controller.controller.work.result import Result
 from lifecycle_controller.core import DecisionSettings, Ledger
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.text.timestamps import parse_rfc3339

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle_controller.controller.policy_status import _spent, _with_transitions
+from lifecycle_controller.controller.policy.status import _spent, _with_transitions
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, parse_policy
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.policy_decisions import PolicyDecisions
-from lifecycle_controller.controller.policy_status import PolicyStatusWriter
-from lifecycle_controller.controller.policy_store import PolicyDoc, PolicyStore
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.writes import ObjectWriter
+from lifecycle_controller.controller.act.writes import ObjectWriter
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.policy.decisions import PolicyDecisions
+from lifecycle_controller.controller.policy.status import PolicyStatusWriter
+from lifecycle_controller.controller.policy.store import PolicyDoc, PolicyStore
+from lifecycle_controller.controller.watch.cache import MetadataCache
 from lifecycle_controller.kube import KubeClient, ResourceType
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from tests.doubles.fakeapi import FakeApiServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle_controller.controller.policy_status import _shown
+from lifecycle_controller.controller.policy.status import _shown
 
 REPORT: dict[str, Any] = {
     "observedGeneration": 2,

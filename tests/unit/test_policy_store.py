@@ -9,7 +9,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from lifecycle_controller.controller.policy_store import PolicyStore
+from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.kube import NotFound

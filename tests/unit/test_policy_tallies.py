@@ -1,4 +1,4 @@
-"""The per-policy aggregates of the tallies (controller/policy_tallies.py): kept as tallies
+"""The per-policy aggregates of the tallies (controller/policy/tallies.py): kept as tallies
 change, they say what walking every tally for every policy said, and only the policies a
 change concerns become dirty."""
 
@@ -9,8 +9,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifecycle_controller.controller.policy_decisions import Tally
-from lifecycle_controller.controller.policy_tallies import PolicyAggregates
+from lifecycle_controller.controller.policy.decisions import Tally
+from lifecycle_controller.controller.policy.tallies import PolicyAggregates
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef

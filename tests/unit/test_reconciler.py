@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.assembly import build_reconciler
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.reconciler import Reconciler
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.result import NotLeading, Result
-from lifecycle_controller.controller.workers import run_workers
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.reconcile.assembly import build_reconciler
+from lifecycle_controller.controller.reconcile.reconciler import Reconciler
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.work.result import NotLeading, Result
+from lifecycle_controller.controller.work.workers import run_workers
 from lifecycle_controller.core import Action, DecisionSettings, Event, Ledger, ObjectRef
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType

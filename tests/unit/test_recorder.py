@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from lifecycle_controller.controller.recorder import KubeEventRecorder, truncate_note
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder, truncate_note
 from lifecycle_controller.core.decision.events import Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import EVENTS, NAMESPACES, KubeClient

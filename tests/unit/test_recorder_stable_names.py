@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lifecycle_controller.controller.recorder import KubeEventRecorder
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
 from lifecycle_controller.core.decision.events import Event, EventType
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
 from lifecycle_controller.kube import EVENTS, KubeClient

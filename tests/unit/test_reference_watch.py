@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from lifecycle_controller.controller.references import ReferenceWatch
+from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.core.objects.pod_references import ORDINAL_CLAIMS
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, ObjectView

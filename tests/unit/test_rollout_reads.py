@@ -1,4 +1,4 @@
-"""Batched rollout status reads (controller/rollout_reads.py) against the fake API server:
+"""Batched rollout status reads (controller/rollout/reads.py) against the fake API server:
 which requests a tick's reads become, and what each reader gets back."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from lifecycle_controller.controller.rollout_reads import LIST_FACTOR, RolloutReads
+from lifecycle_controller.controller.rollout.reads import LIST_FACTOR, RolloutReads
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import DEPLOYMENTS

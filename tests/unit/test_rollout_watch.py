@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 
-from lifecycle_controller.controller.cache import CachedObject, MetadataCache
-from lifecycle_controller.controller.recorder import KubeEventRecorder
-from lifecycle_controller.controller.rollout_watch import RolloutWatch
-from lifecycle_controller.controller.rollouts import (
+from lifecycle_controller.controller.events.recorder import KubeEventRecorder
+from lifecycle_controller.controller.rollout.tracker import (
     FORCED_READ_TICKS,
     MAX_WATCH_WAITS,
     RolloutTracker,
 )
+from lifecycle_controller.controller.rollout.watch import RolloutWatch
+from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import KubeClient

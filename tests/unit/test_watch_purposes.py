@@ -1,7 +1,7 @@
 """Every watch of the process is the one reflector: its faults, tested for every purpose.
 
 The annotated types (the shared cache), the Namespace defaults, the lifecycle policies and
-the followed rollouts each run :class:`~lifecycle_controller.controller.reflector.Informer`
+the followed rollouts each run :class:`~lifecycle_controller.controller.watch.reflector.Informer`
 through their owner's own wiring, on the in-memory API server and the fake clock. Each fault
 is checked the same way for all of them: a bookmark moves the resourceVersion on, a 410 (the
 history compacted) lists again, a 500 ERROR event backs off and lists again, a disconnect is
@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
-from lifecycle_controller.controller.cache import MetadataCache
-from lifecycle_controller.controller.informers import InformerSet
-from lifecycle_controller.controller.namespaces import NamespaceDefaultsStore
-from lifecycle_controller.controller.policy_store import PolicyStore
-from lifecycle_controller.controller.reflector import Informer
-from lifecycle_controller.controller.rollout_watch import RolloutWatch
+from lifecycle_controller.controller.namespace.defaults import NamespaceDefaultsStore
+from lifecycle_controller.controller.policy.store import PolicyStore
+from lifecycle_controller.controller.rollout.watch import RolloutWatch
+from lifecycle_controller.controller.watch.cache import MetadataCache
+from lifecycle_controller.controller.watch.informers import InformerSet
+from lifecycle_controller.controller.watch.reflector import Informer
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.kube import NAMESPACES, KubeClient

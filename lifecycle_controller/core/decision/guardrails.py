@@ -31,7 +31,7 @@ decision the reconciler treats like a ``Wait``. The controls, in the order they 
 Writes that are not actions (converting ``*-after`` to ``*-at``, acknowledging a skipped
 occurrence) are never held. Time is injected (nanoseconds); nothing here reserves anything:
 the controller takes the token, the slot, the breaker window's place and the limit's place
-only for a write this module let go (``controller/guardrail_state.py``), and records the
+only for a write this module let go (``controller/guardrails/state.py``), and records the
 line a limit's hold joins.
 """
 

@@ -7,7 +7,7 @@ choice of one version per group-resource that client-go's ``ServerPreferredResou
 makes, and the eligibility planner (docs/behaviour.md#eligibility) that turns a discovery
 result into the sorted set of resource types to watch, with the reference's skip reasons,
 metric counts and startup error texts.
-:mod:`lifecycle_controller.controller.discovery` does the I/O.
+:mod:`lifecycle_controller.controller.watch.discovery` does the I/O.
 
 Resource keys are ``<plural>`` for the core group and ``<plural>.<group>`` otherwise; all
 patterns are Go ``filepath.Match`` globs (:mod:`.globs`).

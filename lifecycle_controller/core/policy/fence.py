@@ -3,7 +3,7 @@
 A policy deletion is decided on the controller's copies: of the policies (a watch keeps them)
 and of the Namespace labels a ``namespaceSelector`` reads (another watch). The object's own
 DELETE preconditions do not cover them, so before a policy deletion goes the controller reads
-the same facts from the API server (``controller/policy_fence.py``: the policies that may
+the same facts from the API server (``controller/policy/fence.py``: the policies that may
 concern the object's namespace, and its Namespace's labels when a selector reads them) and
 resolves the object on that fresh view with the same pure code as every decision
 (:meth:`~.in_force.PolicySet.resolve`, :func:`~.decide.decide_with_policies`).
