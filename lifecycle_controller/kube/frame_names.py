@@ -144,7 +144,7 @@ def _inside(buf: bytes | bytearray, pos: int, end: int, wanted: int) -> tuple[in
 
 
 def _next(buf: bytes | bytearray, pos: int) -> tuple[int, int, int]:
-    """:func:`_field`, without a call for a one-byte key of a field with a one-byte length."""
+    """:func:`read_field`, without a call for a one-byte key of a field with a one-byte length."""
     key, size = buf[pos], buf[pos + 1]
     if key & 0x87 == 2 and size < 0x80:
         return key, pos + 2, pos + 2 + size

@@ -14,13 +14,13 @@ that what a tool predicts is what the controller does:
 * :meth:`PolicySet.resolve`: every action family's inputs for the decision
   (:func:`~lifecycle_controller.core.policy.precedence.resolve_policies`).
 
-The set carries the :class:`~.policy_match.Protection` in force (the controller's own
+The set carries the :class:`~.match.Protection` in force (the controller's own
 namespace and objects, the system namespaces), so every question is asked with it, and the
-:data:`~.policy_condition.Stopwatch` that times each condition's evaluation (none: untimed).
+:data:`~.condition.Stopwatch` that times each condition's evaluation (none: untimed).
 
 :func:`policy_from_manifest` reads one ``ClusterLifecyclePolicy``/``LifecyclePolicy`` object
-(an API object or a YAML document) into a :class:`~.policy_model.Policy` or a
-:class:`~.policy_model.PolicyInvalid`; it never raises.
+(an API object or a YAML document) into a :class:`~.model.Policy` or a
+:class:`~.model.PolicyInvalid`; it never raises.
 """
 
 from __future__ import annotations

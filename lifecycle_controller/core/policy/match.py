@@ -37,7 +37,7 @@ A policy matches an object when every one of its filters accepts it, checked che
 :data:`HOLDING` are the refusals that hold the object rather than let it go.
 
 :func:`holds` says whether an invalid policy holds an object: what it still says of its
-selection (:class:`~.policy_model.HeldScope`) is read as above, an unreadable part selecting
+selection (:class:`~.model.HeldScope`) is read as above, an unreadable part selecting
 everything.
 
 :func:`match` says which filter refused the object, for ``explain``; :func:`matches` is the
@@ -305,7 +305,7 @@ def match(
 ) -> PolicyMatch:
     """Check the filters in the module's order; never raises. An enforced policy is not
     stopped by ``exempt``, on the object or on its Namespace. ``stopwatch`` times the
-    condition's evaluation (:meth:`~.policy_condition.Condition.evaluate`)."""
+    condition's evaluation (:meth:`~.condition.Condition.evaluate`)."""
     refusal = _static_refusal(policy, view)
     if refusal is not None:
         return _refused(refusal)

@@ -11,7 +11,7 @@ families; each has its own winner, the first of its contenders in this order:
 
 ``exempt`` on the object removes layers 3 and 4. The contenders after the winner are
 *overlapped*. A **hold** contends at its policy's place: an invalid policy that would match
-the object (:func:`~.policy_match.holds`), or a policy whose condition could not be
+the object (:func:`~.match.holds`), or a policy whose condition could not be
 evaluated for it. A hold that wins means nothing acts in that family (fail closed): no lower
 policy takes over.
 
@@ -458,7 +458,7 @@ def resolve_policies(
 ) -> Resolution:
     """Every family's inputs from the object's annotations and its contenders.
 
-    ``matched``: the valid policies :func:`~.policy_match.match` accepted (exempt and
+    ``matched``: the valid policies :func:`~.match.match` accepted (exempt and
     protection already applied) and the holds (invalid policies that would match, policies
     whose condition failed on the object). ``schedule_since_ns`` maps a policy to when its
     current generation was first accepted (see the module docstring); a missing entry is
