@@ -268,7 +268,7 @@ class MetadataCache:
 
     def __init__(self, policy_views: PolicyViews | None = None) -> None:
         self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
-        #: (namespace, name) of every stored object, per type: :meth:`holds` without a key.
+        #: (namespace, name) of every stored object, per type: :meth:`contains` without a key.
         self._names: dict[ResourceType, set[tuple[str | None, str]]] = {}
         self._synced: dict[ResourceType, dict[Scope, bool]] = {}
         self._restarts = RestartFacts()
@@ -317,7 +317,7 @@ class MetadataCache:
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)
 
-    def holds(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+    def contains(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
         """Whether an object is stored under this key (no :class:`ObjectKey` is built)."""
         names = self._names.get(resource)
         return names is not None and (namespace, name) in names

@@ -609,7 +609,7 @@ class _ListThenWatch:
 
 def _skip_unannotated(buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
     """The run of ADDED frames without a lifecycle annotation from ``start``, dropped."""
-    return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, held=None)
+    return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, kept=None)
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:
