@@ -361,7 +361,7 @@ def informer_on(
     cache: MetadataCache,
     recorder: Recorder,
     seen: list[int] | None = None,
-    hold: Callable[[], Awaitable[object]] | None = None,
+    gate: Callable[[], Awaitable[object]] | None = None,
 ) -> tuple[Informer, CountingMetrics]:
     metrics = CountingMetrics()
     on_seen = None if seen is None else (lambda: seen.append(1))
@@ -375,7 +375,7 @@ def informer_on(
         metrics=metrics,
         settings=SETTINGS,
         rng=random.Random(1),
-        hold=hold,
+        gate=gate,
     )
     return informer, metrics
 
@@ -457,8 +457,8 @@ async def test_a_streaming_list_decodes_only_what_it_may_keep_and_counts_nothing
     assert informer.resource_version == "62288"  # the bookmark's
 
 
-async def test_a_held_list_opens_its_request_and_reads_once_released() -> None:
-    """A held streaming list (the annotated types' at start, while the policies load)
+async def test_a_gated_list_opens_its_request_and_reads_once_released() -> None:
+    """A gated streaming list (the annotated types' at start, while the policies load)
     opens its request at once, reads nothing until released, and asks the keeper only then
     what the list keeps: here what policies that came in meanwhile name."""
     body = ScriptedBody(
@@ -470,7 +470,7 @@ async def test_a_held_list_opens_its_request_and_reads_once_released() -> None:
     policies = Arriving(frozenset({"named"}))
     cache = MetadataCache(policies)  # none yet: no unannotated object would be decoded
     released = asyncio.Event()
-    informer, _ = informer_on(source, cache, Recorder(), hold=released.wait)
+    informer, _ = informer_on(source, cache, Recorder(), gate=released.wait)
     listing = asyncio.create_task(informer.stream_once())
     for _ in range(10):
         await asyncio.sleep(0)
