@@ -21,8 +21,8 @@ annotations. For a policy-driven decision (docs/policies.md#what-a-policy-writes
 
 **One decision per action family** (:class:`~.precedence.Resolution`): a family won
 by the object's own annotations is decided on them, one won by a policy on the merged
-inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold). A family
-an enforced policy won is decided without the Namespace's ``catch-up``,
+inputs, one an unjudged policy won decides nothing (:class:`Idle`, its log naming the
+policy). A family an enforced policy won is decided without the Namespace's ``catch-up``,
 ``maintenance-window`` and ``max-delete-ttl``
 (:mod:`~lifecycle_controller.core.policy.enforcement`). Under an enforced deletion the
 sooner of the enforced deadline and the next contender's deletion goes (the next contender
