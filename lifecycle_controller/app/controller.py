@@ -390,7 +390,7 @@ class Controller:
             on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
             objects=self.kube,
             reads=lambda resource: policies.store.current.reads(resource),
-            held=True,  # until the policies are loaded (released below)
+            gated=True,  # until the policies are loaded (released below)
         )
         assert reconciler.policies is not None
         policies.attach(

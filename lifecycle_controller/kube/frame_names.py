@@ -96,10 +96,10 @@ def _names_as_go_writes_them(
 
 
 def skip_unkept_frames(
-    buffer: bytearray, start: int, stop: int, most: int, *, marker: bytes, held: NamesTest | None
+    buffer: bytearray, start: int, stop: int, most: int, *, marker: bytes, kept: NamesTest | None
 ) -> tuple[int, int]:
     """A :class:`FrameSkipper` of a streaming list's initial events: it drops the ADDED frames
-    without ``marker`` whose object ``held`` refuses (every one when ``held`` is None), and
+    without ``marker`` whose object ``kept`` refuses (every one when ``kept`` is None), and
     stops at any other frame, at a frame not whole in ``buffer[:stop]`` and after ``most``.
 
     The loop of :func:`~.watch_protobuf.protobuf_events` and of its filter in one: a list
@@ -117,7 +117,7 @@ def skip_unkept_frames(
         end = body + length
         if end > stop or not buffer.startswith(ADDED, body) or buffer.find(marker, body, end) >= 0:
             break  # not whole (or too long), not an ADDED, or marked: asked alone
-        if held is not None:
+        if kept is not None:
             found = names_at(buffer, body, end)
             if found is None:
                 break  # laid out otherwise: the filter reads it field by field
@@ -125,7 +125,7 @@ def skip_unkept_frames(
             namespace_bytes = buffer[namespace_at:namespace_end]
             if namespace_bytes != last_namespace:
                 last_namespace, namespace = namespace_bytes, namespace_bytes.decode()
-            if held(namespace, buffer[name_at:name_end].decode()):
+            if kept(namespace, buffer[name_at:name_end].decode()):
                 break
         start = end
         skipped += 1
@@ -144,7 +144,7 @@ def _inside(buf: bytes | bytearray, pos: int, end: int, wanted: int) -> tuple[in
 
 
 def _next(buf: bytes | bytearray, pos: int) -> tuple[int, int, int]:
-    """:func:`_field`, without a call for a one-byte key of a field with a one-byte length."""
+    """:func:`read_field`, without a call for a one-byte key of a field with a one-byte length."""
     key, size = buf[pos], buf[pos + 1]
     if key & 0x87 == 2 and size < 0x80:
         return key, pos + 2, pos + 2 + size

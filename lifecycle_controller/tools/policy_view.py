@@ -8,7 +8,7 @@ exists (``controller/policy/decisions.py``), and on its annotations alone otherw
 :func:`~lifecycle_controller.core.tooling.plan.explain`
 (which calls ``decide_with_policies`` for it) in place of the reconciler, so ``plan``,
 ``status``, ``explain`` and ``policies try`` say what the controller does. Nothing here reads
-the API: the callers hand in the policies (:func:`policy_set`), the object's metadata and its
+the API: the callers hand in the policies (:func:`policy_docs`), the object's metadata and its
 Pod template marker.
 """
 

@@ -31,7 +31,7 @@ from lifecycle_controller.core.policy.match import (
     match,
 )
 from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
-from lifecycle_controller.core.policy.precedence import PolicyHold, PolicyHoldReason
+from lifecycle_controller.core.policy.precedence import UnjudgedPolicy, UnjudgedReason
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True)
 PVCS = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
@@ -380,8 +380,8 @@ def test_a_condition_reading_references_holds_while_they_are_unknown() -> None:
     assert unknown.reason in HOLDING
     assert unknown.problem == REFERENCES_NOT_SYNCED
     (hold,) = PolicySet.of([policy]).matching(view)
-    assert isinstance(hold, PolicyHold)
-    assert hold.reason is PolicyHoldReason.REFERENCES_UNKNOWN
+    assert isinstance(hold, UnjudgedPolicy)
+    assert hold.reason is UnjudgedReason.REFERENCES_UNKNOWN
     assert hold.describe() == (
         "held: the condition of ClusterLifecyclePolicy/unused reads referencedBy: "
         "references not synced yet"

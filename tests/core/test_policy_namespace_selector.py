@@ -22,7 +22,7 @@ from lifecycle_controller.core.policy.match import (
     static_filters,
 )
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, parse_policy
-from lifecycle_controller.core.policy.precedence import PolicyHold, PolicyHoldReason
+from lifecycle_controller.core.policy.precedence import UnjudgedPolicy, UnjudgedReason
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", True)
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False)
@@ -188,8 +188,8 @@ def test_an_unknown_namespace_holds_the_object_in_the_policy_set() -> None:
     policies = PolicySet.of([p, parse_policy(PolicyKind.CLUSTER, None, "z", 1, _spec())])
     assert policies.selects_namespaces_by_label()
     contenders = policies.matching(view(None))
-    assert isinstance(contenders[0], PolicyHold)
-    assert contenders[0].reason is PolicyHoldReason.NAMESPACE_UNKNOWN
+    assert isinstance(contenders[0], UnjudgedPolicy)
+    assert contenders[0].reason is UnjudgedReason.NAMESPACE_UNKNOWN
     assert "selects namespaces by label" in contenders[0].describe()
     assert policies.matching(view({"env": "preview"}))[0] is p
     assert not PolicySet.of([lower]).selects_namespaces_by_label()

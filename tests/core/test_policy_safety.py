@@ -38,7 +38,7 @@ from lifecycle_controller.core.policy.in_force import (
 )
 from lifecycle_controller.core.policy.match import MatchReason, ObjectView, Protection, match
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
+from lifecycle_controller.core.policy.precedence import Resolution, UnjudgedReason
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
@@ -431,7 +431,7 @@ def test_an_invalid_policy_holds_what_it_would_match() -> None:
     resolution, decided = judge(policy_set, CONFIGMAPS, metadata(labels={"keep": "yes"}))
     assert resolution.held is not None
     assert resolution.held.describe() == "held: LifecyclePolicy/team-a/keep is invalid"
-    assert resolution.held.reason is PolicyHoldReason.INVALID
+    assert resolution.held.reason is UnjudgedReason.INVALID
     assert isinstance(decided.decision, Idle)
     assert decided.decision.log == "held: LifecyclePolicy/team-a/keep is invalid"
     # What its selector does not select is not held.
@@ -480,7 +480,7 @@ def test_a_condition_error_holds_the_object_instead_of_falling_through() -> None
     policy_set = policies(cluster("by-team", spec), CLEANUP)
     resolution, decided = judge(policy_set, CONFIGMAPS, metadata())
     assert resolution.held is not None
-    assert resolution.held.reason is PolicyHoldReason.CONDITION_ERROR
+    assert resolution.held.reason is UnjudgedReason.CONDITION_ERROR
     assert str(resolution.held.ref) == "ClusterLifecyclePolicy/by-team"
     assert isinstance(decided.decision, Idle)
     # The documented form with has() matches instead.

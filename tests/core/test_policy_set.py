@@ -19,7 +19,7 @@ from lifecycle_controller.core.policy.in_force import (
 )
 from lifecycle_controller.core.policy.match import static_filters
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind
-from lifecycle_controller.core.policy.precedence import PolicyHold, PolicyHoldReason
+from lifecycle_controller.core.policy.precedence import UnjudgedPolicy, UnjudgedReason
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
@@ -254,8 +254,8 @@ def test_a_condition_over_its_time_budget_holds_what_it_would_decide() -> None:
     policies = PolicySet.of([policy_from_manifest(doc)], stopwatch=lambda: next(readings))
     for name in ("a", "b"):
         (hold,) = policies.matching(object_view(CONFIGMAPS, meta(name)))
-        assert isinstance(hold, PolicyHold)
-        assert hold.reason is PolicyHoldReason.CONDITION_ERROR
+        assert isinstance(hold, UnjudgedPolicy)
+        assert hold.reason is UnjudgedReason.CONDITION_ERROR
         assert "over the budget of 100 ms" in hold.problem
     untimed = PolicySet.of([policy_from_manifest(doc)])
     assert [type(p) for p in untimed.matching(object_view(CONFIGMAPS, meta("a")))] == [Policy]

@@ -26,7 +26,7 @@ from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.in_force import PolicySet, object_view
 from lifecycle_controller.core.policy.match import ObjectView, since_of
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, parse_policy
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
+from lifecycle_controller.core.policy.precedence import Resolution, UnjudgedReason
 from lifecycle_controller.core.policy.since import Since, SinceValue, compile_since
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse_rfc3339
 
@@ -289,7 +289,7 @@ def test_an_evaluation_error_holds_the_object() -> None:
     lower = policy("old-pods", lifecycle={"delete-after": "1h"})
     resolution = resolve([broken, lower], pod({"phase": "Failed"}))
     (hold,) = resolution.holds
-    assert hold.reason is PolicyHoldReason.SINCE_ERROR
+    assert hold.reason is UnjudgedReason.SINCE_ERROR
     assert hold.ref == broken.ref
     assert hold.describe().startswith(
         "held: the since of ClusterLifecyclePolicy/failed-pods could not be evaluated: since "
@@ -319,7 +319,7 @@ def test_a_held_since_still_says_when_the_object_began_to_match() -> None:
     broken = policy(resources=["configmaps"], since="matchedAt + 1")
     view = object_view(CONFIGMAPS, {"name": "c", "namespace": "a"})
     resolution = resolve([broken], view)
-    assert resolution.holds[0].reason is PolicyHoldReason.SINCE_ERROR
+    assert resolution.holds[0].reason is UnjudgedReason.SINCE_ERROR
     assert resolution.matched_at == {broken.ref: NOW}
 
 

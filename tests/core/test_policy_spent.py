@@ -29,7 +29,7 @@ from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.policy.coverage import LeftAlone, leaves_alone
 from lifecycle_controller.core.policy.decide import decide_with_policies
 from lifecycle_controller.core.policy.model import Policy, PolicyKind, parse_policy
-from lifecycle_controller.core.policy.precedence import PolicyHold, Resolution, resolve_policies
+from lifecycle_controller.core.policy.precedence import Resolution, UnjudgedPolicy, resolve_policies
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 
 from .support import CONFIGMAP, DAY, DEPLOYMENT, HOUR, NOW, ts
@@ -73,7 +73,7 @@ NIGHTLY = policy("nightly", resources=DEPLOYMENTS, restart_cron="0 3 * * *")
 
 
 def resolve(
-    *contenders: Policy | PolicyHold,
+    *contenders: Policy | UnjudgedPolicy,
     annotations: Mapping[str, str] | None = None,
     created: int | None = AFTER,
     marker: str | None = None,
@@ -211,7 +211,7 @@ def test_a_spent_policys_dry_run_and_limit_do_not_reach_the_next_contender() -> 
 
 def test_a_spent_policy_whose_condition_fails_holds_nothing() -> None:
     checked = policy("sprint", NAMESPACED, delete_at=SPRINT_END, condition="true")
-    hold = PolicyHold.condition_error(checked, "no such key")
+    hold = UnjudgedPolicy.condition_error(checked, "no such key")
     resolution = resolve(hold, PREVIEWS)
     assert resolution.holds == ()
     assert names(resolution.deciders) == ["ClusterLifecyclePolicy/previews"]
@@ -280,8 +280,8 @@ _specs = st.tuples(
 _own = st.sampled_from([{}, {keys.DELETE_AFTER: "1h"}, {keys.RESTART_EVERY: "1h"}])
 
 
-def _contenders(specs: list[tuple[Any, ...]]) -> list[Policy | PolicyHold]:
-    found: dict[tuple[str, PolicyKind], Policy | PolicyHold] = {}
+def _contenders(specs: list[tuple[Any, ...]]) -> list[Policy | UnjudgedPolicy]:
+    found: dict[tuple[str, PolicyKind], Policy | UnjudgedPolicy] = {}
     for name, kind, priority, enforce, action, held in specs:
         made = policy(
             name,
@@ -291,7 +291,7 @@ def _contenders(specs: list[tuple[Any, ...]]) -> list[Policy | PolicyHold]:
             enforce=enforce and kind is CLUSTER,
             **action,
         )
-        found.setdefault((name, kind), PolicyHold.condition_error(made, "x") if held else made)
+        found.setdefault((name, kind), UnjudgedPolicy.condition_error(made, "x") if held else made)
     return list(found.values())
 
 

@@ -20,7 +20,7 @@ Once they are let go the controller's view catches up and decides:
   ``LifecyclePolicy`` ``broken`` created there **holds** them. None of them is deleted.
 
 Whatever should not happen is looked for once the controller is quiet (its queue empty, no
-write for a while: :func:`tests.faults.support.wait_quiet`), in the audit log as well as at
+write for a while: :func:`tests.faults.quiet.wait_quiet`), in the audit log as well as at
 the proxy.
 
 Caught: the deletions were decided on the stale copy and carried out, the objects' DELETE

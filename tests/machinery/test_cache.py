@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
+from lifecycle_controller.controller.watch.cache import (
+    CachedObject,
+    MetadataCache,
+    RestartFact,
+    RestartFacts,
+)
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.kube import NAMESPACES, ResourceType
 
@@ -163,3 +168,51 @@ class TestMetadataCache:
         assert not cache.type_synced(CONFIGMAPS)
         assert cache.types() == {DEPLOYMENTS}
         cache.drop_type(CONFIGMAPS)  # idempotent
+
+
+class TestRestartFacts:
+    """The restart facts remembered per UID are bounded: the least recently used go first."""
+
+    @pytest.fixture
+    def facts(self, monkeypatch: pytest.MonkeyPatch) -> RestartFacts:
+        monkeypatch.setattr(RestartFacts, "MAX", 3)
+        return RestartFacts()
+
+    @pytest.mark.parametrize(
+        ("used", "kept"),
+        [
+            ([], {"b", "c", "d"}),  # "a", written first, goes when "d" comes
+            (["put a"], {"a", "c", "d"}),  # written again: "b" is now the oldest
+            (["get a"], {"a", "c", "d"}),  # read: kept as long as one written then
+            (["anchor a"], {"a", "c", "d"}),
+            (["acknowledge a"], {"a", "c", "d"}),
+            (["forget b"], {"a", "c", "d"}),  # room made: nothing else goes
+        ],
+        ids=["written-first", "rewritten", "read", "anchored", "acknowledged", "forgotten"],
+    )
+    def test_the_least_recently_used_goes_first(
+        self, facts: RestartFacts, used: list[str], kept: set[str]
+    ) -> None:
+        for uid in "abc":
+            facts.put(uid, RestartFact(marker=f"m-{uid}"))
+        for step in used:
+            verb, uid = step.split()
+            if verb == "put":
+                facts.put(uid, RestartFact(marker="again"))
+            elif verb == "acknowledge":
+                facts.acknowledge(uid, 1)
+            else:
+                getattr(facts, verb)(uid)
+        facts.put("d", RestartFact(marker="m-d"))
+        assert {uid for uid in "abcd" if facts.get(uid) is not None} == kept
+        assert len(facts) == len(kept)
+
+    def test_facts_and_acknowledgements_of_one_uid_live_and_go_together(
+        self, facts: RestartFacts
+    ) -> None:
+        facts.acknowledge("a", 1_800_000_000 * 10**9)
+        facts.put("a", RestartFact(marker=None))
+        assert facts.anchor("a") == "2027-01-15T08:00:00Z"
+        for uid in "bcd":
+            facts.put(uid, RestartFact(marker=None))
+        assert (facts.get("a"), facts.anchor("a")) == (None, None)

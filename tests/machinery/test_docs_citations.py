@@ -4,6 +4,10 @@ the tests.
 * Comments, docstrings and docs cite ``docs/behaviour.md``, ``docs/annotations.md``,
   ``docs/architecture.md`` and friends, never texts that a clone does not contain.
 * Every ``docs/<file>.md#anchor`` citation and every Markdown link between the docs resolves.
+* Every cross-reference in a docstring or comment that names a module (``:mod:``), or an object
+  by its module path (``:class:``, ``:func:`` and the other roles with
+  ``lifecycle_controller.x.Y`` or the relative ``.sibling.f``), names one that imports: a
+  module moved or renamed leaves no reference to its old place behind.
 * ``docs/acceptance-scenarios.md`` lists AS-1 … AS-70 once each, and the ``test_as_NN``
   tests it names are exactly the ``test_as_NN`` tests that exist, each in the rows of the
   scenario numbers in its name.
@@ -11,6 +15,7 @@ the tests.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -124,6 +129,67 @@ def test_markdown_links_between_docs_resolve(markdown: Path) -> None:
         elif anchor is not None and anchor not in _anchors(target):
             broken.append(f"{match.group(0)} (no such anchor)")
     assert not broken, "\n".join(broken)
+
+
+# --------------------------------------------------------------------------- cross-references
+
+#: The Python trees whose docstrings cross-reference modules and objects.
+PYTHON_TREES = ["lifecycle_controller", "tests", "benchmarks"]
+CROSS_REFERENCE = re.compile(r":(mod|class|func|meth|data|attr|exc|obj):`~?([^`<>]+?)`")
+
+
+def _module_of(path: Path) -> tuple[str, str]:
+    """The dotted name of the module at ``path`` and of its package."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        name = ".".join(parts[:-1])
+        return name, name
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module, or an attribute path inside the longest module it starts
+    with."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def _meanings(target: str, module: str, package: str) -> list[str]:
+    """The absolute names ``target`` may mean: ``.x`` (Python's relative spelling, one dot per
+    package up) is a sibling of the module or a name inside it."""
+    if target.startswith("."):
+        dots = len(target) - len(target.lstrip("."))
+        base = package.rsplit(".", dots - 1)[0] if dots > 1 else package
+        rest = target[dots:]
+        return [f"{base}.{rest}", f"{module}.{rest}"]
+    return [target]
+
+
+def test_every_module_cross_reference_imports() -> None:
+    broken: list[str] = []
+    for tree in PYTHON_TREES:
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            module, package = _module_of(path)
+            for match in CROSS_REFERENCE.finditer(path.read_text(encoding="utf-8")):
+                role, target = match.group(1), re.sub(r"\s+", "", match.group(2)).rstrip("()")
+                # A bare or otherwise-rooted object name ("run", "asyncio.Task") is not a path.
+                if not (
+                    role == "mod" or target.startswith((".", f"{tree}.", "lifecycle_controller."))
+                ):
+                    continue
+                if not any(_resolves(name) for name in _meanings(target, module, package)):
+                    broken.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
+    assert not broken, "no such module or object:\n" + "\n".join(broken)
 
 
 # --------------------------------------------------------------------------- scenarios

@@ -34,13 +34,13 @@ _MARKER = PREFIX.encode()
 
 
 @dataclass
-class Holder:
-    """A keeper whose held test is a set of (namespace, name)."""
+class NameKeeper:
+    """A keeper whose kept test is a set of (namespace, name)."""
 
-    held: set[tuple[str, str]] = field(default_factory=set)
+    kept: set[tuple[str, str]] = field(default_factory=set)
 
-    def held_test(self) -> Callable[[str, str], bool] | None:
-        return lambda namespace, name: (namespace, name) in self.held
+    def kept_test(self) -> Callable[[str, str], bool] | None:
+        return lambda namespace, name: (namespace, name) in self.kept
 
 
 @dataclass
@@ -86,35 +86,35 @@ def frame_of(kind: str, name: str, namespace: str, annotated: bool) -> bytes:
 @settings(max_examples=200, deadline=None)
 @given(
     listed=frames,
-    held_picks=st.lists(st.integers(0, 39), max_size=10),
+    stored_picks=st.lists(st.integers(0, 39), max_size=10),
     cuts=st.lists(st.integers(0, 10**6), max_size=8),
 )
 def test_skipping_decodes_what_asking_frame_by_frame_decodes(
-    listed: list[tuple[str, str, str, bool]], held_picks: list[int], cuts: list[int]
+    listed: list[tuple[str, str, str, bool]], stored_picks: list[int], cuts: list[int]
 ) -> None:
-    held = {(listed[i][2], listed[i][1]) for i in held_picks if i < len(listed)}
+    stored = {(listed[i][2], listed[i][1]) for i in stored_picks if i < len(listed)}
     data = b"".join(frame_of(*one) for one in listed)
     chunks = chunked(data, cuts)
-    skipping = UnkeptListed(Holder(held))
+    skipping = UnkeptListed(NameKeeper(stored))
     assert isinstance(skipping, SkippingFilter)
-    one_by_one = FrameByFrame(UnkeptListed(Holder(held)))
+    one_by_one = FrameByFrame(UnkeptListed(NameKeeper(stored)))
     assert not isinstance(one_by_one, SkippingFilter)
     fast = asyncio.run(decoded(chunks, skipping))
     assert fast == asyncio.run(decoded(chunks, one_by_one))
     kept = [
         (kind, name)
         for kind, name, namespace, annotated in listed
-        if kind != "ADDED" or annotated or (namespace, name) in held
+        if kind != "ADDED" or annotated or (namespace, name) in stored
     ]
     assert fast == [(kind, "" if kind == "BOOKMARK" else name) for kind, name in kept]
 
 
 @settings(max_examples=100, deadline=None)
 @given(listed=frames, cuts=st.lists(st.integers(0, 10**6), max_size=8))
-def test_without_a_held_test_every_unannotated_added_frame_is_dropped(
+def test_without_a_kept_test_every_unannotated_added_frame_is_dropped(
     listed: list[tuple[str, str, str, bool]], cuts: list[int]
 ) -> None:
-    """``held=None``: the first list of a scope nothing selects by name keeps only the
+    """``kept=None``: the first list of a scope nothing selects by name keeps only the
     annotated objects (and every frame that is not an ADDED)."""
 
     @dataclass
@@ -123,7 +123,7 @@ def test_without_a_held_test_every_unannotated_added_frame_is_dropped(
 
         def __post_init__(self) -> None:
             def skip(buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
-                return skip_unkept_frames(buffer, start, stop, most, marker=_MARKER, held=None)
+                return skip_unkept_frames(buffer, start, stop, most, marker=_MARKER, kept=None)
 
             self.skipper = skip
 
@@ -147,18 +147,18 @@ def test_without_a_held_test_every_unannotated_added_frame_is_dropped(
         ("web", "", 'a"b', ("a", "web")),
     ],
 )
-@pytest.mark.parametrize("held_as", ["read", "misread"])
+@pytest.mark.parametrize("kept_as", ["read", "misread"])
 async def test_a_name_that_looks_like_the_next_key_is_judged_by_its_true_names(
-    name: str, generate: str, namespace: str, misread: tuple[str, str], held_as: str
+    name: str, generate: str, namespace: str, misread: tuple[str, str], kept_as: str
 ) -> None:
     """The pattern matches these frames with the wrong bounds (test_unkept_events shows it);
     the skipper checks the lengths too, so the keeper is asked about the true names."""
     meta = {"name": name, "generateName": generate, "namespace": namespace, "resourceVersion": "9"}
     raw = metadata_frame("ADDED", meta)
-    held = {(namespace, name)} if held_as == "read" else {misread}
-    expected = [("ADDED", name)] if held_as == "read" else []
-    assert await decoded([raw], UnkeptListed(Holder(held))) == expected
-    assert await decoded([raw], FrameByFrame(UnkeptListed(Holder(held)))) == expected
+    kept = {(namespace, name)} if kept_as == "read" else {misread}
+    expected = [("ADDED", name)] if kept_as == "read" else []
+    assert await decoded([raw], UnkeptListed(NameKeeper(kept))) == expected
+    assert await decoded([raw], FrameByFrame(UnkeptListed(NameKeeper(kept)))) == expected
 
 
 async def test_frames_after_the_skipper_goes_are_asked_one_by_one() -> None:
@@ -172,7 +172,7 @@ async def test_frames_after_the_skipper_goes_are_asked_one_by_one() -> None:
         @property
         def skipper(self) -> FrameSkipper | None:
             def skip(buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
-                return skip_unkept_frames(buffer, start, stop, most, marker=_MARKER, held=None)
+                return skip_unkept_frames(buffer, start, stop, most, marker=_MARKER, kept=None)
 
             return skip if self.listing else None
 
@@ -199,7 +199,7 @@ async def test_a_chunk_dropped_whole_still_lets_the_loop_run() -> None:
     data = b"".join(
         metadata_frame("ADDED", plain(f"n{i}", "1")) for i in range(4 * EVENTS_PER_STEP)
     )
-    listed = UnkeptListed(Holder())
+    listed = UnkeptListed(NameKeeper())
     async with LoopTicks() as ticks:
         before = ticks.count
         assert await decoded([data], listed) == []

@@ -144,7 +144,7 @@ class FakeSource:
         before_reading: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         self.stream_calls.append({"ns": namespace, "t": timeout_seconds})
-        assert before_reading is None, "no list of these tests is held"
+        assert before_reading is None, "no list of these tests is gated"
         if not self.streams:
             refused = Unprocessable(422, {"message": "sendInitialEvents is forbidden"})
             return self._stream(refused)
@@ -547,10 +547,10 @@ class WholeSource:
         yield {}  # pragma: no cover - never reached
 
 
-async def test_held_lists_read_once_released_with_the_projection_chosen_then(
+async def test_gated_lists_read_once_released_with_the_projection_chosen_then(
     h: Harness, no_leaked_tasks: None
 ) -> None:
-    """At start the informers are held while the policies load: no list reads. A type whose
+    """At start the informers are gated while the policies load: no list reads. A type whose
     policies turn out to read beyond its metadata starts over with those paths before it
     reads (not counted as a relist); once released, every list reads, each as chosen."""
     reads: dict[ResourceType, frozenset[tuple[str, ...]]] = {}
@@ -559,7 +559,7 @@ async def test_held_lists_read_once_released_with_the_projection_chosen_then(
         metrics=metrics,
         objects=objects,
         reads=lambda resource: reads.get(resource, frozenset()),
-        held=True,
+        gated=True,
     )
     async with informers:
         await informers.ensure([CONFIGMAPS, NAMESPACES])
@@ -579,7 +579,7 @@ async def test_held_lists_read_once_released_with_the_projection_chosen_then(
         assert (len(h.source.list_calls), objects.lists) == (1, 1)  # Namespaces; ConfigMaps
         assert informers.synced()
         assert metrics.relists == 0
-        await informers.ensure([SECRETS])  # started after the release: not held
+        await informers.ensure([SECRETS])  # started after the release: not gated
         await h.clock.settle()
         assert len(h.source.list_calls) == 2
 

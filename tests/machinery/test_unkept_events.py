@@ -1,7 +1,7 @@
 """Watch events of objects the informer keeps nothing of are dropped undecoded (churn).
 
 The filters (``UnkeptEvents`` for watches, ``UnkeptListed`` for a streaming list's initial
-events, controller/watch/cache_writer.py) are checked frame by frame against a scripted holder,
+events, controller/watch/cache_writer.py) are checked frame by frame against a scripted keeper,
 ``object_identity`` and ``object_names`` against the full decoder on random metadata (and
 names built to mislead the one-pattern read), and the informer end to
 end on protobuf frames read by the real frame reader: what it drops still moves its
@@ -168,40 +168,50 @@ def test_a_name_that_looks_like_the_next_key_is_read_field_by_field(
 
 
 @dataclass
-class Holder:
-    held: set[tuple[str, str]] = field(default_factory=set)
+class NameKeeper:
+    kept: set[tuple[str, str]] = field(default_factory=set)
     skips: bool = True
 
-    def held_test(self) -> Callable[[str, str], bool] | None:
-        return (lambda namespace, name: (namespace, name) in self.held) if self.skips else None
+    def kept_test(self) -> Callable[[str, str], bool] | None:
+        return (lambda namespace, name: (namespace, name) in self.kept) if self.skips else None
 
 
 CASES = [
-    # (what, frame, holder, dropped)
-    ("modified, unannotated", metadata_frame("MODIFIED", plain("a", "7")), Holder(), True),
-    ("added, unannotated", metadata_frame("ADDED", plain("a", "7")), Holder(), True),
-    ("deleted", metadata_frame("DELETED", plain("a", "7")), Holder(), False),
-    ("bookmark", REAL_BOOKMARK, Holder(), False),
+    # (what, frame, keeper, dropped)
+    ("modified, unannotated", metadata_frame("MODIFIED", plain("a", "7")), NameKeeper(), True),
+    ("added, unannotated", metadata_frame("ADDED", plain("a", "7")), NameKeeper(), True),
+    ("deleted", metadata_frame("DELETED", plain("a", "7")), NameKeeper(), False),
+    ("bookmark", REAL_BOOKMARK, NameKeeper(), False),
     (
         "annotated",
         metadata_frame("MODIFIED", plain("a", "7", **{ANNOTATION: "1h"})),
-        Holder(),
+        NameKeeper(),
         False,
     ),
-    ("held", metadata_frame("MODIFIED", plain("a", "7")), Holder({("ns", "a")}), False),
-    ("held elsewhere", metadata_frame("MODIFIED", plain("a", "7")), Holder({("b", "a")}), True),
-    ("a policy selects", metadata_frame("MODIFIED", plain("a", "7")), Holder(skips=False), False),
-    ("a JSON line", b'....{"type":"MODIFIED","object":{}}', Holder(), False),
-    ("broken", metadata_frame("MODIFIED", plain("a", "7"))[:40], Holder(), False),
+    ("stored", metadata_frame("MODIFIED", plain("a", "7")), NameKeeper({("ns", "a")}), False),
+    (
+        "stored elsewhere",
+        metadata_frame("MODIFIED", plain("a", "7")),
+        NameKeeper({("b", "a")}),
+        True,
+    ),
+    (
+        "a policy selects",
+        metadata_frame("MODIFIED", plain("a", "7")),
+        NameKeeper(skips=False),
+        False,
+    ),
+    ("a JSON line", b'....{"type":"MODIFIED","object":{}}', NameKeeper(), False),
+    ("broken", metadata_frame("MODIFIED", plain("a", "7"))[:40], NameKeeper(), False),
 ]
 
 
-@pytest.mark.parametrize(("what", "raw", "holder", "dropped"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("what", "raw", "keeper", "dropped"), CASES, ids=[c[0] for c in CASES])
 def test_the_filter_drops_only_events_that_change_nothing_kept(
-    what: str, raw: bytes, holder: Holder, dropped: bool
+    what: str, raw: bytes, keeper: NameKeeper, dropped: bool
 ) -> None:
     skipped: list[tuple[str, str]] = []
-    decode = UnkeptEvents(holder, lambda kind, rv: skipped.append((kind, rv)))(*body(raw))
+    decode = UnkeptEvents(keeper, lambda kind, rv: skipped.append((kind, rv)))(*body(raw))
     assert decode is not dropped
     if dropped:
         assert skipped == [(raw[6 : 6 + raw[5]].decode(), "7")]
@@ -209,14 +219,14 @@ def test_the_filter_drops_only_events_that_change_nothing_kept(
         assert skipped == []
 
 
-@pytest.mark.parametrize(("what", "raw", "holder", "dropped"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("what", "raw", "keeper", "dropped"), CASES, ids=[c[0] for c in CASES])
 def test_the_list_filter_drops_what_the_watch_filter_drops_of_added_frames(
-    what: str, raw: bytes, holder: Holder, dropped: bool
+    what: str, raw: bytes, keeper: NameKeeper, dropped: bool
 ) -> None:
     """``UnkeptListed`` refuses the ADDED frames ``UnkeptEvents`` refuses, and passes every
     other frame (a streaming list's initial events are ADDED; a MODIFIED one is decoded)."""
     added = raw.startswith(b"\x0a\x05ADDED", 4)
-    assert UnkeptListed(holder)(*body(raw)) is not (dropped and added)
+    assert UnkeptListed(keeper)(*body(raw)) is not (dropped and added)
 
 
 def test_the_list_filter_asks_the_keeper_once_per_list() -> None:
@@ -225,19 +235,19 @@ def test_the_list_filter_asks_the_keeper_once_per_list() -> None:
     asked: list[bool] = []
 
     @dataclass
-    class Counting(Holder):
-        def held_test(self) -> Callable[[str, str], bool] | None:
+    class Counting(NameKeeper):
+        def kept_test(self) -> Callable[[str, str], bool] | None:
             asked.append(True)
-            return super().held_test()
+            return super().kept_test()
 
-    holder = Counting(held={("ns", "kept")})
-    listed = UnkeptListed(holder)
+    keeper = Counting(kept={("ns", "kept")})
+    listed = UnkeptListed(keeper)
     frames = [metadata_frame("ADDED", plain(name, "1")) for name in ("a", "kept", "b")]
     assert [listed(*body(raw)) for raw in frames] == [False, True, False]
-    holder.skips = False  # would decode everything from now on
+    keeper.skips = False  # would decode everything from now on
     assert listed(*body(frames[0])) is False
     assert asked == [True]
-    assert UnkeptListed(holder)(*body(frames[0])) is True  # the next list asks again
+    assert UnkeptListed(keeper)(*body(frames[0])) is True  # the next list asks again
 
 
 # ---------------------------------------------------------------------- the informer
@@ -355,7 +365,7 @@ def informer_on(
     cache: MetadataCache,
     recorder: Recorder,
     seen: list[int] | None = None,
-    hold: Callable[[], Awaitable[object]] | None = None,
+    gate: Callable[[], Awaitable[object]] | None = None,
 ) -> tuple[Informer, CountingMetrics]:
     metrics = CountingMetrics()
     on_seen = None if seen is None else (lambda: seen.append(1))
@@ -369,7 +379,7 @@ def informer_on(
         metrics=metrics,
         settings=SETTINGS,
         rng=random.Random(1),
-        hold=hold,
+        gate=gate,
     )
     return informer, metrics
 
@@ -424,8 +434,8 @@ async def test_with_policies_only_the_objects_a_policy_may_keep_are_decoded() ->
     await informer.list_once()
     await informer.watch_once()
     assert source.decoded == ["kept", "new"]
-    assert cache.holds(CONFIGMAPS, "ns", "new")  # kept for the policy, unannotated
-    assert not cache.holds(CONFIGMAPS, "ns", "kept")
+    assert cache.contains(CONFIGMAPS, "ns", "new")  # kept for the policy, unannotated
+    assert not cache.contains(CONFIGMAPS, "ns", "kept")
     assert informer.resource_version == "15"
     assert metrics.events == ["MODIFIED", "MODIFIED", "MODIFIED", "ADDED", "MODIFIED"]
 
@@ -445,14 +455,14 @@ async def test_a_streaming_list_decodes_only_what_it_may_keep_and_counts_nothing
     informer, metrics = informer_on(source, cache, Recorder())
     await informer.stream_once()
     assert source.decoded == ["named", "annotated", ""]  # "": the bookmark
-    assert cache.holds(CONFIGMAPS, "ns", "named")
-    assert cache.holds(CONFIGMAPS, "ns", "annotated")
+    assert cache.contains(CONFIGMAPS, "ns", "named")
+    assert cache.contains(CONFIGMAPS, "ns", "annotated")
     assert metrics.events == []
     assert informer.resource_version == "62288"  # the bookmark's
 
 
-async def test_a_held_list_opens_its_request_and_reads_once_released() -> None:
-    """A held streaming list (the annotated types' at start, while the policies load)
+async def test_a_gated_list_opens_its_request_and_reads_once_released() -> None:
+    """A gated streaming list (the annotated types' at start, while the policies load)
     opens its request at once, reads nothing until released, and asks the keeper only then
     what the list keeps: here what policies that came in meanwhile name."""
     body = ScriptedBody(
@@ -464,7 +474,7 @@ async def test_a_held_list_opens_its_request_and_reads_once_released() -> None:
     policies = Arriving(frozenset({"named"}))
     cache = MetadataCache(policies)  # none yet: no unannotated object would be decoded
     released = asyncio.Event()
-    informer, _ = informer_on(source, cache, Recorder(), hold=released.wait)
+    informer, _ = informer_on(source, cache, Recorder(), gate=released.wait)
     listing = asyncio.create_task(informer.stream_once())
     for _ in range(10):
         await asyncio.sleep(0)
@@ -473,7 +483,7 @@ async def test_a_held_list_opens_its_request_and_reads_once_released() -> None:
     released.set()
     await asyncio.wait_for(listing, 5)
     assert source.decoded == ["named", ""]  # "": the bookmark
-    assert cache.holds(CONFIGMAPS, "ns", "named")
+    assert cache.contains(CONFIGMAPS, "ns", "named")
     assert informer.synced
 
 
@@ -494,7 +504,7 @@ async def test_a_relist_decodes_what_the_cache_holds_and_drops_the_rest() -> Non
     await informer.stream_once()
     await informer.stream_once()
     assert source.decoded == ["kept", "", "kept", ""]
-    assert not cache.holds(CONFIGMAPS, "ns", "kept")
+    assert not cache.contains(CONFIGMAPS, "ns", "kept")
     assert recorder.summary()[-1] == ("update", "kept", "1", "5")
 
 
@@ -508,24 +518,24 @@ async def test_a_watch_of_dropped_events_only_counts_as_answered() -> None:
     assert source.decoded == []
 
 
-def test_the_cache_holds_exactly_what_it_stores() -> None:
+def test_the_cache_contains_exactly_what_it_stores() -> None:
     from lifecycle_controller.controller.watch.cache import CachedObject
     from lifecycle_controller.core.objects.resources import ObjectKey
 
     cache = MetadataCache()
     key = ObjectKey(CONFIGMAPS, "ns", "a")
     stored = CachedObject.from_metadata(plain("a", "1", **{ANNOTATION: "1h"}))
-    assert not cache.holds(CONFIGMAPS, "ns", "a")
+    assert not cache.contains(CONFIGMAPS, "ns", "a")
     cache.put(key, stored)
-    assert cache.holds(CONFIGMAPS, "ns", "a")
-    assert not cache.holds(CONFIGMAPS, "other", "a")
+    assert cache.contains(CONFIGMAPS, "ns", "a")
+    assert not cache.contains(CONFIGMAPS, "other", "a")
     cache.delete(ObjectKey(CONFIGMAPS, "ns", "b"))  # not stored: changes nothing
-    assert cache.holds(CONFIGMAPS, "ns", "a")
+    assert cache.contains(CONFIGMAPS, "ns", "a")
     cache.forget(key)
-    assert not cache.holds(CONFIGMAPS, "ns", "a")
+    assert not cache.contains(CONFIGMAPS, "ns", "a")
     cache.put(key, stored)
     cache.drop_type(CONFIGMAPS)
-    assert not cache.holds(CONFIGMAPS, "ns", "a")
+    assert not cache.contains(CONFIGMAPS, "ns", "a")
 
 
 def test_the_kept_names_follow_the_cache_across_a_dropped_type() -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from lifecycle_controller.controller.events.recorder import KubeEventRecorder
-from lifecycle_controller.controller.policy.fence import PolicyFence
+from lifecycle_controller.controller.policy.fence import PolicyFence, _SharedReads
 from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.controller.reconcile.assembly import build_reconciler
 from lifecycle_controller.controller.watch.cache import MetadataCache
@@ -149,6 +149,76 @@ async def test_a_failed_read_is_raised_and_not_kept(
     with pytest.raises(KubeError):
         await fence.view("team")
     assert (await fence.view("team")).policies.valid  # read again at once
+
+
+@pytest.mark.parametrize("seen_by", ["watch", "relist"])
+@pytest.mark.parametrize("kind", ["ClusterLifecyclePolicy", "LifecyclePolicy"])
+async def test_a_policy_the_store_saw_deleted_is_forgotten_by_the_fence_at_once(
+    api: FakeApiServer,
+    kube: KubeClient,
+    clock: FakeClock,
+    store: PolicyStore,
+    kind: str,
+    seen_by: str,
+) -> None:
+    """The fence keeps a read 2 s and until a later check, and with it every policy read;
+    once the store sees a policy go (a DELETED event, or a list that no longer has it), the
+    read that holds it is dropped: the next check reads again and the policy is gone, within
+    the 2 s too. Before, the deleted policy stayed in the fence until a later check came."""
+    resource = CLUSTER_POLICIES if kind.startswith("Cluster") else POLICIES
+    namespace = None if resource is CLUSTER_POLICIES else "team"
+    if namespace is not None:
+        api.store.create(POLICIES, "team", policy(kind, "keep", lifecycle={"delete-after": "1h"}))
+        assert await store.load()
+    name = "sweep" if namespace is None else "keep"
+    fence = PolicyFence(store, kube, clock)
+    before = await fence.view("team")
+    assert f"{kind}/{namespace + '/' if namespace else ''}{name}" in {
+        str(p.ref) for p in before.policies.valid
+    }
+
+    gone = api.store.get(resource, namespace, name)
+    api.store.delete(resource, namespace, name)
+    if seen_by == "watch":
+        assert store.apply(resource, "DELETED", gone)
+    else:
+        assert await store.load()  # the list no longer has it
+    await clock.advance(0.5)
+
+    after = await fence.view("team")
+    assert not after.recent
+    assert name not in {p.ref.name for p in after.policies.valid}
+
+
+async def test_a_read_in_flight_when_its_policy_goes_is_answered_and_not_kept() -> None:
+    """Checks already waiting for a read get its answer; the answer is not kept, and the next
+    check starts a read of its own, which a later check then shares."""
+    clock = FakeClock()
+    reads: _SharedReads[str, int] = _SharedReads(clock, fresh_for=2.0)
+    answers: list[asyncio.Future[int]] = []
+
+    async def read() -> int:
+        answers.append(asyncio.get_running_loop().create_future())
+        return await answers[-1]
+
+    async def settled() -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    waiting = asyncio.create_task(reads.get("team", read))
+    await settled()
+    reads.forget("team")
+    again = asyncio.create_task(reads.get("team", read))
+    await settled()
+    assert len(answers) == 2  # the forgotten read is not shared any more
+    answers[0].set_result(1)
+    assert await waiting == (1, False)
+    joined = asyncio.create_task(reads.get("team", read))  # shares the second read
+    await settled()
+    assert len(answers) == 2
+    answers[1].set_result(2)
+    assert (await again, await joined) == ((2, False), (2, False))
+    assert await reads.get("team", read) == (2, True)  # the second read is kept
 
 
 #: The change on the server, and what the view that caught up deletes.

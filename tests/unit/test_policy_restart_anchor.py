@@ -12,7 +12,7 @@ skipped an occurrence of stayed in memory for the life of the process.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lifecycle_controller.controller.events.recorder import KubeEventRecorder
@@ -56,7 +56,7 @@ def uid_keys(root: object, uids: set[str]) -> set[str]:
     seen: set[int] = set()
 
     def fields(obj: object) -> Iterator[object]:
-        if isinstance(obj, dict):
+        if isinstance(obj, Mapping):  # dicts, and the bounded ones (cachetools)
             for key, value in obj.items():
                 if key in uids:
                     found.add(key)

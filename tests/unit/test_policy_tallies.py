@@ -14,7 +14,7 @@ from lifecycle_controller.controller.policy.tallies import PolicyAggregates
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 from lifecycle_controller.core.policy.model import PolicyKind, PolicyRef
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason
+from lifecycle_controller.core.policy.precedence import UnjudgedReason
 
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 REFS = [PolicyRef(PolicyKind.NAMESPACED, "a", f"p{i}") for i in range(4)]
@@ -23,13 +23,13 @@ KEYS = [ObjectKey(CONFIGMAPS, "a", f"o{i}") for i in range(6)]
 
 def _walk(
     tallies: dict[ObjectKey, Tally], ref: PolicyRef
-) -> tuple[int, int, int, int, int, int, int | None, Counter[PolicyHoldReason], Counter[str]]:
+) -> tuple[int, int, int, int, int, int, int | None, Counter[UnjudgedReason], Counter[str]]:
     """What the status writer used to compute, walking every tally (and the holds by
     reason: the first the policy gave for each object; the refusals by cause, the first the
     policy got for each object)."""
     matched = overlapped = held = protected = exempt = left_alone = 0
     best: int | None = None
-    reasons: Counter[PolicyHoldReason] = Counter()
+    reasons: Counter[UnjudgedReason] = Counter()
     causes: Counter[str] = Counter()
     for tally in tallies.values():
         cause = next((cause for refuser, cause in tally.refused if refuser == ref), None)
@@ -61,7 +61,7 @@ tallies = st.builds(
     action=st.sampled_from([None, Action.DELETE]),
     due_ns=st.one_of(st.none(), st.integers(0, 100)),
     held_by=st.lists(
-        st.tuples(st.sampled_from(REFS), st.sampled_from(list(PolicyHoldReason))),
+        st.tuples(st.sampled_from(REFS), st.sampled_from(list(UnjudgedReason))),
         max_size=2,
     ).map(tuple),
     protected_from=refs,
@@ -110,7 +110,7 @@ def test_only_the_policies_a_change_concerns_become_dirty() -> None:
     held = Tally(
         decided_by=(),
         overlapped=(),
-        held_by=((REFS[2], PolicyHoldReason.CONDITION_ERROR),),
+        held_by=((REFS[2], UnjudgedReason.CONDITION_ERROR),),
     )
     aggregates.update(KEYS[0], first, held)
     assert aggregates.take_dirty() == {REFS[0], REFS[1], REFS[2]}
@@ -123,21 +123,21 @@ def test_a_hold_for_unknown_references_counts_under_its_own_reason_and_warns() -
     Warning names the object (the condition could not be judged)."""
     aggregates = PolicyAggregates()
     unknown = Tally(
-        decided_by=(), overlapped=(), held_by=((REFS[0], PolicyHoldReason.REFERENCES_UNKNOWN),)
+        decided_by=(), overlapped=(), held_by=((REFS[0], UnjudgedReason.REFERENCES_UNKNOWN),)
     )
     namespace = Tally(
-        decided_by=(), overlapped=(), held_by=((REFS[0], PolicyHoldReason.NAMESPACE_UNKNOWN),)
+        decided_by=(), overlapped=(), held_by=((REFS[0], UnjudgedReason.NAMESPACE_UNKNOWN),)
     )
     aggregates.update(KEYS[0], None, unknown)
     aggregates.update(KEYS[1], None, namespace)
     aggregate = aggregates.of(REFS[0])
     assert aggregate.held_by_reason == {
-        PolicyHoldReason.REFERENCES_UNKNOWN: 1,
-        PolicyHoldReason.NAMESPACE_UNKNOWN: 1,
+        UnjudgedReason.REFERENCES_UNKNOWN: 1,
+        UnjudgedReason.NAMESPACE_UNKNOWN: 1,
     }
     assert list(aggregate.condition_failed) == [KEYS[0]]
     aggregates.update(KEYS[0], unknown, None)
-    assert aggregate.held_by_reason == {PolicyHoldReason.NAMESPACE_UNKNOWN: 1}
+    assert aggregate.held_by_reason == {UnjudgedReason.NAMESPACE_UNKNOWN: 1}
 
 
 def test_a_policy_that_leaves_an_object_alone_is_dirty_and_counts_it() -> None:

@@ -47,7 +47,7 @@ from lifecycle_controller.core.policy.in_force import Matched, PolicySet
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
+from lifecycle_controller.core.policy.precedence import Resolution, UnjudgedReason
 from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
@@ -67,7 +67,7 @@ class Tally:
     action: Action | None = None
     due_ns: int | None = None
     #: The policies holding the object, and why.
-    held_by: tuple[tuple[PolicyRef, PolicyHoldReason], ...] = ()
+    held_by: tuple[tuple[PolicyRef, UnjudgedReason], ...] = ()
     #: The policies that would match it but for its protection.
     protected_from: tuple[PolicyRef, ...] = ()
     #: The policies that would match it but for ``exempt`` on it or on its Namespace.

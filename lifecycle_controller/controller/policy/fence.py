@@ -28,7 +28,10 @@ a deletion its view no longer allows. So the fence reads that view again:
   of deletions in one namespace costs one list of each policy kind (and one GET of the
   Namespace) per 2 s, whatever its size; deletions in *k* namespaces at once, one list of
   cluster policies and *k* of namespaced ones (and *k* GETs). Those 2 s are the staleness the
-  fence accepts: a change older than that always stops the deletion.
+  fence accepts: a change older than that always stops the deletion. A policy the store sees
+  deleted is forgotten at once (:meth:`PolicyFence.forget`): the reads that held it are
+  dropped, so a later check reads again rather than confirm on a view that still has it, and
+  the fence keeps no deleted policy in memory.
 
 :meth:`PolicyFence.checked` counts each check in ``lifecycle_policy_fence_checks_total
 {result}`` and logs a held one. Restarts are not fenced: a restart a stale view decides is a
@@ -52,7 +55,7 @@ from lifecycle_controller.core.decision.outcomes import Delete
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.decide import PolicyConfirmation, Verdict
 from lifecycle_controller.core.policy.in_force import PolicySet
-from lifecycle_controller.core.policy.model import Policy, PolicyInvalid
+from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyRef
 from lifecycle_controller.core.text.durations import NS_PER_SECOND
 from lifecycle_controller.kube import NotFound
 from lifecycle_controller.kube.paging import list_whole
@@ -137,14 +140,25 @@ class _SharedReads(Generic[_K, _V]):
         if task is None:
             task = asyncio.create_task(self._read(key, read))
             self._reading[key] = task
-            task.add_done_callback(lambda _: self._reading.pop(key, None))
+            task.add_done_callback(lambda done: self._read_done(key, done))
         return await asyncio.shield(task), False
+
+    def forget(self, key: _K) -> None:
+        """Drop the answer kept for ``key``; one being read is not kept either (the checks
+        already waiting for it still get it)."""
+        self._seen.pop(key, None)
+        self._reading.pop(key, None)
 
     async def _read(self, key: _K, read: Callable[[], Awaitable[_V]]) -> _V:
         answer = await read()
-        self._seen.pop(key, None)
-        self._seen[key] = (self._clock.monotonic(), answer)
+        if self._reading.get(key) is asyncio.current_task():  # not forgotten meanwhile
+            self._seen.pop(key, None)
+            self._seen[key] = (self._clock.monotonic(), answer)
         return answer
+
+    def _read_done(self, key: _K, task: asyncio.Task[_V]) -> None:
+        if self._reading.get(key) is task:
+            del self._reading[key]
 
 
 class PolicyFence:
@@ -173,6 +187,7 @@ class PolicyFence:
         #: all on the cluster policies of ``_sets_cluster`` (a new read of them clears it).
         self._sets: dict[str | None, tuple[_Parsed, PolicySet]] = {}
         self._sets_cluster: _Parsed | None = None
+        store.on_removed.append(self.forget)
 
     async def view(self, namespace: str | None) -> FreshView:
         """The fresh view for an object in ``namespace`` (None: cluster-scoped); raises
@@ -194,6 +209,16 @@ class PolicyFence:
             )
             recent = recent and recent_too
         return FreshView(policies, labels, recent)
+
+    def forget(self, ref: PolicyRef) -> None:
+        """``ref`` was deleted (the store saw it go): drop the read of its kind that holds it,
+        and the sets built on that read, so the next check reads again."""
+        self._policies.forget((PolicyStore.resource_of(ref), ref.namespace))
+        if ref.namespace is None:  # every set was built on the cluster policies
+            self._sets.clear()
+            self._sets_cluster = None
+        else:
+            self._sets.pop(ref.namespace, None)
 
     def _set(self, namespace: str | None, cluster: _Parsed, namespaced: _Parsed) -> PolicySet:
         """The policies as one set, built once per pair of reads (its per-type indexes too)."""

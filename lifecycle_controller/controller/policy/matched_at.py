@@ -32,16 +32,17 @@ from dataclasses import dataclass, field
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.policy.in_force import PolicySet
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
+from lifecycle_controller.core.policy.precedence import Resolution, UnjudgedReason
 
 __all__ = ["MatchedAt", "Track"]
 
-#: The holds that say nothing of whether the object matches: what was known stays.
+#: The reasons a policy is unjudged that say nothing of whether the object matches: what was
+#: known stays.
 _UNKNOWN = frozenset(
     {
-        PolicyHoldReason.CONDITION_ERROR,
-        PolicyHoldReason.NAMESPACE_UNKNOWN,
-        PolicyHoldReason.REFERENCES_UNKNOWN,
+        UnjudgedReason.CONDITION_ERROR,
+        UnjudgedReason.NAMESPACE_UNKNOWN,
+        UnjudgedReason.REFERENCES_UNKNOWN,
     }
 )
 

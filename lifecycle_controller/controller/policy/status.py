@@ -57,7 +57,7 @@ from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, Re
 from lifecycle_controller.core.policy.audit import THROUGH, merge
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason
+from lifecycle_controller.core.policy.precedence import UnjudgedReason
 from lifecycle_controller.core.policy.refused import readiness, refused_condition
 from lifecycle_controller.core.text.timestamps import (
     format_rfc3339_nano,
@@ -233,7 +233,7 @@ class PolicyStatusWriter:
         return conditions
 
     def _held_condition(
-        self, parsed: Policy | PolicyInvalid, held: Mapping[PolicyHoldReason, int]
+        self, parsed: Policy | PolicyInvalid, held: Mapping[UnjudgedReason, int]
     ) -> list[dict[str, Any]]:
         """``Held``: why a valid policy holds objects (an invalid one says ``Invalid``)."""
         if isinstance(parsed, PolicyInvalid):
@@ -296,7 +296,7 @@ class PolicyStatusWriter:
         held: dict[tuple[str, str], int] = {}
         if isinstance(doc.parsed, PolicyInvalid):
             if report["held"]:
-                held[(str(ref), PolicyHoldReason.INVALID.value)] = report["held"]
+                held[(str(ref), UnjudgedReason.INVALID.value)] = report["held"]
         else:
             for reason, count in self._decisions.aggregates.of(ref).held_by_reason.items():
                 held[(str(ref), reason.value)] = count
@@ -445,20 +445,20 @@ def _limited_message(state: LimitState) -> str:
 
 #: The ``Held`` condition's reason for each cause, and what it says of the objects.
 _HOLDS: Final = {
-    PolicyHoldReason.CONDITION_ERROR: ("ConditionFailed", "its condition failed on them"),
-    PolicyHoldReason.NAMESPACE_UNKNOWN: (
+    UnjudgedReason.CONDITION_ERROR: ("ConditionFailed", "its condition failed on them"),
+    UnjudgedReason.NAMESPACE_UNKNOWN: (
         "NamespaceUnknown",
         "the labels of their Namespace are not known yet (namespaceSelector)",
     ),
-    PolicyHoldReason.REFERENCES_UNKNOWN: (
+    UnjudgedReason.REFERENCES_UNKNOWN: (
         "ReferencesUnknown",
         "what uses them is not known (referencedBy): {missing}",
     ),
-    PolicyHoldReason.SINCE_ERROR: ("SinceFailed", "its since failed on them"),
+    UnjudgedReason.SINCE_ERROR: ("SinceFailed", "its since failed on them"),
 }
 
 
-def _held(held: Mapping[PolicyHoldReason, int], missing: str, generation: int) -> dict[str, Any]:
+def _held(held: Mapping[UnjudgedReason, int], missing: str, generation: int) -> dict[str, Any]:
     """The ``Held`` condition of a valid policy: ``True`` while it holds objects, its reason
     the commonest cause (ties: the order of ``_HOLDS``), its message every cause counted."""
     causes = [(reason, held[reason]) for reason in _HOLDS if held.get(reason)]

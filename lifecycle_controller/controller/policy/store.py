@@ -140,6 +140,9 @@ class PolicyStore:
         #: Equal picked fields shared among objects (docs/policies.md#what-a-condition-reads).
         self._interned = FieldInterner()
         self.on_change: PolicyChange | None = None
+        #: Told of each policy object the store forgets (deleted, or no longer listed), as
+        #: soon as it does: the policy fence drops the reads that still hold the policy.
+        self.on_removed: list[Callable[[PolicyRef], None]] = []
         self._off_logged: str | None = None
         #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
         self._loaded: list[Informer] | None = None
@@ -274,10 +277,7 @@ class PolicyStore:
         key = (resource, doc.ref.namespace, doc.ref.name)
         self.version += 1
         if event_type == "DELETED":
-            removed = self._docs.pop(key, None)
-            if removed is not None:
-                self._since.pop((removed.uid, removed.parsed.generation), None)
-            return removed is not None
+            return self._forget(key)
         old = self._docs.get(key)
         self._docs[key] = doc
         return old is None or old.parsed is not doc.parsed
@@ -291,8 +291,19 @@ class PolicyStore:
         self.version += 1
         for key in stale:
             if isinstance(key, tuple):
-                self._docs.pop(key, None)
+                self._forget(key)
         self._changed.set()
+
+    def _forget(self, key: _Key) -> bool:
+        """Drop the policy object stored under ``key``, tell :attr:`on_removed`; False when
+        none was stored."""
+        removed = self._docs.pop(key, None)
+        if removed is None:
+            return False
+        self._since.pop((removed.uid, removed.parsed.generation), None)
+        for listener in self.on_removed:
+            listener(removed.ref)
+        return True
 
     async def _publish(self) -> None:
         self._changed.clear()

@@ -20,7 +20,7 @@ from typing import Protocol
 from lifecycle_controller.core.decision.outcomes import Action
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.policy.model import PolicyRef
-from lifecycle_controller.core.policy.precedence import PolicyHoldReason
+from lifecycle_controller.core.policy.precedence import UnjudgedReason
 
 __all__ = ["Aggregate", "PolicyAggregates", "TallyView"]
 
@@ -37,7 +37,7 @@ class TallyView(Protocol):
     @property
     def due_ns(self) -> int | None: ...
     @property
-    def held_by(self) -> tuple[tuple[PolicyRef, PolicyHoldReason], ...]: ...
+    def held_by(self) -> tuple[tuple[PolicyRef, UnjudgedReason], ...]: ...
     @property
     def protected_from(self) -> tuple[PolicyRef, ...]: ...
     @property
@@ -56,9 +56,9 @@ class Aggregate:
     matched: dict[ObjectKey, tuple[int, Action] | None] = field(default_factory=dict)
     overlapped: set[ObjectKey] = field(default_factory=set)
     #: Objects it holds, and why (``lifecycle_policy_held_objects{reason}``).
-    held: dict[ObjectKey, PolicyHoldReason] = field(default_factory=dict)
+    held: dict[ObjectKey, UnjudgedReason] = field(default_factory=dict)
     #: How many it holds for each reason (kept with ``held``, so a flush does not count).
-    held_by_reason: Counter[PolicyHoldReason] = field(default_factory=Counter)
+    held_by_reason: Counter[UnjudgedReason] = field(default_factory=Counter)
     protected: set[ObjectKey] = field(default_factory=set)
     #: Objects it would match but for ``exempt`` on them or on their Namespace.
     exempt: set[ObjectKey] = field(default_factory=set)
@@ -99,17 +99,17 @@ class Aggregate:
 
 
 _EMPTY = Aggregate()
-#: The holds its ``PolicyConditionFailed`` Warning reports: the condition could not be judged.
+#: The reasons its ``PolicyConditionFailed`` Warning reports: the condition could not be judged.
 _CONDITION_FAILED = frozenset(
     {
-        PolicyHoldReason.CONDITION_ERROR,
-        PolicyHoldReason.REFERENCES_UNKNOWN,
-        PolicyHoldReason.SINCE_ERROR,
+        UnjudgedReason.CONDITION_ERROR,
+        UnjudgedReason.REFERENCES_UNKNOWN,
+        UnjudgedReason.SINCE_ERROR,
     }
 )
 
 
-def _held_for(tally: TallyView, ref: PolicyRef) -> PolicyHoldReason | None:
+def _held_for(tally: TallyView, ref: PolicyRef) -> UnjudgedReason | None:
     """Why ``ref`` holds the object (None: it does not)."""
     return next((reason for holder, reason in tally.held_by if holder == ref), None)
 

@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from cachetools import LRUCache
+
 from lifecycle_controller.core.decision.outcomes import ObjectFacts
 from lifecycle_controller.core.objects.copies import controller_owner
 from lifecycle_controller.core.objects.keys import PREFIX
@@ -203,7 +205,8 @@ class _Known:
 
 
 class RestartFacts:
-    """Restart facts by object UID, the most recent :data:`MAX` kept.
+    """Restart facts by object UID, the :data:`MAX` most recently used kept (a
+    ``cachetools.LRUCache``: writing or reading a UID's facts keeps them longest).
 
     The metadata-only informers never see Pod templates, so the restart marker a new
     restart must differ from, and the last restart the restart guard measures from, are
@@ -216,13 +219,13 @@ class RestartFacts:
     MAX = 100_000
 
     def __init__(self) -> None:
-        self._known: dict[str, _Known] = {}
+        self._known: LRUCache[str, _Known] = LRUCache(maxsize=self.MAX)
 
     def _touch(self, uid: str) -> _Known:
-        known = self._known.pop(uid, None) or _Known()
-        self._known[uid] = known
-        if len(self._known) > self.MAX:
-            del self._known[next(iter(self._known))]
+        known = self._known.get(uid)
+        if known is None:
+            known = _Known()
+            self._known[uid] = known
         return known
 
     def get(self, uid: str) -> RestartFact | None:
@@ -268,7 +271,7 @@ class MetadataCache:
 
     def __init__(self, policy_views: PolicyViews | None = None) -> None:
         self._objects: dict[ResourceType, dict[ObjectKey, CachedObject]] = {}
-        #: (namespace, name) of every stored object, per type: :meth:`holds` without a key.
+        #: (namespace, name) of every stored object, per type: :meth:`contains` without a key.
         self._names: dict[ResourceType, set[tuple[str | None, str]]] = {}
         self._synced: dict[ResourceType, dict[Scope, bool]] = {}
         self._restarts = RestartFacts()
@@ -317,7 +320,7 @@ class MetadataCache:
     def get(self, key: ObjectKey) -> CachedObject | None:
         return self._objects.get(key.resource, {}).get(key)
 
-    def holds(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+    def contains(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
         """Whether an object is stored under this key (no :class:`ObjectKey` is built)."""
         names = self._names.get(resource)
         return names is not None and (namespace, name) in names

@@ -27,17 +27,17 @@ that raises is logged and never stops the informer.
 of an annotated type are changes to objects that carry no
 lifecycle annotation: the controller will never act on them, yet decoding each one was most of
 its CPU (docs/performance.md#the-cost-of-churn). Such an event changes nothing kept when all of
-these hold, and then only its resourceVersion is read:
+these are true, and then only its resourceVersion is read:
 
 * it is an ADDED or MODIFIED protobuf frame (a DELETED one may end what is known of a UID;
   bookmarks, errors and JSON lines are always decoded);
 * the bytes of the lifecycle annotation prefix are nowhere in the frame (strings are plain
   UTF-8 in protobuf, so an annotation under the prefix cannot hide);
-* the keeper allows it (:meth:`Holder.held_test` is not None: the shared cache's keeper
+* the keeper allows it (:meth:`NameKeeper.kept_test` is not None: the shared cache's keeper
   allows it while nobody hears of every change and no policy may keep every object of the
   type, such as one that selects by labels alone);
-* the keeper does not hold the object (an object that just lost its last lifecycle
-  annotation is held, so its event is decoded and it leaves the cache as before), and no
+* the cache does not store the object (an object that just lost its last lifecycle
+  annotation is still stored, so its event is decoded and it leaves the cache as before), and no
   lifecycle policy may keep it, judged on its namespace and name alone
   (:meth:`~lifecycle_controller.core.policy.in_force.PolicySet.may_keep`: a policy of the
   type that may reach them, or an invalid policy), asked for each frame since policies come
@@ -81,11 +81,18 @@ from lifecycle_controller.kube.frame_names import (
 )
 from lifecycle_controller.kube.watch_protobuf import FrameSkipper
 
-__all__ = ["CacheWriter", "HeldTest", "Holder", "NamespaceMerge", "UnkeptEvents", "UnkeptListed"]
+__all__ = [
+    "CacheWriter",
+    "KeptTest",
+    "NameKeeper",
+    "NamespaceMerge",
+    "UnkeptEvents",
+    "UnkeptListed",
+]
 
 #: Whether an event of an unannotated object, by its namespace ("" for a cluster-scoped one)
-#: and name, may change what a keeper keeps (:meth:`Holder.held_test`).
-HeldTest = Callable[[str, str], bool]
+#: and name, may change what a keeper keeps (:meth:`NameKeeper.kept_test`).
+KeptTest = Callable[[str, str], bool]
 
 
 _log = structlog.get_logger(__name__)
@@ -113,9 +120,9 @@ class CacheWriter(Keeper):
         self._on_object_change = on_object_change
         self._on_change_seen = on_change_seen
         self._on_listed = on_listed
-        #: The policies' name test :attr:`_held` was built on (see :meth:`held_test`).
+        #: The policies' name test :attr:`_kept` was built on (see :meth:`kept_test`).
         self._names: NameTest | None = None
-        self._held: HeldTest | None = None
+        self._kept: KeptTest | None = None
         #: The namespaces being listed again (:meth:`merge`), by namespace.
         self._merges: dict[str, NamespaceMerge] = {}
         #: Full lists completed (a namespace's list read meanwhile is read again).
@@ -151,11 +158,11 @@ class CacheWriter(Keeper):
     def listed_filter(self) -> EventFilter | None:
         return UnkeptListed(self)
 
-    def held_test(self) -> HeldTest | None:
+    def kept_test(self) -> KeptTest | None:
         """None while every event must be decoded: somebody hears of every change
         (discovery's CRD informer, the Namespaces' defaults), or a policy may keep any
         object of the type whatever its name (no frame is then read for its name).
-        Otherwise a test of an unannotated object's namespace and name: the cache holds it,
+        Otherwise a test of an unannotated object's namespace and name: the cache stores it,
         or may keep it for a policy (the same test until the policies change)."""
         if self._on_change_seen is not None:
             return None
@@ -163,22 +170,22 @@ class CacheWriter(Keeper):
         if names is None:
             return None
         if names is not self._names:
-            self._names, self._held = names, self._holding(names)
-        return self._held
+            self._names, self._kept = names, self._kept_by_name(names)
+        return self._kept
 
-    def _holding(self, names: NameTest) -> HeldTest:
-        kept = self._cache.kept_names(self._resource)
+    def _kept_by_name(self, names: NameTest) -> KeptTest:
+        stored = self._cache.kept_names(self._resource)
         if self._resource.namespaced:
 
-            def held(namespace: str, name: str) -> bool:
-                return (namespace, name) in kept or names(namespace, name)
+            def kept(namespace: str, name: str) -> bool:
+                return (namespace, name) in stored or names(namespace, name)
 
         else:
 
-            def held(namespace: str, name: str) -> bool:
-                return (None, name) in kept or names(None, name)
+            def kept(namespace: str, name: str) -> bool:
+                return (None, name) in stored or names(None, name)
 
-        return held
+        return kept
 
     def _key(self, obj: CachedObject) -> ObjectKey:
         namespace = obj.namespace if self._resource.namespaced else None
@@ -290,11 +297,11 @@ class NamespaceMerge:
     MetadataCache.write_back`: it is no longer the one stored when the merge began). Every
     other listed object goes through the writer's own path, as a full list's does (kept or
     dropped by the policies in force now, an add delivered for one newly kept); at
-    :meth:`finish`, a key the cache held in the namespace that the list did not find, and
+    :meth:`finish`, a key the cache stored in the namespace that the list did not find, and
     that nothing changed since, is dropped. Nothing outside the namespace is read or touched.
     """
 
-    __slots__ = ("_before", "_held", "_listed", "_writer", "namespace", "touched")
+    __slots__ = ("_before", "_kept", "_listed", "_writer", "namespace", "touched")
 
     def __init__(self, writer: CacheWriter, namespace: str) -> None:
         self._writer = writer
@@ -302,9 +309,9 @@ class NamespaceMerge:
         #: Keys the informer applied a change of since the merge began.
         self.touched: set[ObjectKey] = set()
         self._listed: set[ObjectKey] = set()
-        self._held = writer.held_test()
+        self._kept = writer.kept_test()
         cache, resource = writer._cache, writer._resource
-        #: What the cache held in the namespace when the merge began (stored identities).
+        #: What the cache stored in the namespace when the merge began (stored identities).
         self._before: dict[ObjectKey, CachedObject | None] = {
             key: cache.get(key) for key in cache.keys(resource, namespace=namespace)
         }
@@ -315,13 +322,13 @@ class NamespaceMerge:
 
     def put(self, part: Mapping[str, Any]) -> None:
         """One listed object (the part the informer's projection keeps). One without a
-        lifecycle annotation that the cache does not hold and no policy may keep, judged on
-        its name as the watch's filter judges it (:meth:`CacheWriter.held_test`, asked once
+        lifecycle annotation that the cache does not store and no policy may keep, judged on
+        its name as the watch's filter judges it (:meth:`CacheWriter.kept_test`, asked once
         per merge as a streaming list's filter asks it once per list: a policy change that
         concerns this namespace lists it again), is passed over unprojected: it would be
         dropped."""
         writer = self._writer
-        if _passed_over(part, self._held):
+        if _passed_over(part, self._kept):
             return
         new = writer._cache.project(writer._resource, part)
         key = writer._key(new)
@@ -342,10 +349,10 @@ class NamespaceMerge:
         self._writer._merged(self)
 
 
-def _passed_over(part: Mapping[str, Any], held: HeldTest | None) -> bool:
+def _passed_over(part: Mapping[str, Any], kept: KeptTest | None) -> bool:
     """A listed object the cache would keep nothing of, judged on its name and annotations
-    alone (``held`` None: every object must be projected to be judged)."""
-    if held is None:
+    alone (``kept`` None: every object must be projected to be judged)."""
+    if kept is None:
         return False
     metadata = part.get("metadata")
     if not isinstance(metadata, dict):  # a metadata projection's part is the metadata
@@ -353,7 +360,7 @@ def _passed_over(part: Mapping[str, Any], held: HeldTest | None) -> bool:
     annotations = metadata.get("annotations") or {}
     if any(str(key).startswith(PREFIX) for key in annotations):
         return False
-    return not held(str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
+    return not kept(str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
 
 
 #: How Go's encoder starts a protobuf WatchEvent of each type that may be dropped: field 1
@@ -363,13 +370,14 @@ _ADDED = b"\n\x05ADDED"
 _PREFIX_BYTES = PREFIX.encode()
 
 
-class Holder(Protocol):
-    """What the filter asks the keeper (the shared cache's: :class:`CacheWriter`)."""
+class NameKeeper(Protocol):
+    """What the filter asks the keeper (the shared cache's: :class:`~lifecycle_controller.
+    controller.watch.cache_writer.CacheWriter`)."""
 
-    def held_test(self) -> HeldTest | None:
+    def kept_test(self) -> KeptTest | None:
         """None while every event must be decoded now; otherwise whether an event of an
         unannotated object, by its namespace (empty for a cluster-scoped one) and name, may
-        change what it keeps: it holds the object, or may keep it."""
+        change what it keeps: it stores the object, or may keep it."""
         ...
 
 
@@ -384,22 +392,22 @@ class UnkeptListed:
     may drop, an unannotated object no valid policy may keep, which nothing acts on (the
     watch after the list asks the keeper at every event again)."""
 
-    __slots__ = ("_asked", "_held", "_keeper")
+    __slots__ = ("_asked", "_keeper", "_kept")
 
-    def __init__(self, keeper: Holder) -> None:
+    def __init__(self, keeper: NameKeeper) -> None:
         self._keeper = keeper
         self._asked = False
-        self._held: HeldTest | None = None
+        self._kept: KeptTest | None = None
 
     def __call__(self, raw: bytes | bytearray, start: int, end: int) -> bool:
         """True: decode the frame; False: it was dropped."""
         if not raw.startswith(_ADDED, start) or raw.find(_PREFIX_BYTES, start, end) >= 0:
             return True
-        held = self._held_test()
-        if held is None:
+        kept = self._kept_test()
+        if kept is None:
             return True
         names = object_names(raw, start, end)
-        return names is None or held(*names)
+        return names is None or kept(*names)
 
     @property
     def skipper(self) -> FrameSkipper:
@@ -410,15 +418,15 @@ class UnkeptListed:
     def skip(self, buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
         """Drop the frames from ``start`` that :meth:`__call__` would drop, up to the first it
         would not (:func:`~lifecycle_controller.kube.frame_names.skip_unkept_frames`)."""
-        held = self._held_test()
-        if held is None:
+        kept = self._kept_test()
+        if kept is None:
             return start, 0
-        return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, held=held)
+        return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, kept=kept)
 
-    def _held_test(self) -> HeldTest | None:
+    def _kept_test(self) -> KeptTest | None:
         if not self._asked:
-            self._held, self._asked = self._keeper.held_test(), True
-        return self._held
+            self._kept, self._asked = self._keeper.kept_test(), True
+        return self._kept
 
 
 class UnkeptEvents:
@@ -428,7 +436,7 @@ class UnkeptEvents:
 
     __slots__ = ("_keeper", "_on_skipped", "rest_after_refused")
 
-    def __init__(self, keeper: Holder, on_skipped: Skipped, rest: float = 0.0) -> None:
+    def __init__(self, keeper: NameKeeper, on_skipped: Skipped, rest: float = 0.0) -> None:
         self._keeper = keeper
         self._on_skipped = on_skipped
         self.rest_after_refused = rest
@@ -443,14 +451,14 @@ class UnkeptEvents:
             return True
         if raw.find(_PREFIX_BYTES, start, end) >= 0:
             return True
-        held = self._keeper.held_test()
-        if held is None:
+        kept = self._keeper.kept_test()
+        if kept is None:
             return True
         identity = object_identity(raw, start, end)
         if identity is None:
             return True
         name, namespace, version = identity
-        if held(namespace, name):
+        if kept(namespace, name):
             return True
         self._on_skipped(event_type, version)
         return False

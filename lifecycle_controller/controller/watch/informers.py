@@ -59,7 +59,7 @@ class InformerSet:
     gets one informer per namespace, so namespaced Roles suffice; cluster-scoped types are
     always watched cluster-wide. ``None`` means cluster-wide for every type. A type is listed
     again whole (:meth:`relist`) or in some namespaces only (:meth:`relist_namespaces`). With
-    ``held``, the informers started before :meth:`release` open their lists but read nothing
+    ``gated``, the informers started before :meth:`release` open their lists but read nothing
     until then (docs/reliability.md#start-up).
     """
 
@@ -78,14 +78,14 @@ class InformerSet:
         on_answered_again: Callable[[], None] | None = None,
         objects: ObjectSource | None = None,
         reads: Callable[[ResourceType], frozenset[tuple[str, ...]]] | None = None,
-        held: bool = False,
+        gated: bool = False,
     ) -> None:
         self._projection = MetadataProjection(source)
-        #: Set while lists may read: with ``held``, only once :meth:`release` is called (the
+        #: Set while lists may read: with ``gated``, only once :meth:`release` is called (the
         #: lists of the annotated types wait for the policies; a streaming list opens its
         #: request meanwhile: docs/reliability.md#start-up).
         self._released = asyncio.Event()
-        if not held:
+        if not gated:
             self._released.set()
         #: Whole objects, for the types whose policies' conditions read beyond metadata
         #: (``reads``: those paths); every other type is metadata-only.
@@ -157,7 +157,7 @@ class InformerSet:
             on_resource_gone=self._on_gone,
             rng=random.Random(self._rng.random()),
             on_answered_again=self._on_answered_again,
-            hold=None if self._released.is_set() else self._released.wait,
+            gate=None if self._released.is_set() else self._released.wait,
         )
         self._informers[(resource, scope)] = informer
         task = asyncio.create_task(informer.run(), name=f"informer {resource} {scope or '*'}")
@@ -233,11 +233,11 @@ class InformerSet:
             await relists.aclose()
 
     def release(self) -> None:
-        """Let held lists read (see ``held``); informers started from now on are not held."""
+        """Let gated lists read (see ``gated``); informers started from now on are not gated."""
         self._released.set()
 
     async def reproject(self) -> None:
-        """Start over, before they read anything, the held informers whose projection is no
+        """Start over, before they read anything, the gated informers whose projection is no
         longer what :meth:`projection` chooses (the policies, loaded meanwhile, read fields
         of the type beyond its metadata): nothing of theirs was read, so this is no relist."""
         for resource in sorted(self._tasks):

@@ -118,7 +118,7 @@ class Informer:
         field_selector: str | None = None,
         on_answered_again: Callable[[], None] | None = None,
         resource_version: str | None = None,
-        hold: Callable[[], Awaitable[object]] | None = None,
+        gate: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         if namespace is not None and not resource.namespaced:
             raise ValueError(f"{resource} is cluster-scoped: it has no namespace scope")
@@ -140,7 +140,7 @@ class Informer:
         self._resource_version = resource_version
         #: Awaited before the first list reads anything (then dropped): a streaming list
         #: opens its request first (:meth:`stream_once`).
-        self._hold = hold
+        self._gate = gate
         self._streaming = s.streaming_list and projection.streams and keeper.full_lists
         self._stream_listed = False
         self._lists = 0
@@ -277,7 +277,7 @@ class Informer:
         are gone, and marks it synced. A keeper without :attr:`~Keeper.full_lists` is given
         nothing: one object is asked for, for the resourceVersion. Raises KubeError.
         """
-        await self._held()
+        await self._through_gate()
         if not self._keeper.full_lists:
             page = await self._list_page(limit=1, continue_token=None, resource_version=None)
             version = str((page.get("metadata") or {}).get("resourceVersion", ""))
@@ -298,11 +298,11 @@ class Informer:
                 self._log.info("list continue token expired; listing again")
         return resource_version
 
-    async def _held(self) -> None:
-        """Wait for :attr:`_hold` the first time a list asks (a no-op afterwards)."""
-        hold, self._hold = self._hold, None
-        if hold is not None:
-            await hold()
+    async def _through_gate(self) -> None:
+        """Wait for :attr:`_gate` the first time a list asks (a no-op afterwards)."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            await gate()
 
     def _listed(self, resource_version: str, stale: set[Hashable]) -> None:
         """A full list is in: synthesise deletes for ``stale`` keys, mark the keeper synced."""
@@ -411,7 +411,7 @@ class Informer:
         that were not listed get synthesised deletes and it is synced; after it, events
         apply as in :meth:`watch_once`. Initial objects the keeper would keep nothing of are
         dropped before they are decoded (docs/architecture.md#informer-loop). An informer
-        given a ``hold`` opens the request, then waits for it before the first frame is read,
+        given a ``gate`` opens the request, then waits for it before the first frame is read,
         and asks the keeper only then what the list keeps.
         Returns how the stream ended; raises KubeError, and TransportError when it ends
         before its initial events do.
@@ -421,10 +421,10 @@ class Informer:
         decode_if = _ListThenWatch(
             self._keeper, self._keeper.unkept_filter(self._skipped, self._settings.watch_rest)
         )
-        held = self._hold is not None
+        gated = self._gate is not None
 
         async def before_reading() -> None:
-            await self._held()
+            await self._through_gate()
             decode_if.prepare(self._keeper)  # what the list keeps, as the keeper says now
 
         stream = self._projection.watch_list(
@@ -433,7 +433,7 @@ class Informer:
             timeout_seconds=self._watch_timeout(),
             field_selector=self._field_selector,
             decode_if=decode_if,
-            before_reading=before_reading if held else None,
+            before_reading=before_reading if gated else None,
         )
         try:
             async for event in stream:
@@ -574,7 +574,7 @@ class _ListThenWatch:
 
     def prepare(self, keeper: Keeper) -> None:
         """What the list keeps, as ``keeper`` says now (again before the first frame when
-        the list was held): the keys it holds (``stale`` until listed again), and the
+        the list was gated): the keys it holds (``stale`` until listed again), and the
         filter of the initial events."""
         self.stale = keeper.listing()
         self._skip_unannotated = not self.stale and keeper.skips_unannotated()
@@ -608,7 +608,7 @@ class _ListThenWatch:
 
 def _skip_unannotated(buffer: bytearray, start: int, stop: int, most: int) -> tuple[int, int]:
     """The run of ADDED frames without a lifecycle annotation from ``start``, dropped."""
-    return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, held=None)
+    return skip_unkept_frames(buffer, start, stop, most, marker=_PREFIX_BYTES, kept=None)
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

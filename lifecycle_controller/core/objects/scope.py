@@ -10,7 +10,7 @@ metric counts and startup error texts.
 :mod:`lifecycle_controller.controller.watch.discovery` does the I/O.
 
 Resource keys are ``<plural>`` for the core group and ``<plural>.<group>`` otherwise; all
-patterns are Go ``filepath.Match`` globs (:mod:`.globs`).
+patterns are Go ``filepath.Match`` globs (:mod:`..text.globs`).
 """
 
 from __future__ import annotations

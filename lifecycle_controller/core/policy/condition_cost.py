@@ -3,8 +3,9 @@
 A text scan cannot tell a macro call from a comment or a string (``labels. // x⏎ all(v, ...)``
 is a comprehension), so the expression is tokenized and parsed here with CEL's grammar
 (comments, strings with every prefix and quote form, numbers, operators, member calls,
-list/map/message literals), and two bounds are taken on the tree, as Kubernetes does for the
-CEL rules of CRDs:
+list/map/message literals; the engine's package exposes no tree of its own:
+docs/architecture.md#condition-parser), and two bounds are taken on the tree, as Kubernetes
+does for the CEL rules of CRDs:
 
 * comprehension depth: a macro (``all``, ``exists``, ``exists_one``, ``map``, ``filter``)
   inside another one's body is refused;

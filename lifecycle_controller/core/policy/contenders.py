@@ -1,10 +1,12 @@
 """The contenders of one object, and their order: what precedence ranks.
 
 A contender for an object, in one action family (deletion, restart), is a valid policy that
-matches it or a *hold*: an invalid policy that would match, or a valid one that cannot be
-judged on the object (its condition or ``since`` failed, its Namespace's labels or what uses
-the object are unknown). :mod:`.precedence` picks the winner among them; this module says
-what a contender is (:class:`PolicyHold`, :class:`PolicyHoldReason`), which family an action
+matches it or an *unjudged policy*: an invalid policy that would match, or a valid one that
+cannot be judged on the object (its condition or ``since`` failed, its Namespace's labels or
+what uses the object are unknown). An unjudged policy that wins *holds* the object in its
+families (fail closed: nothing acts; the policy's ``status.held`` counts it).
+:mod:`.precedence` picks the winner among them; this module says
+what a contender is (:class:`UnjudgedPolicy`, :class:`UnjudgedReason`), which family an action
 belongs to, and the order: the layers (enforced cluster policies, the object's own
 annotations, namespaced policies, the other cluster policies), then ``priority``, then name.
 """
@@ -27,8 +29,8 @@ __all__ = [
     "NAMESPACED_LAYER",
     "OWN_LAYER",
     "Family",
-    "PolicyHold",
-    "PolicyHoldReason",
+    "UnjudgedPolicy",
+    "UnjudgedReason",
     "best_policy",
     "contender_order",
     "family_of",
@@ -51,8 +53,9 @@ def family_of(action: Action) -> Family:
     return Family.DELETE if action is Action.DELETE else Family.RESTART
 
 
-class PolicyHoldReason(enum.StrEnum):
-    """Why a policy holds an object instead of acting (``lifecycle_policy_held_objects``)."""
+class UnjudgedReason(enum.StrEnum):
+    """Why a policy cannot be judged on an object, and so holds it instead of acting (the
+    ``reason`` of ``lifecycle_policy_held_objects``)."""
 
     INVALID = "invalid"
     CONDITION_ERROR = "condition-error"
@@ -70,11 +73,12 @@ ENFORCED_LAYER, OWN_LAYER, NAMESPACED_LAYER, CLUSTER_LAYER = range(4)
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyHold:
-    """A policy that holds an object: invalid, or its condition failed on the object."""
+class UnjudgedPolicy:
+    """A policy that cannot be judged on an object (:class:`UnjudgedReason`), so it holds
+    the object in its families."""
 
     ref: PolicyRef
-    reason: PolicyHoldReason
+    reason: UnjudgedReason
     problem: str
     #: The families it holds (an invalid policy whose action is unreadable holds both).
     families: frozenset[Family]
@@ -86,7 +90,7 @@ class PolicyHold:
     policy: Policy | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def invalid(cls, policy: PolicyInvalid) -> PolicyHold:
+    def invalid(cls, policy: PolicyInvalid) -> UnjudgedPolicy:
         scope = policy.scope
         namespaced = policy.ref.kind is PolicyKind.NAMESPACED
         layer = (
@@ -95,7 +99,7 @@ class PolicyHold:
         families = frozenset(Family) if scope.action is None else {family_of(scope.action)}
         return cls(
             policy.ref,
-            PolicyHoldReason.INVALID,
+            UnjudgedReason.INVALID,
             policy.message,
             frozenset(families),
             layer,
@@ -107,8 +111,8 @@ class PolicyHold:
         cls,
         policy: Policy,
         problem: str,
-        reason: PolicyHoldReason = PolicyHoldReason.CONDITION_ERROR,
-    ) -> PolicyHold:
+        reason: UnjudgedReason = UnjudgedReason.CONDITION_ERROR,
+    ) -> UnjudgedPolicy:
         """Its condition failed on the object (or, ``reason``, its namespace or what uses
         the object is unknown)."""
         return cls(
@@ -123,13 +127,13 @@ class PolicyHold:
 
     def describe(self) -> str:
         """``held: LifecyclePolicy/team-a/keep is invalid`` and the like."""
-        if self.reason is PolicyHoldReason.INVALID:
+        if self.reason is UnjudgedReason.INVALID:
             return f"held: {self.ref} is invalid"
-        if self.reason is PolicyHoldReason.NAMESPACE_UNKNOWN:
+        if self.reason is UnjudgedReason.NAMESPACE_UNKNOWN:
             return f"held: {self.ref} selects namespaces by label: {self.problem}"
-        if self.reason is PolicyHoldReason.REFERENCES_UNKNOWN:
+        if self.reason is UnjudgedReason.REFERENCES_UNKNOWN:
             return f"held: the condition of {self.ref} reads referencedBy: {self.problem}"
-        if self.reason is PolicyHoldReason.SINCE_ERROR:
+        if self.reason is UnjudgedReason.SINCE_ERROR:
             return f"held: the since of {self.ref} could not be evaluated: {self.problem}"
         return f"held: the condition of {self.ref} could not be evaluated: {self.problem}"
 
@@ -144,8 +148,8 @@ def _name_key(ref: PolicyRef) -> str:
     return f"{ref.name}\x00{ref.namespace or ''}"
 
 
-def contender_order(contender: Policy | PolicyHold) -> tuple[int, int, int, str]:
-    if isinstance(contender, PolicyHold):
+def contender_order(contender: Policy | UnjudgedPolicy) -> tuple[int, int, int, str]:
+    if isinstance(contender, UnjudgedPolicy):
         unreadable = contender.priority is None
         priority = 0 if contender.priority is None else -contender.priority
         return (contender.layer, 0 if unreadable else 1, priority, _name_key(contender.ref))

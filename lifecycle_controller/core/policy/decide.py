@@ -19,10 +19,10 @@ annotations. For a policy-driven decision (docs/policies.md#what-a-policy-writes
   ``(based on ClusterLifecyclePolicy/preview-namespaces: delete-after 48h)``; the texts of
   annotation-driven Events are unchanged.
 
-**One decision per action family** (:class:`~.policy_precedence.Resolution`): a family won
+**One decision per action family** (:class:`~.precedence.Resolution`): a family won
 by the object's own annotations is decided on them, one won by a policy on the merged
-inputs, one a hold won decides nothing (:class:`Idle`, its log naming the hold). A family
-an enforced policy won is decided without the Namespace's ``catch-up``,
+inputs, one an unjudged policy won decides nothing (:class:`Idle`, its log naming the
+policy). A family an enforced policy won is decided without the Namespace's ``catch-up``,
 ``maintenance-window`` and ``max-delete-ttl``
 (:mod:`~lifecycle_controller.core.policy.enforcement`). Under an enforced deletion the
 sooner of the enforced deadline and the next contender's deletion goes (the next contender
@@ -278,7 +278,7 @@ def decide_with_policies(
     defaults: NamespaceDefaults | None,
     limits: Mapping[str, LimitFacts] | None = None,
 ) -> PolicyDecision:
-    """Decide on ``inputs`` (from :meth:`~.policy_set.PolicySet.resolve`); see the module.
+    """Decide on ``inputs`` (from :meth:`~.in_force.PolicySet.resolve`); see the module.
     ``limits``: the limits of the deciding policies (by ``Kind/namespace/name``), whose
     holds a catch-up does not count as lateness."""
     decisions: list[Decision] = []

@@ -9,18 +9,18 @@ that what a tool predicts is what the controller does:
   objects; an object that is no candidate and has no lifecycle annotation is dropped while
   listing, as before policies existed.
 * :meth:`PolicySet.matching`: the contenders for the object, best first: the valid policies
-  that match (every filter, the CEL condition included) and the holds (an invalid policy that
-  would match it, a policy whose condition failed on it).
+  that match (every filter, the CEL condition included) and the unjudged ones (an invalid
+  policy that would match it, a policy whose condition failed on it).
 * :meth:`PolicySet.resolve`: every action family's inputs for the decision
   (:func:`~lifecycle_controller.core.policy.precedence.resolve_policies`).
 
-The set carries the :class:`~.policy_match.Protection` in force (the controller's own
+The set carries the :class:`~.match.Protection` in force (the controller's own
 namespace and objects, the system namespaces), so every question is asked with it, and the
-:data:`~.policy_condition.Stopwatch` that times each condition's evaluation (none: untimed).
+:data:`~.condition.Stopwatch` that times each condition's evaluation (none: untimed).
 
 :func:`policy_from_manifest` reads one ``ClusterLifecyclePolicy``/``LifecyclePolicy`` object
-(an API object or a YAML document) into a :class:`~.policy_model.Policy` or a
-:class:`~.policy_model.PolicyInvalid`; it never raises.
+(an API object or a YAML document) into a :class:`~.model.Policy` or a
+:class:`~.model.PolicyInvalid`; it never raises.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from lifecycle_controller.core.policy.model import (
     parse_policy,
 )
 from lifecycle_controller.core.policy.precedence import (
-    PolicyHold,
-    PolicyHoldReason,
     Resolution,
+    UnjudgedPolicy,
+    UnjudgedReason,
     contender_order,
     resolve_policies,
 )
@@ -330,28 +330,30 @@ class PolicySet:
             self._every[resource.key] = found
         return found
 
-    def matching(self, view: ObjectView) -> list[Policy | PolicyHold]:
+    def matching(self, view: ObjectView) -> list[Policy | UnjudgedPolicy]:
         """The contenders for the object (see the module docstring), best first."""
-        found: list[Policy | PolicyHold] = []
+        found: list[Policy | UnjudgedPolicy] = []
         for policy in self._named(view):
             result = match(policy, view, self.protection, self.stopwatch)
             if result.matched:
                 found.append(policy)
             elif result.reason is MatchReason.CONDITION_ERROR:
-                found.append(PolicyHold.condition_error(policy, result.problem or ""))
+                found.append(UnjudgedPolicy.condition_error(policy, result.problem or ""))
             elif result.reason is MatchReason.NAMESPACE_UNKNOWN:
                 found.append(
-                    PolicyHold.condition_error(
-                        policy, result.reason.value, PolicyHoldReason.NAMESPACE_UNKNOWN
+                    UnjudgedPolicy.condition_error(
+                        policy, result.reason.value, UnjudgedReason.NAMESPACE_UNKNOWN
                     )
                 )
             elif result.reason is MatchReason.REFERENCES_UNKNOWN:
                 found.append(
-                    PolicyHold.condition_error(
-                        policy, result.problem or "", PolicyHoldReason.REFERENCES_UNKNOWN
+                    UnjudgedPolicy.condition_error(
+                        policy, result.problem or "", UnjudgedReason.REFERENCES_UNKNOWN
                     )
                 )
-        found.extend(PolicyHold.invalid(p) for p in self.invalid if holds(p, view, self.protection))
+        found.extend(
+            UnjudgedPolicy.invalid(p) for p in self.invalid if holds(p, view, self.protection)
+        )
         return sorted(found, key=contender_order)
 
     def protected_from(self, view: ObjectView) -> tuple[PolicyRef, ...]:
@@ -435,7 +437,7 @@ class Matched:
     (:func:`~.precedence.resolve_policies`) then needs the workload's restart marker when
     a restart policy contends (:attr:`restarts`)."""
 
-    contenders: tuple[Policy | PolicyHold, ...]
+    contenders: tuple[Policy | UnjudgedPolicy, ...]
     protected: tuple[PolicyRef, ...] = ()
     exempted: tuple[PolicyRef, ...] = ()
 
@@ -443,22 +445,22 @@ class Matched:
     def restarts(self) -> bool:
         """A policy that restarts contends (a recurring one counts from the marker, a
         ``restart-at`` one is done with a workload the marker says it restarted)."""
-        policies = (c.policy if isinstance(c, PolicyHold) else c for c in self.contenders)
+        policies = (c.policy if isinstance(c, UnjudgedPolicy) else c for c in self.contenders)
         return any(p is not None and p.action is Action.RESTART for p in policies)
 
 
 def _anchored(
-    contenders: list[Policy | PolicyHold],
+    contenders: list[Policy | UnjudgedPolicy],
     view: ObjectView,
     matched_at: Mapping[PolicyRef, int],
     now_ns: int,
-) -> tuple[list[Policy | PolicyHold], dict[PolicyRef, SinceValue], dict[PolicyRef, int]]:
+) -> tuple[list[Policy | UnjudgedPolicy], dict[PolicyRef, SinceValue], dict[PolicyRef, int]]:
     """The contenders with each matching policy's ``since`` evaluated (an evaluation error
-    turns the policy into a hold), what each yielded, and when the object began to match
+    leaves the policy unjudged), what each yielded, and when the object began to match
     the policies whose ``since`` reads ``matchedAt`` (no entry: now)."""
     sinces: dict[PolicyRef, SinceValue] = {}
     began: dict[PolicyRef, int] = {}
-    anchored: list[Policy | PolicyHold] = []
+    anchored: list[Policy | UnjudgedPolicy] = []
     for contender in contenders:
         if not isinstance(contender, Policy) or contender.since is None:
             anchored.append(contender)
@@ -470,7 +472,7 @@ def _anchored(
         value = since_of(contender.since, view, start)
         if value.problem is not None:
             anchored.append(
-                PolicyHold.condition_error(contender, value.problem, PolicyHoldReason.SINCE_ERROR)
+                UnjudgedPolicy.condition_error(contender, value.problem, UnjudgedReason.SINCE_ERROR)
             )
         else:
             sinces[ref] = value

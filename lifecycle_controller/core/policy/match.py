@@ -14,9 +14,10 @@ A policy matches an object when every one of its filters accepts it, checked che
    then the **namespaceSelector** over the labels of the object's Namespace
    (:attr:`ObjectView.namespace_labels`): a cluster-scoped object never matches it, and an
    object whose Namespace is not known (yet) is :attr:`MatchReason.NAMESPACE_UNKNOWN`, which
-   precedence turns into a hold, as a condition error (checked after protection, so an
-   object in a protected namespace is protected, never held); the selector never names a
-   namespace, so a protected one stays protected whatever its labels;
+   precedence turns into an unjudged policy that holds the object, as a condition error
+   (checked after protection, so an object in a protected namespace is protected, never
+   held); the selector never names a namespace, so a protected one stays protected whatever
+   its labels;
 4. **protected** (:class:`Protection`): objects in ``kube-system``, ``kube-public``,
    ``kube-node-lease``, the controller's own namespace and any ``--policy-protected-namespace``
    (and those Namespace objects) are matched only by a cluster policy whose ``namespaces``
@@ -28,8 +29,8 @@ A policy matches an object when every one of its filters accepts it, checked che
 6. **owned**: an object with a *controller* owner reference (a Deployment's ReplicaSets, a
    Job's Pods) is matched only with ``includeOwned: true``;
 7. the CEL **condition**, last because it is the dearest; an evaluation error is reported
-   as :attr:`MatchReason.CONDITION_ERROR`, which precedence turns into a hold of the object
-   (never a silent "no match" that lets a lower policy act); a condition reading
+   as :attr:`MatchReason.CONDITION_ERROR`, which precedence turns into an unjudged policy
+   holding the object (never a silent "no match" that lets a lower policy act); a condition reading
    ``referencedBy`` while what uses the object is not known (the reference index has not
    synced, or may not list a referring type) is :attr:`MatchReason.REFERENCES_UNKNOWN`, a
    hold too, kept apart so that the policy's status and metrics say why.
@@ -37,7 +38,7 @@ A policy matches an object when every one of its filters accepts it, checked che
 :data:`HOLDING` are the refusals that hold the object rather than let it go.
 
 :func:`holds` says whether an invalid policy holds an object: what it still says of its
-selection (:class:`~.policy_model.HeldScope`) is read as above, an unreadable part selecting
+selection (:class:`~.model.HeldScope`) is read as above, an unreadable part selecting
 everything.
 
 :func:`match` says which filter refused the object, for ``explain``; :func:`matches` is the
@@ -305,7 +306,7 @@ def match(
 ) -> PolicyMatch:
     """Check the filters in the module's order; never raises. An enforced policy is not
     stopped by ``exempt``, on the object or on its Namespace. ``stopwatch`` times the
-    condition's evaluation (:meth:`~.policy_condition.Condition.evaluate`)."""
+    condition's evaluation (:meth:`~.condition.Condition.evaluate`)."""
     refusal = _static_refusal(policy, view)
     if refusal is not None:
         return _refused(refusal)

@@ -17,7 +17,7 @@ Rules of the model (docs/architecture.md#policy-anchors has how its actions are 
   ``restart-cron``; ``restart-after`` and ``reference-point`` count from when an annotation
   was applied, which a rule does not have, so they are refused; ``since`` (:mod:`.since`)
   moves the start of ``delete-after`` from the object's creation to what it yields;
-* the condition is compiled here, once per generation (:mod:`.policy_condition`); it may
+* the condition is compiled here, once per generation (:mod:`.condition`); it may
   read only what the controller keeps, and over ``secrets`` (named, or selected by a glob)
   metadata only, never Secret data (:mod:`.condition_reads`);
 * ``namespaceSelector`` (over the labels of the object's Namespace, ANDed with
@@ -29,7 +29,7 @@ Rules of the model (docs/architecture.md#policy-anchors has how its actions are 
   it is broken (docs/policies.md#safety-rules).
 
 How a policy's actions are anchored without writing onto the objects is
-:mod:`.policy_precedence`'s business.
+:mod:`.precedence`'s business.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ _PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Policy:
-    """A valid policy of one generation (matching: :mod:`.policy_match`)."""
+    """A valid policy of one generation (matching: :mod:`.match`)."""
 
     ref: PolicyRef
     generation: int
@@ -188,7 +188,7 @@ class Policy:
     #: Over the labels of the object's Namespace (a ``ClusterLifecyclePolicy`` only; ANDed
     #: with ``namespaces``); None: every namespace.
     namespace_selector: LabelSelector | None = None
-    #: ``spec.limit``: at most so many actions per sliding window (:mod:`.policy_limit`);
+    #: ``spec.limit``: at most so many actions per sliding window (:mod:`.limit`);
     #: None: the controller's default (``--policy-default-limit``) applies.
     limit: PolicyLimit | None = None
     #: The policy object's ``metadata.uid`` ("" for a manifest without one): with

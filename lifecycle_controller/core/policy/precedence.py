@@ -10,10 +10,10 @@ families; each has its own winner, the first of its contenders in this order:
 4. the other ``ClusterLifecyclePolicy`` objects, by priority then name.
 
 ``exempt`` on the object removes layers 3 and 4. The contenders after the winner are
-*overlapped*. A **hold** contends at its policy's place: an invalid policy that would match
-the object (:func:`~.policy_match.holds`), or a policy whose condition could not be
-evaluated for it. A hold that wins means nothing acts in that family (fail closed): no lower
-policy takes over.
+*overlapped*. An **unjudged policy** contends at its policy's place: an invalid policy that
+would match the object (:func:`~.match.holds`), or a policy whose condition could not be
+evaluated for it. One that wins holds the object in that family (fail closed): nothing acts,
+no lower policy takes over.
 
 When every family is won by the object's own annotations (or has no contender) the object is
 decided on its own annotations exactly as without policies, so an object annotated with both
@@ -46,12 +46,13 @@ inputs, and the decision takes whichever deletes first.
   ``last-restart-timestamp``, so the recurring schedule never initializes (no write).
 
 **The contenders** (defined first, below). A contender is a valid policy that matches the
-object, or a **hold** (:class:`PolicyHold`): an invalid policy that would match it, or a
-policy whose condition could not be evaluated on it, or whose namespaceSelector cannot be
-judged because the object's Namespace is not known yet. Contenders are ranked by layer
+object, or an **unjudged policy** (:class:`UnjudgedPolicy`): an invalid policy that would
+match it, or a policy whose condition could not be evaluated on it, or whose
+namespaceSelector cannot be judged because the object's Namespace is not known yet.
+Contenders are ranked by layer
 (enforced cluster policies, the object's own annotations, namespaced policies, the other
-cluster policies), then by ``priority`` (higher first; a hold whose priority cannot be read
-comes first of its layer), then by name. the first of each family is its winner.
+cluster policies), then by ``priority`` (higher first; an unjudged policy whose priority
+cannot be read comes first of its layer), then by name. the first of each family is its winner.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ from lifecycle_controller.core.policy.contenders import (
     FAMILY_KEYS,
     NAMESPACED_LAYER,
     Family,
-    PolicyHold,
-    PolicyHoldReason,
+    UnjudgedPolicy,
+    UnjudgedReason,
     best_policy,
     contender_order,
     family_of,
@@ -91,10 +92,10 @@ __all__ = [
     "NAMESPACED_LAYER",
     "Family",
     "InputSource",
-    "PolicyHold",
-    "PolicyHoldReason",
     "PolicyInputs",
     "Resolution",
+    "UnjudgedPolicy",
+    "UnjudgedReason",
     "best_policy",
     "contender_order",
     "family_of",
@@ -129,8 +130,8 @@ class PolicyInputs:
     """One family's merged inputs, who decided, who was overlapped (best first).
 
     ``family`` None: no policy decides any family and ``annotations`` are the object's own,
-    unchanged. ``held``: a hold won the family (nothing acts). ``sooner``: under an enforced
-    deletion, the next contender's inputs (the decision takes whichever deletes first).
+    unchanged. ``held``: an unjudged policy won the family (nothing acts). ``sooner``: under
+    an enforced deletion, the next contender's inputs (the decision takes whichever deletes first).
     """
 
     annotations: Mapping[str, str]
@@ -140,7 +141,7 @@ class PolicyInputs:
     sources: Mapping[str, InputSource] = field(default_factory=lambda: MappingProxyType({}))
     exempt: bool = False
     family: Family | None = None
-    held: PolicyHold | None = None
+    held: UnjudgedPolicy | None = None
     sooner: PolicyInputs | None = None
     #: Policies that would match but for protection (docs/policies.md).
     protected: tuple[PolicyRef, ...] = ()
@@ -179,7 +180,7 @@ class Resolution:
 
     @property
     def primary(self) -> PolicyInputs:
-        """The inputs the tools describe first: a policy's, else a hold's, else the own."""
+        """The inputs the tools describe first: a policy's, else an unjudged one's, else the own."""
         for inputs in self.families:
             if inputs.decided_by is not None:
                 return inputs
@@ -205,7 +206,7 @@ class Resolution:
         return self.primary.exempt
 
     @property
-    def held(self) -> PolicyHold | None:
+    def held(self) -> UnjudgedPolicy | None:
         return self.primary.held
 
     @property
@@ -225,7 +226,7 @@ class Resolution:
         return tuple(found)
 
     @property
-    def holds(self) -> tuple[PolicyHold, ...]:
+    def holds(self) -> tuple[UnjudgedPolicy, ...]:
         return tuple(i.held for i in self.families if i.held is not None)
 
     @property
@@ -344,7 +345,7 @@ _OWN_CONTENDER: Final = _Own()
 def _family_inputs(
     family: Family,
     annotations: Mapping[str, str],
-    contenders: Sequence[Policy | PolicyHold | _Own],
+    contenders: Sequence[Policy | UnjudgedPolicy | _Own],
     *,
     exempt: bool,
     protected: tuple[PolicyRef, ...],
@@ -362,7 +363,7 @@ def _family_inputs(
         return PolicyInputs(
             annotations, overlapped=overlapped, exempt=exempt, family=family, protected=protected
         )
-    if isinstance(winner, PolicyHold):
+    if isinstance(winner, UnjudgedPolicy):
         return PolicyInputs(
             MappingProxyType({}),
             overlapped=overlapped,
@@ -382,7 +383,7 @@ def _family_inputs(
     )
     sooner = None
     if winner.enforce and family is Family.DELETE:
-        below = [c for c in rest if not isinstance(c, PolicyHold)]
+        below = [c for c in rest if not isinstance(c, UnjudgedPolicy)]
         if below:
             sooner = _family_inputs(
                 family,
@@ -409,8 +410,8 @@ def _family_inputs(
     )
 
 
-def _in_family(contender: Policy | PolicyHold, family: Family) -> bool:
-    if isinstance(contender, PolicyHold):
+def _in_family(contender: Policy | UnjudgedPolicy, family: Family) -> bool:
+    if isinstance(contender, UnjudgedPolicy):
         return family in contender.families
     return family_of(contender.action) is family
 
@@ -421,18 +422,18 @@ def _since_ns(sinces: Mapping[PolicyRef, SinceValue], ref: PolicyRef) -> int | N
 
 
 def _contending(
-    ranked: Sequence[Policy | PolicyHold],
+    ranked: Sequence[Policy | UnjudgedPolicy],
     creation_ns: int | None,
     restart_marker: str | None,
     sinces: Mapping[PolicyRef, SinceValue],
-) -> tuple[list[Policy | PolicyHold], list[LeftAlone]]:
+) -> tuple[list[Policy | UnjudgedPolicy], list[LeftAlone]]:
     """The contenders (order kept), and those passed over as they leave the object alone (a
-    hold of a valid policy too; an invalid one cannot be read, so it holds; a valid policy
+    valid policy unjudged too; an invalid one cannot be read, so it holds; a valid policy
     whose ``since`` has no value for the object)."""
-    contending: list[Policy | PolicyHold] = []
+    contending: list[Policy | UnjudgedPolicy] = []
     passed_over: list[LeftAlone] = []
     for contender in ranked:
-        policy = contender.policy if isinstance(contender, PolicyHold) else contender
+        policy = contender.policy if isinstance(contender, UnjudgedPolicy) else contender
         why = None if policy is None else leaves_alone(policy, creation_ns, restart_marker)
         since = sinces.get(contender.ref) if isinstance(contender, Policy) else None
         if why is not None:
@@ -446,7 +447,7 @@ def _contending(
 
 def resolve_policies(
     annotations: Mapping[str, str],
-    matched: Iterable[Policy | PolicyHold],
+    matched: Iterable[Policy | UnjudgedPolicy],
     *,
     creation_ns: int | None,
     restart_marker: str | None,
@@ -458,8 +459,8 @@ def resolve_policies(
 ) -> Resolution:
     """Every family's inputs from the object's annotations and its contenders.
 
-    ``matched``: the valid policies :func:`~.policy_match.match` accepted (exempt and
-    protection already applied) and the holds (invalid policies that would match, policies
+    ``matched``: the valid policies :func:`~.match.match` accepted (exempt and
+    protection already applied) and the unjudged policies (invalid ones that would match, policies
     whose condition failed on the object). ``schedule_since_ns`` maps a policy to when its
     current generation was first accepted (see the module docstring); a missing entry is
     unknown. ``protected``: the policies that would match but for protection (reported).
@@ -486,7 +487,7 @@ def resolve_policies(
         )
         ranked, passed_over = _contending(ranked, creation_ns, restart_marker, given_sinces)
         left_alone.extend(passed_over)
-        contenders: list[Policy | PolicyHold | _Own] = list(ranked)
+        contenders: list[Policy | UnjudgedPolicy | _Own] = list(ranked)
         if _own_family(annotations, family):
             place = sum(1 for c in ranked if contender_order(c)[0] == ENFORCED_LAYER)
             contenders.insert(place, _OWN_CONTENDER)

@@ -65,7 +65,7 @@ class IntervalSchedule:
 
 @dataclass(frozen=True, slots=True)
 class CronSchedule:
-    """``restart-cron`` in a zone, under the DST policy of :mod:`.cron`."""
+    """``restart-cron`` in a zone, under the DST policy of :mod:`..text.cron`."""
 
     spec: CronSpec
     zone: tzinfo

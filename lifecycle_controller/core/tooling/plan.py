@@ -236,9 +236,9 @@ def explain(
     (docs/annotations.md#namespace-defaults), if known. ``guardrails``: what is known of the
     controller's guardrails (the breaker may hold the action; the restart guard and jitter
     may move a restart past its due time). ``policy_inputs``: for an object a lifecycle
-    policy could match, what :meth:`~.policy_set.PolicySet.resolve` made of its
+    policy could match, what :meth:`~..policy.in_force.PolicySet.resolve` made of its
     ``annotations``; the object is then decided as the controller decides it, by
-    :func:`~.policy_decide.decide_with_policies` (whose decisions write no annotation, so
+    :func:`~..policy.decide.decide_with_policies` (whose decisions write no annotation, so
     there is no bookkeeping step), and its texts name the deciding policy; an enforced one
     takes less of the Namespace's defaults (:mod:`~lifecycle_controller.core.policy.
     enforcement`), and ``overrides`` says what it left out.
