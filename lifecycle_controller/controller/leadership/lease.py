@@ -71,7 +71,8 @@ def new_lease(namespace: str, name: str, record: LeaseRecord) -> dict[str, Any]:
 
 
 class LeaseApi(Protocol):
-    """The three Lease calls the elector makes (satisfied by :class:`~..kube.KubeClient`)."""
+    """The three Lease calls the elector makes (satisfied by
+    :class:`~lifecycle_controller.kube.KubeClient`)."""
 
     async def get(
         self,
