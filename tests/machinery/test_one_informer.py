@@ -8,7 +8,10 @@ and the Namespace presence check once did. Read from the sources:
 
 * only the projections (``controller/watch/projection.py``, what the reflector asks the
   API server for) call the API client's watch methods or build a watch query;
-* only the reflector calls a projection's watch and list methods.
+* only the reflector calls a projection's watch and list methods;
+* only the informer supervisor (``controller/watch/supervisor.py``) builds an informer
+  and runs it: start, stop, the 403/404 retry and synced are written once, and an owner of
+  informers is configuration (docs/architecture.md#informer-supervisor).
 """
 
 from __future__ import annotations
@@ -70,6 +73,39 @@ def test_only_the_projections_open_watches() -> None:
 def test_only_the_reflector_asks_a_projection() -> None:
     asking = {name for name, tree in _modules().items() if _calls(tree, PROJECTION_CALLS)}
     assert asking == {"watch/reflector"}
+
+
+def _runs_informers(tree: ast.AST) -> bool:
+    """``Informer(...)`` is called, or ``.run()`` of a name or attribute naming an informer."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id == "Informer":
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "run":
+            receiver = node.func.value
+            name = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", "")
+            if "informer" in name.lower():
+                return True
+    return False
+
+
+def test_only_the_supervisor_builds_and_runs_informers() -> None:
+    running = {name for name, tree in _modules().items() if _runs_informers(tree)}
+    assert running == {"watch/supervisor"}
+
+
+def test_the_check_sees_an_informer_run_elsewhere() -> None:
+    """The check itself: the loop the reference index used to hand-write is caught."""
+    old = ast.parse(
+        "async def _run(self):\n"
+        "    while True:\n"
+        "        informer = Informer(resource=resource, keeper=keeper)\n"
+        "        await informer.run()\n"
+    )
+    assert _runs_informers(old)
+    assert _runs_informers(ast.parse("await self._informer.run()"))
+    assert not _runs_informers(ast.parse("await self.elector.run(lead)"))
 
 
 def test_the_check_sees_a_watch_opened_elsewhere() -> None:

@@ -42,6 +42,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 import structlog
 
@@ -62,6 +63,11 @@ from lifecycle_controller.controller.watch.ports import (
 )
 from lifecycle_controller.controller.watch.projection import MetadataProjection
 from lifecycle_controller.controller.watch.reflector import Informer
+from lifecycle_controller.controller.watch.supervisor import (
+    InformerSupervisor,
+    Stop,
+    Stopped,
+)
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.decision.namespace_defaults import (
     NamespaceDefaults,
@@ -70,11 +76,9 @@ from lifecycle_controller.core.decision.namespace_defaults import (
     parse_namespace_defaults,
 )
 from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef
-from lifecycle_controller.kube import Forbidden
 from lifecycle_controller.kube.resources import NAMESPACES
 from lifecycle_controller.machinery.backoff import Backoff
 from lifecycle_controller.machinery.clock import Clock
-from lifecycle_controller.machinery.tasks import run_or_wake
 
 __all__ = ["NamespaceDefaultsStore"]
 
@@ -101,7 +105,6 @@ class NamespaceDefaultsStore:
         metrics: InformerMetrics | None = None,
     ) -> None:
         self._projection = MetadataProjection(source)
-        self._metrics = metrics
         self._clock = clock
         #: None: one cluster-wide informer; else one per exact name.
         self._scopes: list[str | None] = [None] if names is None else [*sorted(set(names))]
@@ -117,12 +120,13 @@ class NamespaceDefaultsStore:
             base, stop_when_forbidden=True, backoff_transport_max=base.backoff_max
         )
         self._retry_after = retry_after
-        self._rng = random.Random() if rng is None else rng
+        #: One watch per scope: a 403 or 404 marks the scope unavailable and is tried again
+        #: after a backoff; :meth:`keep_labels` lists it again from scratch.
+        self._watches: InformerSupervisor[str | None] = InformerSupervisor(
+            clock=clock, metrics=metrics, settings=self._settings, rng=rng, on_stop=self._stopped
+        )
         self._views = NamespaceLabelViews()
         self._caches = {scope: MetadataCache(policy_views=self._views) for scope in self._scopes}
-        self._informers: dict[str | None, Informer] = {}
-        #: Set to make a scope's informer list again (what the caches keep changed).
-        self._relists: dict[str | None, asyncio.Event] = {}
         self._presence: dict[str, PresenceKeeper] = {}
         self._unavailable: set[str | None] = set()
         self._defaults: dict[str, NamespaceDefaults] = {}
@@ -163,8 +167,8 @@ class NamespaceDefaultsStore:
             if wanted
             else "no policy selects namespaces by label: their labels are dropped"
         )
-        for relist in self._relists.values():
-            relist.set()
+        for scope in self._scopes:
+            self._watches.relist(scope)
 
     def cached(self) -> int:
         """How many Namespaces the caches hold: those with lifecycle annotations, and every
@@ -180,19 +184,19 @@ class NamespaceDefaultsStore:
 
     def informers(self) -> list[Informer]:
         """The Namespace informers started, one per scope."""
-        return list(self._informers.values())
+        return list(self._watches.informers().values())
 
     def disconnected(self) -> list[str]:
         """Namespace informers that cannot reach the API server right now (readiness)."""
         return sorted(
             "namespaces" if scope is None else f"namespaces/{scope}"
-            for scope, informer in self._informers.items()
-            if informer.disconnected and scope not in self._unavailable
+            for scope in self._watches.disconnected()
+            if scope not in self._unavailable
         )
 
     def retry_now(self) -> None:
         """The API server answers again (another informer saw it): stop backing off now."""
-        for informer in self._informers.values():
+        for informer in self._watches.informers().values():
             informer.retry_now()
 
     async def wait_synced(self) -> None:
@@ -211,10 +215,12 @@ class NamespaceDefaultsStore:
 
     async def run(self) -> None:
         """Run the informers and the reporter until cancelled."""
-        async with asyncio.TaskGroup() as group:
-            for scope in self._scopes:
-                group.create_task(self._run_scope(scope), name=f"namespace informer {scope}")
-            group.create_task(self._run_reporter(), name="namespace defaults reporter")
+        for scope in self._scopes:
+            self._start(scope)
+        try:
+            await self._run_reporter()
+        finally:
+            await self._watches.aclose()
 
     def missing(self) -> list[str]:
         """Named Namespaces (exact ``--watch-namespace``) that their list found absent."""
@@ -230,7 +236,8 @@ class NamespaceDefaultsStore:
                 name=name,
             )
 
-    async def _run_scope(self, scope: str | None) -> None:
+    def _start(self, scope: str | None) -> None:
+        """Watch the Namespaces of ``scope``; a 403 or 404 is tried again after a backoff."""
         settings = self._settings
         cache = CacheWriter(
             NAMESPACES, None, self._caches[scope], self._on_object_change, lambda: self._seen(scope)
@@ -242,36 +249,41 @@ class NamespaceDefaultsStore:
             )
             settings = replace(settings, streaming_list=False)  # a list of one is cheap
         retry = Backoff(self._clock, initial=self._retry_after, maximum=self._retry_after * 10)
-        while True:
-            relist = self._relists[scope] = asyncio.Event()
-            informer = self._informers[scope] = Informer(  # a new one lists first
-                resource=NAMESPACES,
-                namespace=None,
-                projection=self._projection,
-                keeper=keeper,
-                clock=self._clock,
-                purpose="namespace-defaults",
-                metrics=self._metrics,
-                settings=settings,
-                rng=random.Random(self._rng.random()),
-                field_selector=None if scope is None else f"metadata.name={scope}",
+        self._watches.start(
+            scope,
+            partial(self._informer, scope, keeper, settings),
+            name=f"namespace informer {scope}",
+            gone=retry.wait,
+            forbidden=retry.wait,
+            relists=True,
+        )
+
+    def _informer(self, scope: str | None, keeper: Keeper, settings: InformerSettings) -> Informer:
+        return self._watches.informer(  # a new one lists first
+            NAMESPACES,
+            projection=self._projection,
+            keeper=keeper,
+            purpose="namespace-defaults",
+            settings=settings,
+            field_selector=None if scope is None else f"metadata.name={scope}",
+        )
+
+    def _stopped(self, stopped: Stopped[str | None]) -> None:
+        """Namespaces are not served (404) or reading them is forbidden: the scope counts as
+        synced with no defaults until a list succeeds (logged once)."""
+        scope = stopped.key
+        if stopped.why is Stop.GONE:
+            problem = "namespaces are not served"
+        else:
+            problem = f"reading namespaces is forbidden: {stopped.error}"
+        if scope not in self._unavailable:
+            _log.error(
+                "namespace defaults unavailable; grant get, list and watch on namespaces",
+                scope=scope or "*",
+                error=problem,
             )
-            try:
-                # Returns only when Namespaces are not served (404), or to list again.
-                if await run_or_wake(informer.run(), relist):
-                    continue
-                problem = "namespaces are not served"
-            except Forbidden as error:
-                problem = f"reading namespaces is forbidden: {error}"
-            if scope not in self._unavailable:
-                _log.error(
-                    "namespace defaults unavailable; grant get, list and watch on namespaces",
-                    scope=scope or "*",
-                    error=problem,
-                )
-            self._unavailable.add(scope)
-            self._check_synced()
-            await retry.wait()
+        self._unavailable.add(scope)
+        self._check_synced()
 
     async def _run_reporter(self) -> None:
         while True:

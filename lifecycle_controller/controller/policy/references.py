@@ -30,10 +30,9 @@ policy opens once the replica has been ready: that is a tenant's policy, held on
 
 from __future__ import annotations
 
-import asyncio
-import random
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any, Final
 
 import structlog
@@ -46,15 +45,21 @@ from lifecycle_controller.controller.watch.ports import (
 )
 from lifecycle_controller.controller.watch.projection import ReferenceFields
 from lifecycle_controller.controller.watch.reflector import Informer
+from lifecycle_controller.controller.watch.supervisor import (
+    InformerSupervisor,
+    Stop,
+    Stopped,
+)
 from lifecycle_controller.core.objects.pod_references import REFERRING_TYPES, ReferenceIndex, Target
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, ObjectView
-from lifecycle_controller.kube import Forbidden
 from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["ReferenceWatch"]
 
 _log = structlog.get_logger(__name__)
+
+_Key = tuple[ResourceType, str | None]
 
 #: How long after a 403 a type's list is tried again (the chart's RBAC may be granted later).
 FORBIDDEN_RETRY_SECONDS: Final = 60.0
@@ -77,16 +82,19 @@ class ReferenceWatch:
         self._clock = clock
         #: Exact namespaces to watch (``--watch-namespace`` without globs); None: all.
         self._namespaces: tuple[str | None, ...] = namespaces or (None,)
-        self._metrics = metrics
-        self._settings = (
-            InformerSettings(stop_when_forbidden=True) if settings is None else settings
+        #: One watch per (referring type, scope): a 404 ends it, a 403 is tried again after
+        #: FORBIDDEN_RETRY_SECONDS (the chart's RBAC may be granted later).
+        self._watches: InformerSupervisor[_Key] = InformerSupervisor(
+            clock=clock,
+            metrics=metrics,
+            settings=InformerSettings(stop_when_forbidden=True) if settings is None else settings,
+            on_stop=self._stopped,
         )
         self._types = types
         self.index = ReferenceIndex()
-        #: The open scopes (a namespace, None: cluster-wide), each one's keepers and tasks.
+        #: The open scopes (a namespace, None: cluster-wide), each one's keepers.
         self._scopes: dict[str | None, _Scope] = {}
-        self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
-        self._forbidden: set[tuple[ResourceType, str | None]] = set()
+        self._forbidden: set[_Key] = set()
         #: Told (namespace, kind, name) when who uses it changed.
         self.on_target: Callable[[str, str, str], None] = lambda namespace, kind, name: None
         #: Told each time a scope has been listed by every type (objects held for it may go).
@@ -147,8 +155,7 @@ class ReferenceWatch:
         reports them, as it does the other informers): ``"pods (references)"``."""
         return sorted(
             f"{resource}{'' if namespace is None else f' in {namespace}'} (references)"
-            for (resource, namespace), informer in self._informers.items()
-            if informer.disconnected
+            for resource, namespace in self._watches.disconnected()
         )
 
     def referenced_by(self, namespace: str | None, kind: str, name: str) -> tuple[str, ...]:
@@ -192,50 +199,44 @@ class ReferenceWatch:
         for resource in self._types:
             keeper = _ReferenceKeeper(self, resource, namespace)
             scope.keepers.append(keeper)
-            scope.tasks.append(
-                asyncio.create_task(
-                    self._run(resource, namespace, keeper),
-                    name=f"references {resource} {namespace or '*'}",
-                )
+            self._watches.start(
+                (resource, namespace),
+                partial(self._informer, keeper),
+                name=f"references {resource} {namespace or '*'}",
+                forbidden=partial(self._clock.sleep, FORBIDDEN_RETRY_SECONDS),
             )
+
+    def _informer(self, keeper: _ReferenceKeeper) -> Informer:
+        return self._watches.informer(
+            keeper.resource,
+            namespace=keeper.namespace,
+            projection=ReferenceFields(self._source, keeper.resource.kind),
+            keeper=keeper,
+            purpose="references",
+        )
 
     def _close(self, namespace: str | None) -> None:
         """Stop one scope and forget what its informers put in the index (quietly: no
         policy reading it concerns that scope any more)."""
         scope = self._scopes.pop(namespace)
-        for task in scope.tasks:
-            task.cancel()
         for keeper in scope.keepers:
+            self._watches.cancel((keeper.resource, namespace))
             keeper.forget()
-            self._informers.pop((keeper.resource, namespace), None)
             self._forbidden.discard((keeper.resource, namespace))
 
-    async def _run(self, resource: ResourceType, namespace: str | None, keeper: Keeper) -> None:
-        while True:
-            informer = Informer(
-                resource=resource,
+    def _stopped(self, stopped: Stopped[_Key]) -> None:
+        """A 403 marks the type refused in its scope (warned once) until a list succeeds;
+        a 404 just ends the watch."""
+        if stopped.why is not Stop.FORBIDDEN:
+            return
+        if stopped.key not in self._forbidden:
+            resource, namespace = stopped.key
+            _log.warning(
+                "may not list the reference fields; policies reading referencedBy hold",
+                resource=str(resource),
                 namespace=namespace,
-                projection=ReferenceFields(self._source, resource.kind),
-                keeper=keeper,
-                clock=self._clock,
-                purpose="references",
-                metrics=self._metrics,
-                settings=self._settings,
-                rng=random.Random(),
             )
-            self._informers[(resource, namespace)] = informer
-            try:
-                await informer.run()
-                return
-            except Forbidden:
-                if (resource, namespace) not in self._forbidden:
-                    _log.warning(
-                        "may not list the reference fields; policies reading referencedBy hold",
-                        resource=str(resource),
-                        namespace=namespace,
-                    )
-                self._forbidden.add((resource, namespace))
-            await self._clock.sleep(FORBIDDEN_RETRY_SECONDS)
+        self._forbidden.add(stopped.key)
 
     def _kept(self, keeper: _ReferenceKeeper) -> None:
         self._forbidden.discard((keeper.resource, keeper.namespace))
@@ -257,19 +258,17 @@ class ReferenceWatch:
             self.on_target(namespace, kind, name)
 
     async def aclose(self) -> None:
-        tasks = [task for scope in self._scopes.values() for task in scope.tasks]
         self.want(False)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._watches.aclose()
 
 
 class _Scope:
     """One open scope of the index: an informer per referring type."""
 
-    __slots__ = ("keepers", "notified", "tasks")
+    __slots__ = ("keepers", "notified")
 
     def __init__(self) -> None:
         self.keepers: list[_ReferenceKeeper] = []
-        self.tasks: list[asyncio.Task[None]] = []
         #: ``on_synced`` was told of this scope.
         self.notified = False
 

@@ -43,6 +43,7 @@ from lifecycle_controller.controller.watch.ports import (
 )
 from lifecycle_controller.controller.watch.projection import WholeObjects
 from lifecycle_controller.controller.watch.reflector import Informer
+from lifecycle_controller.controller.watch.supervisor import InformerSupervisor, Stop
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import Stopwatch
 from lifecycle_controller.core.policy.field_paths import FieldInterner, pick
@@ -111,12 +112,16 @@ class PolicyStore:
         stopwatch: Stopwatch | None = thread_cpu_ns,
     ) -> None:
         self._projection = WholeObjects(source)
-        # 403 and 404 end both informers: the store says policies are off and looks again.
-        self._settings = replace(
-            settings or InformerSettings(), page_size=self.PAGE_SIZE, stop_when_forbidden=True
+        # A 403 or 404 ends the watch (no retry of its own), and with it both: the store says
+        # policies are off and looks again (:meth:`run`).
+        self._watches: InformerSupervisor[ResourceType] = InformerSupervisor(
+            clock=clock,
+            metrics=metrics,
+            settings=replace(
+                settings or InformerSettings(), page_size=self.PAGE_SIZE, stop_when_forbidden=True
+            ),
+            rng=rng,
         )
-        self._metrics = metrics
-        self._rng = random.Random() if rng is None else rng
         #: What no policy reaches (docs/policies.md#safety-rules), carried by every snapshot.
         self._protection = protection
         #: Times each condition's evaluation (docs/architecture.md#condition-time-budget).
@@ -146,7 +151,6 @@ class PolicyStore:
         self._off_logged: str | None = None
         #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
         self._loaded: list[Informer] | None = None
-        self._running: list[Informer] = []
         self._changed = asyncio.Event()
         self.available = False
         #: The labels of a Namespace, None while unknown (the namespace store's, set by the
@@ -332,16 +336,11 @@ class PolicyStore:
     def _informers(self) -> list[Informer]:
         """One whole-object informer per policy kind, cluster-wide, keeping into this store."""
         return [
-            Informer(
-                resource=resource,
-                namespace=None,
+            self._watches.informer(
+                resource,
                 projection=self._projection,
                 keeper=_PolicyKeeper(self, resource),
-                clock=self._clock,
                 purpose="policies",
-                metrics=self._metrics,
-                settings=self._settings,
-                rng=random.Random(self._rng.random()),
             )
             for resource in self.KINDS
         ]
@@ -397,31 +396,33 @@ class PolicyStore:
 
     def informers(self) -> list[Informer]:
         """The informers running now, one per policy kind (none while policies are off)."""
-        return list(self._running)
+        return list(self._watches.informers().values())
 
     async def _watch_all(self, informers: list[Informer]) -> str:
         """Run both informers and publish what they keep until one of them stops: the CRDs
         are gone (404) or reading them is forbidden; return why."""
-        self._running = informers
-        tasks = [
-            asyncio.create_task(informer.run(), name=f"policy informer {informer.resource}")
-            for informer in informers
-        ]
+        for informer in informers:
+            self._watches.start(
+                informer.resource, informer, name=f"policy informer {informer.resource}"
+            )
+        ended = asyncio.create_task(self._watches.first_ended(), name="policy informers")
         publisher = asyncio.create_task(self._publish_changes(informers), name="policy changes")
         try:
-            done, _ = await asyncio.wait([*tasks, publisher], return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # Forbidden, or a failed on_change, is raised; a return is a 404
+            done, _ = await asyncio.wait([ended, publisher], return_when=asyncio.FIRST_COMPLETED)
+            if publisher in done:
+                publisher.result()  # it ends only by raising: a failed on_change
+            stopped = await ended
+            if stopped.why is Stop.FORBIDDEN:
+                return f"reading them is forbidden ({stopped.error})"
             return _NOT_INSTALLED
-        except Forbidden as error:
-            return f"reading them is forbidden ({error})"
         finally:
-            # One wait for all: a cancel arriving meanwhile cannot leave one's failure
-            # unretrieved (gather marks every child's exception as seen).
-            self._running = []
-            for task in (*tasks, publisher):
-                task.cancel()
-            await asyncio.gather(*tasks, publisher, return_exceptions=True)
+            # Every watch cancelled now, then one wait for all: a cancel arriving meanwhile
+            # cannot leave one's failure unretrieved (gather marks every child's exception
+            # as seen).
+            self._watches.cancel(*self.KINDS)
+            ended.cancel()
+            publisher.cancel()
+            await asyncio.gather(self._watches.aclose(), ended, publisher, return_exceptions=True)
 
     async def _publish_changes(self, informers: list[Informer]) -> None:
         """Publish every change the informers keep, one at a time, in order, once both kinds

@@ -25,7 +25,6 @@ longer followed (docs/behaviour.md#rollout-verification).
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -38,6 +37,7 @@ from lifecycle_controller.controller.watch.ports import (
 )
 from lifecycle_controller.controller.watch.projection import WholeObjects
 from lifecycle_controller.controller.watch.reflector import Informer
+from lifecycle_controller.controller.watch.supervisor import InformerSupervisor
 from lifecycle_controller.core import ObjectKey
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.kube import EventFilter
@@ -95,28 +95,30 @@ class RolloutWatch:
         #: One watch per type and namespace (the informers' namespaces are exact names).
         self.per_namespace = per_namespace
         self._projection = WholeObjects(kube)
-        self._settings = settings
-        self._metrics = metrics
-        self._rng = random.Random() if rng is None else rng
+        #: One watch per followed scope; a 404 ends it (the next :meth:`follow` starts it).
+        self._watches: InformerSupervisor[_Scope] = InformerSupervisor(
+            clock=clock, metrics=metrics, settings=settings, rng=rng
+        )
         self._followed: dict[_Scope, dict[bytes, ObjectKey]] = {}  # by metadata UID
         self._uid_of: dict[ObjectKey, bytes] = {}
         #: The latest state kept per followed key, with its resourceVersion (what the
         #: ticker compares for a follower that moved).
         self._states: dict[ObjectKey, tuple[str, Mapping[str, Any]]] = {}
-        self._watches: dict[_Scope, asyncio.Task[None]] = {}
-        self._informers: dict[_Scope, Informer] = {}
-        self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
         #: Told the key of every state kept (the tracker's hint that a follower moved).
         self.on_state: Callable[[ObjectKey], None] = lambda key: None
 
     @property
     def watching(self) -> frozenset[_Scope]:
         """The (type, namespace or None) watches open or being opened."""
-        return frozenset(scope for scope, task in self._watches.items() if not task.done())
+        return frozenset(self._watches.running_keys())
 
     def informers(self) -> list[Informer]:
         """The watches open or being opened, one per followed (type, namespace or None)."""
-        return [self._informers[scope] for scope in self.watching if scope in self._informers]
+        return [
+            informer
+            for scope, informer in self._watches.informers().items()
+            if self._watches.running(scope)
+        ]
 
     def _scope(self, key: ObjectKey) -> _Scope:
         return (key.resource, key.namespace if self.per_namespace else None)
@@ -128,23 +130,16 @@ class RolloutWatch:
         scope = self._scope(key)
         self._followed.setdefault(scope, {})[uid.encode()] = key
         self._uid_of[key] = uid.encode()
-        watch = self._watches.get(scope)
-        if watch is None or watch.done():
-            informer = self._informers[scope] = Informer(
-                resource=scope[0],
+        if not self._watches.running(scope):
+            informer = self._watches.informer(
+                scope[0],
                 namespace=scope[1],
                 projection=self._projection,
                 keeper=_FollowedKeeper(self, scope),
-                clock=self.clock,
                 purpose="rollouts",
-                metrics=self._metrics,
-                settings=self._settings,
-                rng=random.Random(self._rng.random()),
                 resource_version=resource_version,
             )
-            self._watches[scope] = asyncio.create_task(
-                informer.run(), name=f"rollout watch {key.resource}"
-            )
+            self._watches.start(scope, informer, name=f"rollout watch {key.resource}")
 
     def unfollow(self, key: ObjectKey) -> None:
         """``key`` is no longer followed; the last one of its type ends the type's watch."""
@@ -157,19 +152,14 @@ class RolloutWatch:
         followed.pop(uid, None)
         if not followed:
             self._followed.pop(scope, None)
-            self._informers.pop(scope, None)
-            watch = self._watches.pop(scope, None)
-            if watch is not None:
-                watch.cancel()
-                self._ending.add(watch)
-                watch.add_done_callback(self._ending.discard)
+            self._watches.cancel(scope)
 
     def streaming(self, key: ObjectKey) -> bool:
         """Is the watch that keeps ``key``'s states open and delivering (an event or a
         bookmark since it opened)?"""
         if key not in self._uid_of:
             return False
-        informer = self._informers.get(self._scope(key))
+        informer = self._watches.informer_of(self._scope(key))
         return informer is not None and informer.delivering
 
     def version(self, key: ObjectKey) -> str | None:
@@ -223,15 +213,10 @@ class RolloutWatch:
 
     async def aclose(self) -> None:
         """Stop every watch and forget every state (the leader's work ends)."""
-        watches = [*self._watches.values(), *self._ending]
-        self._watches.clear()
-        self._informers.clear()
         self._followed.clear()
         self._uid_of.clear()
         self._states.clear()
-        for watch in watches:
-            watch.cancel()
-        await asyncio.gather(*watches, return_exceptions=True)
+        await self._watches.aclose()
 
 
 class _FollowedKeeper(Keeper):

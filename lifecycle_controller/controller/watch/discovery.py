@@ -42,7 +42,7 @@ from lifecycle_controller.controller.watch.ports import (
     MetadataSource,
 )
 from lifecycle_controller.controller.watch.projection import MetadataProjection
-from lifecycle_controller.controller.watch.reflector import Informer
+from lifecycle_controller.controller.watch.supervisor import InformerSupervisor
 from lifecycle_controller.core.objects.resources import ObjectKey
 from lifecycle_controller.core.objects.scope import (
     REASON_GROUP_DISCOVERY,
@@ -54,7 +54,6 @@ from lifecycle_controller.core.objects.scope import (
 )
 from lifecycle_controller.kube import (
     CRDS,
-    Forbidden,
     KubeError,
     ResourceType,
 )
@@ -407,17 +406,17 @@ class Discovery:
         """Trigger rediscovery on every CRD change; give up quietly when forbidden.
 
         A metadata-only informer on CRDs (the same reflector loop as every other informer, in
-        a cache of its own) whose every list and event triggers rediscovery.
+        a cache of its own) whose every list and event triggers rediscovery; while the CRD
+        API is not served (404) it is run again after a backoff, a 403 ends it.
         """
-        informer = Informer(
-            resource=CRDS,
-            namespace=None,
+        watches: InformerSupervisor[ResourceType] = InformerSupervisor(
+            clock=self._clock, metrics=self._watch_metrics, settings=self._crd_settings
+        )
+        informer = watches.informer(
+            CRDS,
             projection=MetadataProjection(self._client),
             keeper=CacheWriter(CRDS, None, MetadataCache(), _ignore_event, self.trigger),
-            clock=self._clock,
             purpose="crds",
-            metrics=self._watch_metrics,
-            settings=self._crd_settings,
         )
         retry = Backoff(
             self._clock,
@@ -427,15 +426,14 @@ class Discovery:
             jitter=self._crd_settings.backoff_jitter,
             reset_after=self._crd_settings.backoff_reset_after,
         )
+        watches.start(CRDS, informer, name="crd informer", gone=retry.wait)
         self._crd_watch_state = CrdWatchState.WATCHING
         try:
-            while True:
-                await informer.run()  # returns only while the CRD API is not served (404)
-                await retry.wait()
-        except Forbidden:
+            await watches.first_ended()  # only a 403 ends it
             self._crd_watch_state = CrdWatchState.FORBIDDEN
             _log.info("crd watch forbidden; rediscovery is periodic only")
         finally:
+            await watches.aclose()
             if self._crd_watch_state is CrdWatchState.WATCHING:
                 self._crd_watch_state = CrdWatchState.STOPPED
 

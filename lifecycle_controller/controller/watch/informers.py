@@ -3,10 +3,12 @@
 :class:`InformerSet` starts and stops informers for whole resource types; each runs
 :class:`~lifecycle_controller.controller.watch.reflector.Informer` (client-go's reflector loop over
 metadata-only requests, or whole objects cut down to the paths policies' conditions read:
-docs/architecture.md#informer-loop) in its own task, so one failing
-informer never stops the others. Changes reach one synchronous, non-blocking handler
-``on_object_change(kind, key, old, new)``; the composition root applies the scope and relevance
-predicates there and adds keys to the work queue.
+docs/architecture.md#informer-loop) in its own task of the
+:class:`~lifecycle_controller.controller.watch.supervisor.InformerSupervisor`, so one
+failing informer never stops the others; a type the API server no longer serves (404) ends
+its watches until :meth:`InformerSet.ensure` starts them again. Changes reach one synchronous,
+non-blocking handler ``on_object_change(kind, key, old, new)``; the composition root applies
+the scope and relevance predicates there and adds keys to the work queue.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Sequence
-
-import structlog
+from functools import partial
 
 from lifecycle_controller.controller.watch.cache import MetadataCache
 from lifecycle_controller.controller.watch.cache_writer import CacheWriter
@@ -36,9 +37,9 @@ from lifecycle_controller.controller.watch.projection import (
     Projection,
 )
 from lifecycle_controller.controller.watch.reflector import Informer
+from lifecycle_controller.controller.watch.supervisor import InformerSupervisor
 from lifecycle_controller.kube import ResourceType
 from lifecycle_controller.machinery.clock import Clock
-from lifecycle_controller.machinery.tasks import sleep_or_wake
 
 __all__ = [
     "ChangeHandler",
@@ -49,7 +50,7 @@ __all__ = [
     "MetadataSource",
 ]
 
-_log = structlog.get_logger(__name__)
+_Key = tuple[ResourceType, str | None]
 
 
 class InformerSet:
@@ -100,17 +101,19 @@ class InformerSet:
         self._settings = InformerSettings() if settings is None else settings
         self._on_gone = on_resource_gone
         self._rng = random.Random() if rng is None else rng
-        self._tasks: dict[ResourceType, dict[str | None, asyncio.Task[None]]] = {}
+        #: One watch per (type, scope); a 404 ends it (:meth:`ensure` starts it again).
+        self._watches: InformerSupervisor[_Key] = InformerSupervisor(
+            clock=clock, metrics=self._metrics, settings=self._settings, rng=self._rng
+        )
+        #: The scopes of each type's watches (also of those a 404 ended).
+        self._started: dict[ResourceType, list[str | None]] = {}
         #: False until the first :meth:`ensure` (the initial watch set, even an empty one):
         #: before it "every informer has listed" would be true of none, and report ready.
         self._ensured = False
-        self._informers: dict[tuple[ResourceType, str | None], Informer] = {}
         #: The cache writer of each informer, and per type the namespaces of its cluster-wide
         #: informer waiting to be listed again (:meth:`relist_namespaces`, made when asked).
-        self._writers: dict[tuple[ResourceType, str | None], CacheWriter] = {}
+        self._writers: dict[_Key, CacheWriter] = {}
         self._relists: dict[ResourceType, NamespaceRelists] = {}
-        #: Set whenever an informer completes a full list (:meth:`wait_synced` re-checks).
-        self._listed = asyncio.Event()
 
     def scopes(self, resource: ResourceType) -> list[str | None]:
         """The scopes one type is watched in: its namespaces, or [None] for cluster-wide."""
@@ -127,42 +130,44 @@ class InformerSet:
         started: list[ResourceType] = []
         self._ensured = True
         for resource in types:
-            tasks = self._tasks.get(resource, {})
-            if tasks and all(not task.done() for task in tasks.values()):
+            scopes = self._started.get(resource, [])
+            if scopes and all(self._watches.running((resource, s)) for s in scopes):
                 continue
-            if tasks:  # stopped because the API was gone: start over from nothing
-                await self._cancel(tasks.values())
+            if scopes:  # stopped because the API was gone: start over from nothing
+                await self._watches.stop(*((resource, scope) for scope in scopes))
                 await self._close_relists(resource)
                 self._cache.drop_type(resource)
-            self._tasks[resource] = {
-                scope: self._start(resource, scope) for scope in self.scopes(resource)
-            }
+            self._start(resource, self.scopes(resource))
             started.append(resource)
         return started
 
-    def _start(self, resource: ResourceType, scope: str | None) -> asyncio.Task[None]:
+    def _start(self, resource: ResourceType, scopes: Iterable[str | None]) -> None:
+        self._started[resource] = list(scopes)
+        for scope in self._started[resource]:
+            self._start_scope(resource, scope)
+
+    def _start_scope(self, resource: ResourceType, scope: str | None) -> None:
+        self._watches.start(
+            (resource, scope),
+            partial(self._informer, resource, scope),
+            name=f"informer {resource} {scope or '*'}",
+        )
+
+    def _informer(self, resource: ResourceType, scope: str | None) -> Informer:
         writer = CacheWriter(
-            resource, scope, self._cache, self._on_object_change, on_listed=self._listed.set
+            resource, scope, self._cache, self._on_object_change, on_listed=self._watches.listed
         )
         self._writers[(resource, scope)] = writer
-        informer = Informer(
-            resource=resource,
+        return self._watches.informer(
+            resource,
             namespace=scope,
             projection=self.projection(resource),
             keeper=writer,
-            clock=self._clock,
             purpose="objects",
-            metrics=self._metrics,
-            settings=self._settings,
             on_resource_gone=self._on_gone,
-            rng=random.Random(self._rng.random()),
             on_answered_again=self._on_answered_again,
             gate=None if self._released.is_set() else self._released.wait,
         )
-        self._informers[(resource, scope)] = informer
-        task = asyncio.create_task(informer.run(), name=f"informer {resource} {scope or '*'}")
-        task.add_done_callback(_log_unexpected_exit)
-        return task
 
     def projection(self, resource: ResourceType) -> Projection:
         """What the informers of ``resource`` ask for: the paths the policies' conditions
@@ -180,13 +185,13 @@ class InformerSet:
 
     async def _restart(self, resource: ResourceType) -> list[str | None]:
         """Start the informers of ``resource`` over; return their scopes."""
-        tasks = self._tasks.get(resource)
-        if not tasks:
+        scopes = self._started.get(resource)
+        if not scopes:
             return []
-        await self._cancel(tasks.values())
+        await self._watches.stop(*((resource, scope) for scope in scopes))
         await self._close_relists(resource)  # the lists from scratch read every namespace
-        self._tasks[resource] = {scope: self._start(resource, scope) for scope in tasks}
-        return list(tasks)
+        self._start(resource, scopes)
+        return list(scopes)
 
     async def relist_namespaces(self, resource: ResourceType, namespaces: Iterable[str]) -> None:
         """List ``resource`` again in ``namespaces`` only (the LifecyclePolicies there changed
@@ -197,25 +202,25 @@ class InformerSet:
         Per-namespace informers (``--watch-namespace``) of those namespaces are started over.
         A type not listed yet (its first list still reading) is listed again whole."""
         wanted = set(namespaces)
-        tasks = self._tasks.get(resource)
-        if not tasks or not wanted:
+        scopes = self._started.get(resource)
+        if not scopes or not wanted:
             return
         if not resource.namespaced or not self._cache.type_synced(resource):
             await self.relist(resource)
             return
-        if None in tasks:
+        if None in scopes:
             self._namespace_relists(resource).request(wanted)
             return
-        for scope in sorted(wanted & {s for s in tasks if s is not None}):
-            await self._cancel([tasks[scope]])
-            tasks[scope] = self._start(resource, scope)
+        for scope in sorted(wanted & {s for s in scopes if s is not None}):
+            await self._watches.stop((resource, scope))
+            self._start_scope(resource, scope)
             self._metrics.relisted(resource)
 
     def _namespace_relists(self, resource: ResourceType) -> NamespaceRelists:
         relists = self._relists.get(resource)
         if relists is None:
             relists = self._relists[resource] = NamespaceRelists(
-                self._informers[(resource, None)],
+                self._informer_of(resource, None),
                 self._writers[(resource, None)],
                 self._clock,
                 settings=self._settings,
@@ -240,76 +245,66 @@ class InformerSet:
         """Start over, before they read anything, the gated informers whose projection is no
         longer what :meth:`projection` chooses (the policies, loaded meanwhile, read fields
         of the type beyond its metadata): nothing of theirs was read, so this is no relist."""
-        for resource in sorted(self._tasks):
+        for resource in sorted(self._started):
             wanted = _projected(self.projection(resource))
             if any(
-                _projected(self._informers[(resource, scope)].projection) != wanted
-                for scope in self._tasks[resource]
+                _projected(self._informer_of(resource, scope).projection) != wanted
+                for scope in self._started[resource]
             ):
                 await self._restart(resource)
 
     async def stop(self, resource: ResourceType) -> None:
         """Stop the informers of ``resource`` and drop its objects and synced flags."""
-        tasks = self._tasks.pop(resource, {})
-        await self._cancel(tasks.values())
+        scopes = self._started.pop(resource, [])
+        await self._watches.stop(*((resource, scope) for scope in scopes))
         await self._close_relists(resource)
-        for scope in tasks:
-            self._informers.pop((resource, scope), None)
+        for scope in scopes:
             self._writers.pop((resource, scope), None)
         self._cache.drop_type(resource)
         self._metrics.cache_objects(resource, 0)
 
     def running(self) -> set[ResourceType]:
         """Types with informers (including ones that stopped because their API is gone)."""
-        return set(self._tasks)
+        return set(self._started)
 
     def synced(self) -> bool:
         """Every scope of every type has completed its first list (True when the initial watch
         set is empty; False before it was applied)."""
-        return self._ensured and self._cache.all_synced(self._tasks)
+        return self._ensured and self._cache.all_synced(self._started)
 
     async def wait_synced(self, timeout: float) -> bool:
         """Return once :meth:`synced`, or after ``timeout`` seconds of the clock; True when
         synced (the workers wait here at start: docs/reliability.md#start-up)."""
-        deadline = self._clock.monotonic() + timeout
-        while not self.synced():
-            remaining = deadline - self._clock.monotonic()
-            if remaining <= 0:
-                return False
-            self._listed.clear()
-            await sleep_or_wake(self._clock, remaining, self._listed)
-        return True
+        return await self._watches.wait_synced(timeout, self.synced)
+
+    def _informer_of(self, resource: ResourceType, scope: str | None) -> Informer:
+        informer = self._watches.informer_of((resource, scope))
+        assert informer is not None, "every started scope has an informer"
+        return informer
 
     def informers(self) -> list[Informer]:
         """The informers started (their state: synced, disconnected, delivering)."""
-        return list(self._informers.values())
+        return list(self._watches.informers().values())
 
     def disconnected(self) -> list[str]:
         """The running informers that cannot reach the API server (or are refused) right now:
         ``"<resource>"`` or ``"<resource> in <namespace>"``, sorted (readiness reports them)."""
-        names: list[str] = []
-        for (resource, scope), informer in self._informers.items():
-            task = self._tasks.get(resource, {}).get(scope)
-            if task is not None and not task.done() and informer.disconnected:
-                names.append(_scoped(resource, scope))
-        return sorted(names)
+        return sorted(_scoped(*key) for key in self._watches.disconnected())
 
     def not_listed(self) -> list[str]:
         """The informers that have not completed a first list, named as :meth:`disconnected`
         names them, sorted."""
         return sorted(
             _scoped(resource, scope)
-            for (resource, scope), informer in self._informers.items()
+            for (resource, scope), informer in self._watches.informers().items()
             if not informer.synced
         )
 
     async def aclose(self) -> None:
         """Stop every informer (objects stay in the cache). Idempotent."""
-        tasks = [task for by_scope in self._tasks.values() for task in by_scope.values()]
-        self._tasks.clear()
-        self._informers.clear()
+        self._started.clear()
         self._writers.clear()
-        await self._cancel(tasks)
+        await self._watches.aclose()
         for resource in list(self._relists):
             await self._close_relists(resource)
 
@@ -318,14 +313,6 @@ class InformerSet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    @staticmethod
-    async def _cancel(tasks: Iterable[asyncio.Task[None]]) -> None:
-        pending = [task for task in tasks if not task.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
 
 
 def _projected(projection: Projection) -> tuple[type, frozenset[tuple[str, ...]]]:
@@ -337,11 +324,3 @@ def _projected(projection: Projection) -> tuple[type, frozenset[tuple[str, ...]]
 def _scoped(resource: ResourceType, scope: str | None) -> str:
     """How the informer of ``resource`` in ``scope`` is named in readiness and logs."""
     return str(resource) if scope is None else f"{resource} in {scope}"
-
-
-def _log_unexpected_exit(task: asyncio.Task[None]) -> None:
-    if task.cancelled():
-        return
-    error = task.exception()
-    if error is not None:
-        _log.error("informer task crashed", task=task.get_name(), exc_info=error)
