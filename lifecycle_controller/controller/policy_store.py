@@ -109,6 +109,9 @@ class PolicyStore:
         metrics: InformerMetrics | None = None,
         rng: random.Random | None = None,
         stopwatch: Stopwatch | None = thread_cpu_ns,
+        on_change: PolicyChange | None = None,
+        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None,
+        namespace_exempt: Callable[[str], bool] = lambda _name: False,
     ) -> None:
         self._projection = WholeObjects(source)
         # 403 and 404 end both informers: the store says policies are off and looks again.
@@ -139,18 +142,18 @@ class PolicyStore:
         self.current = PolicySet()
         #: Equal picked fields shared among objects (docs/policies.md#what-a-condition-reads).
         self._interned = FieldInterner()
-        self.on_change: PolicyChange | None = None
+        self.on_change = on_change
         self._off_logged: str | None = None
         #: The informers :meth:`load` listed with, which :meth:`run` goes on watching with.
         self._loaded: list[Informer] | None = None
         self._running: list[Informer] = []
         self._changed = asyncio.Event()
         self.available = False
-        #: The labels of a Namespace, None while unknown (the namespace store's, set by the
-        #: composition root); a namespaceSelector holds what it cannot judge.
-        self.namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None
-        #: Whether a Namespace is exempt (the namespace store's, set by the composition root).
-        self.namespace_exempt: Callable[[str], bool] = lambda _name: False
+        #: The labels of a Namespace, None while unknown (the namespace store's); a
+        #: namespaceSelector holds what it cannot judge.
+        self.namespace_labels = namespace_labels
+        #: Whether a Namespace is exempt (the namespace store's).
+        self.namespace_exempt = namespace_exempt
 
     # ------------------------------------------------------------------ reading
 
