@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from lifecycle_controller.app.policies import named_by
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.informer_ports import ObjectSource
 from lifecycle_controller.controller.informer_projection import ReferenceFields
+from lifecycle_controller.controller.requeue import named_by
 from lifecycle_controller.core.objects.pod_references import ORDINAL_CLAIMS
 from lifecycle_controller.core.objects.resources import ObjectKey, ResourceType
 
