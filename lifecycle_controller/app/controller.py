@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 
@@ -24,7 +23,7 @@ import structlog
 from lifecycle_controller.app.guardrails import build_guardrails
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.app.loop_activity import LoopActivity
-from lifecycle_controller.app.policies import PolicyPipeline, policy_protection
+from lifecycle_controller.app.policies import PolicyPipeline, policy_store
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.events.background import BackgroundRecorder
 from lifecycle_controller.controller.events.notify import (
@@ -40,11 +39,11 @@ from lifecycle_controller.controller.namespace.defaults import NamespaceDefaults
 from lifecycle_controller.controller.policy.matched_store import MatchedStore
 from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.controller.reconcile.assembly import build_reconciler
-from lifecycle_controller.controller.reconcile.change_filter import ChangeFilter
 from lifecycle_controller.controller.reconcile.reconciler import Reconciler
+from lifecycle_controller.controller.reconcile.requeue import ChangeFilter, Requeue
 from lifecycle_controller.controller.watch.cache import MetadataCache
 from lifecycle_controller.controller.watch.discovery import Discovery
-from lifecycle_controller.controller.watch.informers import ChangeHandler, InformerSet
+from lifecycle_controller.controller.watch.informers import InformerSet
 from lifecycle_controller.controller.work.result import ReconcileFunc, Result
 from lifecycle_controller.controller.work.workers import run_workers
 from lifecycle_controller.core import Action, Ledger
@@ -306,16 +305,21 @@ class Controller:
             ignore_namespaces=list(settings.scope.ignore_namespaces),
             workers=settings.workers,
         )
-        policies = PolicyPipeline(  # docs/policies.md
+        # The policy store comes first: the cache is built with it (it keeps what a policy
+        # could match). What the store calls is built below, so it reaches those through
+        # closures, called only once the pipeline runs (the Namespaces' views when objects
+        # are viewed, a change of the policies after they are loaded).
+        store = policy_store(  # docs/policies.md
             self.kube,
             self.clock,
             self.metrics,
-            namespaces=settings.scope.is_namespace_allowed,
+            settings,
             served=discovery.serves,
-            protection=policy_protection(settings, self.kube.default_namespace),
-            reference_namespaces=settings.scope.informer_namespaces(),
+            on_change=lambda old, new: policies.changed(old, new),
+            namespace_labels=lambda name: namespaces.labels(name),
+            namespace_exempt=lambda name: namespaces.exempt(name),
         )
-        cache = MetadataCache(policy_views=policies.store)  # which objects policies keep
+        cache = MetadataCache(policy_views=store)  # which objects policies keep
         queue: WorkQueue[ObjectKey] = WorkQueue(
             rate_limiter=default_controller_rate_limiter(self.clock),
             clock=self.clock,
@@ -323,6 +327,10 @@ class Controller:
             name=CONTROLLER_NAME,
         )
         queue_metrics.attach(queue)
+        # Which change becomes work: every rule is there, handed below to what notices it.
+        requeue = Requeue(
+            cache=cache, scope=settings.scope, enqueue=queue.add, policies=lambda: store.current
+        )
         actions = settings.actions
         recorder: EventRecorder = KubeEventRecorder(
             self.kube,
@@ -341,20 +349,32 @@ class Controller:
             )
         recorder = events = BackgroundRecorder(recorder, clock=self.clock)  # no worker waits
         breaker, rollouts = build_guardrails(
-            self.settings, self.kube, self.clock, self.metrics, recorder, queue, cache
+            self.settings,
+            self.kube,
+            self.clock,
+            self.metrics,
+            recorder,
+            queue,
+            cache,
+            wake=requeue.waiter_freed,
         )
         namespaces = NamespaceDefaultsStore(  # docs/annotations.md#namespace-defaults
             source=self.kube,
             clock=self.clock,
             names=settings.scope.informer_namespaces(),
-            on_change=self._namespace_changed(cache, queue),
-            on_labels_change=self._namespace_relabelled(cache, queue, policies),
+            on_change=requeue.namespace_defaults_changed,
+            on_labels_change=requeue.namespace_labels_changed,
             report=recorder.record,
             metrics=InformerMetricsAdapter(self.metrics, purpose="namespace-defaults"),
         )
-        policies.store.namespace_labels = namespaces.labels
-        policies.store.namespace_exempt = namespaces.exempt
-        policies.keep_namespace_labels = namespaces.keep_labels
+        references = ReferenceWatch(  # open only while a policy reads referencedBy
+            self.kube,
+            self.clock,
+            namespaces=settings.scope.informer_namespaces(),
+            metrics=InformerMetricsAdapter(self.metrics, purpose="references"),
+            on_target=requeue.reference_changed,
+            on_synced=requeue.references_synced,
+        )
         reconciler = build_reconciler(
             api=self.kube,
             cache=cache,
@@ -375,35 +395,47 @@ class Controller:
             ),
             namespace_defaults=namespaces.get,
             observation_metrics=self.metrics,
-            policies=policies.store,
+            policies=store,
             fence_metrics=self.metrics,
             policy_default_limit=actions.policy_default_limit,
+            references=references,
+            on_limit_freed=requeue.waiter_freed,
         )
         informers = InformerSet(
             source=self.kube,
             cache=cache,
-            on_object_change=self._make_handler(queue, reconciler, rollouts.moved),
+            on_object_change=ChangeFilter(
+                requeue,
+                act_on_copies=actions.act_on_annotation_copies,
+                moved=rollouts.moved,
+                object_gone=reconciler.object_gone,
+                note_unknown_keys=reconciler.accounting.note_unknown_keys,
+            ),
             clock=self.clock,
             namespaces=settings.scope.informer_namespaces(),
             metrics=InformerMetricsAdapter(self.metrics, self.activity.arrived),
             on_resource_gone=lambda _resource: discovery.trigger(),
             on_answered_again=namespaces.retry_now,  # docs/reliability.md#namespace-informers
             objects=self.kube,
-            reads=lambda resource: policies.store.current.reads(resource),
+            reads=lambda resource: store.current.reads(resource),
             gated=True,  # until the policies are loaded (released below)
         )
         assert reconciler.policies is not None
-        policies.attach(
-            cache=cache,
-            informers=informers,
-            enqueue=queue.add,
-            allows=lambda key: settings.scope.allows_object(key.resource, key.namespace, key.name),
-            decisions=reconciler.policies,
+        policies = PolicyPipeline(
+            store,
+            references,
+            reconciler.policies,
+            kube=self.kube,
+            clock=self.clock,
+            metrics=self.metrics,
             recorder=recorder,
+            informers=informers,
+            requeue=requeue,
+            keep_namespace_labels=namespaces.keep_labels,
             idle=lambda: self._pipeline is not None and self._pipeline.idle(),
         )
         self._pipeline = _Pipeline(
-            discovery, informers, queue, reconciler, events, namespaces, policies.references
+            discovery, informers, queue, reconciler, events, namespaces, references
         )
         self.activity.follow(queue, events, self._pipeline.synced)
         namespace_task: asyncio.Task[None] | None = None
@@ -541,53 +573,3 @@ class Controller:
         started = await informers.ensure(sorted(added))
         if started:
             _log.info("watching", resources=[str(r) for r in started])
-
-    def _namespace_changed(
-        self, cache: MetadataCache, queue: WorkQueue[ObjectKey], what: str = "defaults"
-    ) -> Callable[[str], None]:
-        """A Namespace's defaults (or ``what``) changed: re-evaluate its cached objects in
-        scope."""
-        scope = self.settings.scope
-
-        def enqueue(namespace: str) -> None:
-            keys = [
-                key
-                for resource in sorted(cache.types())
-                if resource.namespaced
-                for key in cache.keys(resource, namespace=namespace)
-                if scope.allows_object(resource, namespace, key.name)
-            ]
-            if keys:
-                _log.info(f"namespace {what} changed", namespace=namespace, objects=len(keys))
-            for key in keys:
-                queue.add(key)
-
-        return enqueue
-
-    def _namespace_relabelled(
-        self, cache: MetadataCache, queue: WorkQueue[ObjectKey], policies: PolicyPipeline
-    ) -> Callable[[str], None]:
-        """A Namespace's labels changed: while a policy selects namespaces by label,
-        re-evaluate its objects (docs/policies.md#namespaceselector)."""
-        enqueue = self._namespace_changed(cache, queue, "labels")
-
-        def relabelled(namespace: str) -> None:
-            if policies.store.current.selects_namespaces_by_label():
-                enqueue(namespace)
-
-        return relabelled
-
-    def _make_handler(
-        self,
-        queue: WorkQueue[ObjectKey],
-        reconciler: Reconciler,
-        moved: Callable[[ObjectKey], None],
-    ) -> ChangeHandler:
-        """Every cache change: ``moved`` (the rollout tracker's hint) first, then the queue."""
-        return ChangeFilter(
-            scope=self.settings.scope,
-            act_on_copies=self.settings.actions.act_on_annotation_copies,
-            reconciler=reconciler,
-            enqueue=queue.add,
-            moved=moved,
-        )

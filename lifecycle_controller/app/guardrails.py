@@ -8,6 +8,8 @@ limits how many run at once (docs/behaviour.md#rollout-verification).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lifecycle_controller.app.informer_metrics import InformerMetricsAdapter
 from lifecycle_controller.config import Settings
 from lifecycle_controller.controller.events.recorder import EventRecorder
@@ -33,9 +35,12 @@ def build_guardrails(
     recorder: EventRecorder,
     queue: WorkQueue[ObjectKey],
     cache: MetadataCache,
+    *,
+    wake: Callable[[ObjectKey], None],
 ) -> tuple[CircuitBreaker, RolloutTracker]:
-    """The circuit breaker (latched beside the Lease) and the rollout tracker, whose waiters
-    and reads are wired to ``queue`` and ``cache``."""
+    """The circuit breaker (latched beside the Lease) and the rollout tracker; ``wake`` is
+    told each key either lets go (a reset, a rollout slot free), the tracker's reads look at
+    ``queue`` and ``cache``."""
     guardrails = settings.guardrails
     election = settings.leader_election
     namespace = election.namespace or kube.default_namespace
@@ -52,8 +57,8 @@ def build_guardrails(
             "lifecycle-controller breaker reset "
             f"--leader-election-id {election.name} --leader-election-namespace {namespace}"
         ),
+        on_release=wake,
     )
-    breaker.on_release = queue.add
     metrics.set_breaker_open(False)
     # With exact --watch-namespace names the informers read per namespace (namespaced Roles
     # suffice), and so does the rollout watch.
@@ -71,8 +76,8 @@ def build_guardrails(
             per_namespace=per_namespace,
             metrics=InformerMetricsAdapter(metrics, purpose="rollouts"),
         ),
+        wake=wake,
+        version_of=lambda key: o.resource_version if (o := cache.get(key)) else None,
+        busy=lambda: len(queue) > 0,
     )
-    rollouts.wake = queue.add
-    rollouts.busy = lambda: len(queue) > 0
-    rollouts.version_of = lambda key: o.resource_version if (o := cache.get(key)) else None
     return breaker, rollouts

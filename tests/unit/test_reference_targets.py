@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from lifecycle_controller.app.policies import named_by
+from lifecycle_controller.controller.reconcile.requeue import named_by
 from lifecycle_controller.controller.watch.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.watch.ports import ObjectSource
 from lifecycle_controller.controller.watch.projection import ReferenceFields

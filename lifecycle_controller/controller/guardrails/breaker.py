@@ -68,6 +68,7 @@ class CircuitBreaker:
         poll_interval: float = 5.0,
         recorder: EventRecorder | None = None,
         reset_command: str = "lifecycle-controller breaker reset",
+        on_release: Callable[[ObjectKey], None] = lambda key: None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -81,7 +82,8 @@ class CircuitBreaker:
         self.reset_command = reset_command
         self._announce = False  # a trip whose Event waits for its ConfigMap to be written
         self.state = BreakerState()
-        self.on_release: Callable[[ObjectKey], None] = lambda key: None
+        #: Told each object a reset lets go (the work queue's, through the requeue rules).
+        self.on_release = on_release
         self._window = ActionWindow(limit, max(self.window_ns, 1))
         self._held: dict[ObjectKey, None] = {}
         #: Held when the breaker was last reset: let go outside the window (the operator

@@ -14,8 +14,8 @@ The same store says whether a Namespace is exempt from the policies that are not
 
 A change of a Namespace's defaults or exemption
 (:func:`~lifecycle_controller.core.decision.namespace_defaults.namespace_defaults_changed`)
-calls ``on_change(name)``, which the composition root turns
-into re-evaluating that namespace's objects, and reports its invalid values once, as
+calls ``on_change(name)`` (the requeue rules re-evaluate that namespace's objects,
+:mod:`~lifecycle_controller.controller.reconcile.requeue`), and reports its invalid values once, as
 Warning Events on the Namespace (``report``) and a log line.
 
 A named Namespace that does not exist (a typo in ``--watch-namespace``) is logged at warning

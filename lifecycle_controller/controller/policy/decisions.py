@@ -78,6 +78,11 @@ class Tally:
     left_alone_by: tuple[PolicyRef, ...] = ()
 
 
+def _refs(policies: PolicySet) -> set[PolicyRef]:
+    """Every policy in the set, valid or not."""
+    return {p.ref for p in policies.valid} | {p.ref for p in policies.invalid}
+
+
 class PolicyDecisions:
     """See the module docstring; one per pipeline."""
 
@@ -88,7 +93,11 @@ class PolicyDecisions:
         writer: ObjectWriter,
         *,
         default_limit: PolicyLimit | None = None,
+        references: ReferenceWatch | None = None,
+        on_freed: Callable[[ObjectKey], None] = lambda key: None,
     ) -> None:
+        """``on_freed``: told an object waiting in a policy's limit line that may take a
+        place now."""
         self.store = store
         self._cache = cache
         self._writer = writer
@@ -96,13 +105,34 @@ class PolicyDecisions:
         #: Per-policy sums of the tallies, kept as they change (what the status reports).
         self.aggregates = PolicyAggregates()
         self.limits = PolicyLimits(
-            default_limit, policy_of=self._policy_of, on_change=self.aggregates.dirty.add
+            default_limit,
+            policy_of=self._policy_of,
+            on_change=self.aggregates.dirty.add,
+            on_freed=on_freed,
         )
         self._by_name: tuple[object, dict[str, Policy]] = (None, {})
         #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
-        self.references: ReferenceWatch | None = None
+        self.references = references
         #: When objects began to match the policies whose ``since`` reads ``matchedAt``.
         self.matched_at = MatchedAt()
+
+    def policies_changed(self, old: PolicySet, new: PolicySet) -> None:
+        """What the policies' change ends here: a policy gone takes its ``matchedAt`` (and
+        record) with it, a deleted one its limit window (re-created, it starts a new one),
+        and a policy removed or made invalid cancels its pending actions (logged with how
+        many objects it was deciding)."""
+        self.matched_at.sync(new)
+        deleted = _refs(old) - _refs(new)
+        if deleted:
+            self.limits.drop(deleted)
+        removed = {p.ref for p in old.valid} - {p.ref for p in new.valid}
+        for ref in sorted(removed, key=str):
+            pending = sum(1 for t in self.tallies.values() if ref in t.decided_by)
+            _log.info(
+                "lifecycle policy removed or invalid; its pending actions are cancelled",
+                policy=str(ref),
+                objects=pending,
+            )
 
     def _policy_of(self, name: str) -> tuple[Policy, dict[str, object], str] | None:
         """The valid policy ``Kind/namespace/name``, its status as last seen and its UID."""

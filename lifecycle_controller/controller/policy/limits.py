@@ -102,6 +102,7 @@ class PolicyLimits:
         *,
         policy_of: Callable[[str], tuple[Policy, dict[str, object], str] | None],
         on_change: Callable[[PolicyRef], None] = lambda ref: None,
+        on_freed: Callable[[ObjectKey], None] = lambda key: None,
     ) -> None:
         self.default = default
         self._policy_of = policy_of
@@ -116,8 +117,9 @@ class PolicyLimits:
         self.pending: dict[PolicyRef, list[AuditEntry]] = {}
         #: Policies whose limit tripped since the status writer last looked (one Warning each).
         self.tripped: set[PolicyRef] = set()
-        #: Told the object waiting that may take a place now (the work queue's add).
-        self.on_freed: Callable[[ObjectKey], None] = lambda key: None
+        #: Told the object waiting that may take a place now (the work queue's, through the
+        #: requeue rules).
+        self.on_freed = on_freed
         self._rehearsals: dict[PolicyRef, _Rehearsal] = {}
         #: Per object, the due time of the dry-run occurrence each policy reported.
         self._reported: dict[ObjectKey, dict[PolicyRef, int]] = {}

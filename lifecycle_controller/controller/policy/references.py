@@ -77,6 +77,8 @@ class ReferenceWatch:
         metrics: InformerMetrics | None = None,
         settings: InformerSettings | None = None,
         types: tuple[ResourceType, ...] = REFERRING_TYPES,
+        on_target: Callable[[str, str, str], None] = lambda namespace, kind, name: None,
+        on_synced: Callable[[], None] = lambda: None,
     ) -> None:
         self._source = source
         self._clock = clock
@@ -96,9 +98,9 @@ class ReferenceWatch:
         self._scopes: dict[str | None, _Scope] = {}
         self._forbidden: set[_Key] = set()
         #: Told (namespace, kind, name) when who uses it changed.
-        self.on_target: Callable[[str, str, str], None] = lambda namespace, kind, name: None
+        self.on_target = on_target
         #: Told each time a scope has been listed by every type (objects held for it may go).
-        self.on_synced: Callable[[], None] = lambda: None
+        self.on_synced = on_synced
 
     @property
     def running(self) -> bool:

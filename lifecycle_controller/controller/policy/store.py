@@ -110,6 +110,9 @@ class PolicyStore:
         metrics: InformerMetrics | None = None,
         rng: random.Random | None = None,
         stopwatch: Stopwatch | None = thread_cpu_ns,
+        on_change: PolicyChange | None = None,
+        namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None,
+        namespace_exempt: Callable[[str], bool] = lambda _name: False,
     ) -> None:
         self._projection = WholeObjects(source)
         # A 403 or 404 ends the watch (no retry of its own), and with it both: the store says
@@ -144,7 +147,7 @@ class PolicyStore:
         self.current = PolicySet()
         #: Equal picked fields shared among objects (docs/policies.md#what-a-condition-reads).
         self._interned = FieldInterner()
-        self.on_change: PolicyChange | None = None
+        self.on_change = on_change
         #: Told of each policy object the store forgets (deleted, or no longer listed), as
         #: soon as it does: the policy fence drops the reads that still hold the policy.
         self.on_removed: list[Callable[[PolicyRef], None]] = []
@@ -153,11 +156,11 @@ class PolicyStore:
         self._loaded: list[Informer] | None = None
         self._changed = asyncio.Event()
         self.available = False
-        #: The labels of a Namespace, None while unknown (the namespace store's, set by the
-        #: composition root); a namespaceSelector holds what it cannot judge.
-        self.namespace_labels: Callable[[str], Mapping[str, str] | None] = lambda _name: None
-        #: Whether a Namespace is exempt (the namespace store's, set by the composition root).
-        self.namespace_exempt: Callable[[str], bool] = lambda _name: False
+        #: The labels of a Namespace, None while unknown (the namespace store's); a
+        #: namespaceSelector holds what it cannot judge.
+        self.namespace_labels = namespace_labels
+        #: Whether a Namespace is exempt (the namespace store's).
+        self.namespace_exempt = namespace_exempt
 
     # ------------------------------------------------------------------ reading
 

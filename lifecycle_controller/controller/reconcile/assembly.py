@@ -24,11 +24,12 @@ from lifecycle_controller.controller.guardrails.breaker import CircuitBreaker
 from lifecycle_controller.controller.guardrails.state import Guardrails, RestartPacing
 from lifecycle_controller.controller.policy.decisions import PolicyDecisions
 from lifecycle_controller.controller.policy.fence import FenceMetrics, PolicyFence, PolicyReads
+from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.controller.reconcile.reconciler import PassFacts, Reconciler
 from lifecycle_controller.controller.rollout.tracker import RolloutTracker
 from lifecycle_controller.controller.watch.cache import MetadataCache
-from lifecycle_controller.core import Action, DecisionSettings, Ledger
+from lifecycle_controller.core import Action, DecisionSettings, Ledger, ObjectKey
 from lifecycle_controller.core.decision.namespace_defaults import NamespaceDefaults
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.machinery.budget import ActionBudget
@@ -60,10 +61,15 @@ def build_reconciler(
     policies: PolicyStore | None = None,
     fence_metrics: FenceMetrics | None = None,
     policy_default_limit: PolicyLimit | None = None,
+    references: ReferenceWatch | None = None,
+    on_limit_freed: Callable[[ObjectKey], None] = lambda key: None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
     the ``never`` record writer; ``policies`` turns on lifecycle policies and the fence of
-    policy deletions (the cache is built with the store as its policy views)."""
+    policy deletions (the cache is built with the store as its policy views), with the
+    reference index ``referencedBy`` reads (``references``; without it such conditions
+    hold) and ``on_limit_freed``, told an object waiting in a policy's limit line that may
+    take a place now."""
     writer = ObjectWriter(api, cache, clock, may_write=may_write)
     accounting = Accounting(recorder, ledger, clock.now_ns, metrics or NoActionMetrics())
     guardrails = Guardrails(
@@ -95,7 +101,14 @@ def build_reconciler(
             policies=(
                 None
                 if policies is None
-                else PolicyDecisions(policies, cache, writer, default_limit=policy_default_limit)
+                else PolicyDecisions(
+                    policies,
+                    cache,
+                    writer,
+                    default_limit=policy_default_limit,
+                    references=references,
+                    on_freed=on_limit_freed,
+                )
             ),
             fence=fence,
         ),

@@ -96,6 +96,9 @@ class RolloutTracker:
         poll_interval: float = 1.0,
         waiter_ttl: float = 120.0,
         watch: RolloutWatch | None = None,
+        wake: Callable[[ObjectKey], None] = lambda key: None,
+        version_of: Callable[[ObjectKey], str | None] = lambda key: None,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.kube = kube
         self.recorder = recorder
@@ -105,13 +108,13 @@ class RolloutTracker:
         self.timeout = timeout
         self.poll_interval = poll_interval
         self.waiter_ttl = waiter_ttl
-        #: Requeues a waiting key (wired to the work queue's ``add``).
-        self.wake: Callable[[ObjectKey], None] = lambda key: None
+        #: Requeues a waiting key (the work queue's, through the requeue rules).
+        self.wake = wake
         #: The resourceVersion the informer cache holds for a key (None: not cached); wired
         #: to the cache. Unchanged since the last evaluated state: the read is skipped.
-        self.version_of: Callable[[ObjectKey], str | None] = lambda key: None
+        self.version_of = version_of
         #: True while keys wait for a worker (wired to the work queue's length).
-        self.busy: Callable[[], bool] = lambda: False
+        self.busy = busy
         self._slots: set[ObjectKey] = set()  # reserved or rolling out (counted against limit)
         self._tasks: dict[ObjectKey, asyncio.Task[None]] = {}
         self._waiting: dict[ObjectKey, tuple[int, str, float]] = {}  # due, id, last seen
