@@ -27,6 +27,7 @@ from lifecycle_controller.config.settings import Settings
 from lifecycle_controller.controller.cache import MetadataCache
 from lifecycle_controller.controller.informers import InformerSet
 from lifecycle_controller.controller.policy_decisions import PolicyDecisions
+from lifecycle_controller.controller.policy_places import PolicyPlaces
 from lifecycle_controller.controller.policy_status import PolicyStatusWriter
 from lifecycle_controller.controller.policy_store import PolicyStore
 from lifecycle_controller.controller.recorder import EventRecorder
@@ -161,6 +162,8 @@ class PolicyPipeline:
         )
         self.store.on_change = self._changed
         decisions.limits.on_freed = enqueue  # a place a failed write gave back
+        # A limit's places are recorded in the policy's status before they are used.
+        decisions.limits.places = PolicyPlaces(self.kube, self.clock, done=decisions.place_done)
         decisions.references = self.references
         self.references.on_target = self._referenced
         self.references.on_synced = self._references_synced

@@ -35,7 +35,7 @@ import structlog
 
 from lifecycle_controller.controller.cache import CachedObject, MetadataCache
 from lifecycle_controller.controller.matched_at import MatchedAt
-from lifecycle_controller.controller.policy_limits import PolicyLimits
+from lifecycle_controller.controller.policy_limits import DueObject, PolicyLimits
 from lifecycle_controller.controller.policy_store import PolicyStore, with_namespace_labels
 from lifecycle_controller.controller.policy_tallies import PolicyAggregates
 from lifecycle_controller.controller.references import ReferenceWatch
@@ -47,6 +47,7 @@ from lifecycle_controller.core.policy.in_force import Matched, PolicySet
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
+from lifecycle_controller.core.policy.places import Place
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason, Resolution
 from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.text.timestamps import (
@@ -96,7 +97,10 @@ class PolicyDecisions:
         #: Per-policy sums of the tallies, kept as they change (what the status reports).
         self.aggregates = PolicyAggregates()
         self.limits = PolicyLimits(
-            default_limit, policy_of=self._policy_of, on_change=self.aggregates.dirty.add
+            default_limit,
+            policy_of=self._policy_of,
+            on_change=self.aggregates.dirty.add,
+            due_objects=self._due_objects,
         )
         self._by_name: tuple[object, dict[str, Policy]] = (None, {})
         #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
@@ -116,6 +120,33 @@ class PolicyDecisions:
         if doc is None:
             return policy, {}, ""
         return policy, dict(doc.status), doc.uid
+
+    def _due_objects(self, ref: PolicyRef, now_ns: int) -> list[DueObject]:
+        """The objects ``ref`` decides with an action due by ``now_ns``, earliest first
+        (ties by key): those a batch of its limit's places is recorded for."""
+        due: list[tuple[int, str, DueObject]] = []
+        for key, pending in self.aggregates.of(ref).matched.items():
+            obj = None if pending is None or pending[0] > now_ns else self._cache.get(key)
+            if pending is not None and obj is not None:
+                due.append((pending[0], key.id, (key, obj.uid, pending[0], pending[1])))
+        return [entry for _, _, entry in sorted(due, key=lambda d: d[:2])]
+
+    def place_done(self, place: Place, since_ns: int) -> bool:
+        """Whether the action a stopped leader recorded a place for was done (since
+        ``since_ns``, when its batch was recorded): a deletion whose object is gone (or is
+        another object now), a restart the workload's template marker shows since. Asked
+        once every object has been decided since the start, so the cache is listed and the
+        markers of the workloads a restart policy decides have been read."""
+        if place.action == Action.RESTART.value:
+            fact = self._cache.restart_fact(place.uid)
+            marker = None if fact is None or fact.marker is None else fact.marker
+            at = None if marker is None else parse_rfc3339_or_none(marker)
+            return at is not None and at >= since_ns
+        resource = next((r for r in self._cache.types() if r.key == place.resource), None)
+        if resource is None:
+            return False  # a type no longer watched: not known, not counted
+        obj = self._cache.get(ObjectKey(resource, place.namespace or None, place.name))
+        return obj is None or obj.uid != place.uid
 
     def applies(self, obj: CachedObject) -> bool:
         """The object is one a policy could match (else: annotations alone decide)."""

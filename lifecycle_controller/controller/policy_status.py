@@ -34,7 +34,11 @@ cluster costs nothing), compares what it would report with what it last wrote an
   time); ``actions.dryRunThrough``, how far its dry-run reports go, recorded only once every
   object known has been decided (``idle``), so that a restart counts no rehearsal twice;
   ``Limited`` (``LimitReached`` while its limit holds objects, one Warning
-  ``PolicyLimitReached`` per trip).
+  ``PolicyLimitReached`` per trip). ``limit``, the places of the policy's limit recorded
+  before they are used, is written by the passes themselves
+  (:mod:`~lifecycle_controller.controller.policy_places`), one write per batch of places;
+  this writer only settles, once every object has been decided, the places a stopped
+  leader left (the actions it did counted in the audit then).
 
 A condition that fails on some object gets one Warning (``PolicyConditionFailed``) per
 policy generation, naming the first such object, however many it fails on.
@@ -260,6 +264,8 @@ class PolicyStatusWriter:
         if self._idle():
             limits.settled = True  # every object decided once: an edit now is an edit
             limits.quiet()  # a hold no object rejoined is over
+        if limits.settled:  # a stopped leader's places: its actions counted in the audit
+            await limits.settle_places(self._clock.now_ns())
         if lagging := limits.lagging():
             dirty |= lagging  # until their status says how far their reports go
         self._retry = set()
