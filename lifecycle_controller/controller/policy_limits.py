@@ -11,10 +11,15 @@ already). What is kept here is only what those decisions did:
   line (due order, ties by key); one decided otherwise (by another policy, nothing due, no
   policy any more) leaves every line at once, so no line keeps a waiter nobody decides;
   one held by another guardrail keeps its place;
+* :meth:`PolicyLimits.reserve`, when a pass's action may take a place that is not recorded
+  yet: the place (and those of the policy's other objects due now) recorded in the policy's
+  ``status.limit`` before the action goes (:mod:`.policy_places`; the facts say which of an
+  object's occurrences have a recorded place, and why the last record failed);
 * :meth:`PolicyLimits.take`, when an action the decision let go is carried out: it takes
-  its place in the window (a sliding window of the instants, seeded from the policy's
-  ``status.lastActions`` when this process first needs it, so that a restart or a leader
-  change does not reset the cap: bounded by what ``lastActions`` keeps), and the earliest
+  its recorded place and its place in the window (a sliding window of the instants, seeded
+  when this process first needs it from the places ``status.limit`` records, or, for a
+  status written before that record existed, from ``status.lastActions``, so that a restart
+  or a leader change does not reset the cap), and the earliest
   waiter is woken if a place is still free (one at a time: a freed place wakes the waiters
   it can serve, not the line); a write that then fails gives its place back
   (:meth:`PolicyLimits.give_back`) and wakes the first waiter (:attr:`PolicyLimits.on_freed`).
@@ -448,7 +453,8 @@ class PolicyLimits:
             return
         ref = found[0].ref
         if self.places is not None:
-            self.places.finish(ref, key.id, occurrence_due(decision))
+            dry_run = isinstance(decision, DryRun)
+            self.places.finish(ref, key.id, occurrence_due(decision), dry_run=dry_run)
         if isinstance(decision, DryRun) and not self._report(key, found[0], found[1], decision):
             return  # reported already: counted once
         entry = AuditEntry(

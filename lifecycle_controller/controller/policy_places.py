@@ -10,7 +10,9 @@ the leader's side of it, per policy:
   it with no ``await``;
 * **the writes**, one per batch (:meth:`reserve`): the policy read fresh, its own previous
   batch settled (the used places one group, their audit entries merged into
-  ``status.actions``/``lastActions`` in the same write, so that settling never loses them;
+  ``status.actions``/``lastActions`` in the same write, so that settling never loses them
+  (a dry-run report's place counts, its entry is the report's own, counted once as every
+  rehearsal is);
   the unused ones still usable carried into the new batch), the places wanted (the object
   asking first, then its policy's other objects due now, earliest first, as many as the
   window has free, at most :data:`~lifecycle_controller.core.policy.places.MAX_BATCH`), and
@@ -19,6 +21,9 @@ the leader's side of it, per policy:
   Conflict is read and tried again twice; any failure leaves the places unrecorded and the
   actions waiting (the pass's hold says why). One write at a time per policy: a pass that
   finds its place recorded by the write it waited for writes nothing;
+* **the status writer's audit** (:meth:`unnamed`, :meth:`audited`): the write that counts
+  actions of this process's batch in the audit also takes their names out of the record
+  (their count stays), so neither a successor nor the next batch counts them again;
 * **a stopped leader's batch** (:meth:`settle`): once its ``until`` has passed and this
   process has decided every object once, each occurrence it names is looked up
   (``done``: a deletion's object gone, a restart the workload's marker shows since the
@@ -62,6 +67,8 @@ __all__ = ["PolicyPlaces", "StatusApi"]
 _log = structlog.get_logger(__name__)
 #: A write that meets a Conflict reads and tries again this many times in all.
 _ATTEMPTS = 3
+#: Why an action has no recorded place when the write could not give it one.
+_NO_PLACE = "no place free: the window's places are used or recorded for objects due first"
 
 
 class StatusApi(Protocol):
@@ -87,6 +94,11 @@ class _Slot:
     key_id: str
     taken_ns: int | None = None
     done: bool = False
+    #: Done by a dry-run report: its place counts, but its audit entry is the report's own
+    #: (counted once by the rehearsal's rules, docs/reliability.md#rehearsal-once).
+    dry_run: bool = False
+    #: Its audit entry is written (by the status writer): settling it counts nothing more.
+    audited: bool = False
 
 
 @dataclass
@@ -198,12 +210,39 @@ class PolicyPlaces:
         if slot is not None and not slot.done:
             slot.taken_ns = None
 
-    def finish(self, ref: PolicyRef, key_id: str, due_ns: int) -> None:
-        """The action that took the place was carried out."""
+    def finish(self, ref: PolicyRef, key_id: str, due_ns: int, *, dry_run: bool = False) -> None:
+        """The action that took the place was carried out (or reported, ``dry_run``)."""
         book = self._books.get(ref)
         slot = None if book is None else book.slot(key_id, due_ns)
         if slot is not None and slot.taken_ns is not None:
             slot.done = True
+            slot.dry_run = dry_run
+
+    def unnamed(
+        self, ref: PolicyRef, status: Mapping[str, Any], occurrences: Iterable[str]
+    ) -> dict[str, Any] | None:
+        """``status.limit`` with those occurrences unnamed in this process's batches (their
+        places still counted), for the status writer's write of their audit entries: a
+        successor then never counts them again (None: nothing to change)."""
+        record = parse_record(status)
+        gone = set(occurrences)
+        if record is None or not any(
+            p.occurrence in gone
+            for b in record.batches
+            if b.holder == self.holder
+            for p in b.places
+        ):
+            return None
+        batches = tuple(b.without(gone) if b.holder == self.holder else b for b in record.batches)
+        return PlaceRecord(record.groups, batches).document()
+
+    def audited(self, ref: PolicyRef, occurrences: Iterable[str]) -> None:
+        """The audit entries of those occurrences are written."""
+        book = self._books.get(ref)
+        for occurrence in occurrences if book is not None else ():
+            slot = book.slots.get(occurrence) if book is not None else None
+            if slot is not None:
+                slot.audited = True
 
     def drop(self, refs: Iterable[PolicyRef]) -> None:
         for ref in refs:
@@ -227,15 +266,19 @@ class PolicyPlaces:
         book = self._book(ref, uid)
         first = want[0]
         async with book.lock:
-            if first.due_ns in self.recorded(ref, _key_id(first), self._clock.now_ns()):
+            now = self._clock.now_ns()
+            if first.due_ns in self.recorded(ref, _key_id(first), now):
                 book.problem = None
                 return  # the write this pass waited for recorded it
+            if self._free(book, window, now) <= 0:  # a write would record nothing for it
+                book.problem = _NO_PLACE
+                return
             book.problem = await self._write(
                 ref, book, lambda record: self._reserved(book, record, want, window)
             )
             recorded = self.recorded(ref, _key_id(first), self._clock.now_ns())
             if book.problem is None and first.due_ns not in recorded:
-                book.problem = "no place free in the window as recorded"
+                book.problem = _NO_PLACE
 
     async def settle(self, ref: PolicyRef, window_ns: int) -> None:
         """Count in the audit what another holder's batches past their ``until`` did, and
@@ -267,7 +310,7 @@ class PolicyPlaces:
             for slot in book.slots.values()
             if not slot.done and (slot.taken_ns is not None or usable)
         ]
-        free = limit.actions - window.used(now) - sum(1 for s in carried if s.taken_ns is None)
+        free = self._free(book, window, now)
         names = {slot.place.occurrence for slot in carried}
         places = [slot.place for slot in carried]
         for place in want:
@@ -287,8 +330,21 @@ class PolicyPlaces:
         foreign = tuple(b.without(names) for b in record.foreign(self.holder))
         kept = record.with_groups(groups, now_ns=now, window_ns=limit.window_ns)
         batches = (*foreign, batch) if places else foreign
-        entries = [slot.place.entry(slot.taken_ns or now) for slot in done]
+        entries = [
+            slot.place.entry(slot.taken_ns or now)
+            for slot in done
+            if not slot.dry_run and not slot.audited
+        ]
         return PlaceRecord(kept, batches), entries, "reserve"
+
+    @staticmethod
+    def _free(book: _Book, window: LimitWindow, now_ns: int) -> int:
+        """The places a new batch may record: the window's free places less those of the
+        open batch still free (recorded for the objects it names)."""
+        reserved = 0
+        if _usable(book.batch, now_ns):
+            reserved = sum(1 for slot in book.slots.values() if slot.taken_ns is None)
+        return window.limit.actions - window.used(now_ns) - reserved
 
     def _settled(
         self, book: _Book, record: PlaceRecord, window_ns: int

@@ -61,6 +61,7 @@ from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, Re
 from lifecycle_controller.core.policy.audit import THROUGH, merge
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy.places import RECORD
 from lifecycle_controller.core.policy.precedence import PolicyHoldReason
 from lifecycle_controller.core.policy.refused import readiness, refused_condition
 from lifecycle_controller.core.text.timestamps import (
@@ -335,6 +336,8 @@ class PolicyStatusWriter:
         ref = doc.ref
         previous: Mapping[str, Any] = doc.status
         body: dict[str, Any] = {}
+        places = self._decisions.limits.places
+        occurrences = [entry.occurrence for entry in pending]
         try:
             if pending:
                 fresh = await self._api.get(_resource(ref), ref.namespace, ref.name)
@@ -350,6 +353,10 @@ class PolicyStatusWriter:
                     "lastActions": last,
                 }
             body["status"] = _with_transitions(report, previous, self._clock.now_ns())
+            if pending and places is not None:  # counted now: named no more in the record
+                unnamed = places.unnamed(ref, previous, occurrences)
+                if unnamed is not None:
+                    body["status"][RECORD] = unnamed
             await self._api.merge_patch(
                 _resource(ref), ref.namespace, ref.name, body, subresource="status"
             )
@@ -361,6 +368,8 @@ class PolicyStatusWriter:
         except KubeError as error:
             _log.warning("policy status not written", policy=str(ref), error=str(error))
             return False
+        if pending and places is not None:
+            places.audited(ref, occurrences)
         if pending:
             queue = self._decisions.limits.pending.get(ref, [])
             del queue[: len(pending)]  # those merged; later ones wait for the next write
