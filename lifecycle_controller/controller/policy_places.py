@@ -9,18 +9,20 @@ the leader's side of it, per policy:
   (:meth:`recorded`); taking a place (:meth:`use`) and giving it back (:meth:`unuse`) change
   it with no ``await``;
 * **the writes**, one per batch (:meth:`reserve`): the policy read fresh, its own previous
-  batch settled (the used places one group, their audit entries merged into
-  ``status.actions``/``lastActions`` in the same write, so that settling never loses them
-  (a dry-run report's place counts, its entry is the report's own, counted once as every
-  rehearsal is);
-  the unused ones still usable carried into the new batch), the places wanted (the object
-  asking first, then its policy's other objects due now, earliest first, as many as the
-  window has free, at most :data:`~lifecycle_controller.core.policy.places.MAX_BATCH`), and
-  the occurrences it names taken out of another holder's batches (their count stays: the
-  successor acts on them under its own names), patched with the read's resourceVersion. A
-  Conflict is read and tried again twice; any failure leaves the places unrecorded and the
-  actions waiting (the pass's hold says why). One write at a time per policy: a pass that
-  finds its place recorded by the write it waited for writes nothing;
+  batch settled (the places used one group, their audit entries counted in
+  ``status.actions``/``lastActions`` in the same write, so that settling never loses them; a
+  dry-run report's place counts, its entry is the report's own, counted once as every
+  rehearsal is; the places in flight, and those free and still usable, carried into the new
+  batch), the places wanted (the object asking first, then its policy's other objects due
+  now, earliest first, as many as the window has free by the batch's last usable instant,
+  at most :data:`~lifecycle_controller.core.policy.places.MAX_BATCH`: an object whose place
+  frees meanwhile goes when the window lets it, with no write then), the occurrences it
+  names taken out of another holder's batches (their count stays: the successor acts on
+  them under its own names), patched with the read's resourceVersion. A Conflict is read
+  and tried again twice; any failure leaves the places unrecorded and the actions waiting
+  (the pass's hold says why). One write at a time per policy: a pass that finds its place
+  recorded by the write it waited for writes nothing, and one that a write could give no
+  place writes nothing;
 * **the status writer's audit** (:meth:`unnamed`, :meth:`audited`): the write that counts
   actions of this process's batch in the audit also takes their names out of the record
   (their count stays), so neither a successor nor the next batch counts them again;
@@ -36,6 +38,7 @@ and with it the passes that could use a place.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -339,12 +342,18 @@ class PolicyPlaces:
 
     @staticmethod
     def _free(book: _Book, window: LimitWindow, now_ns: int) -> int:
-        """The places a new batch may record: the window's free places less those of the
-        open batch still free (recorded for the objects it names)."""
+        """The places a new batch may record: those of the window free by the batch's last
+        usable instant (a place freeing meanwhile is recorded now: its object goes when the
+        window lets it, with no write then), less those of the open batch still free
+        (recorded for the objects it names)."""
         reserved = 0
         if _usable(book.batch, now_ns):
             reserved = sum(1 for slot in book.slots.values() if slot.taken_ns is None)
-        return window.limit.actions - window.used(now_ns) - reserved
+        limit = window.limit
+        last = now_ns + batch_lifetime(limit.window_ns) - USE_MARGIN_NS
+        stamps = window.stamps(now_ns)
+        busy = len(stamps) - bisect.bisect_right(stamps, last - limit.window_ns)
+        return limit.actions - busy - reserved
 
     def _settled(
         self, book: _Book, record: PlaceRecord, window_ns: int

@@ -219,6 +219,11 @@ async def _run(
         "limit": f"{LIMIT}/{int(WINDOW)}s",
         "kills": killed,
         "most_in_a_window": max_in_window(instants, window),
+        # how long each successor waited: the places its predecessor reserved, used or not
+        "next_deletion_after_kill_s": [
+            round(min((at - kill for at in instants if at > kill), default=-1.0), 1)
+            for kill in kills
+        ],
         "most_in_a_window_holding_a_kill": max(
             (
                 n

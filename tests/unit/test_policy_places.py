@@ -314,3 +314,19 @@ async def test_an_action_the_status_writer_counted_is_named_no_more() -> None:
     await places.reserve(REF, UID, [_place("next")], window)
     assert "actions" not in store.status  # counted by the status writer, not again
     assert parse_record(store.status).groups == ((T0, 1),)  # type: ignore[union-attr]
+
+
+async def test_a_place_freeing_within_the_batch_is_recorded_with_it() -> None:
+    """Limit 2 per minute, both places taken, one 55 s ago: it frees within the batch's
+    life, so the write records it now, and its object goes when the window lets it, with
+    no write then. One taken a second ago does not free in time: no place, and no write."""
+    store, clock = StatusStore(), FakeClock(start_ns=T0)
+    places, window = _places(store, clock, "a"), _window(actions=2)
+    window.admit("old", T0 - 55 * S)
+    window.admit("new", T0 - S)
+    await places.reserve(REF, UID, [_place("x"), _place("y")], window)
+    assert places.recorded(REF, _id("x"), T0) == frozenset({T0})
+    assert places.recorded(REF, _id("y"), T0) == frozenset()
+    assert store.patches == 1
+    await places.reserve(REF, UID, [_place("y")], window)
+    assert store.patches == 1
