@@ -40,7 +40,7 @@ from lifecycle_controller.core.policy.in_force import (
 from lifecycle_controller.core.policy.match import Protection
 from lifecycle_controller.core.policy.places import (
     BATCH_LIFETIME_NS,
-    MAX_GROUPS,
+    MAX_PLACE_GROUPS,
     USE_MARGIN_NS,
     Batch,
     Place,
@@ -118,12 +118,12 @@ def test_a_garbled_place_is_left_out_of_its_batch() -> None:
 
 
 def test_groups_out_of_the_window_go_and_the_rest_stay_bounded() -> None:
-    record = PlaceRecord(groups=tuple((T0 + i * S, 1) for i in range(MAX_GROUPS + 10)))
+    record = PlaceRecord(groups=tuple((T0 + i * S, 1) for i in range(MAX_PLACE_GROUPS + 10)))
     groups = record.with_groups(
         [(T0 + 500 * S, 2), (T0, 0)], now_ns=T0 + 600 * S, window_ns=600 * S
     )
-    assert len(groups) == MAX_GROUPS
-    assert sum(count for _, count in groups) == MAX_GROUPS + 10 - 1 + 2  # T0 itself is out
+    assert len(groups) == MAX_PLACE_GROUPS
+    assert sum(count for _, count in groups) == MAX_PLACE_GROUPS + 10 - 1 + 2  # T0 itself is out
     assert groups[-1] == (T0 + 500 * S, 2)
 
 
@@ -132,7 +132,7 @@ def test_merging_groups_never_frees_a_place_sooner(raw: list[tuple[int, int]]) -
     """Every place counts at its own instant or later, and none is lost."""
     record = PlaceRecord(groups=tuple((T0 + at * S, n) for at, n in sorted(raw)))
     groups = record.with_groups((), now_ns=T0 + 10_000 * S, window_ns=20_000 * S)
-    assert len(groups) <= MAX_GROUPS
+    assert len(groups) <= MAX_PLACE_GROUPS
     before, after = record.instants(), PlaceRecord(groups).instants()
     assert len(before) == len(after)
     assert all(a >= b for a, b in zip(after, before, strict=True))

@@ -29,7 +29,7 @@ in the policy's audit each named occurrence it finds done (:func:`settled_entrie
 (docs/reliability.md#policy-sigkill).
 
 The record stays small: ``groups`` older than the window are dropped and the rest merged
-(each into the later instant) beyond :data:`MAX_GROUPS`; a batch names at most
+(each into the later instant) beyond :data:`MAX_PLACE_GROUPS`; a batch names at most
 :data:`MAX_BATCH` places.
 """
 
@@ -46,7 +46,7 @@ from lifecycle_controller.core.text.timestamps import format_rfc3339_nano, parse
 __all__ = [
     "BATCH_LIFETIME_NS",
     "MAX_BATCH",
-    "MAX_GROUPS",
+    "MAX_PLACE_GROUPS",
     "RECORD",
     "USE_MARGIN_NS",
     "Batch",
@@ -62,7 +62,7 @@ RECORD: Final = "limit"
 #: The most places one batch names (one status write reserves at most this many).
 MAX_BATCH: Final = 50
 #: The most settled groups kept (older ones merged into the later instant beyond it).
-MAX_GROUPS: Final = 64
+MAX_PLACE_GROUPS: Final = 64
 #: How long a batch's places may be used after it is written (at most a window).
 BATCH_LIFETIME_NS: Final = 10 * NS_PER_SECOND
 #: A place is not used in the last second of its batch: the request it lets go reaches the
@@ -170,10 +170,10 @@ class PlaceRecord:
         self, added: Iterable[tuple[int, int]], *, now_ns: int, window_ns: int
     ) -> tuple[tuple[int, int], ...]:
         """The groups with ``added``, those out of the window ending now dropped, the
-        earliest merged into the next (its later instant) beyond :data:`MAX_GROUPS`."""
+        earliest merged into the next (its later instant) beyond :data:`MAX_PLACE_GROUPS`."""
         start = now_ns - window_ns
         groups = sorted(g for g in (*self.groups, *added) if g[0] > start and g[1] > 0)
-        while len(groups) > MAX_GROUPS:
+        while len(groups) > MAX_PLACE_GROUPS:
             (_, first), (at, second) = groups[0], groups[1]
             groups[:2] = [(at, first + second)]
         return tuple(groups)
