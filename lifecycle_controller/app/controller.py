@@ -400,6 +400,7 @@ class Controller:
             policy_default_limit=actions.policy_default_limit,
             references=references,
             on_limit_freed=requeue.waiter_freed,
+            places_api=self.kube,  # a limit's places recorded before they are used
         )
         informers = InformerSet(
             source=self.kube,

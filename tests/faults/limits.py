@@ -1,16 +1,13 @@
 """A policy's limit, counted from the API server's audit log across failovers.
 
 A limit of N actions per window is checked on the instants the API server received each
-successful write (:func:`action_instants`): at most N within any window. Across a SIGKILL
-failover the next leader seeds its window from the policy's ``status.lastActions``, which
-lacks what the killed leader did after its last status write (docs/reliability.md#policy-sigkill);
-:func:`unwritten_at` counts those from the audit log and :func:`allowance` is the bound a
-window holding that kill may reach, so a scenario asserts the bound exactly, not a guess.
+successful write (:func:`action_instants`): at most N within any window, a window holding a
+leader's SIGKILL included (:func:`past_the_limit`): a leader records the places of its limit
+in the policy's status before it uses them, so the next one never lets the limit go again
+(docs/reliability.md#policy-sigkill).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
@@ -69,31 +66,21 @@ def over_limit(instants: list[float], *, actions: int, window: float) -> list[tu
     return [(at, count) for at, count in in_window(instants, window) if count > actions]
 
 
-#: An action's DELETE arrives, its audit entry is recorded when the answer is back, and the
-#: status writer takes the entries recorded when it starts its read-then-patch: an action
-#: this long before the patch may still be missing from it.
-WRITE_LAG = 2.0
+#: A place is taken just before its request is sent, and the audit log stamps the request when
+#: the API server receives it: two requests a window apart by the controller's instants may
+#: arrive a few milliseconds less than a window apart. The windows are checked this much
+#: shorter (the controller's own instants are exact to the nanosecond).
+SEND_SLACK = 0.5
 
 
-def unwritten_at(
-    actions: list[float], status_writes: list[float], kill: float, *, since: float
-) -> int:
-    """The actions done after the policy's last status write before ``kill`` (less
-    :data:`WRITE_LAG`) and after the kill before (``since``: those are that kill's), up to
-    the kill: what the killed leader had not written into the audit, so what the next
-    leader cannot know."""
-    last = max((at for at in status_writes if at < kill), default=0.0) - WRITE_LAG
-    return sum(1 for at in actions if max(last, since) < at <= kill)
-
-
-def allowance(
-    limit: int, window: float, kills: list[float], unwritten: list[int]
-) -> Callable[[float], int]:
-    """The most actions a window ending at an instant may hold: the limit, plus what each
-    leader killed within that window had not written (its successor's window lacks them)."""
-
-    def allowed(at: float) -> int:
-        pairs = zip(kills, unwritten, strict=True)
-        return limit + sum(n for kill, n in pairs if at - window <= kill <= at)
-
-    return allowed
+def past_the_limit(
+    instants: list[float], *, actions: int, window: float, kills: list[float]
+) -> list[tuple[float, int, bool]]:
+    """Every instant ending a window of ``window`` seconds less :data:`SEND_SLACK` that holds
+    more than ``actions`` of ``instants`` (sorted), with how many, and whether a leader was
+    killed within it (the limit went past across a failover). Empty: never exceeded."""
+    span = window - SEND_SLACK
+    return [
+        (at, count, any(at - span < kill <= at for kill in kills))
+        for at, count in over_limit(instants, actions=actions, window=span)
+    ]

@@ -7,7 +7,8 @@ policy's status survives a controller restart without counting anything twice, a
 long window with its waiters. A DELETE the API server refuses does not count against the
 limit, and a policy deleted and applied again starts with an empty window. An object another
 policy takes over leaves the line; a deletion held past its catch-up is late, not skipped;
-a namespaced limit never delays an enforced deadline.
+a namespaced limit never delays an enforced deadline. A limit holds across a restart that
+came before any status write: its places were recorded before they were used.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import asyncio
 import contextlib
 from typing import Any
 
+import pytest
+
+from lifecycle_controller.controller.policy.status import PolicyStatusWriter
 from lifecycle_controller.core.text.timestamps import parse_rfc3339
 from lifecycle_controller.devcluster import ControlPlane
 from lifecycle_controller.kube import KubeClient, NotFound
@@ -442,3 +446,60 @@ async def test_a_new_controller_seeds_the_window_from_the_audit(
     status = await _status(kube, namespace, "capped")
     assert _condition(status, "Limited").get("status") == "True", status
     assert status["actions"]["deleted"] == 1, status
+
+
+async def test_a_long_window_limit_holds_across_a_restart_before_any_status_write(
+    policy_crds: None,
+    start_controller: StartController,
+    namespace: str,
+    kube: KubeClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Limit 2 per hour over 4 due objects. The first controller deletes 2 and stops before
+    its status writer has written anything (as a SIGKILL between two status writes: its
+    writer is made to write nothing). A new controller holds the other two for the hour,
+    its window seeded from the places recorded before they were used, and once it has
+    decided everything it counts the first one's two deletions in the audit: exactly 2.
+
+    Caught on the code before the places were recorded: the new controller's window, seeded
+    from an audit that never saw the two deletions, let the other two go at once."""
+
+    async def never(self: PolicyStatusWriter) -> None:
+        return None
+
+    await create(kube, POLICIES, namespace, _capped(namespace, actions=2))
+    for index in range(4):
+        await create_configmap(kube, namespace, labelled(f"due-{index}", LIMITED))
+    await asyncio.sleep(1.5)  # every one is due before the controller starts
+    monkeypatch.setattr(PolicyStatusWriter, "flush", never)
+    first = await start_for(start_controller, namespace)
+
+    async def two_gone() -> bool:
+        return len(await _names(kube, namespace)) == 2
+
+    await eventually(two_gone, within=30, what="two deletions")
+    await first.stop()
+    status = await _status(kube, namespace, "capped")
+    record = status["limit"]  # every place used was recorded before it was used
+    places = [*record.get("groups", ()), *record.get("batches", ())]
+    assert sum(entry["count"] for entry in places) >= 2, status
+    monkeypatch.undo()
+
+    await start_for(start_controller, namespace)
+
+    async def decided() -> bool:  # held by the recorded places, or (the bug) deleted
+        status = await _status(kube, namespace, "capped")
+        held = (status.get("actions") or {}).get("held") == 2
+        return held or len(await _names(kube, namespace)) < 2
+
+    await eventually(decided, within=30, what="the two others held by the limit")
+    assert len(await _names(kube, namespace)) == 2, "the limit was exceeded across the restart"
+
+    async def counted() -> bool:
+        status = await _status(kube, namespace, "capped")
+        return (status.get("actions") or {}).get("deleted") == 2
+
+    await eventually(counted, within=40, what="the first controller's deletions in the audit")
+    status = await _status(kube, namespace, "capped")
+    assert sorted(e["name"] for e in status["lastActions"]) == ["due-0", "due-1"], status
+    assert len(await _names(kube, namespace)) == 2

@@ -3,7 +3,8 @@
 A dry-run policy over 60 ConfigMaps already due reports each once: ``status.actions.dryRun``
 is 60, and ``actions.dryRunThrough`` says how far the reports go. A new controller (as after
 a restart or a leader change) decides them all again: nothing is counted again and no place
-in the limit's window is taken again, though ``lastActions`` keeps only 50 of them. A spec
+in the limit's window is taken again, though ``lastActions`` keeps only 50 of them; its
+window holds the 60 places the first one recorded before using them. A spec
 edit that moves no due time re-queues everything: nothing is counted again either. Before,
 the 10 reports past the kept 50 were counted again each time, and took limit places again.
 """
@@ -114,7 +115,7 @@ async def test_a_rehearsal_is_counted_once_across_a_restart_and_an_edit(
     assert decisions is not None
     state = decisions.limits.state(ref, second.controller.clock.now_ns())
     assert state is not None
-    assert (state.used, state.held) == (50, 0)  # the 50 kept; no place taken again
+    assert (state.used, state.held) == (60, 0)  # the 60 recorded; no place taken again
     await _one_more(kube, namespace, "after-restart", OBJECTS + 1)
 
     # A spec edit that moves no due time: everything is decided again, nothing recounted.
@@ -123,5 +124,5 @@ async def test_a_rehearsal_is_counted_once_across_a_restart_and_an_edit(
     await _one_more(kube, namespace, "after-edit", OBJECTS + 2)
     state = decisions.limits.state(ref, second.controller.clock.now_ns())
     assert state is not None
-    assert (state.used, state.held) == (52, 0)
+    assert (state.used, state.held) == (62, 0)
     await second.stop()

@@ -34,8 +34,9 @@ from dataclasses import dataclass, replace
 import structlog
 
 from lifecycle_controller.controller.act.writes import ObjectWriter
-from lifecycle_controller.controller.policy.limits import PolicyLimits
+from lifecycle_controller.controller.policy.limits import DueObject, PolicyLimits
 from lifecycle_controller.controller.policy.matched_at import MatchedAt
+from lifecycle_controller.controller.policy.places import PlacesApi, PolicyPlaces
 from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.controller.policy.store import PolicyStore, with_namespace_labels
 from lifecycle_controller.controller.policy.tallies import PolicyAggregates
@@ -47,11 +48,13 @@ from lifecycle_controller.core.policy.in_force import Matched, PolicySet
 from lifecycle_controller.core.policy.limit import PolicyLimit
 from lifecycle_controller.core.policy.match import ObjectView
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
+from lifecycle_controller.core.policy.places import Place
 from lifecycle_controller.core.policy.precedence import Resolution, UnjudgedReason
 from lifecycle_controller.core.policy.refused import cap_refusals
 from lifecycle_controller.core.text.timestamps import (
     parse_rfc3339_or_none,
 )
+from lifecycle_controller.machinery.clock import Clock
 
 __all__ = ["PolicyDecisions", "Tally"]
 
@@ -95,9 +98,11 @@ class PolicyDecisions:
         default_limit: PolicyLimit | None = None,
         references: ReferenceWatch | None = None,
         on_freed: Callable[[ObjectKey], None] = lambda key: None,
+        places: tuple[PlacesApi, Clock] | None = None,
     ) -> None:
         """``on_freed``: told an object waiting in a policy's limit line that may take a
-        place now."""
+        place now; ``places``: where and on which clock a limit's places are recorded in
+        the policy's status before they are used (None: not recorded, as in the tools)."""
         self.store = store
         self._cache = cache
         self._writer = writer
@@ -109,6 +114,8 @@ class PolicyDecisions:
             policy_of=self._policy_of,
             on_change=self.aggregates.dirty.add,
             on_freed=on_freed,
+            due_objects=self._due_objects,
+            places=None if places is None else PolicyPlaces(*places, done=self.place_done),
         )
         self._by_name: tuple[object, dict[str, Policy]] = (None, {})
         #: The reference index ``referencedBy`` reads (None: unknown, such conditions hold).
@@ -146,6 +153,33 @@ class PolicyDecisions:
         if doc is None:
             return policy, {}, ""
         return policy, dict(doc.status), doc.uid
+
+    def _due_objects(self, ref: PolicyRef, now_ns: int) -> list[DueObject]:
+        """The objects ``ref`` decides with an action due by ``now_ns``, earliest first
+        (ties by key): those a batch of its limit's places is recorded for."""
+        due: list[tuple[int, str, DueObject]] = []
+        for key, pending in self.aggregates.of(ref).matched.items():
+            obj = None if pending is None or pending[0] > now_ns else self._cache.get(key)
+            if pending is not None and obj is not None:
+                due.append((pending[0], key.id, (key, obj.uid, pending[0], pending[1])))
+        return [entry for _, _, entry in sorted(due, key=lambda d: d[:2])]
+
+    def place_done(self, place: Place, since_ns: int) -> bool:
+        """Whether the action a stopped leader recorded a place for was done (since
+        ``since_ns``, when its batch was recorded): a deletion whose object is gone (or is
+        another object now), a restart the workload's template marker shows since. Asked
+        once every object has been decided since the start, so the cache is listed and the
+        markers of the workloads a restart policy decides have been read."""
+        if place.action == Action.RESTART.value:
+            fact = self._cache.restart_fact(place.uid)
+            marker = None if fact is None or fact.marker is None else fact.marker
+            at = None if marker is None else parse_rfc3339_or_none(marker)
+            return at is not None and at >= since_ns
+        resource = next((r for r in self._cache.types() if r.key == place.resource), None)
+        if resource is None:
+            return False  # a type no longer watched: not known, not counted
+        obj = self._cache.get(ObjectKey(resource, place.namespace or None, place.name))
+        return obj is None or obj.uid != place.uid
 
     def applies(self, obj: CachedObject) -> bool:
         """The object is one a policy could match (else: annotations alone decide)."""

@@ -11,10 +11,15 @@ already). What is kept here is only what those decisions did:
   line (due order, ties by key); one decided otherwise (by another policy, nothing due, no
   policy any more) leaves every line at once, so no line keeps a waiter nobody decides;
   one held by another guardrail keeps its place;
+* :meth:`PolicyLimits.reserve`, when a pass's action may take a place that is not recorded
+  yet: the place (and those of the policy's other objects due now) recorded in the policy's
+  ``status.limit`` before the action goes (:mod:`.places`; the facts say which of an
+  object's occurrences have a recorded place, and why the last record failed);
 * :meth:`PolicyLimits.take`, when an action the decision let go is carried out: it takes
-  its place in the window (a sliding window of the instants, seeded from the policy's
-  ``status.lastActions`` when this process first needs it, so that a restart or a leader
-  change does not reset the cap: bounded by what ``lastActions`` keeps), and the earliest
+  its recorded place and its place in the window (a sliding window of the instants, seeded
+  when this process first needs it from the places ``status.limit`` records, or, for a
+  status written before that record existed, from ``status.lastActions``, so that a restart
+  or a leader change does not reset the cap), and the earliest
   waiter is woken if a place is still free (one at a time: a freed place wakes the waiters
   it can serve, not the line); a write that then fails gives its place back
   (:meth:`PolicyLimits.give_back`) and wakes the first waiter (:attr:`PolicyLimits.on_freed`).
@@ -44,8 +49,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from lifecycle_controller.controller.policy.places import PolicyPlaces
 from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
-from lifecycle_controller.core.decision.limit_line import LimitFacts
+from lifecycle_controller.core.decision.limit_line import LimitFacts, occurrence_due
 from lifecycle_controller.core.decision.outcomes import (
     Action,
     Decision,
@@ -64,8 +70,12 @@ from lifecycle_controller.core.policy.audit import (
 )
 from lifecycle_controller.core.policy.limit import LimitWindow, PolicyLimit, limited_since
 from lifecycle_controller.core.policy.model import Policy, PolicyRef
+from lifecycle_controller.core.policy.places import Place
 
-__all__ = ["LimitState", "PolicyLimits"]
+__all__ = ["DueObject", "LimitState", "PolicyLimits"]
+
+#: One object a policy decides, with an action due: its key, uid, due time and action.
+DueObject = tuple[ObjectKey, str, int, Action]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +113,15 @@ class PolicyLimits:
         policy_of: Callable[[str], tuple[Policy, dict[str, object], str] | None],
         on_change: Callable[[PolicyRef], None] = lambda ref: None,
         on_freed: Callable[[ObjectKey], None] = lambda key: None,
+        due_objects: Callable[[PolicyRef, int], Iterable[DueObject]] = lambda ref, now: (),
+        places: PolicyPlaces | None = None,
     ) -> None:
         self.default = default
+        #: The objects a policy decides with an action due by an instant, earliest first
+        #: (those a batch of places is recorded for besides the one asking).
+        self._due_objects = due_objects
+        #: Places recorded before they are used (None: not recorded, as in the tools).
+        self.places = places
         self._policy_of = policy_of
         self._on_change = on_change
         self._windows: dict[PolicyRef, LimitWindow] = {}
@@ -138,7 +155,9 @@ class PolicyLimits:
             self.drop([ref])  # another object under the same name: its window is gone
             self._owners[ref] = uid
 
-    def _window(self, policy: Policy, status: Mapping[str, object]) -> LimitWindow | None:
+    def _window(
+        self, policy: Policy, status: Mapping[str, object], uid: str = ""
+    ) -> LimitWindow | None:
         """The policy's window, created (and seeded) the first time it is needed, made anew
         when its limit changed; an edit empties its line."""
         limit = self.limit_of(policy)
@@ -153,7 +172,8 @@ class PolicyLimits:
             if window is not None:
                 self._empty_line(ref, window)
             window = LimitWindow(limit, generation=policy.generation)
-            window.seed(seed_instants(status))
+            recorded = None if self.places is None else self.places.seed(ref, uid, status)
+            window.seed(seed_instants(status) if recorded is None else recorded)
             window.held_since = limited_since(status)  # held before this process knew
             self._windows[ref] = window
         elif window.generation != policy.generation:
@@ -174,7 +194,7 @@ class PolicyLimits:
             return self._windows.get(ref)
         policy, status, uid = found
         self._own(ref, uid)
-        return self._window(policy, status) if ref in self._windows else None
+        return self._window(policy, status, uid) if ref in self._windows else None
 
     # ------------------------------------------------------------------ the facts
 
@@ -190,11 +210,12 @@ class PolicyLimits:
                 continue
             policy, status, uid = current
             self._own(ref, uid)
-            window = self._window(policy, status)
+            window = self._window(policy, status, uid)
             if window is None:
                 continue
             admitted = self._admitted.get(key)
             self._refs[str(ref)] = ref
+            places = self.places
             found[str(ref)] = window.facts(
                 key,
                 key.id,
@@ -204,6 +225,9 @@ class PolicyLimits:
                 reported_due=self._reported.get(key, {}).get(ref),
                 reported_through=self._through(policy, status),
                 held_since=window.held_since,
+                recording=places is not None,
+                recorded=frozenset() if places is None else places.recorded(ref, key.id, now_ns),
+                record_problem=None if places is None else places.problem(ref),
             )
         return found
 
@@ -250,23 +274,61 @@ class PolicyLimits:
 
     def take(
         self, key: ObjectKey, decision: Decision, limit: LimitFacts | None, now_ns: int
-    ) -> None:
+    ) -> bool:
         """The action ``decision`` let go is carried out now: it takes its place in its
         policy's window (none when ``limit`` says it needs none); a place still free wakes
-        the next waiter."""
+        the next waiter. False: its recorded place is no longer usable (its batch ran out
+        while the pass read other facts): it does not go, and is decided again."""
         if limit is None or not _is_action(decision) or not limit.takes_place(decision):
-            return
+            return True
         ref = self._refs.get(limit.policy)
         window = None if ref is None else self._windows.get(ref)
         if ref is None or window is None:
-            return
+            return True
+        due = occurrence_due(decision)
+        if self.places is not None and not self.places.use(ref, key.id, due):
+            return False
         window.admit(key, now_ns)
         if self._waits.get(key) == ref:
             del self._waits[key]
-        due = decision.due_ns if decision.due_ns is not None else now_ns
         self._admitted[key] = (ref, due, now_ns)
         self._on_change(ref)  # its window's count changed
         self._wake(window, now_ns)
+        return True
+
+    async def reserve(self, key: ObjectKey, uid: str, decision: Decision, now_ns: int) -> None:
+        """Record, in the deciding policy's status, a place for ``decision``'s action (and,
+        in the same write, for the policy's other objects due now, as many as the window
+        has free): the action goes only once its place is recorded (:mod:`.places`)."""
+        ref = self._refs.get(decision.policy or "")
+        window = None if ref is None else self._windows.get(ref)
+        found = None if ref is None else self._policy_of(str(ref))
+        if ref is None or window is None or found is None or self.places is None:
+            return
+        action = decision.action
+        if action is None:
+            return
+        due = occurrence_due(decision)
+        want = [_place(key, uid, action, due)]
+        for other, other_uid, other_due, other_action in self._due_objects(ref, now_ns):
+            admitted = self._admitted.get(other)
+            if other == key or (admitted is not None and admitted[:2] == (ref, other_due)):
+                continue
+            if self._reported.get(other, {}).get(ref) == other_due:
+                continue  # a rehearsal reported already takes no place
+            want.append(_place(other, other_uid, other_action, other_due))
+        await self.places.reserve(ref, found[2], want, window)
+
+    async def settle_places(self, now_ns: int) -> None:
+        """Settle the batches of places a stopped leader left (:meth:`.PolicyPlaces.settle`):
+        for the status writer, once every object has been decided since the start."""
+        places = self.places
+        if places is None:
+            return
+        for ref in places.settleable(now_ns):
+            window = self._windows.get(ref)
+            if window is not None:
+                await places.settle(ref, window.limit.window_ns)
 
     def _wake(self, window: LimitWindow, now_ns: int) -> None:
         """A place is free and someone waits: the first waiter is told (it takes the place,
@@ -354,7 +416,9 @@ class PolicyLimits:
         admitted = self._admitted.pop(key, None)
         if admitted is None:
             return
-        ref, _, at_ns = admitted
+        ref, due, at_ns = admitted
+        if self.places is not None:
+            self.places.unuse(ref, key.id, due)
         window = self._windows.get(ref)
         if window is None or not window.give_back(at_ns):
             return
@@ -367,6 +431,8 @@ class PolicyLimits:
         """Policies deleted: forget their windows, who waits for them and their audit
         entries not written (the policy objects are gone)."""
         gone = set(refs)
+        if self.places is not None:
+            self.places.drop(gone)
         for ref in gone:
             self._windows.pop(ref, None)
             self._owners.pop(ref, None)
@@ -389,6 +455,9 @@ class PolicyLimits:
         if found is None:
             return
         ref = found[0].ref
+        if self.places is not None:
+            dry_run = isinstance(decision, DryRun)
+            self.places.finish(ref, key.id, occurrence_due(decision), dry_run=dry_run)
         if isinstance(decision, DryRun) and not self._report(key, found[0], found[1], decision):
             return  # reported already: counted once
         entry = AuditEntry(
@@ -429,6 +498,19 @@ class PolicyLimits:
         if window is None:
             return None
         return LimitState(window.limit, window.used(now_ns), window.held, window.held_until())
+
+
+def _place(key: ObjectKey, uid: str, action: Action, due_ns: int) -> Place:
+    """The place of one object's occurrence, as a batch names it."""
+    return Place(
+        resource=key.resource.key,
+        kind=key.resource.kind,
+        namespace=key.namespace or "",
+        name=key.name,
+        uid=uid,
+        action=action.value,
+        due_ns=due_ns,
+    )
 
 
 def _is_action(decision: Decision) -> bool:

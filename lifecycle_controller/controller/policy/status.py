@@ -34,7 +34,11 @@ cluster costs nothing), compares what it would report with what it last wrote an
   time); ``actions.dryRunThrough``, how far its dry-run reports go, recorded only once every
   object known has been decided (``idle``), so that a restart counts no rehearsal twice;
   ``Limited`` (``LimitReached`` while its limit holds objects, one Warning
-  ``PolicyLimitReached`` per trip).
+  ``PolicyLimitReached`` per trip). ``limit``, the places of the policy's limit recorded
+  before they are used, is written by the passes themselves
+  (:mod:`~lifecycle_controller.controller.policy.places`), one write per batch of places;
+  this writer only settles, once every object has been decided, the places a stopped
+  leader left (the actions it did counted in the audit then).
 
 A condition that fails on some object gets one Warning (``PolicyConditionFailed``) per
 policy generation, naming the first such object, however many it fails on.
@@ -57,6 +61,7 @@ from lifecycle_controller.core.objects.resources import ObjectKey, ObjectRef, Re
 from lifecycle_controller.core.policy.audit import THROUGH, merge
 from lifecycle_controller.core.policy.match import REFERENCES_NOT_SYNCED, unwatched_resources
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, PolicyRef
+from lifecycle_controller.core.policy.places import RECORD
 from lifecycle_controller.core.policy.precedence import UnjudgedReason
 from lifecycle_controller.core.policy.refused import readiness, refused_condition
 from lifecycle_controller.core.text.timestamps import (
@@ -260,6 +265,8 @@ class PolicyStatusWriter:
         if self._idle():
             limits.settled = True  # every object decided once: an edit now is an edit
             limits.quiet()  # a hold no object rejoined is over
+        if limits.settled:  # a stopped leader's places: its actions counted in the audit
+            await limits.settle_places(self._clock.now_ns())
         if lagging := limits.lagging():
             dirty |= lagging  # until their status says how far their reports go
         self._retry = set()
@@ -329,6 +336,8 @@ class PolicyStatusWriter:
         ref = doc.ref
         previous: Mapping[str, Any] = doc.status
         body: dict[str, Any] = {}
+        places = self._decisions.limits.places
+        occurrences = [entry.occurrence for entry in pending]
         try:
             if pending:
                 fresh = await self._api.get(_resource(ref), ref.namespace, ref.name)
@@ -344,6 +353,10 @@ class PolicyStatusWriter:
                     "lastActions": last,
                 }
             body["status"] = _with_transitions(report, previous, self._clock.now_ns())
+            if pending and places is not None:  # counted now: named no more in the record
+                unnamed = places.unnamed(ref, previous, occurrences)
+                if unnamed is not None:
+                    body["status"][RECORD] = unnamed
             await self._api.merge_patch(
                 _resource(ref), ref.namespace, ref.name, body, subresource="status"
             )
@@ -355,6 +368,8 @@ class PolicyStatusWriter:
         except KubeError as error:
             _log.warning("policy status not written", policy=str(ref), error=str(error))
             return False
+        if pending and places is not None:
+            places.audited(ref, occurrences)
         if pending:
             queue = self._decisions.limits.pending.get(ref, [])
             del queue[: len(pending)]  # those merged; later ones wait for the next write

@@ -24,6 +24,7 @@ from lifecycle_controller.controller.guardrails.breaker import CircuitBreaker
 from lifecycle_controller.controller.guardrails.state import Guardrails, RestartPacing
 from lifecycle_controller.controller.policy.decisions import PolicyDecisions
 from lifecycle_controller.controller.policy.fence import FenceMetrics, PolicyFence, PolicyReads
+from lifecycle_controller.controller.policy.places import PlacesApi
 from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.controller.reconcile.reconciler import PassFacts, Reconciler
@@ -63,13 +64,15 @@ def build_reconciler(
     policy_default_limit: PolicyLimit | None = None,
     references: ReferenceWatch | None = None,
     on_limit_freed: Callable[[ObjectKey], None] = lambda key: None,
+    places_api: PlacesApi | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
     the ``never`` record writer; ``policies`` turns on lifecycle policies and the fence of
     policy deletions (the cache is built with the store as its policy views), with the
     reference index ``referencedBy`` reads (``references``; without it such conditions
     hold) and ``on_limit_freed``, told an object waiting in a policy's limit line that may
-    take a place now."""
+    take a place now; ``places_api`` records a limit's places in the policy's status before
+    they are used."""
     writer = ObjectWriter(api, cache, clock, may_write=may_write)
     accounting = Accounting(recorder, ledger, clock.now_ns, metrics or NoActionMetrics())
     guardrails = Guardrails(
@@ -108,6 +111,7 @@ def build_reconciler(
                     default_limit=policy_default_limit,
                     references=references,
                     on_freed=on_limit_freed,
+                    places=None if places_api is None else (places_api, clock),
                 )
             ),
             fence=fence,

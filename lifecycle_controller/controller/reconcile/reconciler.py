@@ -20,8 +20,11 @@ Each pass over the object:
    workload's Pod template marker for the restart guard, or, before a policy's deletion, the
    :class:`~lifecycle_controller.controller.policy.fence.PolicyFence`'s fresh view: the
    object resolved on the policies and Namespace labels the API server has now, which the
-   verdict must find deciding the same deletion. The pass reads each such fact once and asks
-   again on the same facts (the resolution is not made again): those are its only reads.
+   verdict must find deciding the same deletion; or, for an action its policy's limit has a
+   place for, that place recorded in the policy's status (one guarded write for a batch of
+   places, :mod:`~lifecycle_controller.controller.policy.places`). The pass reads (or
+   writes) each such fact once and asks again on the same facts (the resolution is not made
+   again): those are its only reads, and the record its only write before the action's.
    What the verdict said is then kept: the policies' tallies, and the line a limit's hold
    joins (an object decided otherwise leaves every line);
 3. **account** for the final decision
@@ -169,6 +172,21 @@ class PassFacts:
         except KubeError as error:
             _log.warning("workload unreadable for its restart marker", error=str(error))
 
+    async def record_place(
+        self, key: ObjectKey, obj: CachedObject, inputs: PassInputs, decision: Decision
+    ) -> None:
+        """The verdict asked for its limit place to be recorded in the policy's status
+        (docs/policies.md#limit): one write, for a batch of places; then the limits' facts
+        again, saying whether it has its place (or why the write failed)."""
+        policies = self.policies
+        resolution = inputs.resolution
+        assert policies is not None
+        assert resolution is not None  # a policy decided it
+        await policies.limits.reserve(key, obj.uid, decision, inputs.now_ns)
+        limits = policies.limits.facts(key, resolution.deciders, inputs.now_ns)
+        inputs.guardrails = self.guardrails.state(key, obj, limits)
+        inputs.place_asked = True  # once: a place still unrecorded holds the action
+
     async def confirm(self, obj: CachedObject, now_ns: int) -> PolicyConfirmation:
         """The policy fence's fact: the object resolved on the API server's view of its
         policies and Namespace labels (docs/reliability.md#policy-fence)."""
@@ -304,6 +322,8 @@ class Reconciler:
                 break
             if verdict.missing is MissingFact.TEMPLATE_MARKER:
                 await facts.with_marker(key, obj, inputs)
+            elif verdict.missing is MissingFact.LIMIT_PLACE:
+                await facts.record_place(key, obj, inputs, verdict.final)
             else:
                 inputs.confirmation = await facts.confirm(obj, now_ns)
         assert verdict.missing is None, "the verdict asked again for a fact it was given"
@@ -323,7 +343,10 @@ class Reconciler:
             return verdict.decision, final, None, verdict.others
         if policies is not None and isinstance(final, (Patch, Delete, DryRun)):
             limit = inputs.guardrails.limits.get(final.policy or "")
-            policies.limits.take(key, final, limit, now_ns)  # its place in the policy's window
+            if not policies.limits.take(key, final, limit, now_ns):  # its place in the window
+                # Its recorded place ran out while the pass read other facts: decided again.
+                again = Wait(action=final.action, due_ns=final.due_ns, requeue_after_ns=1)
+                return verdict.decision, again, None, verdict.others
         reservation = (
             self.guardrails.reserve(key, final) if isinstance(final, (Patch, Delete)) else None
         )

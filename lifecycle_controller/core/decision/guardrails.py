@@ -15,7 +15,10 @@ decision the reconciler treats like a ``Wait``. The controls, in the order they 
    within its window, the action waits in the policy's line, due order, until the instant
    its place frees (no Event per object: the policy shows ``Limited`` and one Warning). A
    dry-run report is held by the limit alone, as a ``Wait`` (it writes nothing, so nothing
-   else guards it); one reported already takes no place;
+   else guards it); one reported already takes no place. A place free now goes only once
+   it is recorded in the policy's status (``core/policy/places.py``): until then the
+   action waits (``POLICY_LIMIT_UNRECORDED``; the pass asks for the record first, and a
+   record that failed holds it until it is tried again);
 3. for restarts, the **restart guard** (``--min-restart-interval``): not before the last
    restart plus the interval (Normal ``RestartDeferred``, once per occurrence);
 4. for restarts, the **restart jitter** (``--restart-jitter``): not before the due time
@@ -60,6 +63,7 @@ from lifecycle_controller.core.text.timestamps import format_rfc3339_seconds
 __all__ = [
     "BREAKER_SETTLE_NS",
     "HELD_RECHECK_NS",
+    "RECORD_RETRY_NS",
     "BreakerFacts",
     "GuardrailFacts",
     "GuardrailState",
@@ -75,6 +79,8 @@ BREAKER_SETTLE_NS = NS_PER_SECOND // 5
 #: How soon an action held by the breaker or waiting for a rollout slot is looked at again
 #: when nothing wakes it earlier (a reset and a freed slot both requeue it at once).
 HELD_RECHECK_NS = 30 * NS_PER_SECOND
+#: How soon an action whose limit place could not be recorded tries again.
+RECORD_RETRY_NS = NS_PER_SECOND
 
 
 class HoldReason(enum.StrEnum):
@@ -93,6 +99,9 @@ class HoldReason(enum.StrEnum):
     POLICY_UNCONFIRMED = "policy_unconfirmed"
     #: The deciding policy's ``limit`` is reached: the action waits in its line.
     POLICY_LIMIT = "policy_limit"
+    #: The limit has a place, but it is not recorded in the policy's status yet (or its
+    #: record failed): the action waits for it (core/policy/places.py).
+    POLICY_LIMIT_UNRECORDED = "policy_limit_unrecorded"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -310,9 +319,15 @@ def _limited(decision: Patch | Delete | DryRun, limit: LimitFacts | None) -> Hol
     if limit is None or not limit.takes_place(decision):
         return None
     until = limit.turn(decision.due_ns)
-    if until is None:
-        return None
+    reason = HoldReason.POLICY_LIMIT
     log = f"held by {limit.policy}'s limit {limit.text}"
+    if until is None:
+        if not limit.unrecorded(decision):
+            return None
+        reason = HoldReason.POLICY_LIMIT_UNRECORDED
+        why = limit.record_problem or "not recorded yet"
+        log = f"waiting for {limit.policy}'s limit place to be recorded ({why})"
+        until = limit.now_ns + RECORD_RETRY_NS
     after = until - limit.now_ns
     if isinstance(decision, DryRun):
         return Wait(
@@ -322,7 +337,7 @@ def _limited(decision: Patch | Delete | DryRun, limit: LimitFacts | None) -> Hol
             requeue_after_ns=after,
             log=log,
         )
-    hold = _hold(decision, HoldReason.POLICY_LIMIT, after, until_ns=until, log=log)
+    hold = _hold(decision, reason, after, until_ns=until, log=log)
     return replace(hold, policy=decision.policy)
 
 

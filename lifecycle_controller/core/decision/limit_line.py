@@ -18,7 +18,10 @@ Every question here is answered in O(log n) of the line's length: the instants o
   back is given the instant its own place frees if every one ahead goes in turn (the
   ``k``-th place to free after the window's ``A`` places is the ``k mod A``-th of them, ``k
   div A`` windows later), so a turn of the window wakes the waiters it can serve, not the
-  whole line.
+  whole line;
+* :meth:`LimitFacts.unrecorded`: the action may take a place now, but its place is not
+  recorded yet in the policy's status (``recording``: places are written before they are
+  used, ``core/policy/places.py``): the pass asks for the record, and a failed record holds.
 """
 
 from __future__ import annotations
@@ -29,7 +32,12 @@ from dataclasses import dataclass
 
 from lifecycle_controller.core.decision.outcomes import Decision, DryRun
 
-__all__ = ["LimitFacts"]
+__all__ = ["LimitFacts", "occurrence_due"]
+
+
+def occurrence_due(decision: Decision) -> int:
+    """The due time a place is recorded for (0 for an action with none)."""
+    return decision.due_ns if decision.due_ns is not None else 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +70,14 @@ class LimitFacts:
     #: The instant the limit began holding (None: it holds nothing): a catch-up does not
     #: count the time since as lateness (docs/policies.md#limit).
     held_since_ns: int | None = None
+    #: Places are recorded in the policy's status before they are used (the controller's
+    #: leader; False for the tools, which write nothing).
+    recording: bool = False
+    #: The due times of this object's occurrences holding a recorded place, usable now
+    #: (``occurrence_due``).
+    recorded: frozenset[int] = frozenset()
+    #: Why the last record of the policy's places failed (None: it did not).
+    record_problem: str | None = None
 
     def takes_place(self, decision: Decision) -> bool:
         """Whether ``decision``'s action takes a place in the window (see the module)."""
@@ -72,6 +88,15 @@ class LimitFacts:
             if self.reported_through is not None and due <= self.reported_through:
                 return False
         return due is None or due != self.admitted_due
+
+    def unrecorded(self, decision: Decision) -> bool:
+        """``decision``'s action may take a place now, and its place is not recorded yet."""
+        return (
+            self.recording
+            and self.takes_place(decision)
+            and self.turn(decision.due_ns) is None
+            and occurrence_due(decision) not in self.recorded
+        )
 
     def rank(self, due_ns: int) -> int:
         """How many other objects wait ahead of an action due at ``due_ns``."""

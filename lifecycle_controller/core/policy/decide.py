@@ -41,7 +41,9 @@ marker (a policy restart counts from it, the restart guard measures from it), or
 policy's deletion, the policy fence's fact: the object's policies resolved on a fresh read of
 the API server (:class:`PolicyConfirmation`). The controller reads it, once, and asks again;
 the verdict then decides on that fresh view as well and lets the deletion go only when both
-decide it (:mod:`.fence`).
+decide it (:mod:`.fence`); or, for an action its policy's limit has a place for, that place
+recorded in the policy's status (:mod:`.places`), which the controller writes before the
+action goes.
 """
 
 from __future__ import annotations
@@ -309,6 +311,9 @@ class MissingFact(enum.Enum):
     #: For a policy's deletion: the object's policies as the API server has them now (the
     #: policy fence).
     POLICY_CONFIRMATION = "policy_confirmation"
+    #: The deciding policy's limit has a place for the action, not recorded in the policy's
+    #: status yet: it is recorded before the action goes (core/policy/places.py).
+    LIMIT_PLACE = "limit_place"
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +352,9 @@ class PassInputs:
     #: A policy's deletion is confirmed by the fence before it goes.
     fenced: bool = False
     confirmation: PolicyConfirmation | None = None
+    #: The pass asked for its limit place to be recorded (the guardrails' limit facts say
+    #: how that went): a place still not recorded holds the action, it is not asked again.
+    place_asked: bool = False
     #: The guardrails' state for the object (the breaker, pacing, rollout slots, budgets).
     guardrails: GuardrailState
 
@@ -477,8 +485,22 @@ def _guarded(
         and acting_operation(decision) is Operation.RESTART
     ):
         return decision, MissingFact.TEMPLATE_MARKER
-    hold = check(decision, inputs.guardrails.facts(decision))
+    facts = inputs.guardrails.facts(decision)
+    hold = check(decision, facts)
+    if hold is not None and not inputs.place_asked and _unrecorded(hold, facts.limit, decision):
+        return decision, MissingFact.LIMIT_PLACE
     return (decision if hold is None else hold), None
+
+
+def _unrecorded(
+    hold: Decision, limit: LimitFacts | None, decision: Patch | Delete | DryRun
+) -> bool:
+    """The guardrails hold ``decision`` only until its limit place is recorded."""
+    if limit is None or not limit.unrecorded(decision):
+        return False
+    return isinstance(decision, DryRun) or (
+        isinstance(hold, Hold) and hold.reason is HoldReason.POLICY_LIMIT_UNRECORDED
+    )
 
 
 def _fence(

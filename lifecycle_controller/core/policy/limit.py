@@ -10,7 +10,9 @@ This module is the pure part: parsing the field and the flag's default
 (``--policy-default-limit 100/1h``), and :class:`LimitWindow`, the memory of one policy's
 window (the instants of its admitted actions, and the line of objects waiting) with time
 injected as nanoseconds. The controller keeps one window per policy and seeds it, after a
-restart or a leader change, from the instants the policy's ``status.lastActions`` shows.
+restart or a leader change, from the places the policy's status records (``status.limit``,
+:mod:`.places`: every place used or reserved, recorded before it was used), or, for a status
+written before that record existed, from the instants ``status.lastActions`` shows.
 Whether an action goes is not decided here: the window hands its facts to
 :func:`~lifecycle_controller.core.decision.guardrails.check`, like every guardrail.
 """
@@ -164,6 +166,9 @@ class LimitWindow:
         reported_due: int | None = None,
         reported_through: int | None = None,
         held_since: int | None = None,
+        recording: bool = False,
+        recorded: frozenset[int] = frozenset(),
+        record_problem: str | None = None,
     ) -> LimitFacts:
         """The window as the decision over ``key`` reads it at ``now_ns``."""
         waiting = self._waiting.get(key)
@@ -181,6 +186,9 @@ class LimitWindow:
             reported_due=reported_due,
             reported_through=reported_through,
             held_since_ns=held_since,
+            recording=recording,
+            recorded=recorded,
+            record_problem=record_problem,
         )
 
     def join(self, key: Hashable, key_id: str, due_ns: int, now_ns: int) -> bool:
