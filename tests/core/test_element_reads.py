@@ -108,14 +108,49 @@ def test_an_element_of_a_kept_metadata_field_is_kept_and_of_the_rest_refused() -
     assert "object.metadata.finalizers" in refused
 
 
+_LIST = "object.status.containerStatuses"
+_FORMS_ON_A_POD = [
+    f"timestamp({_LIST}[0].state.terminated.finishedAt)",
+    f'{_LIST}[1].image == "side:1"',
+    f"{_LIST}[5].image",  # out of range, on the cut-down list too
+    f"has({_LIST}[0].state.running)",
+    f"has({_LIST}[1].state.running) && {_LIST}[0].state.terminated.exitCode == 1",
+    f"{_LIST}[0] == {_LIST}[1]",
+    f"size({_LIST}) == 2 && {_LIST}[1].image.startsWith('side')",
+    f"{_LIST}.exists(c, c.state.terminated.exitCode == 1)",
+    f'{_LIST}.all(c, c.image != "")',
+    f'{_LIST}.exists_one(c, c.image == "app:1")',
+    f"{_LIST}.map(c, c.image)",
+    f"{_LIST}.map(c, has(c.state.running), c.image)",
+    f"{_LIST}.filter(c, has(c.state.terminated))",  # the elements themselves
+    f"{_LIST}.filter(c, has(c.state.running)).map(d, d.image)",
+    f'{_LIST}.all(i, c, c.image != "" && i >= 0)',  # two variables
+    f'{_LIST}.exists(c, c.image in ["app:1"])',
+]
+
+
+@pytest.mark.parametrize("source", _FORMS_ON_A_POD)
+def test_each_form_answers_on_the_cut_down_pod_as_on_the_whole_one(source: str) -> None:
+    """Over the Pod cut down to what the condition reads, alone and beside every other form
+    (the paths of all the policies on a type are kept together)."""
+    alone = compile_condition(source).reads
+    together = frozenset().union(*(compile_condition(s).reads for s in _FORMS_ON_A_POD))
+    whole = _evaluated(source, POD)
+    assert _evaluated(source, pick(POD, alone)) == whole
+    assert _evaluated(source, pick(POD, together)) == whole
+
+
 # --- the property: the cut-down object answers as the whole one ------------------------------
 
 _SCALARS = st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["", "x"])
+_KEYS = st.sampled_from(["a", "b", "l"])
+#: JSON values over those keys, lists of maps (a Pod's containers) drawn often.
 _VALUES = st.recursive(
     _SCALARS,
     lambda inner: (
         st.lists(inner, max_size=4)
-        | st.dictionaries(st.sampled_from(["a", "b", "l"]), inner, max_size=3)
+        | st.dictionaries(_KEYS, inner, max_size=3)
+        | st.lists(st.dictionaries(_KEYS, inner, min_size=1, max_size=3), max_size=3)
     ),
     max_leaves=16,
 )

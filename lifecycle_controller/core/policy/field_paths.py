@@ -21,9 +21,11 @@ may keep more than a condition reads, never less.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
@@ -103,54 +105,85 @@ def pick(obj: Mapping[str, Any], paths: Iterable[tuple[str, ...]]) -> dict[str, 
     """A copy of ``obj`` with only ``paths`` (an absent one stays absent, so ``has()`` is
     false); a path through a value it does not fit (a field of a list, an element of a map,
     a field of a string) stops there and keeps that value whole."""
-    heads = _by_head(paths)
-    if heads is None:
-        return dict(obj)
-    return {head: _cut(obj[head], rests) for head, rests in heads.items() if head in obj}
+    cut = _compiled(paths if isinstance(paths, frozenset) else frozenset(paths))
+    if isinstance(cut, _Fields):
+        return _cut_fields(obj, cut)
+    return dict(obj)
 
 
-def _by_head(paths: Iterable[tuple[str, ...]]) -> dict[str, set[tuple[str, ...]]] | None:
-    """The paths by their first step, each with the rest of them (None: ``()`` is among
-    them, the whole value is read)."""
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """Keep these fields of a map, each cut down by its own cut (None: whole)."""
+
+    fields: tuple[tuple[str, _Cut], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Elements:
+    """Keep these elements of a list in their positions, each cut down by its own cut:
+    ``at`` the positions read, ``others`` every other one (``[*]``; :data:`_UNREAD`: none
+    but those, the list then ending after the last of them)."""
+
+    at: Mapping[int, _Cut]
+    others: _Cut | _Unread
+
+
+class _Unread:
+    """No path reads the element: :data:`UNREAD_ELEMENT` stands in for it."""
+
+
+_UNREAD: Final = _Unread()
+#: How to cut a value down: its fields, its elements, or (None) the value whole.
+_Cut = _Fields | _Elements | None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(paths: frozenset[tuple[str, ...]]) -> _Cut:
+    """The cut that keeps ``paths`` (relative to the value), worked out once per set of paths
+    (an informer cuts every object it lists with the same ones)."""
     heads: dict[str, set[tuple[str, ...]]] = {}
     for path in paths:
         if not path:
             return None
         heads.setdefault(path[0], set()).add(path[1:])
-    return heads
-
-
-def _cut(value: object, paths: set[tuple[str, ...]]) -> object:
-    """``value`` cut down to ``paths`` (relative to it), or whole where they do not fit it."""
-    heads = _by_head(paths)
-    if heads is None:
-        return value
     listed = [_is_list_step(head) for head in heads]
-    if isinstance(value, Mapping) and not any(listed):
-        return pick(value, paths)
-    if isinstance(value, list) and all(listed):
-        return _cut_list(value, heads)
-    return value
+    if not any(listed):
+        return _Fields(tuple((head, _compiled(frozenset(rests))) for head, rests in heads.items()))
+    if not all(listed):
+        return None  # both a field and an element: no value fits, so any is kept whole
+    every = heads.pop(EVERY_ELEMENT, None)
+    at = {
+        position: _compiled(frozenset(rests | (every or set())))
+        for head, rests in heads.items()
+        if (position := _position(head)) is not None
+    }
+    return _Elements(at, _UNREAD if every is None else _compiled(frozenset(every)))
 
 
-def _cut_list(items: list[Any], heads: Mapping[str, set[tuple[str, ...]]]) -> list[Any]:
-    """The elements ``heads`` read (``[*]``: all of them), each cut down to the paths below
-    it, in their positions; the list ends after the last element read (or where ``items``
-    ends), and an element no path reads is :data:`UNREAD_ELEMENT`."""
-    every: set[tuple[str, ...]] = set()
-    at: dict[int, set[tuple[str, ...]]] = {}
-    for head, rests in heads.items():
-        position = _position(head)
-        if position is None:  # EVERY_ELEMENT: the only other list step
-            every = rests
-        else:
-            at[position] = rests
-    length = len(items) if EVERY_ELEMENT in heads else min(len(items), max(at) + 1)
-    kept: list[Any] = []
-    for index in range(length):
-        rests = every | at.get(index, set())
-        kept.append(_cut(items[index], rests) if rests else UNREAD_ELEMENT)
-    return kept
+def _cut(value: object, cut: _Cut) -> object:
+    """``value`` cut down by ``cut``, or whole where it does not fit (a field of a list...)."""
+    if cut is None:
+        return value
+    if isinstance(cut, _Fields):
+        return _cut_fields(value, cut) if isinstance(value, Mapping) else value
+    return _cut_elements(value, cut) if isinstance(value, list) else value
+
+
+def _cut_fields(value: Mapping[str, Any], cut: _Fields) -> dict[str, Any]:
+    return {name: _cut(value[name], below) for name, below in cut.fields if name in value}
+
+
+def _cut_elements(items: list[Any], cut: _Elements) -> list[Any]:
+    """The elements read, in their positions; without ``[*]`` the list ends after the last
+    element read (or where ``items`` ends), an element no path reads :data:`UNREAD_ELEMENT`."""
+    others = cut.others
+    if isinstance(others, _Unread):
+        length = min(len(items), max(cut.at) + 1)
+        return [
+            _cut(items[index], cut.at[index]) if index in cut.at else UNREAD_ELEMENT
+            for index in range(length)
+        ]
+    return [_cut(item, cut.at.get(index, others)) for index, item in enumerate(items)]
 
 
 class FieldInterner:
