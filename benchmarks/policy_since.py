@@ -10,9 +10,13 @@ are quiet (RSS "settled"); medians of ``--rounds``.
 **Failed Pods** (``--watch-resource=pods``): N Pods seeded through etcd over 50 namespaces
 (the API takes a Pod's status only through a second write per Pod), two containers each,
 every 10th ``Failed`` with both containers terminated in the last ten minutes, the others
-``Running``. Two modes:
+``Running``. Three modes:
 
 * **metadata**: no policy (the informers stay metadata-only);
+* **metadata policy**: one ``ClusterLifecyclePolicy`` over Pods matching the same Pods by
+  metadata alone (condition ``object.metadata.name.endsWith("0")``, ``delete-after`` ten years
+  away): the informers stay metadata-only, the cache keeps a view of every Pod as with
+  ``since`` (the baseline of the conditions benchmark, :mod:`benchmarks.policy_state`);
 * **since**: one ``ClusterLifecyclePolicy`` over Pods, condition ``object.status.phase ==
   "Failed"``, since ``timestamp(object.status.containerStatuses[0].state.terminated
   .finishedAt)``, ``delete-after: 1h`` (nothing falls due during the run: the benchmark checks
@@ -23,8 +27,9 @@ Floors before every round, each by a plain client in a process of its own
 ready is), listing what the controller lists before it is ready: the Namespaces' metadata and
 both policy kinds whole, beside the Pods as a metadata-only streaming list (the floor of the
 metadata run) or whole in JSON (pages of 500, decoded and dropped: the floor of the since run,
-whose informer must read ``status``). Targets: since RSS at most 1.3 times the metadata run's;
-since time to ready at most 1.5 times the whole-object floor.
+whose informer must read ``status``). Targets: since RSS at most 1.3 times the metadata
+policy run's (also reported against the run without a policy); since time to ready at most 1.5
+times the whole-object floor.
 
 **matchedAt** (``--watch-resource=configmaps``): M ConfigMaps seeded through etcd, one
 ``ClusterLifecyclePolicy`` over ConfigMaps with no condition (``delete-after`` ten years): in
@@ -81,6 +86,12 @@ FAILED_PODS = {
     "condition": 'object.status.phase == "Failed"',
     "since": "timestamp(object.status.containerStatuses[0].state.terminated.finishedAt)",
     "lifecycle": {"delete-after": "1h"},
+}
+#: The same Pods (``p-...0``: every 10th) matched on metadata alone, nothing falling due.
+BY_NAME = {
+    "resources": ["pods"],
+    "condition": 'object.metadata.name.endsWith("0")',
+    "lifecycle": {"delete-after": "87600h"},
 }
 UNUSED = {"resources": ["configmaps"], "lifecycle": {"delete-after": "87600h"}}
 MATCHED_AT_MODES = {
@@ -300,7 +311,12 @@ async def measure_pods(
 ) -> dict[str, Any]:
     result: dict[str, Any] = {"pods": args.pods, "failed": len(range(0, args.pods, FAILED_EVERY))}
     result["seed_s"] = round(await seed_pods(kube, plane.etcd_url, args.pods), 1)
-    for mode, spec, want in (("metadata", None, 0), ("since", FAILED_PODS, result["failed"])):
+    modes = (
+        ("metadata", None, 0),
+        ("metadata_policy", BY_NAME, result["failed"]),
+        ("since", FAILED_PODS, result["failed"]),
+    )
+    for mode, spec, want in modes:
         await _replace_policy(kube, spec)
         result[mode] = _medians([await pods_round(plane, args, want) for _ in range(args.rounds)])
     await _replace_policy(kube, None)
@@ -308,10 +324,15 @@ async def measure_pods(
     if left != args.pods:
         raise RuntimeError(f"{args.pods - left} Pods were deleted during the run")
     meta, since = result["metadata"], result["since"]
-    result["rss_ratio"] = round(since["rss_ready_mb"] / meta["rss_ready_mb"], 3)
-    result["rss_settled_ratio"] = round(since["rss_settled_mb"] / meta["rss_settled_mb"], 3)
+    by_name = result["metadata_policy"]
+    result["rss_ratio"] = round(since["rss_ready_mb"] / by_name["rss_ready_mb"], 3)
+    result["rss_settled_ratio"] = round(since["rss_settled_mb"] / by_name["rss_settled_mb"], 3)
+    result["rss_no_policy_ratio"] = round(since["rss_ready_mb"] / meta["rss_ready_mb"], 3)
     result["since_ready_ratio"] = round(since["ready_s"] / since["whole_floor_s"], 3)
     result["metadata_ready_ratio"] = round(meta["ready_s"] / meta["metadata_floor_s"], 3)
+    result["metadata_policy_ready_ratio"] = round(
+        by_name["ready_s"] / by_name["metadata_floor_s"], 3
+    )
     return result
 
 
@@ -364,12 +385,18 @@ def _report(run: dict[str, Any]) -> str:
             f"| no policy (metadata) | {meta['ready_s']} s | {meta['metadata_floor_s']} s "
             f"(Pods' metadata) | {pods_run['metadata_ready_ratio']}x | "
             f"{meta['rss_ready_mb']} / {meta['rss_settled_mb']} MB |",
+            f"| the same Pods matched by name (metadata policy) | "
+            f"{pods_run['metadata_policy']['ready_s']} s | "
+            f"{pods_run['metadata_policy']['metadata_floor_s']} s (Pods' metadata) | "
+            f"{pods_run['metadata_policy_ready_ratio']}x | "
+            f"{pods_run['metadata_policy']['rss_ready_mb']} / "
+            f"{pods_run['metadata_policy']['rss_settled_mb']} MB |",
             f"| failed-Pods policy with since | {since['ready_s']} s | "
             f"{since['whole_floor_s']} s (Pods whole, {since['whole_list_mb']} MB) | "
             f"{pods_run['since_ready_ratio']}x | "
             f"{since['rss_ready_mb']} / {since['rss_settled_mb']} MB |",
-            f"| since ÷ metadata RSS | | | | {pods_run['rss_ratio']}x (settled "
-            f"{pods_run['rss_settled_ratio']}x) |",
+            f"| since ÷ metadata policy RSS | | | | {pods_run['rss_ratio']}x (settled "
+            f"{pods_run['rss_settled_ratio']}x; ÷ no policy {pods_run['rss_no_policy_ratio']}x) |",
             "",
         ]
     matched = run.get("matched_at")

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from lifecycle_controller import __version__
+from lifecycle_controller.kube.collector import decode_json
 from lifecycle_controller.kube.connection import ClusterConfig
 from lifecycle_controller.kube.errors import TransportError, error_of_answer
 from lifecycle_controller.kube.transport import (
@@ -235,7 +236,7 @@ class ApiExchanges:
         if not raw:
             return {}
         try:
-            decoded = json.loads(raw)
+            decoded = decode_json(raw)
         except json.JSONDecodeError as error:
             raise TransportError(f"{method} {path}: answer is not JSON") from error
         return decoded if isinstance(decoded, dict) else {"items": decoded}

@@ -5,7 +5,9 @@ its first page silently leaves out whatever did not fit (a cluster with 501 life
 policies would ignore one). Every caller that needs the whole collection walks it here:
 
 * :func:`pages` yields each page as it comes (the informers store a page before reading the
-  next, so a large list is never held whole);
+  next, so a large list is never held whole), and holds no reference to a page it handed
+  over: a caller that drops its own frees the page there and then (the informers do, with the
+  garbage collector paused: :mod:`.collector`);
 * :func:`list_whole` gathers the items of every page, with the resourceVersion of the last
   page, the one a watch continues from (every page of one list is one snapshot).
 
@@ -28,9 +30,9 @@ async def pages(fetch: PageFetch) -> AsyncIterator[Mapping[str, Any]]:
     """Each page of one list, the first one first, until a page has no continue token."""
     token: str | None = None
     while True:
-        page = await fetch(token)
-        yield page
-        token = (page.get("metadata") or {}).get("continue") or None
+        page = [await fetch(token)]
+        token = (page[0].get("metadata") or {}).get("continue") or None
+        yield page.pop()  # the caller's reference is the only one
         if not token:
             return
 

@@ -45,7 +45,27 @@ DEPLOYMENT: dict[str, Any] = {
         ('object.metadata.labels["a"] == "b"', set()),
         ("object.spec.replicas == 0", {("spec", "replicas")}),
         ('has(object.status.phase) && object.status.phase == "Pending"', {("status", "phase")}),
-        ('object.spec.containers.all(c, c.image != "")', {("spec", "containers")}),
+        ('object.spec.containers.all(c, c.image != "")', {("spec", "containers", "[*]", "image")}),
+        ("timestamp(object.status.containerStatuses[0].state.terminated.finishedAt)",
+         {("status", "containerStatuses", "[0]", "state", "terminated", "finishedAt")}),
+        ("object.spec.l[1].a == object.spec.l[3u].b",
+         {("spec", "l", "[1]", "a"), ("spec", "l", "[3]", "b")}),
+        ("object.spec.l[0] == {}", {("spec", "l", "[0]")}),
+        ("size(object.spec.l) > 0 && object.spec.l[0].a",
+         {("spec", "l"), ("spec", "l", "[0]", "a")}),
+        ("object.spec.l[-1].a", {("spec", "l")}),  # negative: the list whole
+        ("object.spec.l[1 - 1].a", {("spec", "l")}),  # computed
+        ("object.spec.l[0x0].a", {("spec", "l")}),
+        ('object.spec.l[0]["a"]', {("spec", "l", "[0]")}),  # a key ends the chain at the element
+        ("object.spec.l.exists(c, c.x[2].y)", {("spec", "l", "[*]", "x", "[2]", "y")}),
+        ("object.spec.l.exists(c, has(c.a) || c.b.size() > 0)",
+         {("spec", "l", "[*]", "a"), ("spec", "l", "[*]", "b")}),
+        ("object.spec.l.exists(c, c == 1)", {("spec", "l", "[*]")}),
+        ("object.spec.l.map(c, c.a > 0, c.b)",
+         {("spec", "l", "[*]", "a"), ("spec", "l", "[*]", "b")}),
+        ("object.spec.l.filter(c, c.a).map(d, d.b)", {("spec", "l")}),  # filter yields elements
+        ("object.spec.l.all(i, v, v.a)", {("spec", "l")}),  # two variables: not followed
+        ("object.spec.l.map(c, c.a)[0] == 1", {("spec", "l", "[*]", "a")}),
         ('object.data["a.b"] == "x"', {("data",)}),
         ("object.spec[string(1)] == 1", {("spec",)}),
         ("// object.spec.x\nobject.metadata.name == 'object.status'", set()),
@@ -64,6 +84,8 @@ def test_the_paths_a_condition_reads(condition: str, reads: set[tuple[str, ...]]
         ('object["spec"] == {}', {()}),
         ("size(object) > 1", {()}),
         ("object.metadata.exists(k, k == 'uid')", {("metadata",)}),
+        ("object.metadata[0] == {}", {("metadata",)}),
+        ("object[0] == {}", {()}),
         ("has(object.metadata.finalizers)", {("metadata", "finalizers")}),
     ],
 )

@@ -38,6 +38,8 @@ NOW = parse_rfc3339("2026-12-02T10:00:00Z")
 CREATED = NOW - 30 * DAY
 FINISHED = "2026-12-02T09:30:00Z"
 FAILED_PODS = "timestamp(object.status.containerStatuses[0].state.terminated.finishedAt)"
+#: What it reads: element 0's path alone, not the whole list.
+FINISHED_AT = ("status", "containerStatuses", "[0]", "state", "terminated", "finishedAt")
 
 
 def spec(**fields: Any) -> dict[str, Any]:
@@ -136,7 +138,10 @@ def test_an_evaluation_error_is_a_problem() -> None:
 def test_a_field_not_read_yet_is_a_problem_not_an_absence() -> None:
     view = object_view(PODS, {"name": "p", "namespace": "a"}, {}, read=frozenset())
     found = value(FAILED_PODS, view)
-    assert found.problem == "object.status.containerStatuses not read yet (listing again)"
+    assert found.problem == (
+        "object.status.containerStatuses[0].state.terminated.finishedAt not read yet "
+        "(listing again)"
+    )
 
 
 def test_references_not_known_are_a_problem() -> None:
@@ -205,7 +210,7 @@ def test_a_valid_since_is_compiled_with_what_it_reads() -> None:
     parsed = policy(since=FAILED_PODS, condition='object.status.phase == "Failed"')
     assert isinstance(parsed.since, Since)
     assert parsed.since.source == FAILED_PODS
-    assert parsed.reads == {("status", "phase"), ("status", "containerStatuses")}
+    assert parsed.reads == {("status", "phase"), FINISHED_AT}
     assert not parsed.reads_references
     assert not parsed.since.reads_matched_at
     unused = policy(resources=["configmaps"], since="size(referencedBy) == 0 ? matchedAt : null")
@@ -218,7 +223,7 @@ def test_a_valid_since_is_compiled_with_what_it_reads() -> None:
 
 def test_the_set_keeps_what_a_since_reads() -> None:
     policies = PolicySet.of([policy(since=FAILED_PODS)])
-    assert policies.reads(PODS) == {("status", "containerStatuses")}
+    assert policies.reads(PODS) == {FINISHED_AT}
 
 
 # --- resolution and decision ----------------------------------------------------------------

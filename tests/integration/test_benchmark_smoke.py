@@ -134,6 +134,8 @@ def test_the_since_benchmark_measures_pods_and_matched_at_beside_floors(tmp_path
     run = json.loads((tmp_path / "policy-since.json").read_text())
     pods, matched = run["failed_pods"], run["matched_at"]
     assert pods["since"]["matched"] == pods["failed"] == 30  # every 10th Pod failed
+    assert pods["metadata_policy"]["matched"] == 30  # the same Pods, by name
+    assert pods["rss_no_policy_ratio"] > 0
     assert pods["metadata"]["whole_floor_s"] > 0
     assert pods["since"]["ready_s"] > 0
     assert pods["since_ready_ratio"] > 0

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -31,7 +32,7 @@ from lifecycle_controller.devcluster.nodes import FAIL_LABEL, SUCCEED_LABEL
 from lifecycle_controller.kube import KubeClient, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, NAMESPACES, PODS, POLICIES
 from tests.integration.controller import RunningController, StartController
-from tests.integration.scenario_support import create, patch, read, run_cli, start_for
+from tests.integration.scenario_support import cached, create, patch, read, run_cli, start_for
 from tests.integration.support import CONFIGMAPS, configmap, eventually
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
@@ -150,6 +151,17 @@ async def test_the_failed_pods_recipe_counts_from_when_the_container_finished(
         running = await start_for(start_kwok_controller, namespace, "pods")
         await wait_due(running, PODS, "crashed", finished + HOUR)
         assert due_of(running, PODS, "running") is None
+        # What the cache keeps of the Pod: its phase and element 0's finishedAt, not the list.
+        crashed = cached(running, PODS, namespace, "crashed")
+        assert crashed is not None
+        assert crashed.view is not None
+        status = crashed.view.fields["status"]
+        assert status["phase"] == "Failed"
+        assert (
+            parse_rfc3339(status["containerStatuses"][0]["state"]["terminated"]["finishedAt"])
+            == finished
+        )
+        assert status["containerStatuses"] == [{"state": {"terminated": {"finishedAt": mock.ANY}}}]
 
         short = _renamed(policy)
         short["spec"] = {**short["spec"], "priority": 10, "lifecycle": {"delete-after": "2s"}}

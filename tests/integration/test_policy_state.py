@@ -23,7 +23,7 @@ from lifecycle_controller.controller.watch.projection import (
     MetadataProjection,
 )
 from lifecycle_controller.kube import KubeClient, ResourceType
-from lifecycle_controller.kube.resources import POLICIES
+from lifecycle_controller.kube.resources import PODS, POLICIES
 from tests.integration.controller import RunningController, StartController
 from tests.integration.policy_tools import namespaced_policy
 from tests.integration.scenario_support import (
@@ -95,6 +95,58 @@ async def test_a_condition_on_spec_replicas_deletes_the_deployment_at_zero_only(
     await patch(kube, DEPLOYMENTS, namespace, "later", {"spec": {"replicas": 0}})
     await wait_gone(kube, DEPLOYMENTS, namespace, "later", within=30)
     assert await read(kube, DEPLOYMENTS, namespace, "busy") is not None
+
+
+def _pod_of(name: str, *containers: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": n, "image": image} for n, image in containers],
+        },
+    }
+
+
+async def test_a_condition_over_an_element_and_every_element_sees_what_it_reads(
+    policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
+) -> None:
+    """``containers[1].image`` and ``containers.all(c, c.name ...)``: the cache keeps element
+    1's image in its position and every element's name, nothing else of the containers, and
+    the condition answers on that as on the whole Pod: the canary Pod is deleted, the stable
+    one and the one with a debug container stay."""
+    await create(
+        kube,
+        POLICIES,
+        namespace,
+        namespaced_policy(
+            "canaries",
+            namespace,
+            resources=["pods"],
+            condition='object.spec.containers[1].image.endsWith(":canary") && '
+            'object.spec.containers.all(c, c.name != "debug")',
+            lifecycle={"delete-after": "2s"},
+        ),
+    )
+    app, side = ("app", "registry.invalid/app:1"), ("sidecar", "registry.invalid/side:1")
+    canary = ("sidecar", "registry.invalid/side:canary")
+    await create(kube, PODS, namespace, _pod_of("canary", app, canary))
+    await create(kube, PODS, namespace, _pod_of("stable", app, side))
+    await create(kube, PODS, namespace, _pod_of("debugged", app, canary, ("debug", "x:1")))
+    running = await start_for(start_controller, namespace, "pods")
+    await wait_gone(kube, PODS, namespace, "canary", within=40)
+    stable = await wait_cached(running, PODS, namespace, "stable")
+    assert stable.view is not None
+    assert stable.view.fields == {
+        "spec": {"containers": [{"name": "app"}, {"name": "sidecar", "image": side[1]}]}
+    }
+    debugged = cached(running, PODS, namespace, "debugged")
+    assert debugged is not None
+    assert debugged.view is not None
+    assert debugged.view.fields["spec"]["containers"][2] == {"name": "debug"}
+    assert await read(kube, PODS, namespace, "stable") is not None
+    assert await read(kube, PODS, namespace, "debugged") is not None
 
 
 async def test_a_condition_reading_a_missing_field_matches_nothing(

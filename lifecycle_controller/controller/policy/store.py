@@ -209,7 +209,9 @@ class PolicyStore:
         if not self.current.for_resource(resource):
             return None
         reads = self.current.reads(resource)
-        kept = self._interned(pick(fields, reads)) if fields and reads else None
+        # An informer's projection read with the same paths cut the fields already.
+        cut = fields if read == reads or not fields else pick(fields, reads)
+        kept = self._interned(dict(cut)) if cut and reads else None
         view = object_view(resource, metadata, kept, read=read)
         return view if self.current.candidate(view) else None
 

@@ -75,6 +75,7 @@ from lifecycle_controller.kube import (
     TransportError,
     is_added_event,
 )
+from lifecycle_controller.kube.collector import collector_paused
 from lifecycle_controller.kube.frame_names import skip_unkept_frames
 from lifecycle_controller.kube.paging import pages
 from lifecycle_controller.kube.watch_protobuf import FrameSkipper, SkippingFilter
@@ -350,16 +351,23 @@ class Informer:
                 resource_version=resource_version,
             )
 
-        kept = self._projection.kept
         listed_version = ""
         async for page in pages(fetch):
-            for item in page.get("items") or ():
-                part = kept(item) if isinstance(item, Mapping) else None
-                if part is not None:
-                    stale.discard(self._keeper.upsert(part, created=True, listed=True))
-            listed_version = str((page.get("metadata") or {}).get("resourceVersion", ""))
+            with collector_paused():  # stored and freed before the collector sees it
+                listed_version = self._store_page(page, stale)
+                del page
         self._listed(listed_version, stale)
         return listed_version
+
+    def _store_page(self, page: Mapping[str, Any], stale: set[Hashable]) -> str:
+        """Hand the kept part of each listed object to the keeper (its key leaves ``stale``);
+        the page's resourceVersion."""
+        kept = self._projection.kept
+        for item in page.get("items") or ():
+            part = kept(item) if isinstance(item, Mapping) else None
+            if part is not None:
+                stale.discard(self._keeper.upsert(part, created=True, listed=True))
+        return str((page.get("metadata") or {}).get("resourceVersion", ""))
 
     async def list_exactly(
         self, namespace: str, version: str, put: Callable[[Mapping[str, Any]], None]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lifecycle_controller.core.policy.condition_regex import RegexCost, decode_literal, regex_cost
+from lifecycle_controller.core.policy.field_paths import EVERY_ELEMENT, element
 
 __all__ = [
     "MACROS",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+#: The macros whose value holds nothing of an element but what their body reads of it
+#: (``filter`` yields the elements themselves, to be read in any way after it).
+_FOLLOWED_MACROS: Final = MACROS - {"filter"}
 #: The variable listing what uses the object (sized by :attr:`Sizes.references_entries`).
 REFERENCES_VARIABLE: Final = "referencedBy"
 
@@ -112,6 +116,9 @@ _TOKEN: Final = re.compile(
     """,
     re.VERBOSE,
 )
+#: A literal list index the reads follow into the element (``[0]``, ``[2u]``); any other key
+#: (negative, computed, a string) ends the chain.
+_ELEMENT_INDEX: Final = re.compile(r"([0-9]+)[uU]?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +358,9 @@ class _Parser:
         self.reads: set[tuple[str, ...]] = set()
         #: The ``matches()`` patterns, decoded (see :attr:`CostModel.patterns`).
         self.patterns: set[str] = set()
+        #: A macro's variable, while its body is parsed, and the path it stands for (every
+        #: element of the macro's receiver: ``("object", "spec", "containers", "[*]")``).
+        self.bound: dict[str, tuple[str, ...]] = {}
 
     def read(self, path: tuple[str, ...]) -> None:
         """``path`` (from ``object``) is read as a whole: a selection chain ended there."""
@@ -412,15 +422,23 @@ class _Parser:
             return _unary(self.unary())
         return self.member()
 
-    def arguments(self, closing: str) -> list[Node]:
-        return [node for node, _ in self.literal_arguments(closing)]
+    def arguments(
+        self, closing: str, *, bind: Mapping[str, tuple[str, ...]] | None = None
+    ) -> list[Node]:
+        """The arguments; ``bind``: the variables :attr:`bound` from the second one on (a
+        macro's body, after its variable)."""
+        return [node for node, _ in self.literal_arguments(closing, bind=bind)]
 
-    def literal_arguments(self, closing: str) -> list[tuple[Node, _Token | None]]:
+    def literal_arguments(
+        self, closing: str, *, bind: Mapping[str, tuple[str, ...]] | None = None
+    ) -> list[tuple[Node, _Token | None]]:
         """The arguments, each with its token when it is a lone string literal."""
         args: list[tuple[Node, _Token | None]] = []
         while not self.accept(closing):
             start = self.at
             node = self.expr()
+            if bind:
+                self.bound = dict(bind)
             lone = self.at == start + 1 and self.tokens[start].kind == "string"
             args.append((node, self.tokens[start] if lone else None))
             if not self.accept(","):
@@ -449,38 +467,61 @@ class _Parser:
                 if token.kind != "ident":
                     raise CostError(f"expected a field name after '.', found {token.text!r}")
                 if self.accept("("):
-                    self.read(path)
-                    node = self.member_call(token.text, node)
+                    node = self.member_call(token.text, node, path)
                     path = ()
                 else:
                     node = _select(node, token.text, path)
                     path = (*path, token.text) if path else ()
             elif self.accept("["):
-                self.read(path)
+                start = self.at
                 key = self.expr()
+                literal = self.tokens[start] if self.at == start + 1 else None
                 self.expect("]")
-                node, path = _index(node, key), ()
+                node, path = _index(node, key), self.indexed(path, literal)
             else:
                 self.read(path)
                 return node
 
-    def member_call(self, name: str, receiver: Node) -> Node:
-        if name == "matches":
-            return self.matches_call(receiver)
+    def indexed(self, path: tuple[str, ...], literal: _Token | None) -> tuple[str, ...]:
+        """The chain ``path`` goes on through ``[literal]`` into the element at a literal,
+        non-negative index of a field (``object.status.containerStatuses[0]``); any other
+        index ends it, ``path`` read whole (the key is not known statically)."""
+        found = (
+            _ELEMENT_INDEX.fullmatch(literal.text) if literal and literal.kind == "number" else None
+        )
+        if found is None or not _narrowable(path):
+            self.read(path)
+            return ()
+        return (*path, element(int(found.group(1))))
+
+    def member_call(self, name: str, receiver: Node, path: tuple[str, ...]) -> Node:
+        """``receiver.name(...)``: ``path``, the receiver's chain, is read whole, but by a
+        macro of one variable over a field (``object.spec.containers.all(c, c.image != "")``)
+        whose value holds nothing else of the elements: that reads, of every element, what
+        its body reads of the variable."""
         if name not in MACROS:
+            self.read(path)
+            if name == "matches":
+                return self.matches_call(receiver)
             return _call(name, receiver, self.arguments(")"))
         if self.macro_depth:
             raise NestedMacroError(name)
         start = self.at
+        variable = self.peek().text if self.peek().kind == "ident" else ""
+        followed = variable and name in _FOLLOWED_MACROS and _narrowable(path)
+        binding = {variable: (*path, EVERY_ELEMENT)} if followed else {}
         self.macro_depth += 1
         try:
-            args = self.arguments(")")
+            args = self.arguments(")", bind=binding)
         finally:
             self.macro_depth -= 1
+            self.bound = {}
         names = [t.text for t in self.tokens[start : self.at]]
         variables = [n for n, _ in zip(names[::2], range(len(args) - 1), strict=False)]
         if name == "map" and len(args) == 3:
             variables = variables[:1]
+        if variables != [variable] or not binding:
+            self.read(path)  # another form: its variables are not followed
         return _comprehension(name, receiver, variables, args[len(variables) :] or args)
 
     def primary(self) -> tuple[Node, tuple[str, ...]]:
@@ -509,7 +550,7 @@ class _Parser:
                 return _collection(self.entries()), ()
             if token.text in ("true", "false", "null"):
                 return _literal(1), ()
-            return _identifier(token.text), (token.text,)
+            return _identifier(token.text), self.bound.get(token.text, (token.text,))
         raise CostError(f"unexpected {token.text or 'end'!r}")
 
     def entries(self) -> list[Node]:
@@ -525,16 +566,29 @@ class _Parser:
         return items
 
 
+def _narrowable(path: tuple[str, ...]) -> bool:
+    """Whether a read of ``path`` may go on into its elements: a field (or an element) below
+    ``object``, not ``object`` itself nor its ``metadata`` as a whole (both read whole, and
+    refused: :mod:`lifecycle_controller.core.policy.condition_reads`)."""
+    return len(path) > 1 and path != ("object", "metadata")
+
+
 @dataclass(frozen=True, slots=True)
 class CostModel:
     """The parsed expression's cost bound, as a function of the metadata's sizes, and the
     paths under ``object`` it reads.
 
     ``reads`` holds each chain of field selections from ``object`` as far as it is known
-    statically: ``object.spec.replicas`` reads ``("spec", "replicas")``; an index
-    (``object.spec[k]``), a method call or a macro (``object.spec.containers.all(...)``) ends
-    the chain, so everything below where it ended is read (``("spec",)``,
-    ``("spec", "containers")``); ``object`` alone, or indexed, reads ``()``: everything.
+    statically: ``object.spec.replicas`` reads ``("spec", "replicas")``. A literal,
+    non-negative index goes on into the element (``object.status.containerStatuses[0].state``
+    reads ``("status", "containerStatuses", "[0]", "state")``), and so does a macro of one
+    variable other than ``filter`` into every element, as far as its body reads the variable
+    (``object.spec.containers.all(c, c.image != "")`` reads ``("spec", "containers", "[*]",
+    "image")``; the steps are :mod:`~lifecycle_controller.core.policy.field_paths`'). Any
+    other index (``object.spec[k]``, ``[-1]``), a method call, ``filter`` (its value holds the
+    elements themselves) or a macro of two variables ends the chain, so everything below where
+    it ended is read (``("spec",)``, ``("spec", "containers")``); ``object`` alone, or indexed,
+    reads ``()``: everything, and ``object.metadata`` indexed ``("metadata",)``.
 
     ``patterns`` are the ``matches()`` patterns (decoded literals), for the compiler to check
     once when the condition is compiled.

@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from lifecycle_controller.core.policy.field_paths import dotted
+
 __all__ = [
     "KEPT_METADATA",
     "SECRETS",
@@ -74,10 +76,6 @@ _KEPT_WORDS: Final = (
 )
 
 
-def _name(path: tuple[str, ...]) -> str:
-    return ".".join(("object", *path))
-
-
 def _listed(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
@@ -108,8 +106,8 @@ def unkept_refusal(reads: Iterable[tuple[str, ...]]) -> str | None:
             f"fields, such as object.metadata.labels: {_KEPT_WORDS}"
         )
     unkept = sorted(
-        {_name(path[:2]) for path in paths if path[:1] == ("metadata",) and len(path) > 1}
-        - {_name(("metadata", kept)) for kept in KEPT_METADATA}
+        {dotted(path[:2]) for path in paths if path[:1] == ("metadata",) and len(path) > 1}
+        - {dotted(("metadata", kept)) for kept in KEPT_METADATA}
     )
     if unkept:
         problems.append(
@@ -125,7 +123,7 @@ def secret_refusal(reads: Iterable[tuple[str, ...]], selecting: Sequence[str]) -
     beyond = sorted(path for path in projected(reads) if not path or path[0] in SECRET_FIELDS)
     if not selecting or not beyond:
         return None
-    names = _listed([_name(path) for path in beyond])
+    names = _listed([dotted(path) for path in beyond])
     data = any(path[:1] in {(field,) for field in SECRET_DATA} for path in beyond)
     verb = "selects" if len(selecting) == 1 else "select"
     why = (

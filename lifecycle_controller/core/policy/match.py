@@ -59,7 +59,7 @@ from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.objects.pod_references import REFERENCED_KINDS
 from lifecycle_controller.core.objects.resources import ResourceType
 from lifecycle_controller.core.policy.condition import OwnerReference, Stopwatch, Subject
-from lifecycle_controller.core.policy.field_paths import unread
+from lifecycle_controller.core.policy.field_paths import dotted, unread
 from lifecycle_controller.core.policy.model import Policy, PolicyInvalid, PolicyKind, selects_key
 from lifecycle_controller.core.policy.since import Since, SinceValue
 from lifecycle_controller.core.text.globs import glob_match, matches_any
@@ -356,7 +356,7 @@ def _not_read_yet(reads: frozenset[tuple[str, ...]], view: ObjectView) -> str | 
     missing = unread(reads, view.fields_read)
     if not missing:
         return None
-    names = ", ".join(".".join(("object", *path)) for path in missing)
+    names = ", ".join(dotted(path) for path in missing)
     return f"{names} not read yet (listing again)"
 
 
