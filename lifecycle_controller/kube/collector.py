@@ -8,7 +8,7 @@ and their cascade ends in full collections that walk the whole cache, again and 
 type of 20,000 objects is listed (a tenth of the time to ready of a whole-object list; see
 docs/performance.md#since). Nothing in a decoded JSON document is a reference cycle, so the
 collector has nothing to find in it: the page is decoded (:func:`decode_json`) and stored and
-dropped (the informers' lists, :mod:`~lifecycle_controller.controller.reflector`) with the
+dropped (the informers' lists, :mod:`~lifecycle_controller.controller.watch.reflector`) with the
 collector paused, and it sees only what was kept.
 """
 
