@@ -7,11 +7,12 @@ kube-scheduler, kwok and three fake Nodes, so that Pods become Running and Ready
 complete for real; it starts only in a session that has a test asking for it (its own ports
 and folder), and the first keeps Pods Pending, as the tests written for it expect.
 
-Under pytest-xdist (``tox -e integration`` runs ``-n 2 --dist loadgroup``) every worker is
+Under pytest-xdist (``tox -e integration`` runs ``-n 3 --dist loadgroup``) every worker is
 its own session, so each has control planes of its own and nothing on one cluster is seen by
 another worker. :func:`pytest_collection_modifyitems` keeps the tests of one file on one
 worker (a module-scoped fixture, such as an installed chart, is set up once) and every test
-on the kwok plane on one worker (one kwok plane for the run, not one per worker).
+on the kwok plane on one worker (one kwok plane for the run, not one per worker), and hands
+the groups with a test marked ``long`` out first (:func:`long_groups_first`).
 """
 
 from __future__ import annotations
@@ -40,15 +41,47 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 KWOK_GROUP = "kwok-plane"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """An ``xdist_group`` for each test without one: :data:`KWOK_GROUP` for the tests on the
-    kwok plane, else the test's file (without ``--dist loadgroup`` the marks do nothing)."""
+    kwok plane, else the test's file (without ``--dist loadgroup`` the marks do nothing).
+    Under ``--dist loadgroup``, the groups are also put in the order they should be handed
+    out (:func:`long_groups_first`)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
         fixtures = getattr(item, "fixturenames", ())
         group = KWOK_GROUP if "kwok_plane" in fixtures else item.nodeid.partition("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+    if config.getoption("dist", "no") == "loadgroup":
+        items[:] = long_groups_first(items)
+
+
+def _group_of(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return ""
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", ""))
+
+
+def long_groups_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items grouped by ``xdist_group``: first the groups with a test marked ``long``,
+    then the others, the larger first (as pytest-xdist orders them itself unless run with
+    ``--no-loadscope-reorder``, as tox does); each group's tests in their order.
+
+    A worker takes the next group whenever it has two tests or fewer left, so the last
+    groups handed out decide how long one worker runs on alone at the end: a minute-long
+    test taken last is a minute of one worker idle. Taken first, the long tests overlap
+    the short ones, which then even the workers out."""
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(_group_of(item), []).append(item)
+    long = {
+        name
+        for name, members in groups.items()
+        if any(member.get_closest_marker("long") is not None for member in members)
+    }
+    ordered = sorted(groups.items(), key=lambda group: (group[0] not in long, -len(group[1])))
+    return [item for _, members in ordered for item in members]
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,9 @@ fixtures (``kube``, ``start_controller``, ``launcher``) reused.
 
 Every test here is marked ``faults`` (run by ``tox -e faults`` only). The control plane is
 this folder's own (session-scoped, with ``audit_log=True``), because the scenarios kill and
-restart its components and count actions in its audit log.
+restart its components and count actions in its audit log; under pytest-xdist (``tox -e
+faults`` runs two workers) each worker has its own, so one scenario's kills and counts never
+meet another's.
 """
 
 from __future__ import annotations

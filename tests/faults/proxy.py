@@ -84,6 +84,7 @@ class FaultProxy:
     frozen: bool = False
     _cut: int = 0
     _open_watches: set[asyncio.BaseTransport] = field(default_factory=set)
+    _open_upstreams: set[aiohttp.ClientResponse] = field(default_factory=set)
 
     async def __aenter__(self) -> FaultProxy:
         config = yaml.safe_load(self.upstream_kubeconfig.read_text())
@@ -115,6 +116,11 @@ class FaultProxy:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        # A watch's handler waits on the API server's stream and notices a client that went
+        # away only when it next writes, so the server's graceful shutdown would wait its
+        # full 60 seconds for every watch still open: their upstream streams end first.
+        for upstream in list(self._open_upstreams):
+            upstream.close()
         await self._runner.cleanup()
         await self._session.close()
         self._dir.cleanup()
@@ -201,6 +207,8 @@ class FaultProxy:
             size = 0
             watch = "watch=" in request.query_string
             generation = self._cut
+            if watch:
+                self._open_upstreams.add(upstream)
             if watch and request.transport is not None:
                 self._open_watches.add(request.transport)
             try:
@@ -217,6 +225,7 @@ class FaultProxy:
                 pass  # the client went away (a watch it ended, or its shutdown)
             finally:
                 record(upstream.status, size)
+                self._open_upstreams.discard(upstream)
                 if request.transport is not None:
                     self._open_watches.discard(request.transport)
             return out

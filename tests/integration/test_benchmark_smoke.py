@@ -14,7 +14,7 @@ import pytest
 from benchmarks.cluster import main
 from benchmarks.policies_namespaced import main as namespaced_main
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # half a minute to two minutes each
 
 
 @pytest.mark.timeout(300)  # the floors start a fresh process each (eight per smoke run)

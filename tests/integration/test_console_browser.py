@@ -67,6 +67,28 @@ async def until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: 
     return await asyncio.to_thread(wait.until, condition, what)
 
 
+async def click(
+    driver: WebDriver,
+    find: Callable[[WebDriver], WebElement | None],
+    read: Callable[[WebElement], str | None],
+    what: str,
+) -> str | None:
+    """Find an element, read it and click it in one look at the page, and return what was
+    read: a redraw between the find and the click (a new version of the data, or the span
+    just changed) fails the click as stale, and the next poll finds the new element."""
+
+    def look(d: WebDriver) -> tuple[str | None] | None:
+        element = find(d)
+        if element is None:
+            return None
+        seen = read(element)
+        element.click()
+        return (seen,)
+
+    seen: tuple[str | None] = await until(driver, look, what)
+    return seen[0]
+
+
 def marks(driver: WebDriver, category: str) -> list[WebElement]:
     return driver.find_elements(By.CSS_SELECTOR, f'#chart .mark[data-category="{category}"]')
 
@@ -103,9 +125,13 @@ async def test_the_timeline_shows_an_action_at_its_time_and_follows_annotations_
         browser.get(console.url)
         await until(browser, page_ready, "the page's first draw")
         browser.find_element(By.CSS_SELECTOR, '#span button[data-value="hour"]').click()
-        mark = await until(browser, lambda d: mark_at(d, "delete", due), f"a deletion at {due}")
-        assert mark.get_attribute("data-group") == namespace
-        mark.click()
+        group = await click(
+            browser,
+            lambda d: mark_at(d, "delete", due),
+            lambda mark: mark.get_attribute("data-group"),
+            f"a deletion at {due}",
+        )
+        assert group == namespace
         item = await until(
             browser,
             lambda d: d.find_elements(By.CSS_SELECTOR, '#cell li[data-name="preview"]'),

@@ -8,9 +8,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from lifecycle_controller.devcluster import ControlPlane
 
 
+@pytest.mark.long  # the demo runs 30 s
 def test_demo_shows_a_deletion_a_restart_replacing_pods_and_a_policy(
     kwok_plane: ControlPlane,
 ) -> None:

@@ -70,6 +70,7 @@ async def sleep_until(moment: datetime) -> None:
     await asyncio.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
 
 
+@pytest.mark.long  # a window's opening
 @pytest.mark.timeout(180)
 async def test_due_actions_outside_the_window_are_deferred_and_run_at_the_opening(
     start_controller: StartController, namespace: str, kube: KubeClient

@@ -63,6 +63,7 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or () if c.get("type") == kind), {})
 
 
+@pytest.mark.long  # two turns of a 20 s window
 async def test_a_limit_holds_the_rest_and_releases_them_as_the_window_frees(
     policy_crds: None, start_controller: StartController, namespace: str, kube: KubeClient
 ) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 import yaml
 
 from lifecycle_controller.devcluster import ControlPlane
@@ -118,6 +119,7 @@ def _template_marker(deployment: dict[str, Any]) -> str | None:
     return str(marker) if marker else None
 
 
+@pytest.mark.long  # a recurring restart's next minute
 async def test_a_done_restart_at_gives_way_to_a_recurring_cluster_restart(
     cluster_policies: ClusterPolicies,
     start_controller: StartController,
