@@ -47,9 +47,9 @@ async def _sleep_or_wake_on_loop(seconds: float, wake: asyncio.Event) -> bool:
     """:func:`sleep_or_wake` on the loop's clock: the wait for ``wake`` under one timeout.
 
     The same answers as :func:`run_or_wake` over ``asyncio.sleep``, for about half the CPU
-    of each wake-up and a third of the loop's turns: the general path starts two helper tasks
+    of each wake-up and fewer turns of the loop: the general path starts two helper tasks
     and waits for them twice, and on an idle controller the timers that sleep here (the
-    event-loop lag probe, the work queue's heartbeat, rediscovery) were most of what woke
+    event-loop lag probe, the work queue's heartbeat, rediscovery) were a third of what woke
     the process (docs/performance.md#what-wakes-an-idle-controller). ``asyncio.timeout``
     tells its own cancellation from one of the caller, which is raised, never swallowed.
     """
