@@ -7,7 +7,9 @@ unclosed transport``). Two ways a connection gets there:
 
 * a request cancelled mid-response (a watch timing out, a reconcile cut by shutdown, a lost
   Lease) hands its connection back to the pool, closed; aiohttp's ``enable_cleanup_closed``
-  keeps such connections and aborts them when the pool closes (and every 2 s);
+  keeps such connections and aborts them when the pool closes (and every minute here:
+  aiohttp's own 2 s timer fires whether or not anything waits, and on an idle controller its
+  sixty wake-ups a minute per pool were most of the event loop's turns);
 * a request cancelled just after its TLS handshake, before the pool has handed the
   connection to it: the connection is closed where it was being opened and the pool never
   learns of it. The connector here remembers every connection it opens and, when the pool
@@ -38,6 +40,11 @@ LEAKS_TLS_SOCKETS = sys.version_info < (3, 12, 8) or (3, 13, 0) <= sys.version_i
 
 class _RememberingConnector(aiohttp.TCPConnector):
     """A TCPConnector that can abort every connection it opened that is still open."""
+
+    #: Seconds between aborts of the closed connections kept (aiohttp: 2 s). A connection
+    #: whose TLS goodbye completes is closed already; one whose goodbye stalls keeps its
+    #: socket this long at most, and the pool's close aborts whatever is left at once.
+    _cleanup_closed_period = 60.0
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(enable_cleanup_closed=True, **kwargs)

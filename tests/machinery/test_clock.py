@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import time
 
 import pytest
 
 from lifecycle_controller.machinery.clock import Clock, RealClock, thread_cpu_ns
+from lifecycle_controller.machinery.tasks import sleep_or_wake
 from tests.doubles.fakeclock import (
     DEFAULT_START_MONOTONIC,
     DEFAULT_START_NS,
@@ -195,3 +197,76 @@ def test_the_cpu_stopwatch_leaves_out_the_garbage_collectors_passes() -> None:
     assert len(heap) == 400_000
     assert raw > 0
     assert timed < raw / 2
+
+
+# --- sleep_or_wake on the real clock: the loop's own timer, no helper tasks ----------------
+
+
+async def test_on_the_real_clock_the_time_up_returns_false() -> None:
+    assert await sleep_or_wake(RealClock(), 0.0, asyncio.Event()) is False
+    assert await sleep_or_wake(RealClock(), -1.0, asyncio.Event()) is False
+
+
+@pytest.mark.parametrize("seconds", [5.0, math.inf])
+async def test_on_the_real_clock_a_wake_returns_true_before_the_time_is_up(seconds: float) -> None:
+    wake = asyncio.Event()
+    task = asyncio.create_task(sleep_or_wake(RealClock(), seconds, wake))
+    await _turns(2)
+    assert not task.done()
+    wake.set()
+    assert await task is True
+
+
+async def test_on_the_real_clock_an_event_already_set_returns_at_once() -> None:
+    wake = asyncio.Event()
+    wake.set()
+    assert await sleep_or_wake(RealClock(), 5.0, wake) is True
+
+
+async def test_on_the_real_clock_a_wake_in_the_turn_the_time_is_up_counts_as_woken() -> None:
+    """The wake-up and the timeout land in the same loop turn: woken, as the event says."""
+    wake = asyncio.Event()
+    asyncio.get_running_loop().call_soon(wake.set)  # runs before the zero timeout fires
+    assert await sleep_or_wake(RealClock(), 0.0, wake) is True
+
+
+async def test_on_the_real_clock_no_helper_task_is_started() -> None:
+    wake = asyncio.Event()
+    before = len(asyncio.all_tasks())
+    task = asyncio.create_task(sleep_or_wake(RealClock(), 5.0, wake))
+    await _turns(2)
+    assert len(asyncio.all_tasks()) == before + 1  # the sleeper alone
+    wake.set()
+    await task
+
+
+@pytest.mark.parametrize("ticks_before_cancel", range(4))
+async def test_on_the_real_clock_a_cancel_at_any_moment_of_waking_is_raised(
+    ticks_before_cancel: int,
+) -> None:
+    wake = asyncio.Event()
+    task = asyncio.create_task(sleep_or_wake(RealClock(), 5.0, wake))
+    await _turns(2)
+    wake.set()
+    await _turns(ticks_before_cancel)
+    if task.done():
+        assert task.result() is True
+        return
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_on_the_real_clock_a_cancel_when_the_time_is_up_is_raised() -> None:
+    """The caller is cancelled in the turn its timeout fires: the cancel wins, it is never
+    taken for the timeout's own."""
+    task = asyncio.create_task(sleep_or_wake(RealClock(), 0.0, asyncio.Event()))
+    await asyncio.sleep(0)  # inside the wait, its zero timeout queued
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)

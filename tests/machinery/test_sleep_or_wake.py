@@ -3,7 +3,9 @@
 The last case is why the helper exists: the loops that sleep-but-can-be-woken used to wind
 their two helper tasks down under ``suppress(CancelledError)``, which also swallowed a cancel
 of the loop itself that arrived in that moment; shutdown then waited for the loop forever.
-The test cancels the caller at every point of the wind-down in turn.
+The test cancels the caller at every point of the wind-down in turn. On the real clock the
+helper waits under one timeout instead: the same answers, checked the same way in
+``test_clock.py`` (the fast tier's only home of the real clock).
 """
 
 from __future__ import annotations

@@ -7,13 +7,14 @@ same watch stream, the same error mapping), and what the in-process transport re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import aiohttp
 import pytest
 
 from lifecycle_controller.kube import Conflict, KubeClient, TooManyRequests, TransportError
-from lifecycle_controller.kube.connector import new_connector
+from lifecycle_controller.kube.connector import LEAKS_TLS_SOCKETS, new_connector
 from lifecycle_controller.kube.transport_aiohttp import API_KEEPALIVE_S, AiohttpTransport
 from tests.doubles.fakeapi import CONFIGMAPS, FakeApiServer, RecordedRequest
 
@@ -92,13 +93,14 @@ async def test_the_in_process_transport_refuses_a_closed_client_and_a_stopped_se
 
 
 async def test_idle_api_connections_outlive_a_minute_long_pause_but_not_the_servers_limit() -> None:
-    """Requests to the API server reuse idle connections for 60 s (the server closes them at
-    90 s); other pools built by new_connector keep aiohttp's default."""
+    """Requests to the API server reuse idle connections for 75 s (the server closes them at
+    90 s), so the minute-apart rediscovery finds its connection open; other pools built by
+    new_connector keep aiohttp's default."""
     transport = AiohttpTransport(ssl_context=False, pool_sizes={"requests": 4})
     try:
         connector = transport._session("requests").connector
         assert isinstance(connector, aiohttp.TCPConnector)
-        assert connector._keepalive_timeout == API_KEEPALIVE_S == 60.0
+        assert connector._keepalive_timeout == API_KEEPALIVE_S == 75.0
     finally:
         await transport.close()
     default = new_connector(limit=1, ssl_context=False)
@@ -106,3 +108,16 @@ async def test_idle_api_connections_outlive_a_minute_long_pause_but_not_the_serv
         assert default._keepalive_timeout == 15.0
     finally:
         await default.close()
+
+
+@pytest.mark.skipif(not LEAKS_TLS_SOCKETS, reason="aiohttp keeps no closed connections here")
+async def test_closed_connections_are_aborted_every_minute_not_every_two_seconds() -> None:
+    """aiohttp's timer that aborts the closed TLS connections it keeps fires whether or not
+    any wait: once a minute, not every 2 s, so an idle pool does not wake the loop."""
+    connector = new_connector(limit=1, ssl_context=False)
+    try:
+        handle = connector._cleanup_closed_handle
+        assert handle is not None
+        assert handle.when() - asyncio.get_running_loop().time() == pytest.approx(60.0, abs=1.0)
+    finally:
+        await connector.close()
