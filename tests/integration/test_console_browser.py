@@ -132,13 +132,17 @@ async def test_the_timeline_shows_an_action_at_its_time_and_follows_annotations_
             f"a deletion at {due}",
         )
         assert group == namespace
-        item = await until(
+        said = await click(
             browser,
-            lambda d: d.find_elements(By.CSS_SELECTOR, '#cell li[data-name="preview"]'),
+            lambda d: next(
+                iter(d.find_elements(By.CSS_SELECTOR, '#cell li[data-name="preview"] button')),
+                None,
+            ),
+            lambda button: button.find_element(By.XPATH, "./ancestor::li").text,
             "the selected mark's objects",
         )
-        assert "from its own annotations" in item[0].text
-        item[0].find_element(By.TAG_NAME, "button").click()
+        assert said is not None
+        assert "from its own annotations" in said
         await until(
             browser,
             lambda d: "delete-at" in d.find_element(By.CSS_SELECTOR, "#cell pre").text,
@@ -177,14 +181,20 @@ async def test_last_actions_show_a_deletion_the_controller_made(
         browser.get(console.url)
         await until(browser, page_ready, "the page's first draw")
         await create(kube, CONFIGMAPS, namespace, configmap("short-lived", **{DELETE_AFTER: "1s"}))
-        row = await until(
+        # The row's text is read in the same look that finds it: the page redraws the table
+        # when a new version of the data arrives, which would leave a found row stale.
+        texts = await until(
             browser,
-            lambda d: d.find_elements(
-                By.CSS_SELECTOR, '#actions tbody tr[data-name="short-lived"][data-action="delete"]'
-            ),
+            lambda d: [
+                row.text
+                for row in d.find_elements(
+                    By.CSS_SELECTOR,
+                    '#actions tbody tr[data-name="short-lived"][data-action="delete"]',
+                )
+            ],
             "the deletion in the last actions",
         )
-        assert f"ConfigMap/{namespace}/short-lived" in row[0].text
+        assert f"ConfigMap/{namespace}/short-lived" in texts[0]
 
 
 async def test_a_policys_counts_match_the_policies_command_and_it_filters_the_timeline(
