@@ -1,8 +1,10 @@
 """The one decision whether a due deletion or restart goes now (core/decision/guardrails.py).
 
 Tables over the facts each control gives, with injected time: which hold wins (the order of
-docs/behaviour.md#blast-radius-controls), what it waits for, which Event it carries, and that
-writes which are not actions are never held. A hypothesis property checks that a hold never
+docs/behaviour.md#blast-radius-controls, the policy fence's comparison first), what it waits
+for, which Event it carries, and that writes which are not actions are never held. One
+table has every guardrail, the fence and the limit's record among them: check is the only
+place that holds. A hypothesis property checks that a hold never
 lets go early: whatever the facts, a restart held by the guard or the jitter waits exactly
 until the later of the two.
 """
@@ -21,6 +23,7 @@ from lifecycle_controller.core.decision.guardrails import (
     BREAKER_SETTLE_NS,
     HELD_RECHECK_NS,
     BreakerFacts,
+    FenceFacts,
     GuardrailFacts,
     GuardrailState,
     Hold,
@@ -68,6 +71,13 @@ QUEUED_LIMIT = replace(FREE_LIMIT, line=((DUE - S, "a"),))
 OPEN = replace(CLOSED, open=True, tripped_at="2025-12-31T23:50:00Z", tripped_actions=3)
 FULL = replace(CLOSED, in_window=3)
 FULL_IN_FLIGHT = replace(FULL, in_flight=1)
+#: The policy fence's comparison: the fresh view decides the deletion too, or it does not,
+#: or it could not be read.
+CONFIRMED = FenceFacts(unconfirmed=None, retry_after_ns=S)
+CHANGED = FenceFacts(unconfirmed=f"{POLICY} changed since the decision", retry_after_ns=S)
+UNREAD = FenceFacts(unconfirmed="the policies in force could not be read: 500", retry_after_ns=S)
+#: A place is free, but not recorded in the policy's status yet (or its record failed).
+UNRECORDED_LIMIT = replace(FREE_LIMIT, recording=True)
 
 
 def facts(**overrides: object) -> GuardrailFacts:
@@ -83,7 +93,20 @@ def facts(**overrides: object) -> GuardrailFacts:
         # Writes that are not actions are never held, whatever the controls say.
         (CONVERT, facts(breaker=OPEN, budget_wait_ns=5 * S), None),
         (SKIP, facts(breaker=OPEN, rollout_limit=1, rollout_turn=False), None),
-        # The open breaker holds both actions, before anything else.
+        # The policy fence: a deletion the fresh view does not decide (or could not read)
+        # is held before every other control; a confirmed one is asked of the rest.
+        (DELETE, facts(fence=CONFIRMED), None),
+        (DELETE, facts(fence=CHANGED), HoldReason.POLICY_UNCONFIRMED),
+        (DELETE, facts(fence=UNREAD), HoldReason.POLICY_UNCONFIRMED),
+        (
+            DELETE,
+            facts(fence=CHANGED, breaker=OPEN, limit=FULL_LIMIT, budget_wait_ns=5 * S),
+            HoldReason.POLICY_UNCONFIRMED,
+        ),
+        (DELETE, facts(fence=CONFIRMED, breaker=OPEN), HoldReason.BREAKER_OPEN),
+        (DELETE, facts(fence=CONFIRMED, limit=FULL_LIMIT), HoldReason.POLICY_LIMIT),
+        (DELETE, facts(fence=CONFIRMED, breaker=FULL), HoldReason.BREAKER_TRIPPED),
+        # The open breaker holds both actions, before every control but the fence.
         (DELETE, facts(breaker=OPEN, budget_wait_ns=5 * S), HoldReason.BREAKER_OPEN),
         (
             RESTART,
@@ -139,6 +162,19 @@ def facts(**overrides: object) -> GuardrailFacts:
             HoldReason.POLICY_LIMIT,
         ),
         (DELETE, facts(limit=FREE_LIMIT, budget_wait_ns=2 * S), HoldReason.BUDGET),
+        # ... a free place not recorded yet holds until it is, ahead of the later controls.
+        (DELETE, facts(limit=UNRECORDED_LIMIT), HoldReason.POLICY_LIMIT_UNRECORDED),
+        (
+            DELETE,
+            facts(limit=UNRECORDED_LIMIT, budget_wait_ns=2 * S),
+            HoldReason.POLICY_LIMIT_UNRECORDED,
+        ),
+        (
+            DELETE,
+            facts(limit=replace(UNRECORDED_LIMIT, recorded=frozenset({DUE}))),
+            None,
+        ),
+        (DELETE, facts(limit=UNRECORDED_LIMIT, breaker=OPEN), HoldReason.BREAKER_OPEN),
         # ... an occurrence the limit let go already takes no second place.
         (DELETE, facts(limit=replace(FULL_LIMIT, admitted_due=DUE)), None),
         (DELETE, facts(limit=replace(FULL_LIMIT, admitted_due=DUE - S)), HoldReason.POLICY_LIMIT),
@@ -238,6 +274,23 @@ def test_a_limit_hold_waits_for_the_instant_its_place_frees_and_names_the_limit(
     assert hold.events == ()  # the policy says Limited, once; no Event per object
     assert hold.policy == POLICY
     assert hold.log == f"held by {POLICY}'s limit 2/10m"
+
+
+@pytest.mark.parametrize("fence", [CHANGED, UNREAD])
+def test_the_fence_holds_for_its_retry_and_says_why_without_an_event(fence: FenceFacts) -> None:
+    hold = check(DELETE, facts(fence=fence))
+    assert isinstance(hold, Hold)
+    assert hold.requeue_after_ns == fence.retry_after_ns
+    assert hold.until_ns is None  # until the views agree
+    assert hold.events == ()  # the fence's metric and log say it
+    assert hold.policy == POLICY
+    assert hold.log == fence.unconfirmed
+
+
+def test_the_state_hands_the_fence_to_the_deletion_it_was_made_for() -> None:
+    state = GuardrailState(now_ns=NOW)
+    assert state.facts(DELETE).fence is None
+    assert state.facts(DELETE, fence=CHANGED).fence is CHANGED
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """The policy fence's comparison (core/policy/fence.py), through the one pure verdict: a
 policy deletion decided on the controller's view goes only when the API server's view, read
 again and resolved with the same code, decides the same deletion by the same policy object
-at the same generation (docs/reliability.md#policy-fence).
+at the same generation (docs/reliability.md#policy-fence). The comparison is a fact the
+verdict hands to the guardrails; the hold it gives is theirs (its rows are in the one table of
+tests/core/test_guardrail_decisions.py), and here it is seen through the whole verdict.
 
 Caught: the fence compared the deciding policy's generation alone, so a Namespace relabelled
 out of a ``namespaceSelector``, a new policy that outranks the decider, or a new invalid

@@ -2,16 +2,24 @@
 
 :func:`~lifecycle_controller.core.decision.decide` says what an object needs (a ``Delete``, a
 restart ``Patch``, a dry-run report...). Before a deletion or a restart is sent, the
-blast-radius controls (docs/behaviour.md#blast-radius-controls) and the deciding lifecycle
-policy's ``limit`` (docs/policies.md#limit) may hold it. :func:`check` is the one place that
-decides that: it takes the facts each control's state gives (:class:`GuardrailFacts`, read
-by the controller without any API call) and answers ``None`` (go now) or a :class:`Hold`, a
-decision the reconciler treats like a ``Wait``. The controls, in the order they are checked:
+blast-radius controls (docs/behaviour.md#blast-radius-controls), the policy fence
+(docs/reliability.md#policy-fence) and the deciding lifecycle policy's ``limit``
+(docs/policies.md#limit) may hold it. :func:`check` is the one place that decides that, and
+the only module that builds a :class:`Hold`: it takes the facts each control gives
+(:class:`GuardrailFacts`: the controls' state, read by the controller without any API call,
+and the fence's comparison, made on a read gathered before the verdict) and answers ``None``
+(go now) or a :class:`Hold`, a decision the reconciler treats like a ``Wait``. The controls,
+in the order they are checked:
 
-1. the **open circuit breaker** holds every action until an operator resets it (Warning
+1. the **policy fence** (:class:`FenceFacts`, given for a policy's deletion only): when the
+   API server's view of the policies and the Namespace's labels does not decide the same
+   deletion, or could not be read, it is held (``POLICY_UNCONFIRMED``, no Event: the
+   fence's metric and log say it) and looked at again after the fence's retry, before any
+   other control is asked;
+2. the **open circuit breaker** holds every action until an operator resets it (Warning
    ``ActionsHalted``, once per object and trip); an action that was held when the breaker
    was reset goes, and is not counted in the window (docs/behaviour.md#circuit-breaker);
-2. the deciding **policy's limit** (:class:`~.limit_line.LimitFacts`): past its ``actions``
+3. the deciding **policy's limit** (:class:`~.limit_line.LimitFacts`): past its ``actions``
    within its window, the action waits in the policy's line, due order, until the instant
    its place frees (no Event per object: the policy shows ``Limited`` and one Warning). A
    dry-run report is held by the limit alone, as a ``Wait`` (it writes nothing, so nothing
@@ -19,15 +27,15 @@ decision the reconciler treats like a ``Wait``. The controls, in the order they 
    it is recorded in the policy's status (``core/policy/places.py``): until then the
    action waits (``POLICY_LIMIT_UNRECORDED``; the pass asks for the record first, and a
    record that failed holds it until it is tried again);
-3. for restarts, the **restart guard** (``--min-restart-interval``): not before the last
+4. for restarts, the **restart guard** (``--min-restart-interval``): not before the last
    restart plus the interval (Normal ``RestartDeferred``, once per occurrence);
-4. for restarts, the **restart jitter** (``--restart-jitter``): not before the due time
+5. for restarts, the **restart jitter** (``--restart-jitter``): not before the due time
    plus a delay drawn from the object's UID (no Event);
-5. for restarts, a **rollout slot** (``--max-concurrent-rollouts``): wait for the turn, in
+6. for restarts, a **rollout slot** (``--max-concurrent-rollouts``): wait for the turn, in
    due-time order (Normal ``RestartQueued``, once per occurrence);
-6. the **per-minute budgets** (``--max-deletes-per-minute``, ``--max-restarts-per-minute``):
+7. the **per-minute budgets** (``--max-deletes-per-minute``, ``--max-restarts-per-minute``):
    wait for a token (Normal ``ActionThrottled``, once per occurrence);
-7. the **breaker's window**: the (N+1)th action within the window trips the breaker and is
+8. the **breaker's window**: the (N+1)th action within the window trips the breaker and is
    held like the rest; a window full only with actions still in flight makes the action
    look again in a moment, since one of them may fail and give its place back.
 
@@ -65,6 +73,7 @@ __all__ = [
     "HELD_RECHECK_NS",
     "RECORD_RETRY_NS",
     "BreakerFacts",
+    "FenceFacts",
     "GuardrailFacts",
     "GuardrailState",
     "Hold",
@@ -124,6 +133,17 @@ class BreakerFacts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FenceFacts:
+    """The policy fence's comparison for one policy deletion (core/policy/fence.py), made
+    before the verdict on the view read again from the API server: ``unconfirmed`` is why
+    that view does not decide the deletion, or why it could not be read (None: it decides
+    it too); ``retry_after_ns`` is when a deletion it stops is tried again."""
+
+    unconfirmed: str | None
+    retry_after_ns: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GuardrailFacts:
     """Everything :func:`check` needs, read from the controls' state at ``now_ns``.
 
@@ -131,6 +151,7 @@ class GuardrailFacts:
     annotations, the Pod template's marker, this process's own restarts); ``rollout_turn``
     says a rollout slot is free for this object in due-time order (always True without a
     limit); ``budget_wait_ns`` is how long until the action's budget has a token (0: now).
+    ``fence``: the policy fence's comparison, for a policy deletion the fence confirms.
     """
 
     now_ns: int
@@ -143,6 +164,7 @@ class GuardrailFacts:
     rollout_turn: bool = True
     budget_wait_ns: int = 0
     limit: LimitFacts | None = None
+    fence: FenceFacts | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,7 +219,11 @@ class GuardrailState:
     #: The limits of the policies that may decide the object, by ``Kind/namespace/name``.
     limits: Mapping[str, LimitFacts] = field(default_factory=dict)
 
-    def facts(self, decision: Patch | Delete | DryRun) -> GuardrailFacts:
+    def facts(
+        self, decision: Patch | Delete | DryRun, *, fence: FenceFacts | None = None
+    ) -> GuardrailFacts:
+        """The facts for ``decision``; ``fence``: the fence's comparison for it (the one
+        fact that depends on the decision, so the pass hands it in)."""
         limit = None if decision.policy is None else self.limits.get(decision.policy)
         if isinstance(decision, DryRun):
             return GuardrailFacts(now_ns=self.now_ns, uid=self.uid, limit=limit)
@@ -214,6 +240,7 @@ class GuardrailState:
             rollout_turn=not restart or self.rollouts.turn(decision.due_ns),
             budget_wait_ns=0 if action is None else self.budget_wait_ns.get(action, 0),
             limit=limit,
+            fence=fence,
         )
 
 
@@ -254,6 +281,12 @@ def check(decision: Patch | Delete | DryRun, facts: GuardrailFacts) -> Hold | Wa
     ``Wait`` for a dry-run report its policy's limit holds)."""
     if isinstance(decision, DryRun):
         return _limited(decision, facts.limit) if decision.action is not None else None
+    fence = facts.fence
+    if fence is not None and fence.unconfirmed is not None:
+        hold = _hold(
+            decision, HoldReason.POLICY_UNCONFIRMED, fence.retry_after_ns, log=fence.unconfirmed
+        )
+        return replace(hold, policy=decision.policy)
     operation = acting_operation(decision)
     if operation is None:
         return None

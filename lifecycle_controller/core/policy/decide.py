@@ -40,10 +40,11 @@ stops it), or the one fact it still lacks (:class:`MissingFact`): the workload's
 marker (a policy restart counts from it, the restart guard measures from it), or, for a
 policy's deletion, the policy fence's fact: the object's policies resolved on a fresh read of
 the API server (:class:`PolicyConfirmation`). The controller reads it, once, and asks again;
-the verdict then decides on that fresh view as well and lets the deletion go only when both
-decide it (:mod:`.fence`); or, for an action its policy's limit has a place for, that place
-recorded in the policy's status (:mod:`.places`), which the controller writes before the
-action goes.
+the verdict then decides on that fresh view as well and compares the two (:mod:`.fence`):
+the comparison is one more guardrail fact (``FenceFacts``), and :func:`check`, the only
+place that holds, holds the deletion on it before any other guardrail; or, for an action its
+policy's limit has a place for, that place recorded in the policy's status (:mod:`.places`),
+which the controller writes before the action goes.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from typing import Any
 
 from lifecycle_controller.core.decision.events import Event
 from lifecycle_controller.core.decision.guardrails import (
+    FenceFacts,
     GuardrailState,
     Hold,
     HoldReason,
@@ -82,7 +84,7 @@ from lifecycle_controller.core.decision.outcomes import (
 )
 from lifecycle_controller.core.objects import keys
 from lifecycle_controller.core.policy.enforcement import defaults_for
-from lifecycle_controller.core.policy.fence import fence_hold, unconfirmed
+from lifecycle_controller.core.policy.fence import unconfirmed, unreadable
 from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.core.policy.precedence import Family, PolicyInputs, Resolution
 from lifecycle_controller.core.schedule.catchup import LedgerView
@@ -466,18 +468,18 @@ def _at_deadline(
 def _guarded(
     decision: Patch | Delete | DryRun, inputs: PassInputs, *, deadline: bool
 ) -> tuple[Decision, MissingFact | None]:
-    """What stands of ``decision``: itself, the policy fence's hold, the guardrails' hold;
-    or the fact still missing to tell. ``deadline``: it is the enforced deadline behind the
-    sooner deletion (the fence finds it there on the fresh view too)."""
+    """What stands of ``decision``: itself or the guardrails' hold (the policy fence's among
+    them, its comparison made here as a fact for :func:`check`); or the fact still missing
+    to tell. ``deadline``: it is the enforced deadline behind the sooner deletion (the fence
+    finds it there on the fresh view too)."""
+    fence: FenceFacts | None = None
     if inputs.fenced and isinstance(decision, Delete) and decision.policy:
         confirmation = inputs.confirmation
         if confirmation is None:
             return decision, MissingFact.POLICY_CONFIRMATION
         resolution = inputs.resolution
         assert resolution is not None  # a policy decided it
-        fenced = _fence(decision, resolution, confirmation, inputs, deadline=deadline)
-        if fenced is not None:
-            return fenced, None
+        fence = _fence(decision, resolution, confirmation, inputs, deadline=deadline)
     if (
         isinstance(decision, Patch)
         and not inputs.marker_known
@@ -485,7 +487,7 @@ def _guarded(
         and acting_operation(decision) is Operation.RESTART
     ):
         return decision, MissingFact.TEMPLATE_MARKER
-    facts = inputs.guardrails.facts(decision)
+    facts = inputs.guardrails.facts(decision, fence=fence)
     hold = check(decision, facts)
     if hold is not None and not inputs.place_asked and _unrecorded(hold, facts.limit, decision):
         return decision, MissingFact.LIMIT_PLACE
@@ -510,13 +512,15 @@ def _fence(
     inputs: PassInputs,
     *,
     deadline: bool,
-) -> Hold | None:
-    """None when the fresh view decides ``decision`` too, else the hold that stops it."""
+) -> FenceFacts:
+    """The fence's fact for ``decision``: why the fresh view does not decide it too, or could
+    not be read (None: it decides it); :func:`check` holds on it."""
     fresh_on = confirmation.resolution
+    why: str | None
     if fresh_on is None:
-        unread = f"the policies in force could not be read: {confirmation.problem}"
-        return fence_hold(decision, unread, confirmation.retry_after_ns)
-    result = _decide_on(fresh_on, inputs)
-    fresh = result.deadline if deadline and result.deadline is not None else result.decision
-    why = unconfirmed(decision, resolution, fresh, fresh_on)
-    return None if why is None else fence_hold(decision, why, confirmation.retry_after_ns)
+        why = unreadable(confirmation.problem)
+    else:
+        result = _decide_on(fresh_on, inputs)
+        fresh = result.deadline if deadline and result.deadline is not None else result.decision
+        why = unconfirmed(decision, resolution, fresh, fresh_on)
+    return FenceFacts(unconfirmed=why, retry_after_ns=confirmation.retry_after_ns)

@@ -16,19 +16,21 @@ view decides it too:
 Anything else the fresh view says stops it: another policy wins now (a new one of higher
 rank, a ``LifecyclePolicy`` over a cluster policy), an invalid policy holds the object, the
 Namespace's labels no longer match the selector, the policy was narrowed, edited, deleted
-or created again. :func:`fence_hold` is then the ``policy_unconfirmed`` hold that requeues
-the object; by the next pass the controller's own view has usually caught up, and decides.
+or created again; so does a fresh view that could not be read (:func:`unreadable`). That
+reason is a fact, like the guardrails' state: the pass hands it to
+:func:`~lifecycle_controller.core.decision.guardrails.check` (``FenceFacts``), the one place
+that builds the ``policy_unconfirmed`` hold, before any other guardrail, and requeues the
+object; by the next pass the controller's own view has usually caught up, and decides.
 """
 
 from __future__ import annotations
 
-from lifecycle_controller.core.decision.guardrails import Hold, HoldReason
 from lifecycle_controller.core.decision.outcomes import Decision, Delete
 from lifecycle_controller.core.policy.model import Policy
 from lifecycle_controller.core.policy.precedence import Resolution
 from lifecycle_controller.core.text.timestamps import format_rfc3339_nano
 
-__all__ = ["deciding_policy", "fence_hold", "unconfirmed"]
+__all__ = ["deciding_policy", "unconfirmed", "unreadable"]
 
 
 def deciding_policy(resolution: Resolution, name: str) -> Policy | None:
@@ -82,14 +84,6 @@ def unconfirmed(
     return None
 
 
-def fence_hold(decision: Delete, why: str, retry_after_ns: int) -> Hold:
-    """The hold that stops ``decision`` for ``why`` (requeued after ``retry_after_ns``)."""
-    return Hold(
-        reason=HoldReason.POLICY_UNCONFIRMED,
-        held=decision,
-        requeue_after_ns=retry_after_ns,
-        action=decision.action,
-        due_ns=decision.due_ns,
-        policy=decision.policy,
-        log=why,
-    )
+def unreadable(problem: str | None) -> str:
+    """Why a policy deletion may not go when the API server's view could not be read."""
+    return f"the policies in force could not be read: {problem}"
