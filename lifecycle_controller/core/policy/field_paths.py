@@ -165,7 +165,9 @@ def _cut(value: object, cut: _Cut) -> object:
     if cut is None:
         return value
     if isinstance(cut, _Fields):
-        return _cut_fields(value, cut) if isinstance(value, Mapping) else value
+        # A decoded object is dicts: checked first, the ABC's check (slow) only for others.
+        mapping = isinstance(value, (dict, Mapping))
+        return _cut_fields(value, cut) if mapping else value
     return _cut_elements(value, cut) if isinstance(value, list) else value
 
 
