@@ -23,7 +23,7 @@ caller starts the list again, from the first page.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 __all__ = ["PageFetch", "list_whole", "pages"]
@@ -32,7 +32,9 @@ __all__ = ["PageFetch", "list_whole", "pages"]
 PageFetch = Callable[[str | None], Awaitable[Mapping[str, Any]]]
 
 
-async def pages(fetch: PageFetch, *, ahead: bool = False) -> AsyncIterator[Mapping[str, Any]]:
+async def pages(
+    fetch: PageFetch, *, ahead: bool = False
+) -> AsyncGenerator[Mapping[str, Any], None]:
     """Each page of one list, the first one first, until a page has no continue token.
 
     ``ahead``: the next page is fetched (in a task of its own) while the caller holds the

@@ -538,6 +538,16 @@ class Paced:
         self.ended.append("answered")
         return answer
 
+    def watch_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.kube.watch_metadata(resource, **kwargs)  # not used: lists only
+
+    def watch_list_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.kube.watch_list_metadata(resource, **kwargs)  # not used: PAGED
+
 
 class LoggedProjection(MetadataProjection):
     """Logs each object the informer stores (its ``kept`` part is asked for then)."""

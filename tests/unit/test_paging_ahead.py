@@ -54,7 +54,7 @@ class Server:
             if name in self.gone:
                 self.ended[name] = "gone"
                 self.reached[f"{name} ended"].set()
-                raise Gone("the continue token expired")
+                raise Gone(410, {"message": "the continue token expired"})
         except asyncio.CancelledError:
             self.ended[name] = "cancelled"
             raise

@@ -166,8 +166,7 @@ def _cut(value: object, cut: _Cut) -> object:
         return value
     if isinstance(cut, _Fields):
         # A decoded object is dicts: checked first, the ABC's check (slow) only for others.
-        mapping = isinstance(value, (dict, Mapping))
-        return _cut_fields(value, cut) if mapping else value
+        return _cut_fields(value, cut) if isinstance(value, (dict, Mapping)) else value
     return _cut_elements(value, cut) if isinstance(value, list) else value
 
 
