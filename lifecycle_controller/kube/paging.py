@@ -7,7 +7,12 @@ policies would ignore one). Every caller that needs the whole collection walks i
 * :func:`pages` yields each page as it comes (the informers store a page before reading the
   next, so a large list is never held whole), and holds no reference to a page it handed
   over: a caller that drops its own frees the page there and then (the informers do, with the
-  garbage collector paused: :mod:`.collector`);
+  garbage collector paused: :mod:`.collector`). With ``ahead``, the next page is asked for
+  as soon as a page's continue token is known, before that page is handed over: the API
+  server reads and encodes it while the caller stores the current one (the informers' lists;
+  docs/performance.md#since). At most one page is in flight beside the one handed over, so
+  at most two are held; closing the iteration (or cancelling its task) cancels the one in
+  flight and waits for it, so nothing of it outlives the list;
 * :func:`list_whole` gathers the items of every page, with the resourceVersion of the last
   page, the one a watch continues from (every page of one list is one snapshot).
 
@@ -17,7 +22,8 @@ caller starts the list again, from the first page.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 __all__ = ["PageFetch", "list_whole", "pages"]
@@ -26,15 +32,55 @@ __all__ = ["PageFetch", "list_whole", "pages"]
 PageFetch = Callable[[str | None], Awaitable[Mapping[str, Any]]]
 
 
-async def pages(fetch: PageFetch) -> AsyncIterator[Mapping[str, Any]]:
-    """Each page of one list, the first one first, until a page has no continue token."""
+async def pages(
+    fetch: PageFetch, *, ahead: bool = False
+) -> AsyncGenerator[Mapping[str, Any], None]:
+    """Each page of one list, the first one first, until a page has no continue token.
+
+    ``ahead``: the next page is fetched (in a task of its own) while the caller holds the
+    current one; an error of that fetch (an expired continue token's 410 Gone) is raised
+    where the caller asks for the next page, as without ``ahead``. Close the iteration
+    (``contextlib.aclosing``) when leaving it early, so that the page in flight is cancelled
+    at once rather than when the generator is collected."""
     token: str | None = None
-    while True:
-        page = [await fetch(token)]
-        token = (page[0].get("metadata") or {}).get("continue") or None
-        yield page.pop()  # the caller's reference is the only one
-        if not token:
-            return
+    upcoming: asyncio.Task[list[Mapping[str, Any]]] | None = None
+    try:
+        while True:
+            if upcoming is None:
+                page = [await fetch(token)]
+            else:
+                page, upcoming = await upcoming, None
+            token = (page[0].get("metadata") or {}).get("continue") or None
+            if token and ahead:
+                upcoming = asyncio.ensure_future(_fetched(fetch, token))
+                await asyncio.sleep(0)  # let it send its request before the caller stores
+            yield page.pop()  # the caller's reference is the only one
+            if not token:
+                return
+    finally:
+        if upcoming is not None:
+            await _cancelled(upcoming)
+
+
+async def _fetched(fetch: PageFetch, token: str) -> list[Mapping[str, Any]]:
+    """A page fetched ahead, in a list: the task that fetched it keeps its result until it is
+    freed, and popping the page out leaves that task holding nothing of it."""
+    return [await fetch(token)]
+
+
+async def _cancelled(task: asyncio.Task[list[Mapping[str, Any]]]) -> None:
+    """Cancel a page in flight and wait until it has ended; its answer or error is dropped
+    (nobody asked for that page). Cancelled itself while it waits, it raises at once: the
+    page's task still ends at its next step, its error retrieved."""
+    task.cancel()
+    task.add_done_callback(_retrieved)
+    await asyncio.wait([task])
+
+
+def _retrieved(task: asyncio.Task[list[Mapping[str, Any]]]) -> None:
+    """Mark an unwanted page's error as seen (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def list_whole(fetch: PageFetch) -> tuple[list[Mapping[str, Any]], str]:

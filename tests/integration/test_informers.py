@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -512,6 +512,118 @@ async def test_expired_continue_token_restarts_the_list(
     assert source.list_calls[2]["resource_version"] is None
     assert sorted(key.name for _, key, _, _ in recorder.events) == ["e0", "e1", "e2"]
     assert informer.synced
+
+
+@dataclass
+class Paced:
+    """The real client's metadata lists, logged with what the informer stores, in order; a
+    page whose continue token is in ``hold`` is answered, then held until ``release``."""
+
+    kube: KubeClient
+    log: list[tuple[str, str]] = field(default_factory=list)
+    hold: set[int] = field(default_factory=set)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: list[str] = field(default_factory=list)
+
+    async def list_metadata(self, resource: ResourceType, **kwargs: Any) -> dict[str, Any]:
+        page = sum(1 for kind, _ in self.log if kind == "asked")
+        self.log.append(("asked", "next" if kwargs["continue_token"] else "first"))
+        answer = await self.kube.list_metadata(resource, **kwargs)
+        try:
+            if page in self.hold:
+                await self.release.wait()
+        except asyncio.CancelledError:
+            self.ended.append("cancelled")
+            raise
+        self.ended.append("answered")
+        return answer
+
+    def watch_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.kube.watch_metadata(resource, **kwargs)  # not used: lists only
+
+    def watch_list_metadata(
+        self, resource: ResourceType, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.kube.watch_list_metadata(resource, **kwargs)  # not used: PAGED
+
+
+class LoggedProjection(MetadataProjection):
+    """Logs each object the informer stores (its ``kept`` part is asked for then)."""
+
+    def __init__(self, source: Paced) -> None:
+        super().__init__(source)
+        self.paced = source
+
+    def kept(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        self.paced.log.append(("stored", str(obj["metadata"]["name"])))
+        return super().kept(obj)
+
+
+def paced_informer(source: Paced, namespace: str, recorder: Recorder) -> Informer:
+    return Informer(
+        resource=CONFIGMAPS,
+        namespace=namespace,
+        projection=LoggedProjection(source),
+        keeper=CacheWriter(CONFIGMAPS, namespace, MetadataCache(), recorder),
+        clock=RealClock(),
+        settings=replace(PAGED, page_size=2),
+    )
+
+
+async def test_a_paged_list_asks_for_the_next_page_before_storing_the_current_one(
+    kube: KubeClient, namespace: str
+) -> None:
+    """The server reads page n+1 while the informer stores page n (one page ahead, no more)."""
+    for i in range(5):
+        await kube.create(CONFIGMAPS, namespace, configmap(f"c{i}", **{DELETE_AFTER: "1h"}))
+    source, recorder = Paced(kube), Recorder()
+    informer = paced_informer(source, namespace, recorder)
+    await informer.list_once()  # resourceVersion=0 (this server may answer in one page)
+    source.log.clear()
+    await informer.list_once()  # consistent: pages of 2
+    assert source.log == [
+        ("asked", "first"),
+        ("asked", "next"),
+        ("stored", "c0"),
+        ("stored", "c1"),
+        ("asked", "next"),
+        ("stored", "c2"),
+        ("stored", "c3"),
+        ("stored", "c4"),  # the last page: nothing more asked
+    ]
+    assert informer.synced
+
+
+async def test_cancelling_a_paged_list_cancels_the_page_in_flight(
+    kube: KubeClient, namespace: str
+) -> None:
+    """The informer stopped while its next page is in flight: that request ends with it,
+    no task outlives the list, and a later list runs whole."""
+    for i in range(5):
+        await kube.create(CONFIGMAPS, namespace, configmap(f"c{i}", **{DELETE_AFTER: "1h"}))
+    source, recorder = Paced(kube), Recorder()
+    informer = paced_informer(source, namespace, recorder)
+    await informer.list_once()
+    source.log.clear()
+    source.ended.clear()
+    source.hold = {1}  # the second page asked for since the log was cleared
+    before = asyncio.all_tasks()
+    task = asyncio.create_task(informer.list_once())
+
+    async def held() -> bool:
+        return source.log.count(("asked", "next")) == 1 and len(source.ended) == 1
+
+    await eventually(held, within=10, interval=0.01, what="the second page asked for, held")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert source.ended == ["answered", "cancelled"]
+    assert {t for t in asyncio.all_tasks() - before if not t.done()} == set()
+    source.hold = set()
+    await informer.list_once()
+    assert sorted(key.name for _, key, _, _ in recorder.events) == [f"c{i}" for i in range(5)]
 
 
 # ---------------------------------------------------------------------------- silent stream

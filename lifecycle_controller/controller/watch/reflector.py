@@ -13,10 +13,13 @@ reflector loop (docs/architecture.md#informer-loop):
    ``sendInitialEvents=true`` whose ADDED events up to the ``k8s.io/initial-events-end``
    bookmark are the list, then an ordinary watch on the same stream); else, and for good
    once a server refuses it (400/422), paged consistent reads (``limit`` + ``continue``; an
-   expired continue token restarts the list). Keys kept but not listed get a *synthesised*
-   delete (client-go's ``DeletedFinalStateUnknown``); the keeper is synced after the first
-   full list. A keeper that needs no state from before its watch lists one object, for the
-   resourceVersion only; one given a ``resource_version`` starts with the watch.
+   expired continue token restarts the list), each next page asked for before the current
+   one is stored, so that the server reads it meanwhile (at most two pages held; leaving the
+   list cancels the one in flight: :func:`~lifecycle_controller.kube.paging.pages`). Keys
+   kept but not listed get a *synthesised* delete (client-go's ``DeletedFinalStateUnknown``);
+   the keeper is synced after the first full list. A keeper that needs no state from before
+   its watch lists one object, for the resourceVersion only; one given a
+   ``resource_version`` starts with the watch.
 2. **Watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a random
    ``timeoutSeconds`` in [300, 600] (so many informers do not reconnect in lockstep),
    remembering the resourceVersion of every event, bookmarks included (an event of an object
@@ -42,6 +45,7 @@ Each informer runs in its own task, so one failing informer never stops the othe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from typing import Any
@@ -352,10 +356,12 @@ class Informer:
             )
 
         listed_version = ""
-        async for page in pages(fetch):
-            with collector_paused():  # stored and freed before the collector sees it
-                listed_version = self._store_page(page, stale)
-                del page
+        # The next page is asked for before this one is stored: the server works meanwhile.
+        async with contextlib.aclosing(pages(fetch, ahead=True)) as listed:
+            async for page in listed:
+                with collector_paused():  # stored and freed before the collector sees it
+                    listed_version = self._store_page(page, stale)
+                    del page
         self._listed(listed_version, stale)
         return listed_version
 
@@ -364,7 +370,8 @@ class Informer:
         the page's resourceVersion."""
         kept = self._projection.kept
         for item in page.get("items") or ():
-            part = kept(item) if isinstance(item, Mapping) else None
+            mapping = isinstance(item, (dict, Mapping))  # dict first: no ABC check
+            part = kept(item) if mapping else None
             if part is not None:
                 stale.discard(self._keeper.upsert(part, created=True, listed=True))
         return str((page.get("metadata") or {}).get("resourceVersion", ""))

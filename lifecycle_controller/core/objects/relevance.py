@@ -23,6 +23,8 @@ def _get(annotations: Annotations, key: str) -> str:
 
 def has_action(annotations: Annotations) -> bool:
     """Whether any of the six action annotations has a non-empty value."""
+    if not annotations:  # most objects a policy keeps have none: asked for each one listed
+        return False
     return any(_get(annotations, key) for key in keys.ACTION_KEYS)
 
 

@@ -165,7 +165,8 @@ def _cut(value: object, cut: _Cut) -> object:
     if cut is None:
         return value
     if isinstance(cut, _Fields):
-        return _cut_fields(value, cut) if isinstance(value, Mapping) else value
+        # A decoded object is dicts: checked first, the ABC's check (slow) only for others.
+        return _cut_fields(value, cut) if isinstance(value, (dict, Mapping)) else value
     return _cut_elements(value, cut) if isinstance(value, list) else value
 
 

@@ -141,7 +141,9 @@ def _owner_references(raw: object) -> tuple[OwnerReference, ...]:
 
 
 def _strings(raw: object) -> dict[str, str]:
-    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+    if not raw or not isinstance(raw, (dict, Mapping)):  # dict first: no ABC check
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 _NO_FIELDS: Final[Mapping[str, Any]] = MappingProxyType({})
