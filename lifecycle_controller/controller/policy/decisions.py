@@ -36,7 +36,7 @@ import structlog
 from lifecycle_controller.controller.act.writes import ObjectWriter
 from lifecycle_controller.controller.policy.limits import DueObject, PolicyLimits
 from lifecycle_controller.controller.policy.matched_at import MatchedAt
-from lifecycle_controller.controller.policy.places import PlacesApi, PolicyPlaces
+from lifecycle_controller.controller.policy.places import PolicyPlaces, StatusApi
 from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.controller.policy.store import PolicyStore, with_namespace_labels
 from lifecycle_controller.controller.policy.tallies import PolicyAggregates
@@ -98,7 +98,7 @@ class PolicyDecisions:
         default_limit: PolicyLimit | None = None,
         references: ReferenceWatch | None = None,
         on_freed: Callable[[ObjectKey], None] = lambda key: None,
-        places: tuple[PlacesApi, Clock] | None = None,
+        places: tuple[StatusApi, Clock] | None = None,
     ) -> None:
         """``on_freed``: told an object waiting in a policy's limit line that may take a
         place now; ``places``: where and on which clock a limit's places are recorded in

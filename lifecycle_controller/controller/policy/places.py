@@ -65,7 +65,7 @@ from lifecycle_controller.kube import Conflict, KubeError, NotFound
 from lifecycle_controller.kube.resources import CLUSTER_POLICIES, POLICIES
 from lifecycle_controller.machinery.clock import Clock
 
-__all__ = ["PlacesApi", "PolicyPlaces"]
+__all__ = ["PolicyPlaces", "StatusApi"]
 
 _log = structlog.get_logger(__name__)
 #: A write that meets a Conflict reads and tries again this many times in all.
@@ -74,7 +74,10 @@ _ATTEMPTS = 3
 _NO_PLACE = "no place free: the window's places are used or recorded for objects due first"
 
 
-class PlacesApi(Protocol):
+class StatusApi(Protocol):
+    """The two calls on a policy object the controller makes for its status: a read, and a
+    merge patch of the ``status`` subresource (the places here, the rest in ``status.py``)."""
+
     async def merge_patch(
         self,
         resource: Any,
@@ -142,7 +145,7 @@ class PolicyPlaces:
 
     def __init__(
         self,
-        api: PlacesApi,
+        api: StatusApi,
         clock: Clock,
         *,
         done: Callable[[Place, int], bool] = lambda place, since_ns: False,

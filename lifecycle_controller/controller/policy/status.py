@@ -47,13 +47,14 @@ policy generation, naming the first such object, however many it fails on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import structlog
 
 from lifecycle_controller.controller.events.recorder import EventRecorder
 from lifecycle_controller.controller.policy.decisions import PolicyDecisions
 from lifecycle_controller.controller.policy.limits import LimitState
+from lifecycle_controller.controller.policy.places import StatusApi
 from lifecycle_controller.controller.policy.store import PolicyDoc, PolicyStore
 from lifecycle_controller.controller.policy.tallies import Aggregate
 from lifecycle_controller.core.decision.events import INVALID_POLICY, Event, EventType
@@ -80,23 +81,6 @@ _log = structlog.get_logger(__name__)
 CONDITION_FAILED: Final = "PolicyConditionFailed"
 #: The Warning's reason when a policy's limit starts holding objects (once per trip).
 LIMIT_REACHED: Final = "PolicyLimitReached"
-
-
-class StatusApi(Protocol):
-    async def merge_patch(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        field_manager: str = ...,
-        subresource: str = ...,
-    ) -> dict[str, Any]: ...
-
-    async def get(
-        self, resource: ResourceType, namespace: str | None, name: str
-    ) -> dict[str, Any]: ...
 
 
 def _resource(ref: PolicyRef) -> ResourceType:

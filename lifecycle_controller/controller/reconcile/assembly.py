@@ -24,7 +24,7 @@ from lifecycle_controller.controller.guardrails.breaker import CircuitBreaker
 from lifecycle_controller.controller.guardrails.state import Guardrails, RestartPacing
 from lifecycle_controller.controller.policy.decisions import PolicyDecisions
 from lifecycle_controller.controller.policy.fence import FenceMetrics, PolicyFence, PolicyReads
-from lifecycle_controller.controller.policy.places import PlacesApi
+from lifecycle_controller.controller.policy.places import StatusApi
 from lifecycle_controller.controller.policy.references import ReferenceWatch
 from lifecycle_controller.controller.policy.store import PolicyStore
 from lifecycle_controller.controller.reconcile.reconciler import PassFacts, Reconciler
@@ -64,7 +64,7 @@ def build_reconciler(
     policy_default_limit: PolicyLimit | None = None,
     references: ReferenceWatch | None = None,
     on_limit_freed: Callable[[ObjectKey], None] = lambda key: None,
-    places_api: PlacesApi | None = None,
+    places_api: StatusApi | None = None,
 ) -> Reconciler:
     """The reconciler and everything below it; ``settings.persist_observations`` turns on
     the ``never`` record writer; ``policies`` turns on lifecycle policies and the fence of
